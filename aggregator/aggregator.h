@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * aggregator/ — mergeable aggregate states (shared by the agent and the cluster aggregator),
+ * and later the wire protocol, the cluster aggregator and execution-graph assembly.
+ *
+ * Every aggregate is a state with an identity element, a merge that is associative and
+ * commutative, and a finalizer that turns the state into the value a user sees.
+ */
+#ifndef WEFT_AGGREGATOR_H
+#define WEFT_AGGREGATOR_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum agg_kind {
+	AGG_COUNT,
+	AGG_SUM,
+	AGG_MIN,
+	AGG_MAX,
+	AGG_AVG,
+	AGG_STDDEV,
+	AGG_HIST,     /* log2 buckets */
+	AGG_LHIST,    /* linear buckets lo..hi by step */
+	AGG_QUANTILE, /* log-linear sketch (kernel/weft_sketch.h) */
+	AGG_DISTINCT, /* HyperLogLog */
+	AGG__COUNT
+};
+
+const char *agg_kind_name(enum agg_kind k);
+
+#endif

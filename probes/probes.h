@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * probes/ — the probe catalog and the providers.
+ *
+ * A provider (tracepoint, syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile,
+ * interval) is a table of operations registered in one array (providers.c), as in DTrace:
+ * adding a provider touches one new file and one line.  The compiler asks a provider to
+ * resolve a probe as written (its parts, wildcards allowed) into a probe_set: the concrete
+ * attach points with the fields and arguments each one has, read from the running kernel
+ * (tracefs formats) and from ELF files (symbols, USDT notes).  The agent asks the same
+ * provider to attach a loaded BPF program to each target (issue 3: attach/detach ops).
+ *
+ * This layer knows nothing of diagnostics: failures come back as a probe_err with a kind,
+ * a message and an optional fix (near matches, field lists), which the compiler turns
+ * into tagged diagnostics.
+ */
+#ifndef WEFT_PROBES_H
+#define WEFT_PROBES_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum probe_kind {
+	PROBE_NONE,
+	PROBE_TRACEPOINT, /* parts: category, event */
+	PROBE_SYSCALL,    /* parts: name */
+	PROBE_UPROBE,     /* parts: binary, symbol; optional +offset */
+	PROBE_URETPROBE,  /* parts: binary, symbol */
+	PROBE_USDT,       /* parts: binary, provider, name (or binary, name) */
+	PROBE_KPROBE,     /* parts: function; optional +offset */
+	PROBE_KRETPROBE,  /* parts: function */
+	PROBE_PROFILE,    /* parts: rate ("99hz", "10ms") */
+	PROBE_INTERVAL,   /* parts: period ("1s", "100ms") */
+	PROBE__COUNT
+};
+
+/* Bounds that keep tracing safe. */
+#define PROBE_MAX_TARGETS 512 /* attach points one query may expand to */
+#define PROBE_MAX_FIELDS 64   /* fields of one tracepoint */
+#define PROBE_NAME_MAX 128
+
+/* How a tracepoint field is laid out in the record. */
+enum field_kind {
+	FIELD_INT,      /* integer of `size` bytes */
+	FIELD_PTR,      /* pointer; `user` if it points into user memory (syscall args) */
+	FIELD_CHARS,    /* char name[N]: inline string of `size` bytes */
+	FIELD_DATA_LOC, /* __data_loc char[]: u32 (len << 16 | offset) to a string in the record */
+	FIELD_ARRAY,    /* any other array: not usable in queries, listed for completeness */
+};
+
+struct probe_field {
+	char name[64];
+	char ctype[64]; /* the type as the format writes it, e.g. "const char *" */
+	enum field_kind kind;
+	uint16_t offset;
+	uint16_t size;
+	bool is_signed;
+	bool user; /* FIELD_PTR into user memory */
+};
+
+/* One concrete attach point. */
+struct probe_target {
+	enum probe_kind kind;
+	char name[PROBE_NAME_MAX * 2]; /* canonical: "tracepoint:syscalls:sys_enter_read" */
+
+	/* tracepoint, syscall (category "syscalls", event "sys_enter_NAME") */
+	char category[64];
+	char event[PROBE_NAME_MAX];
+	int tp_id;
+	struct probe_field *fields; /* owned by the enclosing probe_set */
+	int nfields;
+
+	/* uprobe, uretprobe, usdt: absolute path of the ELF file (after library resolution) */
+	char binary[4096];
+	char symbol[PROBE_NAME_MAX]; /* uprobe function / kprobe function */
+	uint64_t sym_offset;         /* file offset of the function (uprobe) */
+	uint64_t offset;             /* +OFF within the function */
+	char provider[64];           /* usdt */
+	char usdt_name[64];          /* usdt */
+	int nsites;                  /* usdt: call sites (notes) in the binary */
+	bool usdt_semaphore;         /* usdt: the probe has a semaphore to bump */
+
+	int nargs;       /* argN available: uprobe/kprobe 6, usdt per note (min over sites) */
+	int arg_size[12];          /* usdt: byte size of each arg (from the note), 8 otherwise */
+	bool arg_signed[12];
+	bool has_retval; /* uretprobe, kretprobe, syscall exit */
+
+	uint64_t hz;        /* profile */
+	uint64_t period_ns; /* interval */
+	pid_t pid;          /* 0: every process */
+};
+
+struct probe_set {
+	struct probe_target *v;
+	int n;
+};
+
+void probe_set_free(struct probe_set *set); /* frees v and every target's fields */
+
+enum probe_err_kind {
+	PERR_NONE,
+	PERR_PROVIDER,  /* unknown provider */
+	PERR_SYNTAX,    /* wrong number of parts, bad rate... */
+	PERR_UNKNOWN,   /* no such tracepoint/syscall */
+	PERR_NO_MATCH,  /* wildcard matched nothing */
+	PERR_TOO_MANY,  /* more than PROBE_MAX_TARGETS */
+	PERR_BINARY,    /* file missing / not ELF */
+	PERR_LIBRARY,   /* library name not resolvable */
+	PERR_SYMBOL,    /* no such function */
+	PERR_USDT,      /* no such USDT probe */
+	PERR_RATE,      /* profile/interval rate out of range */
+	PERR_FEATURE,   /* the kernel lacks what this probe type needs */
+	PERR_OFFSET,    /* offset where none is allowed */
+	PERR_PID,       /* no such process */
+	PERR_SYSTEM,    /* I/O or allocation failure; msg says which */
+};
+
+struct probe_err {
+	enum probe_err_kind kind;
+	char msg[256];
+	char fix[1024]; /* "did you mean: a, b, c" or "use tracepoint:... instead"; may be "" */
+};
+
+struct probe_ctx {
+	pid_t pid;       /* -p PID: resolve libraries through its maps; 0: none */
+	int max_targets; /* 0: PROBE_MAX_TARGETS */
+};
+
+/* Kernel features, probed once at start-up (features.c). */
+struct probe_features {
+	bool tracefs;     /* tracefs mounted (mounted by us if it was absent) */
+	bool tracepoint;  /* BPF_PROG_TYPE_TRACEPOINT */
+	bool raw_tp;      /* BPF_PROG_TYPE_RAW_TRACEPOINT */
+	bool perf_event;  /* BPF_PROG_TYPE_PERF_EVENT + perf_event_open */
+	bool uprobe;      /* uprobe PMU or uprobe_events */
+	bool kprobe;      /* kprobe PMU or kprobe_events */
+	bool fentry;      /* BPF_PROG_TYPE_TRACING with BTF */
+	bool ringbuf;     /* BPF_MAP_TYPE_RINGBUF */
+	bool percpu_hash; /* BPF_MAP_TYPE_PERCPU_HASH */
+	bool btf;         /* /sys/kernel/btf/vmlinux */
+	char tracefs_path[64];
+};
+
+const struct probe_features *probe_features_get(void); /* detected on first call */
+
+/* The provider table (DTrace-style). */
+typedef int (*probe_list_cb)(const struct probe_target *t, void *arg);
+
+struct probe_provider {
+	enum probe_kind kind;
+	const char *name;       /* "tracepoint" */
+	const char *alias;      /* "tp", or NULL */
+	int min_parts, max_parts;
+	const char *usage;      /* "tracepoint:CATEGORY:EVENT" */
+	/* Resolves parts (wildcards allowed) into set.  Returns 0 or -1 with err filled. */
+	int (*resolve)(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+		       const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err);
+	/* Calls cb for every probe matching pattern parts (NULL: all); binary-based providers
+	 * need parts[0].  Returns 0, -1 with err filled, or cb's non-zero return. */
+	int (*list)(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+		    probe_list_cb cb, void *arg, struct probe_err *err);
+	/* Whether the running kernel can attach this provider; if not, why and what instead. */
+	bool (*available)(struct probe_err *err);
+};
+
+extern const struct probe_provider *const probe_providers[];
+
+const struct probe_provider *probe_provider_find(const char *name); /* name or alias */
+const struct probe_provider *probe_provider_get(enum probe_kind kind);
+const char *probe_kind_name(enum probe_kind k);
+
+/*
+ * `weft list [PATTERN]`: prints matching probes, one a line, and with `verbose` their
+ * fields or arguments.  PATTERN is a probe as written ("syscall:open*", "tp:sched:*",
+ * "usdt:/usr/bin/python3:*", "uprobe:libc:mall*"); NULL lists tracepoints and syscalls.
+ * Returns the number listed, or -1 with err filled.
+ */
+int probe_list_print(const char *pattern, const struct probe_ctx *ctx, bool verbose, FILE *out,
+		     struct probe_err *err);
+
+/* Shared helpers (used by providers, exported for tests). */
+bool probe_glob_match(const char *pattern, const char *s); /* '*' and '?' */
+bool probe_has_wildcard(const char *s);
+/* Mounts tracefs at /sys/kernel/tracing if absent; returns its path or NULL. */
+const char *tracefs_dir(void);
+/* Reads events/CAT/EVENT/format. Returns 0 or -errno. *fields is malloc'd. */
+int tracefs_format_read(const char *category, const char *event, struct probe_field **fields,
+			int *nfields, int *id);
+/* Resolves a library name ("libc", "libc.so.6") or path to an absolute ELF path, through
+ * /proc/PID/maps when pid > 0, then the dynamic linker's cache.  0 or -ENOENT. */
+int probe_resolve_binary(const char *name, pid_t pid, char *out, size_t outsz);
+
+/* Bounded edit-distance near matches, best first; returns how many were written. */
+int probe_near_matches(const char *word, const char *const *cands, int ncands,
+		       const char **out, int max);
+
+#endif
