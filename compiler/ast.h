@@ -96,6 +96,10 @@ struct expr {
 	int aux;      /* BI_ARG index, BI_FIELD index, BI_ALIAS item */
 	int agg_slot; /* FN_IS_AGG: index into the plan's aggregate list, else -1 */
 	bool is_const;
+
+	/* set by the parser: levels in this subtree (a leaf is 1).  The parser refuses trees
+	 * higher than PARSE_MAX_HEIGHT (parser.h), so every later pass may recurse freely. */
+	int height;
 };
 
 /* ---- probes and sources ---- */

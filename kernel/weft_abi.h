@@ -1,9 +1,96 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Types that cross the kernel/user boundary, included by both the BPF runtime and the agent.
- * Placeholder until the runtime lands (issue 3).
+ * Types that cross the kernel/user boundary, defined once and included by both the BPF runtime
+ * (kernel/weft.bpf.h) and the agent's window machinery (agent/bpfrt.c): the epoch control
+ * word, the drop counters, the stream record header and the span table entry header, plus the
+ * names of the maps through which the agent finds them in a loaded object.
+ *
+ * What must hold: plain fixed-width integers only, every field naturally aligned, no implicit
+ * padding, so that clang -target bpf and the host lay every struct out identically.  A change
+ * here changes the ABI between a compiled query and the agent: bump WEFT_ABI_VERSION.
  */
 #ifndef WEFT_ABI_H
 #define WEFT_ABI_H
+
+#include <linux/types.h>
+
 #define WEFT_ABI_VERSION 1
+
+/*
+ * Map and section names the agent looks up (docs/runtime.md, "Map layouts").  An aggregation
+ * map NAME declared with WEFT_AGG_HASH / WEFT_AGG_ARRAY is found by NAME as well.
+ */
+#define WEFT_CTL_SEC ".data.weft" /* holds struct weft_ctl weft_ctl, nothing else */
+#define WEFT_SYNC_MAP "weft_sync" /* ARRAY_OF_MAPS; updating it waits for an RCU GP */
+#define WEFT_SYNC_INNER_MAP "weft_sync_in" /* the one inner map of weft_sync */
+#define WEFT_DROPS_MAP "weft_drops" /* PERCPU_ARRAY[2 * WEFT_DROP_NR] of __u64 */
+#define WEFT_EVENTS_MAP "weft_events" /* RINGBUF of stream records (WEFT_WANT_RINGBUF) */
+#define WEFT_STACKS0_MAP "weft_stacks_0" /* STACK_TRACE maps of epoch 0 and 1 (WEFT_WANT_STACKS) */
+#define WEFT_STACKS1_MAP "weft_stacks_1"
+
+/*
+ * The epoch control word, the only variable of section WEFT_CTL_SEC.  Programs read `epoch`
+ * once per event and update only that half of every double-buffered map; the agent alone
+ * writes it (see the window protocol in docs/runtime.md).
+ */
+struct weft_ctl {
+	__u32 epoch; /* 0 or 1 */
+	__u32 abi; /* WEFT_ABI_VERSION, as compiled into the object */
+};
+
+/*
+ * Why an event (or part of one) did not make it into a result.  weft_drops holds one per-CPU
+ * __u64 per (epoch, reason) at index epoch * WEFT_DROP_NR + reason, so that counts belong to a
+ * window exactly like aggregates do.  WEFT_DROP_SPAN_EVICTED is counted by the agent (the
+ * sweep runs in user space); its kernel slot stays zero.
+ */
+enum weft_drop {
+	WEFT_DROP_MAP_FULL = 0, /* a new group did not fit into an aggregation map: event lost */
+	WEFT_DROP_RINGBUF_FULL = 1, /* a stream row found the ring buffer full: row lost */
+	WEFT_DROP_SPAN_FULL = 2, /* a span start found the span table full: span lost */
+	WEFT_DROP_SPAN_EVICTED = 3, /* an unmatched span start was swept by age: span lost */
+	WEFT_DROP_STACK = 4, /* a stack could not be recorded (id < 0): key has id -1 */
+	WEFT_DROP_STR_FAULT = 5, /* a string read faulted: value is "" */
+	WEFT_DROP_STR_TRUNC = 6, /* a string filled its buffer: value may be truncated */
+	WEFT_DROP_SPAN_NO_START = 7, /* a span end had no start (began before attach): ignored */
+	WEFT_DROP_SPAN_REPLACED =
+		8, /* a span start replaced an unmatched one of its key: span lost */
+	WEFT_DROP_NR = 9,
+};
+
+/* Stable names of the reasons, for reports and the manifest, indexed by enum weft_drop. */
+#define WEFT_DROP_NAMES                                                                        \
+	{                                                                                      \
+		"map_full", "ringbuf_full", "span_table_full", "span_evicted", "stack_failed", \
+			"string_fault", "string_truncated", "span_end_without_start",          \
+			"span_start_replaced"                                                  \
+	}
+
+/* True for the reasons that mean lost data (the others are notes about values). */
+#define WEFT_DROP_IS_LOSS(r)                                            \
+	((r) == WEFT_DROP_MAP_FULL || (r) == WEFT_DROP_RINGBUF_FULL ||  \
+	 (r) == WEFT_DROP_SPAN_FULL || (r) == WEFT_DROP_SPAN_EVICTED || \
+	 (r) == WEFT_DROP_SPAN_REPLACED)
+
+/*
+ * Every ring buffer record starts with this header; the code generator defines one record
+ * struct per stream probe whose first member is it.  `len` is the whole record's size.
+ */
+struct weft_rec_hdr {
+	__u16 probe; /* query-local probe index (the manifest's numbering) */
+	__u16 epoch; /* window epoch the row was produced in */
+	__u32 len; /* sizeof the whole record, header included */
+};
+
+/*
+ * Every span table value starts with this header (key: __u64 tid or `on` key).  The agent's
+ * sweep reads start_ns only, so it needs no knowledge of the saved start-side values.
+ */
+struct weft_span_hdr {
+	__u64 start_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the start probe */
+};
+
+/* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
+#define WEFT_STACK_DEPTH 127
+
 #endif

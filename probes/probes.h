@@ -153,7 +153,8 @@ struct probe_provider {
 	const char *alias;      /* "tp", or NULL */
 	int min_parts, max_parts;
 	const char *usage;      /* "tracepoint:CATEGORY:EVENT" */
-	/* Resolves parts (wildcards allowed) into set.  Returns 0 or -1 with err filled. */
+	/* Resolves parts (wildcards allowed), appending the targets to set (which the caller zeroes
+	 * before first use); on failure set is left as it was.  Returns 0 or -1 with err filled. */
 	int (*resolve)(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
 		       const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err);
 	/* Calls cb for every probe matching pattern parts (NULL: all); binary-based providers
@@ -194,5 +195,12 @@ int probe_resolve_binary(const char *name, pid_t pid, char *out, size_t outsz);
 /* Bounded edit-distance near matches, best first; returns how many were written. */
 int probe_near_matches(const char *word, const char *const *cands, int ncands,
 		       const char **out, int max);
+
+/* span(syscall:NAME): the exit tracepoints syscalls:sys_exit_NAME (NAME may be a glob, in the
+ * same order as the entries it pairs with), appended to set as PROBE_TRACEPOINT targets named
+ * "tracepoint:syscalls:sys_exit_NAME", with has_retval and the one field `ret`.
+ * 0, or -1 with err filled (PERR_UNKNOWN when the syscall has no exit tracepoint). */
+int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx,
+			       struct probe_set *set, struct probe_err *err);
 
 #endif

@@ -1,11 +1,182 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The weft command line.  Placeholder: subcommands land with the compiler front end.
+ * weft — kernel-to-cluster dynamic tracing.  main(): the subcommand dispatcher, the
+ * program-wide help, and helpers the subcommands share.  Only files in tools/ exit.
  */
-#include <stdio.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "tools/weft.h"
+#include "tools/log/log.h"
+
+static const char usage_text[] =
+	"Usage: weft COMMAND [OPTIONS] [ARGS]\n"
+	"\n"
+	"weft compiles a declarative query into eBPF probes that the kernel verifies, attaches\n"
+	"them to tracepoints, system calls, user functions and USDT probes, aggregates events in\n"
+	"the kernel and prints windowed results.\n"
+	"\n"
+	"Commands:\n"
+	"  explain [-f FILE | 'QUERY']   check a query and show its plan (no probes attached)\n"
+	"  list [PATTERN | BINARY]       list probes (tracepoints, syscalls; functions and USDT\n"
+	"                                probes of a binary or a process) and their fields\n"
+	"  help [COMMAND]                this text, or a command's own help\n"
+	"  version                       print the version\n"
+	"\n"
+	"A query reads like a pipeline:\n"
+	"  from SOURCE[, SOURCE...] [where COND] [group by EXPR [as NAME], ...]\n"
+	"  select ITEM [as NAME], ... [order by COLUMN [asc|desc]] [limit N]\n"
+	"  [every DURATION] [for DURATION]\n"
+	"\n"
+	"Examples:\n"
+	"  weft explain 'from syscall:read group by comm select sum(args.count) as bytes'\n"
+	"  weft list 'syscall:open*'\n"
+	"  weft list -v tracepoint:sched:sched_switch\n"
+	"  weft list /usr/bin/python3\n"
+	"\n"
+	"Exit status: 0 success, 1 failure while tracing, 2 bad command line, 3 the query has\n"
+	"errors (each printed as FILE:LINE:COL with the line, a caret, and a fix).\n"
+	"\n"
+	"The language reference is docs/language.md; `weft help COMMAND` shows a command's\n"
+	"options.\n";
+
+static void log_sink(enum weft_log_level level, const char *msg)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+
+	fprintf(stderr, "weft: %s: %s\n", names[level], msg);
+}
+
+void tool_set_verbose(int level)
+{
+	weft_log_set_level(level >= 2 ? WEFT_LOG_DEBUG : level == 1 ? WEFT_LOG_INFO : WEFT_LOG_WARN);
+}
+
+int tool_parse_pid(const char *s)
+{
+	char *end, path[64];
+	long pid;
+	struct stat st;
+
+	errno = 0;
+	pid = strtol(s, &end, 10);
+	if (errno || *end || pid <= 0 || pid > 4194304) {
+		fprintf(stderr, "weft: -p takes a process id, not '%s'\n", s);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%ld", pid);
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "weft: no process with id %ld\n", pid);
+		return -1;
+	}
+	return (int)pid;
+}
+
+char *tool_read_query(const char *file, const char *arg, const char **name)
+{
+	FILE *f;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	size_t n;
+	char chunk[4096];
+
+	*name = "query";
+	if (!file) {
+		if (!arg) {
+			fprintf(stderr, "weft: no query given (a quoted argument, or -f FILE)\n");
+			return NULL;
+		}
+		buf = strdup(arg);
+		if (!buf)
+			fprintf(stderr, "weft: out of memory\n");
+		return buf;
+	}
+	if (arg) {
+		fprintf(stderr, "weft: give the query either as an argument or with -f, not both\n");
+		return NULL;
+	}
+	f = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
+	if (!f) {
+		fprintf(stderr, "weft: cannot open %s: %s\n", file, strerror(errno));
+		return NULL;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (len + n + 1 > cap) {
+			char *nb;
+
+			cap = (len + n + 1) * 2;
+			if (cap > (1u << 20)) {
+				fprintf(stderr, "weft: %s: a query file of over 1 MiB\n", file);
+				goto fail;
+			}
+			nb = realloc(buf, cap);
+			if (!nb)
+				goto fail;
+			buf = nb;
+		}
+		memcpy(buf + len, chunk, n);
+		len += n;
+	}
+	if (ferror(f)) {
+		fprintf(stderr, "weft: reading %s: %s\n", file, strerror(errno));
+		goto fail;
+	}
+	if (f != stdin)
+		fclose(f);
+	if (!buf)
+		buf = calloc(1, 1);
+	else
+		buf[len] = 0;
+	if (buf && memchr(buf, 0, len)) {
+		fprintf(stderr, "weft: %s: not a text file\n", file);
+		free(buf);
+		return NULL;
+	}
+	*name = file;
+	return buf;
+fail:
+	if (f != stdin)
+		fclose(f);
+	free(buf);
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
-	printf("weft %s\n", WEFT_VERSION);
-	return 0;
+	const char *cmd;
+
+	weft_log_set_sink(log_sink);
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		fputs(usage_text, stderr);
+		return WEFT_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+	    (strcmp(cmd, "help") == 0 && argc == 2)) {
+		fputs(usage_text, stdout);
+		return WEFT_EXIT_OK;
+	}
+	if (strcmp(cmd, "help") == 0) {
+		char *hargv[] = { argv[2], "--help", NULL };
+
+		argc = 2;
+		argv = hargv;
+		cmd = argv[0];
+	} else {
+		argc -= 1;
+		argv += 1;
+	}
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("weft %s\n", WEFT_VERSION);
+		return WEFT_EXIT_OK;
+	}
+	if (strcmp(cmd, "explain") == 0)
+		return cmd_explain(argc, argv);
+	if (strcmp(cmd, "list") == 0)
+		return cmd_list(argc, argv);
+	fprintf(stderr, "weft: unknown command '%s' (see `weft --help`)\n", cmd);
+	return WEFT_EXIT_USAGE;
 }

@@ -1,0 +1,1315 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Semantic analysis.
+ *
+ * Order of work, each step reporting what it finds with a tagged diagnostic and going on
+ * where it safely can, so that one run shows as many real mistakes as possible:
+ *   1. probes: every source's probe is resolved by its provider against the running kernel
+ *      (tracefs) or the ELF files it names; span sources get their end probe (the syscall
+ *      exit tracepoint, the uretprobe, the kretprobe) unless one is given;
+ *   2. names and types: `where`, the `on` keys, `group by`, `select` and `order by`, in that
+ *      order, so that aliases are known before `order by` uses them;
+ *   3. aggregate placement: none in `where`/`group by`, none nested, every plain select item
+ *      of an aggregating query is a group key, `group by`/`order by` need aggregates;
+ *   4. windows: `every` and `for` within bounds.
+ *
+ * Must never: touch the kernel beyond reading tracefs, ELF files and /proc; attach
+ * anything; keep state between queries.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/sema.h"
+
+#define MAX_STR 256
+#define DEFAULT_STR 64
+#define MAX_LHIST_BUCKETS 1000
+#define MIN_WINDOW_NS 10000000ULL            /* 10 ms */
+#define MAX_WINDOW_NS (24ULL * 3600 * 1000000000ULL) /* a day */
+
+enum sema_ctx { CTX_WHERE, CTX_ON, CTX_GROUP, CTX_SELECT, CTX_ORDER };
+
+struct sema {
+	struct ast_query *q;
+	struct diag_list *dl;
+	pid_t pid;
+	enum sema_ctx ctx;
+	int agg_depth;  /* > 0 inside an aggregate's arguments */
+	int on_source;  /* CTX_ON: the span source being checked */
+	bool on_end;    /* CTX_ON: checking against the end probe */
+};
+
+static const struct type ty_none = { TY_NONE, 0, false, false };
+static const struct type ty_bool = { TY_BOOL, 1, false, false };
+static const struct type ty_u64 = { TY_INT, 8, false, false };
+static const struct type ty_s64 = { TY_INT, 8, true, false };
+
+/* ---------------------------------------------------------------- built-in fields */
+
+struct builtin_def {
+	const char *name;
+	enum builtin bi;
+	struct type ty;
+};
+
+static const struct builtin_def builtins[] = {
+	{ "time", BI_TIME, { TY_INT, 8, false, false } },
+	{ "pid", BI_PID, { TY_INT, 4, false, false } },
+	{ "tid", BI_TID, { TY_INT, 4, false, false } },
+	{ "uid", BI_UID, { TY_INT, 4, false, false } },
+	{ "comm", BI_COMM, { TY_STR, 16, false, false } },
+	{ "cpu", BI_CPU, { TY_INT, 4, false, false } },
+	{ "cgroup", BI_CGROUP, { TY_INT, 8, false, false } },
+	{ "host", BI_HOST, { TY_STR, 64, false, false } },
+	{ "probe", BI_PROBE, { TY_INT, 8, false, false } },
+	{ "ustack", BI_USTACK, { TY_STACK, 4, false, true } },
+	{ "kstack", BI_KSTACK, { TY_STACK, 4, false, false } },
+	{ "retval", BI_RETVAL, { TY_INT, 8, true, false } },
+	{ "duration", BI_DURATION, { TY_INT, 8, false, false } },
+};
+
+struct func_def {
+	const char *name;
+	enum func fn;
+	int min_args, max_args;
+};
+
+static const struct func_def funcs[] = {
+	{ "str", FN_STR, 1, 2 },	 { "log2", FN_LOG2, 1, 1 },
+	{ "bucket", FN_BUCKET, 2, 2 },	 { "usym", FN_USYM, 1, 1 },
+	{ "ksym", FN_KSYM, 1, 1 },	 { "count", FN_COUNT, 0, 0 },
+	{ "sum", FN_SUM, 1, 1 },	 { "min", FN_MIN, 1, 1 },
+	{ "max", FN_MAX, 1, 1 },	 { "avg", FN_AVG, 1, 1 },
+	{ "stddev", FN_STDDEV, 1, 1 },	 { "hist", FN_HIST, 1, 1 },
+	{ "lhist", FN_LHIST, 4, 4 },	 { "quantile", FN_QUANTILE, 2, 2 },
+	{ "p50", FN_P50, 1, 1 },	 { "p90", FN_P90, 1, 1 },
+	{ "p99", FN_P99, 1, 1 },	 { "p999", FN_P999, 1, 1 },
+	{ "distinct", FN_DISTINCT, 1, 1 },
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+const struct probe_field *sema_target_field(const struct probe_target *t, const char *name)
+{
+	for (int i = 0; i < t->nfields; i++)
+		if (strcmp(t->fields[i].name, name) == 0)
+			return &t->fields[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- probes */
+
+static enum diag_tag perr_tag(enum probe_err_kind k)
+{
+	switch (k) {
+	case PERR_PROVIDER:
+		return DIAG_E_PROBE_PROVIDER;
+	case PERR_SYNTAX:
+		return DIAG_E_PARSE_PROBE;
+	case PERR_UNKNOWN:
+		return DIAG_E_PROBE_UNKNOWN;
+	case PERR_NO_MATCH:
+		return DIAG_E_PROBE_NO_MATCH;
+	case PERR_TOO_MANY:
+		return DIAG_E_PROBE_TOO_MANY;
+	case PERR_BINARY:
+		return DIAG_E_PROBE_BINARY;
+	case PERR_LIBRARY:
+		return DIAG_E_PROBE_LIBRARY;
+	case PERR_SYMBOL:
+		return DIAG_E_PROBE_SYMBOL;
+	case PERR_USDT:
+		return DIAG_E_PROBE_USDT;
+	case PERR_RATE:
+		return DIAG_E_PROBE_RATE;
+	case PERR_FEATURE:
+		return DIAG_E_PROBE_FEATURE;
+	case PERR_OFFSET:
+		return DIAG_E_PROBE_OFFSET;
+	case PERR_PID:
+		return DIAG_E_PROBE_PID;
+	default:
+		return DIAG_E_PROBE_UNKNOWN;
+	}
+}
+
+static void report_perr(struct sema *s, const struct probe_spec *spec, const struct probe_err *err)
+{
+	struct diag *d = diag_error(s->dl, perr_tag(err->kind), spec->loc, "%s",
+				    err->msg[0] ? err->msg : "cannot resolve probe");
+
+	if (err->fix[0])
+		diag_fix(d, "%s", err->fix);
+}
+
+/* Resolves spec as kind `kind` (which may differ from spec->kind for implied span ends). */
+static struct probe_set *resolve_as(struct sema *s, const struct probe_spec *spec,
+				    enum probe_kind kind, const char *const *parts, int nparts)
+{
+	const struct probe_provider *p = probe_provider_get(kind);
+	struct probe_ctx ctx = { .pid = s->pid, .max_targets = PROBE_MAX_TARGETS };
+	struct probe_err err = { 0 };
+	struct probe_set *set;
+
+	if (!p || !p->resolve) {
+		diag_error(s->dl, DIAG_E_PROBE_PROVIDER, spec->loc,
+			   "probe provider '%s' is not available in this build",
+			   probe_kind_name(kind));
+		return NULL;
+	}
+	if (p->available && !p->available(&err)) {
+		report_perr(s, spec, &err);
+		return NULL;
+	}
+	set = arena_alloc(s->q->arena, sizeof(*set));
+	if (!set)
+		return NULL;
+	memset(&err, 0, sizeof(err));
+	if (p->resolve(parts, nparts, spec->offset, spec->has_offset, &ctx, set, &err) != 0) {
+		probe_set_free(set);
+		report_perr(s, spec, &err);
+		return NULL;
+	}
+	if (set->n == 0) {
+		probe_set_free(set);
+		diag_error(s->dl, DIAG_E_PROBE_NO_MATCH, spec->loc, "'%s' matches no probe",
+			   spec->text);
+		return NULL;
+	}
+	return set;
+}
+
+static int resolve_spec(struct sema *s, struct probe_spec *spec)
+{
+	spec->set = resolve_as(s, spec, spec->kind, (const char *const *)spec->parts,
+			       spec->nparts);
+	return spec->set ? 0 : -EINVAL;
+}
+
+/* The implied end of span(P): syscall exit, uretprobe, kretprobe. */
+static int resolve_span_end(struct sema *s, struct source *src)
+{
+	struct probe_spec *st = &src->start;
+	struct probe_set *end, *set = st->set;
+	enum probe_kind ek;
+
+	switch (st->kind) {
+	case PROBE_SYSCALL:
+		/* One exit tracepoint per resolved syscall, in the same order. */
+		end = arena_alloc(s->q->arena, sizeof(*end));
+		if (!end)
+			return -ENOMEM;
+		end->v = calloc(set->n, sizeof(*end->v));
+		if (!end->v)
+			return -ENOMEM;
+		for (int i = 0; i < set->n; i++) {
+			char ev[PROBE_NAME_MAX + 16];
+			const char *parts[2] = { "syscalls", ev };
+			struct probe_set *one;
+			const char *name = set->v[i].event;
+
+			if (strncmp(name, "sys_enter_", 10) == 0)
+				name += 10;
+			snprintf(ev, sizeof(ev), "sys_exit_%s", name);
+			one = resolve_as(s, st, PROBE_TRACEPOINT, parts, 2);
+			if (!one) {
+				end->n = i;
+				src->end.set = end;
+				return -EINVAL;
+			}
+			end->v[i] = one->v[0];
+			one->v[0].fields = NULL;
+			one->v[0].nfields = 0;
+			probe_set_free(one);
+			/* the exit record's `ret` is the span's retval */
+			end->v[i].has_retval = true;
+			end->n = i + 1;
+		}
+		src->end = *st;
+		src->end.kind = PROBE_TRACEPOINT;
+		src->end.set = end;
+		src->has_end = true;
+		return 0;
+	case PROBE_UPROBE:
+		ek = PROBE_URETPROBE;
+		break;
+	case PROBE_KPROBE:
+		ek = PROBE_KRETPROBE;
+		break;
+	default:
+		diag_fix(diag_error(s->dl, DIAG_E_SPAN_PAIR, st->loc,
+				    "span(%s) has no natural end probe", st->text),
+			 "name the end probe: span(%s, PROBE [on KEY])", st->text);
+		return -EINVAL;
+	}
+	if (st->has_offset) {
+		diag_error(s->dl, DIAG_E_PROBE_OFFSET, st->loc,
+			   "span(%s): a function with an offset has no return to pair with",
+			   st->text);
+		return -EINVAL;
+	}
+	src->end = *st;
+	src->end.kind = ek;
+	src->end.set = resolve_as(s, st, ek, (const char *const *)st->parts, st->nparts);
+	if (!src->end.set)
+		return -EINVAL;
+	src->has_end = true;
+	return 0;
+}
+
+static int check_sources(struct sema *s)
+{
+	int rc = 0;
+
+	for (int i = 0; i < s->q->nsources; i++) {
+		struct source *src = &s->q->sources[i];
+
+		if (resolve_spec(s, &src->start) != 0) {
+			rc = -EINVAL;
+			continue;
+		}
+		if (!src->is_span)
+			continue;
+		if (src->start.kind == PROBE_PROFILE || src->start.kind == PROBE_INTERVAL) {
+			diag_error(s->dl, DIAG_E_SPAN_PAIR, src->start.loc,
+				   "a timer probe cannot start a span");
+			rc = -EINVAL;
+			continue;
+		}
+		if (src->has_end) {
+			if (src->end.kind == PROBE_PROFILE || src->end.kind == PROBE_INTERVAL) {
+				diag_error(s->dl, DIAG_E_SPAN_PAIR, src->end.loc,
+					   "a timer probe cannot end a span");
+				rc = -EINVAL;
+			} else if (resolve_spec(s, &src->end) != 0) {
+				rc = -EINVAL;
+			}
+		} else if (resolve_span_end(s, src) != 0) {
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}
+
+/* ---------------------------------------------------------------- names */
+
+static bool kind_has_args(enum probe_kind k)
+{
+	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT ||
+	       k == PROBE_KPROBE || k == PROBE_KRETPROBE;
+}
+
+static bool kind_is_user(enum probe_kind k)
+{
+	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT;
+}
+
+/* The probe specs whose fields an expression in the current context sees. */
+static int visible_specs(struct sema *s, const struct probe_spec **out, int max)
+{
+	int n = 0;
+
+	if (s->ctx == CTX_ON) {
+		struct source *src = &s->q->sources[s->on_source];
+
+		out[n++] = s->on_end ? &src->end : &src->start;
+		return n;
+	}
+	for (int i = 0; i < s->q->nsources && n < max; i++)
+		out[n++] = &s->q->sources[i].start;
+	return n;
+}
+
+static struct type field_type(const struct probe_field *f)
+{
+	struct type t = ty_none;
+
+	switch (f->kind) {
+	case FIELD_INT:
+		t.kind = TY_INT;
+		t.size = f->size;
+		t.is_signed = f->is_signed;
+		break;
+	case FIELD_PTR:
+		t.kind = TY_PTR;
+		t.size = 8;
+		t.user = f->user;
+		break;
+	case FIELD_CHARS:
+		t.kind = TY_STR;
+		t.size = f->size;
+		break;
+	case FIELD_DATA_LOC:
+		t.kind = TY_STR;
+		t.size = DEFAULT_STR;
+		break;
+	case FIELD_ARRAY:
+		break;
+	}
+	return t;
+}
+
+static void list_fields(struct diag *d, const struct probe_target *t)
+{
+	char buf[900];
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < t->nfields && off < sizeof(buf) - 80; i++)
+		off += snprintf(buf + off, sizeof(buf) - off, "%sargs.%s", i ? ", " : "",
+				t->fields[i].name);
+	if (t->nfields == 0)
+		diag_fix(d, "%s has no argument fields", t->name);
+	else
+		diag_fix(d, "fields of %s: %s", t->name, buf);
+}
+
+static int check_member(struct sema *s, struct expr *e)
+{
+	const struct probe_spec *specs[AST_MAX_SOURCES];
+	int n = visible_specs(s, specs, AST_MAX_SOURCES);
+	struct type t = ty_none;
+	const char *fname = e->sval;
+
+	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0) {
+		diag_fix(diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc,
+				    "only `args` has fields"),
+			 "write args.FIELD for a tracepoint field");
+		return -EINVAL;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct probe_spec *sp = specs[i];
+
+		if (!sp->set)
+			return -EINVAL; /* already reported */
+		if (sp->kind != PROBE_TRACEPOINT && sp->kind != PROBE_SYSCALL) {
+			struct diag *d = diag_error(s->dl, DIAG_E_FIELD_NO_ARGS, e->loc,
+						    "%s probes have no `args` fields",
+						    probe_kind_name(sp->kind));
+
+			if (kind_has_args(sp->kind))
+				diag_fix(d, "use arg0, arg1, ... for the arguments of %s",
+					 sp->text);
+			return -EINVAL;
+		}
+		for (int j = 0; j < sp->set->n; j++) {
+			const struct probe_target *tg = &sp->set->v[j];
+			const struct probe_field *f = sema_target_field(tg, fname);
+			struct type ft;
+
+			if (!f) {
+				struct diag *d;
+
+				if (n == 1 && sp->set->n == 1) {
+					d = diag_error(s->dl, DIAG_E_FIELD_UNKNOWN, e->loc,
+						       "%s has no field '%s'", tg->name, fname);
+				} else {
+					d = diag_error(s->dl, DIAG_E_FIELD_NOT_COMMON, e->loc,
+						       "field '%s' is not in every probe: %s lacks it",
+						       fname, tg->name);
+				}
+				list_fields(d, tg);
+				return -EINVAL;
+			}
+			ft = field_type(f);
+			if (ft.kind == TY_NONE) {
+				diag_error(s->dl, DIAG_E_FIELD_UNKNOWN, e->loc,
+					   "field '%s' of %s is an array (%s), which queries cannot use",
+					   fname, tg->name, f->ctype);
+				return -EINVAL;
+			}
+			if (t.kind == TY_NONE) {
+				t = ft;
+			} else if (t.kind != ft.kind) {
+				diag_error(s->dl, DIAG_E_FIELD_NOT_COMMON, e->loc,
+					   "field '%s' has different types in the matched probes",
+					   fname);
+				return -EINVAL;
+			} else if (ft.size > t.size) {
+				t.size = ft.size;
+			}
+		}
+	}
+	e->bi = BI_FIELD;
+	e->ty = t;
+	return 0;
+}
+
+/* argN: uprobes/kprobes 0..5, usdt per notes. */
+static int check_argn(struct sema *s, struct expr *e, int idx)
+{
+	const struct probe_spec *specs[AST_MAX_SOURCES];
+	int n = visible_specs(s, specs, AST_MAX_SOURCES);
+	struct type t = ty_s64;
+
+	for (int i = 0; i < n; i++) {
+		const struct probe_spec *sp = specs[i];
+
+		if (!sp->set)
+			return -EINVAL;
+		if (!kind_has_args(sp->kind)) {
+			struct diag *d = diag_error(s->dl, DIAG_E_ARG_INDEX, e->loc,
+						    "%s probes have no argN", probe_kind_name(sp->kind));
+
+			if (sp->kind == PROBE_TRACEPOINT || sp->kind == PROBE_SYSCALL)
+				list_fields(d, &sp->set->v[0]);
+			return -EINVAL;
+		}
+		for (int j = 0; j < sp->set->n; j++) {
+			const struct probe_target *tg = &sp->set->v[j];
+
+			if (idx >= tg->nargs) {
+				diag_fix(diag_error(s->dl, DIAG_E_ARG_INDEX, e->loc,
+						    "%s has %d argument%s: arg%d does not exist",
+						    tg->name, tg->nargs, tg->nargs == 1 ? "" : "s",
+						    idx),
+					 tg->nargs ? "use arg0 .. arg%d" : "this probe has none",
+					 tg->nargs - 1);
+				return -EINVAL;
+			}
+			if (sp->kind == PROBE_USDT && idx < 12 && tg->arg_size[idx] &&
+			    tg->arg_size[idx] < 8) {
+				t.size = tg->arg_size[idx];
+				t.is_signed = tg->arg_signed[idx];
+			}
+		}
+	}
+	e->bi = BI_ARG;
+	e->aux = idx;
+	e->ty = t;
+	return 0;
+}
+
+static bool spec_has_retval(const struct probe_spec *sp)
+{
+	if (!sp->set)
+		return false;
+	for (int j = 0; j < sp->set->n; j++)
+		if (!sp->set->v[j].has_retval)
+			return false;
+	return true;
+}
+
+static int check_builtin(struct sema *s, struct expr *e, const struct builtin_def *b)
+{
+	e->bi = b->bi;
+	e->ty = b->ty;
+	switch (b->bi) {
+	case BI_HOST:
+		if (s->ctx == CTX_WHERE || s->ctx == CTX_ON || s->agg_depth) {
+			diag_fix(diag_error(s->dl, DIAG_E_HOST_PLACE, e->loc,
+					    "`host` is known to the agent, not to the kernel"),
+				 "use host in `group by` or in a select without aggregates");
+			return -EINVAL;
+		}
+		return 0;
+	case BI_DURATION:
+		if (s->ctx == CTX_ON)
+			goto no_span;
+		for (int i = 0; i < s->q->nsources; i++)
+			if (!s->q->sources[i].is_span)
+				goto no_span;
+		return 0;
+	case BI_RETVAL:
+		if (s->ctx == CTX_ON) {
+			if (s->on_end && spec_has_retval(&s->q->sources[s->on_source].end))
+				return 0;
+			goto no_ret;
+		}
+		for (int i = 0; i < s->q->nsources; i++) {
+			struct source *src = &s->q->sources[i];
+			const struct probe_spec *sp = src->is_span ? &src->end : &src->start;
+
+			if (!spec_has_retval(sp))
+				goto no_ret;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+no_span:
+	diag_fix(diag_error(s->dl, DIAG_E_DURATION_NO_SPAN, e->loc,
+			    "`duration` is only known for span(...) sources"),
+		 "pair entry and return: from span(PROBE) ...");
+	return -EINVAL;
+no_ret:
+	diag_fix(diag_error(s->dl, DIAG_E_RETVAL_NO_RETURN, e->loc,
+			    "`retval` is only known where a probe fires on return"),
+		 "use uretprobe:..., or span(syscall:NAME) / span(uprobe:BIN:FUNC)");
+	return -EINVAL;
+}
+
+static int check_name(struct sema *s, struct expr *e)
+{
+	const char *name = e->sval;
+	const char *cands[ARRAY_SIZE(builtins) + AST_MAX_ITEMS + AST_MAX_GROUPS + 2];
+	const char *near[3];
+	int nc = 0, nn;
+	struct diag *d;
+
+	for (size_t i = 0; i < ARRAY_SIZE(builtins); i++)
+		if (strcasecmp(builtins[i].name, name) == 0)
+			return check_builtin(s, e, &builtins[i]);
+	if (strncmp(name, "arg", 3) == 0 && name[3] >= '0' && name[3] <= '9') {
+		char *end;
+		long idx = strtol(name + 3, &end, 10);
+
+		if (*end == 0 && idx < 64)
+			return check_argn(s, e, (int)idx);
+	}
+	/* group aliases are visible in select and order by; select aliases in order by */
+	if (s->ctx == CTX_SELECT || s->ctx == CTX_ORDER) {
+		for (int i = 0; i < s->q->ngroups; i++) {
+			struct group_key *g = &s->q->groups[i];
+
+			if (g->alias && strcmp(g->alias, name) == 0) {
+				e->bi = BI_ALIAS;
+				e->aux = -1 - i; /* negative: a group key */
+				e->ty = g->e->ty;
+				return 0;
+			}
+		}
+	}
+	if (s->ctx == CTX_ORDER) {
+		for (int i = 0; i < s->q->nitems; i++) {
+			struct select_item *it = &s->q->items[i];
+
+			if (it->name && strcmp(it->name, name) == 0) {
+				e->bi = BI_ALIAS;
+				e->aux = i;
+				e->ty = it->e->ty;
+				return 0;
+			}
+		}
+	}
+	if (strcmp(name, "args") == 0) {
+		d = diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc,
+			       "`args` is not a value; name one of its fields");
+		diag_fix(d, "write args.FIELD (see `weft list -v PROBE`)");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(builtins); i++)
+		cands[nc++] = builtins[i].name;
+	for (int i = 0; i < s->q->ngroups; i++)
+		if (s->q->groups[i].alias)
+			cands[nc++] = s->q->groups[i].alias;
+	if (s->ctx == CTX_ORDER)
+		for (int i = 0; i < s->q->nitems; i++)
+			if (s->q->items[i].name)
+				cands[nc++] = s->q->items[i].name;
+	d = diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc, "unknown name '%s'", name);
+	nn = diag_near(name, cands, nc, near, 3);
+	if (nn == 1)
+		diag_fix(d, "did you mean '%s'?", near[0]);
+	else if (nn > 1)
+		diag_fix(d, "did you mean one of: %s%s%s%s%s?", near[0], ", ", near[1],
+			 nn > 2 ? ", " : "", nn > 2 ? near[2] : "");
+	return -EINVAL;
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+static int check_expr(struct sema *s, struct expr *e);
+
+static bool is_int(const struct type *t)
+{
+	return t->kind == TY_INT;
+}
+
+static bool is_num(const struct type *t)
+{
+	return t->kind == TY_INT || t->kind == TY_BOOL;
+}
+
+static bool const_int(const struct expr *e, int64_t *v)
+{
+	if (e->kind == EXPR_INT) {
+		*v = e->ival;
+		return true;
+	}
+	if (e->kind == EXPR_UNARY && e->op == OP_NEG && e->lhs->kind == EXPR_INT) {
+		*v = -e->lhs->ival;
+		return true;
+	}
+	return false;
+}
+
+static bool const_num(const struct expr *e, double *v)
+{
+	int64_t i;
+
+	if (e->kind == EXPR_FLOAT) {
+		*v = e->fval;
+		return true;
+	}
+	if (const_int(e, &i)) {
+		*v = (double)i;
+		return true;
+	}
+	return false;
+}
+
+static int type_error(struct sema *s, enum diag_tag tag, struct expr *e, const char *what,
+		      const struct type *t)
+{
+	char buf[32];
+
+	diag_error(s->dl, tag, e->loc, "%s, not %s", what, type_name(t, buf, sizeof(buf)));
+	return -EINVAL;
+}
+
+static int check_call(struct sema *s, struct expr *e)
+{
+	const struct func_def *f = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(funcs); i++)
+		if (strcasecmp(funcs[i].name, e->sval) == 0)
+			f = &funcs[i];
+	if (!f) {
+		const char *cands[ARRAY_SIZE(funcs)], *near[1];
+		struct diag *d;
+
+		for (size_t i = 0; i < ARRAY_SIZE(funcs); i++)
+			cands[i] = funcs[i].name;
+		d = diag_error(s->dl, DIAG_E_FUNC_UNKNOWN, e->loc, "unknown function '%s'",
+			       e->sval);
+		if (diag_near(e->sval, cands, ARRAY_SIZE(funcs), near, 1) == 1)
+			diag_fix(d, "did you mean %s()?", near[0]);
+		return -EINVAL;
+	}
+	e->fn = f->fn;
+	if (e->nargs < f->min_args || e->nargs > f->max_args) {
+		if (f->min_args == f->max_args)
+			diag_error(s->dl, DIAG_E_FUNC_ARITY, e->loc,
+				   "%s() takes %d argument%s, not %d", f->name, f->min_args,
+				   f->min_args == 1 ? "" : "s", e->nargs);
+		else
+			diag_error(s->dl, DIAG_E_FUNC_ARITY, e->loc,
+				   "%s() takes %d to %d arguments, not %d", f->name, f->min_args,
+				   f->max_args, e->nargs);
+		return -EINVAL;
+	}
+	if (FN_IS_AGG(f->fn)) {
+		if (s->agg_depth) {
+			diag_error(s->dl, DIAG_E_AGG_NESTED, e->loc,
+				   "%s() inside another aggregate", f->name);
+			return -EINVAL;
+		}
+		switch (s->ctx) {
+		case CTX_WHERE:
+		case CTX_ON:
+			diag_fix(diag_error(s->dl, DIAG_E_AGG_IN_WHERE, e->loc,
+					    "aggregate %s() in `where`", f->name),
+				 "`where` filters single events; aggregates belong in `select`");
+			return -EINVAL;
+		case CTX_GROUP:
+			diag_error(s->dl, DIAG_E_AGG_IN_GROUP, e->loc,
+				   "aggregate %s() in `group by`", f->name);
+			return -EINVAL;
+		default:
+			break;
+		}
+		s->agg_depth++;
+	}
+	for (int i = 0; i < e->nargs; i++)
+		if (check_expr(s, e->args[i]) != 0)
+			rc = -EINVAL;
+	if (FN_IS_AGG(f->fn))
+		s->agg_depth--;
+	if (rc)
+		return rc;
+
+	struct expr *a0 = e->nargs ? e->args[0] : NULL;
+	int64_t v;
+	double q;
+
+	switch (f->fn) {
+	case FN_STR:
+		/* an integer is an address only where the probe's arguments are untyped
+		 * registers (argN, retval of uprobes/usdt/kprobes) */
+		if (a0->ty.kind != TY_PTR && a0->ty.kind != TY_STR &&
+		    !(a0->ty.kind == TY_INT && a0->ty.size == 8 &&
+		      (a0->bi == BI_ARG || a0->bi == BI_RETVAL)))
+			return type_error(s, DIAG_E_STR_ARG, a0, "str() takes a pointer or string",
+					  &a0->ty);
+		e->ty = (struct type){ TY_STR, DEFAULT_STR, false, a0->ty.user };
+		if (a0->ty.kind == TY_INT) {
+			/* an integer argument of a user probe is a user address */
+			for (int i = 0; i < s->q->nsources; i++)
+				if (kind_is_user(s->q->sources[i].start.kind))
+					e->ty.user = true;
+		}
+		if (e->nargs == 2) {
+			if (!const_int(e->args[1], &v) || v < 1 || v > MAX_STR) {
+				diag_error(s->dl, DIAG_E_STR_MAX, e->args[1]->loc,
+					   "str(e, max): max must be a constant from 1 to %d",
+					   MAX_STR);
+				return -EINVAL;
+			}
+			e->ty.size = (uint16_t)v;
+		}
+		if (a0->ty.kind == TY_STR && a0->ty.size < e->ty.size)
+			e->ty.size = a0->ty.size;
+		return 0;
+	case FN_LOG2:
+	case FN_USYM:
+	case FN_KSYM:
+		if (!is_int(&a0->ty) && a0->ty.kind != TY_PTR)
+			return type_error(s, DIAG_E_FUNC_ARG, a0,
+					  "this function takes a number or address", &a0->ty);
+		e->ty = f->fn == FN_LOG2 ? ty_s64 : ty_u64;
+		return 0;
+	case FN_BUCKET:
+		if (!is_int(&a0->ty))
+			return type_error(s, DIAG_E_FUNC_ARG, a0, "bucket() takes a number",
+					  &a0->ty);
+		if (!const_int(e->args[1], &v) || v <= 0) {
+			diag_error(s->dl, DIAG_E_CONST_RANGE, e->args[1]->loc,
+				   "bucket(e, step): step must be a positive constant");
+			return -EINVAL;
+		}
+		e->ty = a0->ty;
+		e->ty.size = 8;
+		return 0;
+	case FN_COUNT:
+		e->ty = ty_u64;
+		e->ty.kind = TY_AGG;
+		return 0;
+	case FN_DISTINCT:
+		if (!is_num(&a0->ty) && a0->ty.kind != TY_STR && a0->ty.kind != TY_PTR)
+			return type_error(s, DIAG_E_AGG_ARG, a0,
+					  "distinct() takes a number, address or string", &a0->ty);
+		e->ty = (struct type){ TY_AGG, 8, false, false };
+		return 0;
+	case FN_LHIST: {
+		int64_t lo, hi, step;
+
+		if (!const_int(e->args[1], &lo) || !const_int(e->args[2], &hi) ||
+		    !const_int(e->args[3], &step) || lo >= hi || step <= 0) {
+			diag_fix(diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
+					    "lhist(e, lo, hi, step) needs constants with lo < hi and step > 0"),
+				 "e.g. lhist(args.count, 0, 4096, 256)");
+			return -EINVAL;
+		}
+		if ((hi - lo) / step > MAX_LHIST_BUCKETS) {
+			diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
+				   "lhist would have %lld buckets; at most %d",
+				   (long long)((hi - lo) / step), MAX_LHIST_BUCKETS);
+			return -EINVAL;
+		}
+	}
+		/* fall through */
+	case FN_SUM:
+	case FN_MIN:
+	case FN_MAX:
+	case FN_AVG:
+	case FN_STDDEV:
+	case FN_HIST:
+	case FN_P50:
+	case FN_P90:
+	case FN_P99:
+	case FN_P999:
+	case FN_QUANTILE:
+		if (!is_num(&a0->ty)) {
+			struct diag *d;
+			char buf[32];
+
+			d = diag_error(s->dl, DIAG_E_AGG_ARG, a0->loc,
+				       "%s() takes a number, not %s", f->name,
+				       type_name(&a0->ty, buf, sizeof(buf)));
+			if (a0->ty.kind == TY_STR)
+				diag_fix(d, "to count per string, group by it: group by ... select count()");
+			return -EINVAL;
+		}
+		if (f->fn == FN_QUANTILE) {
+			if (!const_num(e->args[1], &q) || !(q > 0 && q < 1)) {
+				diag_fix(diag_error(s->dl, DIAG_E_QUANTILE_RANGE, e->args[1]->loc,
+						    "quantile(e, q): q must be a constant between 0 and 1 (exclusive)"),
+					 "e.g. quantile(duration, 0.95), or p50/p90/p99/p999");
+				return -EINVAL;
+			}
+		}
+		e->ty = (struct type){ TY_AGG, 8, true, false };
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int check_binary(struct sema *s, struct expr *e)
+{
+	struct type *l, *r;
+	char b1[32], b2[32];
+	int64_t v;
+
+	if (check_expr(s, e->lhs) | check_expr(s, e->rhs))
+		return -EINVAL;
+	l = &e->lhs->ty;
+	r = &e->rhs->ty;
+	if (l->kind == TY_STACK || r->kind == TY_STACK) {
+		diag_fix(diag_error(s->dl, DIAG_E_TYPE_STACK, e->loc,
+				    "a stack cannot be used in an expression"),
+			 "use ustack/kstack alone, in group by or select");
+		return -EINVAL;
+	}
+	if (l->kind == TY_AGG || r->kind == TY_AGG) {
+		diag_fix(diag_error(s->dl, DIAG_E_AGG_NESTED, e->loc,
+				    "arithmetic or comparison over aggregates is not supported"),
+			 "select each aggregate as its own column");
+		return -EINVAL;
+	}
+	switch (e->op) {
+	case OP_AND:
+	case OP_OR:
+		if (l->kind != TY_BOOL)
+			return type_error(s, DIAG_E_TYPE_BOOL, e->lhs, "`and`/`or` need conditions", l);
+		if (r->kind != TY_BOOL)
+			return type_error(s, DIAG_E_TYPE_BOOL, e->rhs, "`and`/`or` need conditions", r);
+		e->ty = ty_bool;
+		return 0;
+	case OP_EQ:
+	case OP_NE:
+	case OP_LT:
+	case OP_LE:
+	case OP_GT:
+	case OP_GE: {
+		bool lnum = is_num(l) || l->kind == TY_PTR, rnum = is_num(r) || r->kind == TY_PTR;
+
+		if ((lnum && rnum) || (l->kind == TY_STR && r->kind == TY_STR)) {
+			if (l->kind == TY_STR && e->op != OP_EQ && e->op != OP_NE) {
+				diag_fix(diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc,
+						    "strings can be compared with = and != only"),
+					 "for patterns use: e like 'pre*'");
+				return -EINVAL;
+			}
+			e->ty = ty_bool;
+			return 0;
+		}
+		struct diag *d = diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc,
+					    "cannot compare %s with %s", type_name(l, b1, sizeof(b1)),
+					    type_name(r, b2, sizeof(b2)));
+		if (l->kind == TY_PTR && r->kind == TY_STR)
+			diag_fix(d, "read the string first: str(%s) = ...", "FIELD");
+		return -EINVAL;
+	}
+	default: /* arithmetic */
+		if (!is_num(l))
+			return type_error(s, DIAG_E_TYPE_ARITH, e->lhs, "arithmetic needs numbers", l);
+		if (!is_num(r))
+			return type_error(s, DIAG_E_TYPE_ARITH, e->rhs, "arithmetic needs numbers", r);
+		if ((e->op == OP_DIV || e->op == OP_MOD) && const_int(e->rhs, &v) && v == 0) {
+			diag_error(s->dl, DIAG_E_DIV_ZERO, e->rhs->loc, "division by zero");
+			return -EINVAL;
+		}
+		e->ty = (struct type){ TY_INT, 8, l->is_signed || r->is_signed, false };
+		if (e->op == OP_SUB)
+			e->ty.is_signed = true;
+		return 0;
+	}
+}
+
+static int check_expr(struct sema *s, struct expr *e)
+{
+	int64_t v;
+
+	switch (e->kind) {
+	case EXPR_INT:
+		e->ty = e->ival < 0 ? ty_s64 : ty_u64;
+		e->ty.is_signed = true;
+		e->is_const = true;
+		return 0;
+	case EXPR_FLOAT:
+		e->ty = (struct type){ TY_FLOAT, 8, true, false };
+		e->is_const = true;
+		return 0;
+	case EXPR_STR:
+		e->ty = (struct type){ TY_STR, (uint16_t)(strlen(e->sval) + 1), false, false };
+		e->is_const = true;
+		if (strlen(e->sval) >= MAX_STR) {
+			diag_error(s->dl, DIAG_E_CONST_RANGE, e->loc,
+				   "string constant longer than %d bytes", MAX_STR - 1);
+			return -EINVAL;
+		}
+		return 0;
+	case EXPR_NAME:
+		return check_name(s, e);
+	case EXPR_MEMBER:
+		return check_member(s, e);
+	case EXPR_CALL:
+		return check_call(s, e);
+	case EXPR_UNARY:
+		if (check_expr(s, e->lhs))
+			return -EINVAL;
+		if (e->op == OP_NOT) {
+			if (e->lhs->ty.kind != TY_BOOL)
+				return type_error(s, DIAG_E_TYPE_BOOL, e->lhs,
+						  "`not` needs a condition", &e->lhs->ty);
+			e->ty = ty_bool;
+			return 0;
+		}
+		if (!is_int(&e->lhs->ty))
+			return type_error(s, DIAG_E_TYPE_ARITH, e->lhs, "`-` needs a number",
+					  &e->lhs->ty);
+		e->ty = e->lhs->ty;
+		e->ty.is_signed = true;
+		e->is_const = e->lhs->is_const;
+		return 0;
+	case EXPR_BINARY:
+		return check_binary(s, e);
+	case EXPR_LIKE:
+		if (check_expr(s, e->lhs) | check_expr(s, e->rhs))
+			return -EINVAL;
+		if (e->lhs->ty.kind != TY_STR) {
+			struct diag *d = diag_error(s->dl, DIAG_E_LIKE_TYPE, e->lhs->loc,
+						    "`like` matches strings");
+
+			if (e->lhs->ty.kind == TY_PTR)
+				diag_fix(d, "read the string first: str(...) like '...'");
+			return -EINVAL;
+		}
+		if (e->rhs->kind != EXPR_STR) {
+			diag_error(s->dl, DIAG_E_LIKE_TYPE, e->rhs->loc,
+				   "the pattern of `like` must be a string constant");
+			return -EINVAL;
+		}
+		e->ty = ty_bool;
+		return 0;
+	case EXPR_IN:
+		if (check_expr(s, e->lhs))
+			return -EINVAL;
+		for (int i = 0; i < e->nargs; i++) {
+			struct expr *a = e->args[i];
+
+			if (check_expr(s, a))
+				return -EINVAL;
+			if (!a->is_const) {
+				diag_error(s->dl, DIAG_E_IN_TYPE, a->loc,
+					   "the items of `in (...)` must be constants");
+				return -EINVAL;
+			}
+			bool ok = e->lhs->ty.kind == TY_STR ? a->kind == EXPR_STR
+							    : (is_num(&e->lhs->ty) && const_int(a, &v));
+			if (!ok) {
+				char b1[32], b2[32];
+
+				diag_error(s->dl, DIAG_E_IN_TYPE, a->loc,
+					   "`in` list item is %s but the value is %s",
+					   type_name(&a->ty, b1, sizeof(b1)),
+					   type_name(&e->lhs->ty, b2, sizeof(b2)));
+				return -EINVAL;
+			}
+		}
+		e->ty = ty_bool;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* ---------------------------------------------------------------- clauses */
+
+static bool contains_agg(const struct expr *e)
+{
+	if (!e)
+		return false;
+	if (e->kind == EXPR_CALL && FN_IS_AGG(e->fn))
+		return true;
+	if (contains_agg(e->lhs) || contains_agg(e->rhs))
+		return true;
+	for (int i = 0; i < e->nargs; i++)
+		if (contains_agg(e->args[i]))
+			return true;
+	return false;
+}
+
+static bool expr_same(const struct expr *a, const struct expr *b)
+{
+	char *sa = NULL, *sb = NULL;
+	size_t la, lb;
+	FILE *fa = open_memstream(&sa, &la), *fb = open_memstream(&sb, &lb);
+	bool same = false;
+
+	if (fa && fb) {
+		expr_print(a, fa);
+		expr_print(b, fb);
+		fclose(fa);
+		fclose(fb);
+		fa = fb = NULL;
+		same = sa && sb && strcasecmp(sa, sb) == 0;
+	}
+	if (fa)
+		fclose(fa);
+	if (fb)
+		fclose(fb);
+	free(sa);
+	free(sb);
+	return same;
+}
+
+/* The column name of an expression without alias: its text ("args.count", "count()"). */
+static char *derived_name(struct sema *s, const struct expr *e)
+{
+	char *buf = NULL, *out;
+	size_t len;
+	FILE *f;
+
+	if (e->kind == EXPR_NAME)
+		return e->sval;
+	if (e->kind == EXPR_MEMBER && e->lhs->kind == EXPR_NAME) {
+		size_t n = strlen(e->lhs->sval) + strlen(e->sval) + 2;
+
+		out = arena_alloc(s->q->arena, n);
+		if (out)
+			snprintf(out, n, "%s.%s", e->lhs->sval, e->sval);
+		return out;
+	}
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	expr_print(e, f);
+	fclose(f);
+	out = buf ? arena_strdup(s->q->arena, buf) : NULL;
+	free(buf);
+	return out;
+}
+
+static int check_windows(struct sema *s)
+{
+	struct ast_query *q = s->q;
+	int rc = 0;
+
+	if (q->every_ns && (q->every_ns < MIN_WINDOW_NS || q->every_ns > MAX_WINDOW_NS)) {
+		diag_fix(diag_error(s->dl, DIAG_E_WINDOW_RANGE, q->every_loc,
+				    "`every` must be between 10ms and 24h"),
+			 "e.g. every 1s");
+		rc = -EINVAL;
+	}
+	if (q->for_ns && (q->for_ns < 1000000ULL || q->for_ns > 365ULL * MAX_WINDOW_NS)) {
+		diag_error(s->dl, DIAG_E_WINDOW_RANGE, q->for_loc,
+			   "`for` must be between 1ms and a year");
+		rc = -EINVAL;
+	}
+	if (!rc && q->every_ns && q->for_ns && q->for_ns < q->every_ns)
+		diag_warn(s->dl, DIAG_W_FOR_SHORT, q->for_loc,
+			  "`for` is shorter than `every`: only the final window is emitted");
+	return rc;
+}
+
+static int check_on(struct sema *s)
+{
+	int rc = 0;
+
+	s->ctx = CTX_ON;
+	for (int i = 0; i < s->q->nsources; i++) {
+		struct source *src = &s->q->sources[i];
+
+		if (!src->on)
+			continue;
+		if (!src->start.set || !src->end.set) {
+			rc = -EINVAL;
+			continue;
+		}
+		s->on_source = i;
+		for (int end = 0; end < 2; end++) {
+			s->on_end = end;
+			if (check_expr(s, src->on) != 0) {
+				rc = -EINVAL;
+				break;
+			}
+			if (!is_int(&src->on->ty) && src->on->ty.kind != TY_PTR) {
+				type_error(s, DIAG_E_SPAN_ON, src->on,
+					   "a span key must be a number or address", &src->on->ty);
+				rc = -EINVAL;
+				break;
+			}
+		}
+	}
+	return rc;
+}
+
+static int check_select(struct sema *s)
+{
+	struct ast_query *q = s->q;
+	int rc = 0;
+
+	s->ctx = CTX_GROUP;
+	for (int i = 0; i < q->ngroups; i++) {
+		struct group_key *g = &q->groups[i];
+
+		if (check_expr(s, g->e) != 0) {
+			rc = -EINVAL;
+			continue;
+		}
+		if (g->e->ty.kind == TY_BOOL || g->e->ty.kind == TY_FLOAT) {
+			/* booleans group fine; floats cannot exist outside constants */
+		}
+		if (g->e->is_const) {
+			diag_error(s->dl, DIAG_E_CONST_RANGE, g->e->loc,
+				   "grouping by a constant makes one group; drop it");
+			rc = -EINVAL;
+		}
+	}
+	s->ctx = CTX_SELECT;
+	for (int i = 0; i < q->nitems; i++) {
+		struct select_item *it = &q->items[i];
+
+		if (check_expr(s, it->e) != 0) {
+			rc = -EINVAL;
+			continue;
+		}
+		if (contains_agg(it->e))
+			q->aggregating = true;
+		it->name = it->alias ? it->alias : derived_name(s, it->e);
+	}
+	if (rc)
+		return rc;
+
+	/* names of result columns: unique */
+	for (int i = 0; i < q->nitems; i++)
+		for (int j = 0; j < i; j++)
+			if (q->items[i].name && q->items[j].name &&
+			    strcmp(q->items[i].name, q->items[j].name) == 0) {
+				struct src_loc loc = q->items[i].alias ? q->items[i].alias_loc
+								       : q->items[i].e->loc;
+
+				diag_fix(diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+						    "two columns named '%s'", q->items[i].name),
+					 "name one of them with `as NAME`");
+				return -EINVAL;
+			}
+	for (int i = 0; i < q->ngroups; i++)
+		for (int j = 0; j < i; j++)
+			if (q->groups[i].alias && q->groups[j].alias &&
+			    strcmp(q->groups[i].alias, q->groups[j].alias) == 0) {
+				diag_error(s->dl, DIAG_E_ALIAS_DUP, q->groups[i].alias_loc,
+					   "two group keys named '%s'", q->groups[i].alias);
+				return -EINVAL;
+			}
+
+	if (!q->aggregating) {
+		if (q->ngroups) {
+			diag_fix(diag_error(s->dl, DIAG_E_GROUP_STREAM, q->groups[0].e->loc,
+					    "`group by` without an aggregate in `select`"),
+				 "add an aggregate, e.g. select count()");
+			return -EINVAL;
+		}
+		if (q->order) {
+			diag_fix(diag_error(s->dl, DIAG_E_ORDER_STREAM, q->order_loc,
+					    "`order by` on a stream: events are printed as they come"),
+				 "aggregate (group by ... select count()) to order results");
+			return -EINVAL;
+		}
+		return 0;
+	}
+
+	/* aggregating: every item is an aggregate or a group key */
+	for (int i = 0; i < q->nitems; i++) {
+		struct select_item *it = &q->items[i];
+		bool is_key = false;
+
+		if (it->e->kind == EXPR_CALL && FN_IS_AGG(it->e->fn))
+			continue;
+		if (contains_agg(it->e)) {
+			diag_fix(diag_error(s->dl, DIAG_E_AGG_NESTED, it->e->loc,
+					    "an aggregate inside an expression is not supported"),
+				 "select the aggregate as its own column");
+			return -EINVAL;
+		}
+		if (it->e->kind == EXPR_NAME && it->e->bi == BI_ALIAS && it->e->aux < 0)
+			is_key = true;
+		for (int g = 0; g < q->ngroups && !is_key; g++)
+			is_key = expr_same(it->e, q->groups[g].e);
+		if (!is_key) {
+			struct diag *d = diag_error(s->dl, DIAG_E_AGG_UNGROUPED, it->e->loc,
+						    "'%s' is neither an aggregate nor a group key",
+						    it->name ? it->name : "this column");
+
+			diag_fix(d, "add it to `group by`, or wrap it in an aggregate");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int check_order(struct sema *s)
+{
+	struct ast_query *q = s->q;
+	struct expr *o = q->order;
+
+	if (!o)
+		return 0;
+	s->ctx = CTX_ORDER;
+	if (o->kind == EXPR_NAME) {
+		for (int i = 0; i < q->nitems; i++)
+			if (q->items[i].name && strcmp(q->items[i].name, o->sval) == 0) {
+				o->bi = BI_ALIAS;
+				o->aux = i;
+				o->ty = q->items[i].e->ty;
+				return 0;
+			}
+	}
+	for (int i = 0; i < q->nitems; i++)
+		if (expr_same(o, q->items[i].e)) {
+			o->bi = BI_ALIAS;
+			o->aux = i;
+			o->ty = q->items[i].e->ty;
+			return 0;
+		}
+	{
+		const char *cands[AST_MAX_ITEMS], *near[1];
+		int nc = 0;
+		struct diag *d;
+
+		for (int i = 0; i < q->nitems; i++)
+			if (q->items[i].name)
+				cands[nc++] = q->items[i].name;
+		d = diag_error(s->dl, DIAG_E_ORDER_UNKNOWN, o->loc,
+			       "`order by` must name a column of the result");
+		if (o->kind == EXPR_NAME && diag_near(o->sval, cands, nc, near, 1) == 1)
+			diag_fix(d, "did you mean '%s'?", near[0]);
+		else
+			diag_fix(d, "order by a select item or its alias (select count() as n ... order by n)");
+	}
+	return -EINVAL;
+}
+
+int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_list *dl)
+{
+	struct sema s = { .q = q, .dl = dl, .pid = opts ? opts->pid : 0 };
+	int rc = 0;
+
+	if (check_sources(&s) != 0)
+		return -EINVAL; /* names cannot be checked against unknown probes */
+	if (check_on(&s) != 0)
+		rc = -EINVAL;
+	s.ctx = CTX_WHERE;
+	if (q->where) {
+		if (check_expr(&s, q->where) != 0)
+			rc = -EINVAL;
+		else if (q->where->ty.kind != TY_BOOL)
+			rc = type_error(&s, DIAG_E_TYPE_BOOL, q->where,
+					"`where` needs a condition (e.g. pid = 42)", &q->where->ty);
+	}
+	if (check_select(&s) != 0)
+		rc = -EINVAL;
+	if (!rc && check_order(&s) != 0)
+		rc = -EINVAL;
+	if (check_windows(&s) != 0)
+		rc = -EINVAL;
+	return rc || diag_has_errors(dl) ? -EINVAL : 0;
+}
+
+void sema_release(struct ast_query *q)
+{
+	if (!q)
+		return;
+	for (int i = 0; i < q->nsources; i++) {
+		struct source *src = &q->sources[i];
+
+		if (src->start.set)
+			probe_set_free(src->start.set);
+		if (src->has_end && src->end.set && src->end.set != src->start.set)
+			probe_set_free(src->end.set);
+		src->start.set = src->end.set = NULL;
+	}
+}

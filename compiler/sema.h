@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Semantic analysis: resolves every probe against the running kernel and the ELF files it
+ * names (probes/), every name against the built-in fields, the probes' fields and the
+ * select aliases, types every expression, and checks where aggregates may stand.  It
+ * annotates the tree in place (expr.ty, .bi, .fn, .aux; probe_spec.set; ast_query.aggregating).
+ */
+#ifndef WEFT_SEMA_H
+#define WEFT_SEMA_H
+#include <sys/types.h>
+#include "compiler/ast.h"
+
+struct sema_opts {
+	pid_t pid; /* -p PID, or 0 */
+};
+
+/* 0, or -EINVAL with diagnostics in dl. */
+int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_list *dl);
+/* Frees what sema attached to the tree (probe sets).  Safe on an unchecked tree. */
+void sema_release(struct ast_query *q);
+
+/* The probe spec whose fields a source's expressions see: the start probe. */
+#define SOURCE_FIELDS(s) (&(s)->start)
+
+/* A field of an attach point by name, or NULL. */
+const struct probe_field *sema_target_field(const struct probe_target *t, const char *name);
+
+#endif

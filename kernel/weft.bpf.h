@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The BPF-side runtime: the one header a generated program includes.  It brings the kernel UAPI
+ * types, libbpf's helper declarations, the shared ABI (weft_abi.h) and the aggregate update
+ * functions (weft_agg.bpf.h), and defines what every query's object has:
+ *
+ *  - the epoch control word weft_ctl (section .data.weft) and the sync map weft_sync through
+ *    which the agent flips windows (protocol: docs/runtime.md);
+ *  - the drop counters weft_drops, per CPU and per epoch, indexed by enum weft_drop;
+ *  - macros that declare double-buffered aggregation maps (WEFT_AGG_HASH, WEFT_AGG_ARRAY),
+ *    span tables (WEFT_SPAN_MAP) and, on request, the stream ring buffer (WEFT_WANT_RINGBUF)
+ *    and the stack maps (WEFT_WANT_STACKS);
+ *  - small always-inline accessors for fields, strings, stacks, spans and `like`.
+ *
+ * What a program must do: read the epoch once per event (`__u32 e = weft_epoch();`) and pass
+ * that same `e` to everything it updates for the event, so that an event lands in one window
+ * only.  What this header must never do: loop without a constant bound, read a map value
+ * without a NULL check, or let an insert failure pass uncounted.
+ *
+ * Knobs a generated file may #define before including this header:
+ *   WEFT_WANT_RINGBUF          declare weft_events (size set by the loader, default 256 KiB)
+ *   WEFT_WANT_STACKS           declare weft_stacks_0/1 (max entries set by the loader)
+ */
+#ifndef WEFT_BPF_H
+#define WEFT_BPF_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#ifndef WEFT_INLINE
+#define WEFT_INLINE static inline __attribute__((always_inline))
+#endif
+
+#include "weft_abi.h"
+#include "weft_agg.bpf.h"
+
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+
+/* Probe helpers such as bpf_probe_read_*() and bpf_get_stackid() are GPL-only. */
+char _weft_license[] SEC("license") = "GPL";
+
+/* ---------------------------------------------------------------------------------------- */
+/* Windows: the epoch and the sync map                                                       */
+
+/*
+ * Alone in its own section so the agent can rewrite the whole section (it holds nothing else)
+ * and find it by name.  Only the agent writes it; programs read it once per event.
+ */
+struct weft_ctl weft_ctl SEC(".data.weft") = { .epoch = 0, .abi = WEFT_ABI_VERSION };
+
+/*
+ * weft_sync is never read by programs: the agent updates its one slot after writing a new
+ * epoch, and the kernel then waits for an RCU grace period (map-in-map update ->
+ * maybe_wait_bpf_programs() -> synchronize_rcu()), after which no program that read the old
+ * epoch is still running.
+ */
+struct weft_sync_in_t {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} weft_sync_in SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct weft_sync_in_t);
+} weft_sync SEC(".maps") = { .values = { &weft_sync_in } };
+
+/* The current epoch (0 or 1).  Read once per event; pass the result everywhere. */
+WEFT_INLINE __u32 weft_epoch(void)
+{
+	return *(volatile __u32 *)&weft_ctl.epoch & 1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Drop counters                                                                             */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * WEFT_DROP_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} weft_drops SEC(".maps");
+
+/* Count one event of `reason` (enum weft_drop) in the window of epoch e. */
+WEFT_INLINE void weft_drop(__u32 e, __u32 reason)
+{
+	__u32 i = (e & 1) * WEFT_DROP_NR + reason;
+	__u64 *c = bpf_map_lookup_elem(&weft_drops, &i);
+
+	if (c)
+		(*c)++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Aggregation maps                                                                          */
+
+/*
+ * A grouped aggregation map: NAME is an ARRAY_OF_MAPS of two PERCPU_HASH halves NAME_0 and
+ * NAME_1 (key K, value V), one per epoch.  N is the default max_entries of each half; the
+ * loader resizes (bpfrt_map_resize()).  Also defines NAME_zero, the all-zero V an absent
+ * group is inserted with (kernel/weft_aggval.h: zero is every aggregate's identity).
+ */
+#define WEFT_AGG_HASH(NAME, K, V, N)                                  \
+	struct NAME##_half_t {                                        \
+		__uint(type, BPF_MAP_TYPE_PERCPU_HASH);               \
+		__uint(max_entries, N);                               \
+		__type(key, K);                                       \
+		__type(value, V);                                     \
+	} NAME##_0 SEC(".maps"), NAME##_1 SEC(".maps");               \
+	struct {                                                      \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);             \
+		__uint(max_entries, 2);                               \
+		__type(key, __u32);                                   \
+		__array(values, struct NAME##_half_t);                \
+	} NAME SEC(".maps") = { .values = { &NAME##_0, &NAME##_1 } }; \
+	V NAME##_zero
+
+/*
+ * An aggregation without `group by`: a PERCPU_ARRAY of two V, the element of index e being
+ * epoch e's value.  No insertion, so nothing can be dropped.
+ */
+#define WEFT_AGG_ARRAY(NAME, V)                          \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \
+		__uint(max_entries, 2);                  \
+		__type(key, __u32);                      \
+		__type(value, V);                        \
+	} NAME SEC(".maps")
+
+/*
+ * This CPU's value of group *key in epoch e of a WEFT_AGG_HASH map, inserted zeroed if absent.
+ * NULL when the half is full: the event is counted as WEFT_DROP_MAP_FULL and must be skipped.
+ * BPF_NOEXIST, so a racing insert of the same group on another CPU is never overwritten.
+ */
+WEFT_INLINE void *weft_agg_hash_get(void *outer, __u32 e, const void *key, const void *zero)
+{
+	void *half, *v;
+	long err;
+
+	half = bpf_map_lookup_elem(outer, &e);
+	if (!half)
+		return NULL;
+	v = bpf_map_lookup_elem(half, key);
+	if (v)
+		return v;
+	err = bpf_map_update_elem(half, key, zero, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		weft_drop(e, WEFT_DROP_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(half, key);
+}
+
+/* This CPU's value of epoch e of a WEFT_AGG_ARRAY map (never NULL in practice). */
+WEFT_INLINE void *weft_agg_array_get(void *map, __u32 e)
+{
+	return bpf_map_lookup_elem(map, &e);
+}
+
+/* Typed forms: `struct v0 *v = WEFT_AGG_GET(agg, e, &key);` */
+#define WEFT_AGG_GET(NAME, e, keyp) \
+	((__typeof__(NAME##_zero) *)weft_agg_hash_get(&NAME, (e), (keyp), &NAME##_zero))
+#define WEFT_AGG_GET1(NAME, V, e) ((V *)weft_agg_array_get(&NAME, (e)))
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streams                                                                                   */
+
+#ifdef WEFT_WANT_RINGBUF
+#ifndef WEFT_RINGBUF_DEFAULT_SIZE
+#define WEFT_RINGBUF_DEFAULT_SIZE (256 * 1024)
+#endif
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, WEFT_RINGBUF_DEFAULT_SIZE);
+} weft_events SEC(".maps");
+
+/*
+ * Reserve a stream record of `size` bytes (a constant) for probe index `probe`, header filled.
+ * NULL when the buffer is full: counted as WEFT_DROP_RINGBUF_FULL.  A non-NULL record must be
+ * passed to weft_rec_submit() on every path (the verifier insists).
+ */
+WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
+{
+	struct weft_rec_hdr *h = bpf_ringbuf_reserve(&weft_events, size, 0);
+
+	if (!h) {
+		weft_drop(e, WEFT_DROP_RINGBUF_FULL);
+		return NULL;
+	}
+	h->probe = probe;
+	h->epoch = (__u16)e;
+	h->len = size;
+	return h;
+}
+
+/* `struct rec0 *r = WEFT_REC_RESERVE(struct rec0, 0, e);` — rec0 begins with weft_rec_hdr. */
+#define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
+#define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
+#endif /* WEFT_WANT_RINGBUF */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Spans                                                                                     */
+
+/*
+ * A span table: HASH keyed by a __u64 (tid, or the value of `on`), value V whose first member
+ * is `struct weft_span_hdr h` followed by the start-side values the end needs.  Not double
+ * buffered: a span belongs to the window of its end.  N is the default max_entries.
+ */
+#define WEFT_SPAN_MAP(NAME, V, N)                \
+	struct {                                 \
+		__uint(type, BPF_MAP_TYPE_HASH); \
+		__uint(max_entries, N);          \
+		__type(key, __u64);              \
+		__type(value, V);                \
+	} NAME SEC(".maps")
+
+/*
+ * Record a span start: stamps val->h.start_ns and stores *val under key.  A start that finds an
+ * unmatched one of its key replaces it (recursion pairs innermost first, as in bpftrace) and
+ * counts the lost outer span as WEFT_DROP_SPAN_REPLACED; a start that finds the table full is
+ * counted as WEFT_DROP_SPAN_FULL.  Returns 0 or -1.
+ */
+WEFT_INLINE int weft_span_begin(void *map, __u32 e, __u64 key, void *val)
+{
+	long err;
+
+	((struct weft_span_hdr *)val)->start_ns = bpf_ktime_get_ns();
+	err = bpf_map_update_elem(map, &key, val, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		weft_drop(e, WEFT_DROP_SPAN_REPLACED);
+		err = bpf_map_update_elem(map, &key, val, BPF_ANY);
+	}
+	if (err) {
+		weft_drop(e, WEFT_DROP_SPAN_FULL);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Match a span end: copies the start's value into *out (the span table's V), removes it, and
+ * evaluates to the duration in ns, or to -1 when there is no start (counted as
+ * WEFT_DROP_SPAN_NO_START) or the agent's sweep evicted it first.  Exactly one of "matched
+ * here" and "evicted by the sweep" happens to a start: whoever deletes it owns it.
+ */
+#define WEFT_SPAN_END(map, e, key, out)                                                \
+	({                                                                             \
+		__s64 __d = -1;                                                        \
+		__u64 __k = (key);                                                     \
+		__typeof__(out) __v = bpf_map_lookup_elem((map), &__k);                \
+		if (!__v) {                                                            \
+			weft_drop((e), WEFT_DROP_SPAN_NO_START);                       \
+		} else {                                                               \
+			*(out) = *__v;                                                 \
+			if (bpf_map_delete_elem((map), &__k) == 0)                     \
+				__d = (__s64)(bpf_ktime_get_ns() - (out)->h.start_ns); \
+		}                                                                      \
+		__d;                                                                   \
+	})
+
+/* ---------------------------------------------------------------------------------------- */
+/* Built-in fields                                                                           */
+
+/*
+ * Process filter set by the loader before load (bpfrt_rodata_set(obj, "weft_target_pid")):
+ * 0 traces every process, otherwise only the thread group of that pid.
+ */
+const volatile __u32 weft_target_pid = 0;
+
+WEFT_INLINE __u32 weft_pid(void)
+{
+	return (__u32)(bpf_get_current_pid_tgid() >> 32);
+}
+
+WEFT_INLINE __u32 weft_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
+/* True when the event's process passes the -p filter. */
+WEFT_INLINE int weft_pid_ok(void)
+{
+	return !weft_target_pid || weft_pid() == weft_target_pid;
+}
+
+WEFT_INLINE __u32 weft_uid(void)
+{
+	return (__u32)bpf_get_current_uid_gid();
+}
+
+WEFT_INLINE __u32 weft_cpu(void)
+{
+	return bpf_get_smp_processor_id();
+}
+
+WEFT_INLINE __u64 weft_cgroup(void)
+{
+	return bpf_get_current_cgroup_id();
+}
+
+/* CLOCK_MONOTONIC ns, the clock of `time`, `duration` and the span sweep. */
+WEFT_INLINE __u64 weft_time(void)
+{
+	return bpf_ktime_get_ns();
+}
+
+#define WEFT_COMM_LEN 16
+/* The task's comm, NUL-padded to 16 bytes (so it can be part of a hash key as is). */
+WEFT_INLINE void weft_comm(char *buf16)
+{
+	bpf_get_current_comm(buf16, WEFT_COMM_LEN);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Probe arguments                                                                           */
+
+/*
+ * A tracepoint field at byte offset `off` of the raw record (offsets from tracefs format).
+ * T must be the field's 1-, 2-, 4- or 8-byte type and off a multiple of its size; the common_*
+ * fields (off < 8) are not readable by BPF programs.
+ */
+#define WEFT_TP(ctx, off, T) (*(const T *)((const char *)(ctx) + (off)))
+
+/* A raw tracepoint argument (BPF_PROG_TYPE_RAW_TRACEPOINT). */
+#define WEFT_RAW_ARG(ctx, n) ((__s64)((struct bpf_raw_tracepoint_args *)(ctx))->args[n])
+
+/* uprobe/kprobe/USDT-less function arguments 0..5 and the return value (x86-64 ABI). */
+#define WEFT_ARG0(ctx) ((__s64)PT_REGS_PARM1((struct pt_regs *)(ctx)))
+#define WEFT_ARG1(ctx) ((__s64)PT_REGS_PARM2((struct pt_regs *)(ctx)))
+#define WEFT_ARG2(ctx) ((__s64)PT_REGS_PARM3((struct pt_regs *)(ctx)))
+#define WEFT_ARG3(ctx) ((__s64)PT_REGS_PARM4((struct pt_regs *)(ctx)))
+#define WEFT_ARG4(ctx) ((__s64)PT_REGS_PARM5((struct pt_regs *)(ctx)))
+#if defined(__TARGET_ARCH_x86)
+#define WEFT_ARG5(ctx) ((__s64)((struct pt_regs *)(ctx))->r9)
+#endif
+#define WEFT_RETVAL(ctx) ((__s64)PT_REGS_RC((struct pt_regs *)(ctx)))
+
+/* ---------------------------------------------------------------------------------------- */
+/* Strings                                                                                   */
+
+/* Account a bpf_probe_read_*_str() result n for a buffer of `size`: fault -> "", full -> note. */
+WEFT_INLINE long weft_str_account(__u32 e, char *buf, __u32 size, long n)
+{
+	if (n < 0) {
+		buf[0] = 0;
+		weft_drop(e, WEFT_DROP_STR_FAULT);
+		return 0;
+	}
+	if ((__u64)n >= size)
+		weft_drop(e, WEFT_DROP_STR_TRUNC);
+	return n;
+}
+
+/*
+ * A NUL-terminated user (or kernel) string of at most size - 1 bytes into buf.  Bytes after the
+ * NUL are left as they were: zero the buffer (or the key holding it) first when it is hashed.
+ * Returns the length including the NUL, 0 on a fault.
+ */
+WEFT_INLINE long weft_str_user(__u32 e, char *buf, __u32 size, const void *p)
+{
+	return weft_str_account(e, buf, size, bpf_probe_read_user_str(buf, size, p));
+}
+
+WEFT_INLINE long weft_str_kernel(__u32 e, char *buf, __u32 size, const void *p)
+{
+	return weft_str_account(e, buf, size, bpf_probe_read_kernel_str(buf, size, p));
+}
+
+/* A tracepoint's `__data_loc char[]` field at `off`: (len << 16 | offset) into the record. */
+WEFT_INLINE long weft_tp_str_loc(__u32 e, void *ctx, __u32 off, char *buf, __u32 size)
+{
+	__u32 loc = WEFT_TP(ctx, off, __u32);
+
+	return weft_str_kernel(e, buf, size, (const char *)ctx + (loc & 0xffff));
+}
+
+/* A tracepoint's inline `char f[N]` field at `off`, read as a string. */
+WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 size)
+{
+	return weft_str_kernel(e, buf, size, (const char *)ctx + off);
+}
+
+/*
+ * `s like pat`: glob with `*` (any run, also empty) and `?` (any one byte); other bytes are
+ * literal.  pat must be a string literal of at most WEFT_GLOB_MAX - 1 bytes: the matcher is a
+ * bit-parallel NFA (bit j of the state = "the first j pattern bytes are matched") whose
+ * transitions clang computes from the literal at compile time, so the BPF code is one bounded
+ * loop over s with no data-dependent indexing — cheap for the verifier (no state explosion,
+ * unlike backtracking) and linear in the string length at run time.
+ */
+#define WEFT_GLOB_MAX 64
+#define WEFT_LIKE(s, ssz, lit) weft_glob((s), (ssz), (lit), sizeof(lit) - 1)
+
+/*
+ * Whether the string in s (at most ssz bytes, NUL-terminated or not) equals the literal lit.
+ * lit must be a string literal: its length is a compile-time constant, so the comparison
+ * unrolls to straight-line code.
+ */
+#define WEFT_STREQ(s, ssz, lit) weft_streq_n((s), (ssz), (lit), sizeof(lit) - 1)
+WEFT_INLINE int weft_streq_n(const char *s, __u32 ssz, const char *lit, __u32 n)
+{
+	if (n >= ssz) /* lit and its NUL must fit into s */
+		return 0;
+#pragma clang loop unroll(full)
+	for (__u32 j = 0; j < WEFT_GLOB_MAX; j++) {
+		if (j > n)
+			break;
+		if (s[j] != lit[j])
+			return 0;
+	}
+	return 1;
+}
+
+/* Bits (1 << (j + 1)) for every pattern position j that consumes byte c. */
+WEFT_INLINE __u64 weft_glob_step_mask(const char *pat, __u32 plen, unsigned char c)
+{
+	__u64 m = 0;
+
+#pragma clang loop unroll(full)
+	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
+		if (j >= plen)
+			break;
+		if (pat[j] == '?' || (pat[j] != '*' && (unsigned char)pat[j] == c))
+			m |= 1ULL << (j + 1);
+	}
+	return m;
+}
+
+WEFT_INLINE int weft_glob(const char *s, __u32 ssz, const char *pat, __u32 plen)
+{
+	__u64 star_at = 0, star_stay = 0, d;
+	__u32 i;
+
+	if (plen >= WEFT_GLOB_MAX)
+		return 0;
+#pragma clang loop unroll(full)
+	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
+		if (j >= plen)
+			break;
+		if (pat[j] == '*') {
+			star_at |= 1ULL << j; /* state j may skip the star ... */
+			star_stay |= 1ULL << (j + 1); /* ... and past it any byte loops */
+		}
+	}
+	/* closure over runs of stars: at most plen steps, each one constant-folded */
+	d = 1;
+#pragma clang loop unroll(full)
+	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
+		if (j >= plen)
+			break;
+		d |= (d & star_at) << 1;
+	}
+#pragma clang loop unroll(disable)
+	for (i = 0; i < 4096; i++) {
+		unsigned char c;
+
+		if (i >= ssz)
+			break;
+		c = (unsigned char)s[i];
+		if (!c || !d)
+			break;
+		d = ((d << 1) & weft_glob_step_mask(pat, plen, c)) | (d & star_stay);
+#pragma clang loop unroll(full)
+		for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
+			if (j >= plen)
+				break;
+			d |= (d & star_at) << 1;
+		}
+	}
+	return (d >> plen) & 1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Stacks                                                                                    */
+
+#ifdef WEFT_WANT_STACKS
+#ifndef WEFT_STACKS_DEFAULT_ENTRIES
+#define WEFT_STACKS_DEFAULT_ENTRIES 4096
+#endif
+/*
+ * One STACK_TRACE map per epoch: stack ids in the keys of epoch e's aggregates refer to
+ * weft_stacks_e, which the agent clears only after it has read that window (bpfrt).
+ */
+struct weft_stacks_t {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, WEFT_STACKS_DEFAULT_ENTRIES);
+	__type(key, __u32);
+	__uint(value_size, WEFT_STACK_DEPTH * sizeof(__u64));
+} weft_stacks_0 SEC(".maps"), weft_stacks_1 SEC(".maps");
+
+/* A stack id for epoch e, or -1 (counted as WEFT_DROP_STACK). */
+WEFT_INLINE __s64 weft_stack_id(void *ctx, __u32 e, __u64 flags)
+{
+	long id;
+
+	if (e)
+		id = bpf_get_stackid(ctx, &weft_stacks_1, flags);
+	else
+		id = bpf_get_stackid(ctx, &weft_stacks_0, flags);
+	if (id < 0) {
+		weft_drop(e, WEFT_DROP_STACK);
+		return -1;
+	}
+	return id;
+}
+
+#define weft_ustack(ctx, e) weft_stack_id((ctx), (e), BPF_F_USER_STACK)
+#define weft_kstack(ctx, e) weft_stack_id((ctx), (e), 0)
+#endif /* WEFT_WANT_STACKS */
+
+#endif /* WEFT_BPF_H */

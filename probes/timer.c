@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The timer providers: `profile:RATE` samples every CPU (RATE "99hz", "99", or a period
+ * "10ms"), `interval:PERIOD` fires on one CPU ("1s", "100ms", or a rate "10hz").  The bounds
+ * keep tracing cheap: at most 10 kHz per CPU for profile, at most 1 kHz (and at least once an
+ * hour) for interval.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "probes/probes.h"
+#include "probes/provider.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+#define PROFILE_HZ_MAX 10000
+#define INTERVAL_MIN_NS 1000000ULL                  /* 1ms */
+#define INTERVAL_MAX_NS (3600ULL * NSEC_PER_SEC)    /* 1h */
+
+/* "99hz" or "99" -> hz (true, *is_rate); a duration -> ns (true, !*is_rate). */
+static bool rate_parse(const char *s, uint64_t *v, bool *is_rate)
+{
+	char *end;
+	unsigned long long n;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	if (*end == '\0' || strcasecmp(end, "hz") == 0) {
+		*v = n;
+		*is_rate = true;
+		return true;
+	}
+	*is_rate = false;
+	return probe_duration_parse(s, v);
+}
+
+/* Writes a period in the largest unit that states it exactly: "100ms", "1s", "2m". */
+static void period_format(uint64_t ns, char *out, size_t outsz)
+{
+	static const struct {
+		const char *sfx;
+		uint64_t mul;
+	} units[] = {
+		{ "h", 3600 * NSEC_PER_SEC }, { "m", 60 * NSEC_PER_SEC }, { "s", NSEC_PER_SEC },
+		{ "ms", 1000000 },	      { "us", 1000 },		  { "ns", 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns % units[i].mul == 0) {
+			snprintf(out, outsz, "%llu%s", (unsigned long long)(ns / units[i].mul),
+				 units[i].sfx);
+			return;
+		}
+	}
+}
+
+static int timer_target_add(struct probe_set *set, enum probe_kind kind, uint64_t hz,
+			    uint64_t period_ns, const struct probe_ctx *ctx, struct probe_err *err)
+{
+	struct probe_target *t;
+	char buf[32];
+
+	if (probe_set_push(set, &t))
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	t->kind = kind;
+	if (kind == PROBE_PROFILE) {
+		snprintf(t->name, sizeof(t->name), "profile:%lluhz", (unsigned long long)hz);
+		t->hz = hz;
+	} else {
+		period_format(period_ns, buf, sizeof(buf));
+		snprintf(t->name, sizeof(t->name), "interval:%s", buf);
+		t->period_ns = period_ns;
+	}
+	t->pid = ctx ? ctx->pid : 0;
+	return 0;
+}
+
+static int timer_check(const char *const *parts, int nparts, bool has_offset, const char *usage,
+		       struct probe_err *err)
+{
+	if (nparts != 1)
+		return perr_set(err, PERR_SYNTAX, NULL, "write %s", usage);
+	if (has_offset)
+		return perr_set(err, PERR_OFFSET, NULL, "a timer takes no +offset");
+	if (probe_has_wildcard(parts[0]))
+		return perr_set(err, PERR_SYNTAX, NULL, "a timer's rate cannot be a pattern");
+	return 0;
+}
+
+static int profile_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			   const struct probe_ctx *ctx, struct probe_set *set,
+			   struct probe_err *err)
+{
+	uint64_t v, hz;
+	bool is_rate;
+
+	if (timer_check(parts, nparts, has_offset, provider_profile.usage, err))
+		return -1;
+	if (!rate_parse(parts[0], &v, &is_rate))
+		return perr_set(err, PERR_SYNTAX, "e.g. profile:99hz or profile:10ms",
+				"'%s' is not a rate", parts[0]);
+	hz = is_rate ? v : (v ? NSEC_PER_SEC / v : 0);
+	if (!is_rate && v && NSEC_PER_SEC % v)
+		hz = (NSEC_PER_SEC + v / 2) / v;
+	if (hz < 1 || hz > PROFILE_HZ_MAX)
+		return perr_set(err, PERR_RATE, "use 1hz to 10000hz; 99hz is usual",
+				"profile rate %s is out of range (1 to %d per second)", parts[0],
+				PROFILE_HZ_MAX);
+	return timer_target_add(set, PROBE_PROFILE, hz, 0, ctx, err);
+}
+
+static int interval_resolve(const char *const *parts, int nparts, uint64_t offset,
+			    bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+			    struct probe_err *err)
+{
+	uint64_t v, ns;
+	bool is_rate;
+
+	if (timer_check(parts, nparts, has_offset, provider_interval.usage, err))
+		return -1;
+	if (!rate_parse(parts[0], &v, &is_rate))
+		return perr_set(err, PERR_SYNTAX, "e.g. interval:1s or interval:100ms",
+				"'%s' is not a period", parts[0]);
+	ns = is_rate ? (v ? NSEC_PER_SEC / v : 0) : v;
+	if (ns < INTERVAL_MIN_NS || ns > INTERVAL_MAX_NS)
+		return perr_set(err, PERR_RATE, "use a period from 1ms to 1h",
+				"interval %s is out of range (1ms to 1h)", parts[0]);
+	return timer_target_add(set, PROBE_INTERVAL, 0, ns, ctx, err);
+}
+
+static bool timer_available(struct probe_err *err)
+{
+	if (probe_features_get()->perf_event)
+		return true;
+	perr_set(err, PERR_FEATURE, NULL,
+		 "this kernel cannot attach BPF programs to perf events (perf_event_open failed "
+		 "or BPF_PROG_TYPE_PERF_EVENT is missing)");
+	return false;
+}
+
+const struct probe_provider provider_profile = {
+	.kind = PROBE_PROFILE,
+	.name = "profile",
+	.alias = NULL,
+	.min_parts = 1,
+	.max_parts = 1,
+	.usage = "profile:RATE (99hz, 10ms)",
+	.resolve = profile_resolve,
+	.list = NULL,
+	.available = timer_available,
+};
+
+const struct probe_provider provider_interval = {
+	.kind = PROBE_INTERVAL,
+	.name = "interval",
+	.alias = NULL,
+	.min_parts = 1,
+	.max_parts = 1,
+	.usage = "interval:PERIOD (1s, 100ms)",
+	.resolve = interval_resolve,
+	.list = NULL,
+	.available = timer_available,
+};

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The tracepoint provider: `tracepoint:CATEGORY:EVENT` (alias `tp:`), globs in either part.
+ * Targets carry the fields of the event's tracefs format and its id; resolution is a pure
+ * read of tracefs, so it needs root only for the mount, never for listing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "probes/probes.h"
+#include "probes/provider.h"
+
+int tracepoint_target_add(struct probe_set *set, const char *cat, const char *event,
+			  const struct probe_ctx *ctx, struct probe_target **out,
+			  struct probe_err *err)
+{
+	struct probe_field *fields;
+	struct probe_target *t;
+	int nfields, id, ret;
+
+	ret = tracefs_format_read(cat, event, &fields, &nfields, &id);
+	if (ret == -ENOENT || ret == -EINVAL || ret == -ENOTDIR)
+		return perr_set(err, PERR_UNKNOWN, NULL, "no tracepoint %s:%s", cat, event);
+	if (ret == -ENODEV)
+		return perr_set(err, PERR_FEATURE, "mount it: mount -t tracefs nodev /sys/kernel/tracing",
+				"tracefs is not mounted and could not be mounted");
+	if (ret)
+		return perr_set(err, PERR_SYSTEM, NULL, "reading the format of %s:%s: %s", cat,
+				event, strerror(-ret));
+	if (probe_set_push(set, &t)) {
+		free(fields);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	t->kind = PROBE_TRACEPOINT;
+	snprintf(t->name, sizeof(t->name), "tracepoint:%s:%s", cat, event);
+	snprintf(t->category, sizeof(t->category), "%s", cat);
+	snprintf(t->event, sizeof(t->event), "%s", event);
+	t->tp_id = id;
+	t->fields = fields;
+	t->nfields = nfields;
+	t->pid = ctx ? ctx->pid : 0;
+	if (out)
+		*out = t;
+	return 0;
+}
+
+/* Fills err for an unknown CAT:EVENT with near matches over every tracepoint. */
+static int tracepoint_unknown(const char *cat, const char *event, struct probe_err *err)
+{
+	struct strv all = { 0 };
+	char word[2 * PROBE_NAME_MAX + 2];
+
+	perr_set(err, PERR_UNKNOWN, NULL, "no tracepoint %s:%s", cat, event);
+	snprintf(word, sizeof(word), "%s:%s", cat, event);
+	if (tracefs_events_list(NULL, NULL, &all) == 0)
+		perr_fix_near(err, word, (const char *const *)all.v, all.n, "tracepoint:");
+	strv_free(&all);
+	return -1;
+}
+
+static int tracepoint_resolve(const char *const *parts, int nparts, uint64_t offset,
+			      bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+			      struct probe_err *err)
+{
+	struct strv names = { 0 };
+	int start = set->n, ret = 0;
+
+	if (nparts != 2)
+		return perr_set(err, PERR_SYNTAX, "write tracepoint:CATEGORY:EVENT",
+				"a tracepoint has two parts, CATEGORY:EVENT");
+	if (has_offset)
+		return perr_set(err, PERR_OFFSET, NULL, "a tracepoint takes no +offset");
+	if (!probe_has_wildcard(parts[0]) && !probe_has_wildcard(parts[1])) {
+		if (tracepoint_target_add(set, parts[0], parts[1], ctx, NULL, err) == 0)
+			return 0;
+		if (err->kind == PERR_UNKNOWN)
+			return tracepoint_unknown(parts[0], parts[1], err);
+		return -1;
+	}
+	ret = tracefs_events_list(parts[0], parts[1], &names);
+	if (ret == -ENODEV) {
+		ret = perr_set(err, PERR_FEATURE, NULL, "tracefs is not mounted");
+		goto out_free;
+	}
+	if (ret) {
+		ret = perr_set(err, PERR_SYSTEM, NULL, "listing tracepoints: %s", strerror(-ret));
+		goto out_free;
+	}
+	if (names.n == 0) {
+		ret = perr_set(err, PERR_NO_MATCH, "see `weft list tracepoint:*`",
+			       "no tracepoint matches %s:%s", parts[0], parts[1]);
+		goto out_free;
+	}
+	if (names.n > probe_ctx_max_targets(ctx)) {
+		ret = perr_set(err, PERR_TOO_MANY, "narrow the pattern",
+			       "%s:%s matches %d tracepoints, more than the limit of %d", parts[0],
+			       parts[1], names.n, probe_ctx_max_targets(ctx));
+		goto out_free;
+	}
+	for (int i = 0; i < names.n; i++) {
+		char *ev = strchr(names.v[i], ':');
+
+		*ev++ = '\0';
+		ret = tracepoint_target_add(set, names.v[i], ev, ctx, NULL, err);
+		if (ret) {
+			probe_set_truncate(set, start);
+			break;
+		}
+	}
+out_free:
+	strv_free(&names);
+	return ret;
+}
+
+static int tracepoint_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+			   probe_list_cb cb, void *arg, struct probe_err *err)
+{
+	struct strv names = { 0 };
+	struct probe_target t;
+	int ret;
+
+	ret = tracefs_events_list(nparts > 0 ? parts[0] : NULL, nparts > 1 ? parts[1] : NULL,
+				  &names);
+	if (ret) {
+		strv_free(&names);
+		return perr_set(err, ret == -ENODEV ? PERR_FEATURE : PERR_SYSTEM, NULL,
+				"listing tracepoints: %s", strerror(-ret));
+	}
+	for (int i = 0; i < names.n && ret == 0; i++) {
+		char *ev = strchr(names.v[i], ':');
+
+		*ev++ = '\0';
+		memset(&t, 0, sizeof(t));
+		t.kind = PROBE_TRACEPOINT;
+		snprintf(t.name, sizeof(t.name), "tracepoint:%s:%s", names.v[i], ev);
+		snprintf(t.category, sizeof(t.category), "%s", names.v[i]);
+		snprintf(t.event, sizeof(t.event), "%s", ev);
+		ret = cb(&t, arg);
+	}
+	strv_free(&names);
+	return ret;
+}
+
+static bool tracepoint_available(struct probe_err *err)
+{
+	const struct probe_features *f = probe_features_get();
+
+	if (!f->tracefs) {
+		perr_set(err, PERR_FEATURE, "mount it: mount -t tracefs nodev /sys/kernel/tracing",
+			 "tracefs is not mounted and could not be mounted");
+		return false;
+	}
+	if (!f->tracepoint) {
+		perr_set(err, PERR_FEATURE, NULL,
+			 "this kernel cannot load BPF tracepoint programs");
+		return false;
+	}
+	return true;
+}
+
+const struct probe_provider provider_tracepoint = {
+	.kind = PROBE_TRACEPOINT,
+	.name = "tracepoint",
+	.alias = "tp",
+	.min_parts = 2,
+	.max_parts = 2,
+	.usage = "tracepoint:CATEGORY:EVENT",
+	.resolve = tracepoint_resolve,
+	.list = tracepoint_list,
+	.available = tracepoint_available,
+};

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The uprobe and uretprobe providers: `uprobe:BIN:FUNC[+OFF]`, `uretprobe:BIN:FUNC`.  BIN is
+ * resolved to an ELF file (binary.c), FUNC (a glob allowed) against its function symbols
+ * (elf.c), and each target carries the file offset the kernel attaches at.  A pattern that
+ * names several aliases of one address keeps one of them: two probes on one instruction would
+ * count every call twice.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "probes/elf.h"
+#include "probes/probes.h"
+#include "probes/provider.h"
+
+int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, size_t outsz,
+		      struct probe_err *err)
+{
+	int ret;
+
+	if (probe_ctx_check_pid(ctx, err))
+		return -1;
+	if (probe_resolve_binary(bin, ctx ? ctx->pid : 0, out, outsz) != 0) {
+		if (strchr(bin, '/'))
+			return perr_set(err, PERR_BINARY, NULL, "no such file: %s", bin);
+		return perr_set(err, PERR_LIBRARY,
+				"give the file's path, or -p PID of a process that maps it",
+				"cannot find a library or program named '%s'%s", bin,
+				ctx && ctx->pid > 0 ? " (in the maps of that process, the linker "
+						      "cache, the library directories or PATH)"
+						    : " (in the linker cache, the library directories "
+						      "or PATH)");
+	}
+	ret = probe_elf_check(out);
+	if (ret == -ENOENT)
+		return perr_set(err, PERR_BINARY, NULL, "no such file: %s", out);
+	if (ret == -ENOEXEC)
+		return perr_set(err, PERR_BINARY, NULL, "not an ELF file: %s", out);
+	if (ret)
+		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out, strerror(-ret));
+	return 0;
+}
+
+static int func_name_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct probe_elf_func *)elem)->name);
+}
+
+static int offset_cmp(const void *a, const void *b)
+{
+	const struct probe_elf_func *x = *(const struct probe_elf_func *const *)a;
+	const struct probe_elf_func *y = *(const struct probe_elf_func *const *)b;
+
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int name_ptr_cmp(const void *a, const void *b)
+{
+	const struct probe_elf_func *x = *(const struct probe_elf_func *const *)a;
+	const struct probe_elf_func *y = *(const struct probe_elf_func *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+static int symbol_unknown(const char *path, const char *sym, const struct probe_elf_func *funcs,
+			  int nfuncs, struct probe_err *err)
+{
+	const char **names;
+
+	if (nfuncs == 0)
+		return perr_set(err, PERR_SYMBOL, "use a binary with a symbol table, or usdt: probes",
+				"%s has no function symbols (stripped?)", path);
+	perr_set(err, PERR_SYMBOL, NULL, "no function %s in %s", sym, path);
+	names = malloc((size_t)nfuncs * sizeof(*names));
+	if (!names)
+		return -1;
+	for (int i = 0; i < nfuncs; i++)
+		names[i] = funcs[i].name;
+	perr_fix_near(err, sym, names, nfuncs, NULL);
+	free(names);
+	return -1;
+}
+
+static void uprobe_target_fill(struct probe_target *t, enum probe_kind kind, const char *path,
+			       const struct probe_elf_func *fn, uint64_t offset, bool has_offset,
+			       const struct probe_ctx *ctx)
+{
+	memset(t, 0, sizeof(*t));
+	t->kind = kind;
+	if (has_offset)
+		snprintf(t->name, sizeof(t->name), "%s:%s:%s+0x%llx", probe_kind_name(kind), path,
+			 fn->name, (unsigned long long)offset);
+	else
+		snprintf(t->name, sizeof(t->name), "%s:%s:%s", probe_kind_name(kind), path,
+			 fn->name);
+	snprintf(t->binary, sizeof(t->binary), "%s", path);
+	snprintf(t->symbol, sizeof(t->symbol), "%s", fn->name);
+	t->sym_offset = fn->offset;
+	t->offset = offset;
+	t->nargs = 6;
+	for (int i = 0; i < 12; i++)
+		t->arg_size[i] = 8;
+	t->has_retval = kind == PROBE_URETPROBE;
+	t->pid = ctx ? ctx->pid : 0;
+}
+
+static int uprobe_target_add(struct probe_set *set, enum probe_kind kind, const char *path,
+			     const struct probe_elf_func *fn, uint64_t offset, bool has_offset,
+			     const struct probe_ctx *ctx, struct probe_err *err)
+{
+	struct probe_target *t;
+
+	if (probe_set_push(set, &t))
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	uprobe_target_fill(t, kind, path, fn, offset, has_offset, ctx);
+	return 0;
+}
+
+static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, int nparts,
+			       uint64_t offset, bool has_offset, const struct probe_ctx *ctx,
+			       struct probe_set *set, struct probe_err *err)
+{
+	const struct probe_elf_func **match = NULL;
+	struct probe_elf_func *funcs = NULL;
+	char path[PATH_MAX];
+	int nfuncs = 0, nmatch = 0, start = set->n, ret;
+
+	if (nparts != 2)
+		return perr_set(err, PERR_SYNTAX, NULL, "write %s",
+				kind == PROBE_UPROBE ? "uprobe:BINARY:FUNCTION[+OFFSET]"
+						     : "uretprobe:BINARY:FUNCTION");
+	if (has_offset && kind == PROBE_URETPROBE)
+		return perr_set(err, PERR_OFFSET, "drop the +offset: a return probe fires on return",
+				"a uretprobe takes no +offset");
+	if (has_offset && probe_has_wildcard(parts[1]))
+		return perr_set(err, PERR_OFFSET, "name one function",
+				"an +offset needs one function, not a pattern");
+	if (probe_binary_part(parts[0], ctx, path, sizeof(path), err))
+		return -1;
+	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
+	if (ret)
+		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
+				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+
+	if (!probe_has_wildcard(parts[1])) {
+		const struct probe_elf_func *fn =
+			bsearch(parts[1], funcs, (size_t)nfuncs, sizeof(*funcs), func_name_cmp);
+
+		if (!fn) {
+			ret = symbol_unknown(path, parts[1], funcs, nfuncs, err);
+			goto out_free;
+		}
+		if (has_offset && offset >= fn->size) {
+			ret = perr_set(err, PERR_OFFSET, NULL,
+				       "+0x%llx is past the end of %s (%llu bytes)",
+				       (unsigned long long)offset, fn->name,
+				       (unsigned long long)fn->size);
+			goto out_free;
+		}
+		ret = uprobe_target_add(set, kind, path, fn, offset, has_offset, ctx, err);
+		goto out_free;
+	}
+
+	match = malloc((size_t)(nfuncs ? nfuncs : 1) * sizeof(*match));
+	if (!match) {
+		ret = perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+		goto out_free;
+	}
+	for (int i = 0; i < nfuncs; i++)
+		if (probe_glob_match(parts[1], funcs[i].name))
+			match[nmatch++] = &funcs[i];
+	/* one target per address: aliases (memcpy/__memcpy) would fire twice */
+	if (nmatch > 1) {
+		int w = 1;
+
+		qsort(match, (size_t)nmatch, sizeof(*match), offset_cmp);
+		for (int i = 1; i < nmatch; i++)
+			if (match[i]->offset != match[w - 1]->offset)
+				match[w++] = match[i];
+		nmatch = w;
+		qsort(match, (size_t)nmatch, sizeof(*match), name_ptr_cmp);
+	}
+	if (nmatch == 0) {
+		ret = perr_set(err, PERR_NO_MATCH, NULL, "no function in %s matches %s", path,
+			       parts[1]);
+		goto out_free;
+	}
+	if (nmatch > probe_ctx_max_targets(ctx)) {
+		ret = perr_set(err, PERR_TOO_MANY, "narrow the pattern",
+			       "%s matches %d functions in %s, more than the limit of %d", parts[1],
+			       nmatch, path, probe_ctx_max_targets(ctx));
+		goto out_free;
+	}
+	for (int i = 0; i < nmatch && ret == 0; i++)
+		ret = uprobe_target_add(set, kind, path, match[i], 0, false, ctx, err);
+	if (ret)
+		probe_set_truncate(set, start);
+out_free:
+	free(match);
+	probe_elf_funcs_free(funcs, nfuncs);
+	return ret ? -1 : 0;
+}
+
+static int uprobe_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			  const struct probe_ctx *ctx, struct probe_set *set,
+			  struct probe_err *err)
+{
+	return uprobe_resolve_kind(PROBE_UPROBE, parts, nparts, offset, has_offset, ctx, set, err);
+}
+
+static int uretprobe_resolve(const char *const *parts, int nparts, uint64_t offset,
+			     bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+			     struct probe_err *err)
+{
+	return uprobe_resolve_kind(PROBE_URETPROBE, parts, nparts, offset, has_offset, ctx, set,
+				   err);
+}
+
+static int uprobe_list_kind(enum probe_kind kind, const char *const *parts, int nparts,
+			    const struct probe_ctx *ctx, probe_list_cb cb, void *arg,
+			    struct probe_err *err)
+{
+	struct probe_elf_func *funcs = NULL;
+	const char *glob = nparts > 1 ? parts[1] : NULL;
+	char path[PATH_MAX];
+	int nfuncs = 0, ret;
+
+	if (nparts < 1)
+		return perr_set(err, PERR_SYNTAX, "e.g. weft list uprobe:/usr/bin/python3:*",
+				"listing uprobes needs a binary");
+	if (probe_binary_part(parts[0], ctx, path, sizeof(path), err))
+		return -1;
+	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
+	if (ret)
+		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
+				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+	for (int i = 0; i < nfuncs && ret == 0; i++) {
+		struct probe_target t;
+
+		if (glob && !probe_glob_match(glob, funcs[i].name))
+			continue;
+		uprobe_target_fill(&t, kind, path, &funcs[i], 0, false, ctx);
+		ret = cb(&t, arg);
+	}
+	probe_elf_funcs_free(funcs, nfuncs);
+	return ret;
+}
+
+static int uprobe_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+		       probe_list_cb cb, void *arg, struct probe_err *err)
+{
+	return uprobe_list_kind(PROBE_UPROBE, parts, nparts, ctx, cb, arg, err);
+}
+
+static int uretprobe_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+			  probe_list_cb cb, void *arg, struct probe_err *err)
+{
+	return uprobe_list_kind(PROBE_URETPROBE, parts, nparts, ctx, cb, arg, err);
+}
+
+static bool uprobe_available(struct probe_err *err)
+{
+	if (probe_features_get()->uprobe)
+		return true;
+	perr_set(err, PERR_FEATURE, "use tracepoint:... or syscall:... (see `weft list`)",
+		 "this kernel has no uprobes (no /sys/bus/event_source/devices/uprobe and no "
+		 "uprobe_events in tracefs)");
+	return false;
+}
+
+const struct probe_provider provider_uprobe = {
+	.kind = PROBE_UPROBE,
+	.name = "uprobe",
+	.alias = NULL,
+	.min_parts = 2,
+	.max_parts = 2,
+	.usage = "uprobe:BINARY:FUNCTION[+OFFSET]",
+	.resolve = uprobe_resolve,
+	.list = uprobe_list,
+	.available = uprobe_available,
+};
+
+const struct probe_provider provider_uretprobe = {
+	.kind = PROBE_URETPROBE,
+	.name = "uretprobe",
+	.alias = NULL,
+	.min_parts = 2,
+	.max_parts = 2,
+	.usage = "uretprobe:BINARY:FUNCTION",
+	.resolve = uretprobe_resolve,
+	.list = uretprobe_list,
+	.available = uprobe_available,
+};

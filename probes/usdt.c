@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The usdt provider: `usdt:BIN:PROVIDER:NAME`, or `usdt:BIN:NAME` for any provider, globs in
+ * PROVIDER and NAME.  One target per probe (provider, name), however many call sites the
+ * compiler emitted for it: the agent attaches them all (libbpf reads the same notes and
+ * decodes each site's argument locations).  A target offers the arguments every site has
+ * (nargs is the minimum over sites), sized and signed as the first site's note says.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "probes/elf.h"
+#include "probes/probes.h"
+#include "probes/provider.h"
+
+/* One probe with all its sites folded in. */
+struct usdt_probe {
+	const struct probe_elf_usdt *first;
+	int nsites;
+	int nargs;
+	bool semaphore;
+};
+
+static int usdt_note_cmp(const void *a, const void *b)
+{
+	const struct probe_elf_usdt *x = a, *y = b;
+	int c = strcmp(x->provider, y->provider);
+
+	if (c)
+		return c;
+	c = strcmp(x->name, y->name);
+	if (c)
+		return c;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+/* Reads and groups the notes of path into probes sorted by provider:name.  *notes must be
+ * freed by the caller; probes point into it. */
+static int usdt_probes_read(const char *path, struct probe_elf_usdt **notes,
+			    struct usdt_probe **probes, int *nprobes, struct probe_err *err)
+{
+	struct usdt_probe *v;
+	int n, np = 0, ret;
+
+	*probes = NULL;
+	*nprobes = 0;
+	ret = probe_elf_usdt_read(path, notes, &n);
+	if (ret)
+		return perr_set(err, PERR_BINARY, NULL, "cannot read the USDT notes of %s: %s", path,
+				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+	if (n == 0)
+		return 0;
+	qsort(*notes, (size_t)n, sizeof(**notes), usdt_note_cmp);
+	v = calloc((size_t)n, sizeof(*v));
+	if (!v) {
+		free(*notes);
+		*notes = NULL;
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		const struct probe_elf_usdt *u = &(*notes)[i];
+		struct usdt_probe *p = np ? &v[np - 1] : NULL;
+
+		if (!p || strcmp(p->first->provider, u->provider) || strcmp(p->first->name, u->name)) {
+			p = &v[np++];
+			p->first = u;
+			p->nargs = u->nargs;
+		}
+		p->nsites++;
+		if (u->nargs < p->nargs)
+			p->nargs = u->nargs;
+		if (u->semaphore)
+			p->semaphore = true;
+	}
+	*probes = v;
+	*nprobes = np;
+	return 0;
+}
+
+static void usdt_target_fill(struct probe_target *t, const char *path, const struct usdt_probe *p,
+			     const struct probe_ctx *ctx)
+{
+	memset(t, 0, sizeof(*t));
+	t->kind = PROBE_USDT;
+	snprintf(t->name, sizeof(t->name), "usdt:%s:%s:%s", path, p->first->provider,
+		 p->first->name);
+	snprintf(t->binary, sizeof(t->binary), "%s", path);
+	snprintf(t->provider, sizeof(t->provider), "%s", p->first->provider);
+	snprintf(t->usdt_name, sizeof(t->usdt_name), "%s", p->first->name);
+	t->sym_offset = p->first->offset;
+	t->nsites = p->nsites;
+	t->usdt_semaphore = p->semaphore;
+	t->nargs = p->nargs;
+	for (int i = 0; i < 12; i++) {
+		t->arg_size[i] = i < p->first->nargs ? p->first->arg_size[i] : 8;
+		t->arg_signed[i] = i < p->first->nargs && p->first->arg_signed[i];
+	}
+	t->pid = ctx ? ctx->pid : 0;
+}
+
+static bool usdt_probe_match(const struct usdt_probe *p, const char *prov, const char *name)
+{
+	return (!prov || probe_glob_match(prov, p->first->provider)) &&
+	       (!name || probe_glob_match(name, p->first->name));
+}
+
+static int usdt_unknown(const char *path, const char *prov, const char *name,
+			const struct usdt_probe *probes, int np, struct probe_err *err)
+{
+	const char **cands;
+	char (*buf)[130];
+	char word[130];
+
+	if (prov)
+		perr_set(err, PERR_USDT, NULL, "no USDT probe %s:%s in %s", prov, name, path);
+	else
+		perr_set(err, PERR_USDT, NULL, "no USDT probe named %s in %s", name, path);
+	cands = calloc((size_t)np, sizeof(*cands));
+	buf = calloc((size_t)np, sizeof(*buf));
+	if (!cands || !buf)
+		goto out_free;
+	for (int i = 0; i < np; i++) {
+		if (prov)
+			snprintf(buf[i], sizeof(buf[i]), "%s:%s", probes[i].first->provider,
+				 probes[i].first->name);
+		else
+			snprintf(buf[i], sizeof(buf[i]), "%s", probes[i].first->name);
+		cands[i] = buf[i];
+	}
+	if (prov)
+		snprintf(word, sizeof(word), "%s:%s", prov, name);
+	else
+		snprintf(word, sizeof(word), "%s", name);
+	perr_fix_near(err, word, cands, np, NULL);
+out_free:
+	free(cands);
+	free(buf);
+	return -1;
+}
+
+static int usdt_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
+{
+	const char *prov = nparts == 3 ? parts[1] : NULL;
+	const char *name = parts[nparts - 1];
+	struct probe_elf_usdt *notes = NULL;
+	struct usdt_probe *probes = NULL;
+	char path[PATH_MAX];
+	int np = 0, nmatch = 0, start = set->n, ret = 0;
+
+	if (nparts != 2 && nparts != 3)
+		return perr_set(err, PERR_SYNTAX, NULL, "write usdt:BINARY:[PROVIDER:]NAME");
+	if (has_offset)
+		return perr_set(err, PERR_OFFSET, NULL, "a USDT probe takes no +offset");
+	if (probe_binary_part(parts[0], ctx, path, sizeof(path), err))
+		return -1;
+	if (usdt_probes_read(path, &notes, &probes, &np, err))
+		return -1;
+	if (np == 0) {
+		ret = perr_set(err, PERR_USDT, "see `weft list` for the probes that exist",
+			       "%s has no USDT probes (no .note.stapsdt notes)", path);
+		goto out_free;
+	}
+	for (int i = 0; i < np; i++)
+		nmatch += usdt_probe_match(&probes[i], prov, name);
+	if (nmatch == 0) {
+		if (probe_has_wildcard(prov) || probe_has_wildcard(name))
+			ret = perr_set(err, PERR_NO_MATCH, NULL, "no USDT probe in %s matches %s%s%s",
+				       path, prov ? prov : "", prov ? ":" : "", name);
+		else
+			ret = usdt_unknown(path, prov, name, probes, np, err);
+		goto out_free;
+	}
+	if (nmatch > probe_ctx_max_targets(ctx)) {
+		ret = perr_set(err, PERR_TOO_MANY, "narrow the pattern",
+			       "the pattern matches %d USDT probes in %s, more than the limit of %d",
+			       nmatch, path, probe_ctx_max_targets(ctx));
+		goto out_free;
+	}
+	for (int i = 0; i < np; i++) {
+		struct probe_target *t;
+
+		if (!usdt_probe_match(&probes[i], prov, name))
+			continue;
+		if (probe_set_push(set, &t)) {
+			probe_set_truncate(set, start);
+			ret = perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+			break;
+		}
+		usdt_target_fill(t, path, &probes[i], ctx);
+	}
+out_free:
+	free(probes);
+	free(notes);
+	return ret ? -1 : 0;
+}
+
+static int usdt_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+		     probe_list_cb cb, void *arg, struct probe_err *err)
+{
+	const char *prov = nparts == 3 ? parts[1] : NULL;
+	const char *name = nparts >= 2 ? parts[nparts - 1] : NULL;
+	struct probe_elf_usdt *notes = NULL;
+	struct usdt_probe *probes = NULL;
+	char path[PATH_MAX];
+	int np = 0, ret = 0;
+
+	if (nparts < 1)
+		return perr_set(err, PERR_SYNTAX, "e.g. weft list usdt:/usr/bin/python3:*",
+				"listing USDT probes needs a binary");
+	if (probe_binary_part(parts[0], ctx, path, sizeof(path), err))
+		return -1;
+	if (usdt_probes_read(path, &notes, &probes, &np, err))
+		return -1;
+	for (int i = 0; i < np && ret == 0; i++) {
+		struct probe_target t;
+
+		/* usdt:BIN:X lists probes named X or of provider X */
+		if (nparts == 2 && !usdt_probe_match(&probes[i], NULL, name) &&
+		    !usdt_probe_match(&probes[i], name, NULL))
+			continue;
+		if (nparts == 3 && !usdt_probe_match(&probes[i], prov, name))
+			continue;
+		usdt_target_fill(&t, path, &probes[i], ctx);
+		ret = cb(&t, arg);
+	}
+	free(probes);
+	free(notes);
+	return ret;
+}
+
+static bool usdt_available(struct probe_err *err)
+{
+	return provider_uprobe.available(err);
+}
+
+const struct probe_provider provider_usdt = {
+	.kind = PROBE_USDT,
+	.name = "usdt",
+	.alias = NULL,
+	.min_parts = 2,
+	.max_parts = 3,
+	.usage = "usdt:BINARY:[PROVIDER:]NAME",
+	.resolve = usdt_resolve,
+	.list = usdt_list,
+	.available = usdt_available,
+};

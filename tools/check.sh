@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds
+# weft twice (release and ASan+UBSan), runs every ctest in both (unit, compiler, runtime
+# against the real kernel), then builds the libFuzzer targets and runs each for a bounded
+# time.  Exit status 0 only if everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tools/deps.sh
+weft_deps_install
+
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+
+build() { # dir, cmake args...
+	local dir=$1
+	shift
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	cmake --build "$dir" -j"$JOBS"
+}
+
+echo "== release build and tests"
+build build
+(cd build && ctest --output-on-failure -j1)
+
+echo "== ASan+UBSan build and tests"
+build build-asan -DWEFT_SANITIZE=ON
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ctest --output-on-failure -j1)
+
+echo "== fuzzing (${FUZZ_SECONDS}s per target)"
+build build-fuzz -DWEFT_FUZZ=ON -DWEFT_TESTS=ON -DCMAKE_C_COMPILER=clang
+status=0
+for f in build-fuzz/tests/fuzz_*; do
+	[ -x "$f" ] || continue
+	name=$(basename "$f")
+	corpus=tests/fuzz/corpus/${name#fuzz_}
+	work=$(mktemp -d)
+	[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+	echo "-- $name"
+	if ! "$f" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 "$work" >"build-fuzz/$name.log" 2>&1; then
+		tail -40 "build-fuzz/$name.log"
+		status=1
+	else
+		grep -E "stat::number_of_executed_units" "build-fuzz/$name.log" || true
+	fi
+	rm -rf "$work"
+done
+[ $status = 0 ] && echo "weft: all tests passed"
+exit $status

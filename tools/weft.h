@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The weft command line: one file per subcommand (weft_<cmd>.c), each with an entry point
+ * taking argc/argv after the subcommand name and returning the process exit status.
+ */
+#ifndef WEFT_TOOL_H
+#define WEFT_TOOL_H
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit statuses, as documented in `weft --help`. */
+#define WEFT_EXIT_OK 0
+#define WEFT_EXIT_FAIL 1  /* the query ran but something failed */
+#define WEFT_EXIT_USAGE 2 /* bad command line */
+#define WEFT_EXIT_QUERY 3 /* the query has errors */
+
+int cmd_explain(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+
+/* Reads a query from -f FILE ("-": stdin) or takes the argument; malloc'd, NULL on error
+ * (reported).  *name is "query" or the file name. */
+char *tool_read_query(const char *file, const char *arg, const char **name);
+void tool_set_verbose(int level);
+/* The -p argument: a positive pid of a live process, or -1 (reported). */
+int tool_parse_pid(const char *s);
+
+#endif
