@@ -35,7 +35,7 @@ _Static_assert(sizeof(struct weft_aggval_count) == 8, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_sum) == 8, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_minmax) == 16, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_avg) == 16, "kernel ABI");
-_Static_assert(sizeof(struct weft_aggval_stddev) == 40, "kernel ABI");
+_Static_assert(sizeof(struct weft_aggval_stddev) == 48, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_hist) == 520, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_quantile) == 7584, "kernel ABI");
 _Static_assert(sizeof(struct weft_aggval_distinct) == 2048, "kernel ABI");
@@ -209,21 +209,33 @@ static void u64s_add(__u64 *d, const __u64 *s, size_t n)
 		d[i] += s[i];
 }
 
-/* (hi : lo) += (shi : slo), modulo 2^128 */
-static void add128(__u64 *lo, __u64 *hi, __u64 slo, __u64 shi)
+/* The n-limb little-endian number d += s (modulo 2^(64 n)). */
+static void limbs_add(__u64 *d, const __u64 *s, int n)
 {
-	*lo += slo;
-	*hi += shi + (*lo < slo);
+	__u64 carry = 0;
+
+	for (int i = 0; i < n; i++) {
+		__u64 t = d[i] + carry;
+
+		carry = t < carry;
+		d[i] = t + s[i];
+		carry += d[i] < s[i];
+	}
 }
 
 static void stddev_merge(struct weft_aggval_stddev *d, const struct weft_aggval_stddev *s)
 {
-	__u64 sum_hi = (__u64)d->sum_hi;
+	__u64 ds[2] = { d->sum_lo, (__u64)d->sum_hi }, ss[2] = { s->sum_lo, (__u64)s->sum_hi };
+	__u64 dq[3] = { d->sq_lo, d->sq_hi, d->sq_top }, sq[3] = { s->sq_lo, s->sq_hi, s->sq_top };
 
 	d->n += s->n;
-	add128(&d->sum_lo, &sum_hi, s->sum_lo, (__u64)s->sum_hi);
-	d->sum_hi = (__s64)sum_hi;
-	add128(&d->sq_lo, &d->sq_hi, s->sq_lo, s->sq_hi);
+	limbs_add(ds, ss, 2);
+	limbs_add(dq, sq, 3);
+	d->sum_lo = ds[0];
+	d->sum_hi = (__s64)ds[1];
+	d->sq_lo = dq[0];
+	d->sq_hi = dq[1];
+	d->sq_top = dq[2];
 }
 
 /* Everything but the bucket counts, which differ in width between kernel and user. */
@@ -342,8 +354,10 @@ static double quantile_value(const struct agg_quantile_state *s, double q)
 	size_t i;
 
 	/* negatives were clamped into bucket 0 and sort first: their values are not kept */
-	if (k <= s->neg)
+	if (k <= s->neg || k == 1)
 		return (double)s->min;
+	if (k == s->n) /* min and max are exact: p0 and p100 are too */
+		return (double)s->max;
 	for (i = 0; i < WEFT_SKETCH_NBUCKETS - 1; i++) {
 		cum += s->c[i];
 		if (cum >= k)
@@ -358,31 +372,31 @@ static double quantile_value(const struct agg_quantile_state *s, double q)
 	return v;
 }
 
-/* 2-limb by 2-limb unsigned multiplication into 4 limbs (little-endian limbs). */
-static void mul_2x2(const uint64_t x[2], const uint64_t y[2], uint64_t r[4])
+/* r (nx + ny limbs) = x * y, unsigned little-endian limbs. */
+static void limbs_mul(const uint64_t *x, int nx, const uint64_t *y, int ny, uint64_t *r)
 {
-	memset(r, 0, 4 * sizeof(r[0]));
-	for (int i = 0; i < 2; i++) {
+	memset(r, 0, (size_t)(nx + ny) * sizeof(r[0]));
+	for (int i = 0; i < nx; i++) {
 		uint64_t carry = 0;
 
-		for (int j = 0; j < 2; j++) {
+		for (int j = 0; j < ny; j++) {
 			unsigned __int128 t = (unsigned __int128)x[i] * y[j] + r[i + j] + carry;
 
 			r[i + j] = (uint64_t)t;
 			carry = (uint64_t)(t >> 64);
 		}
-		r[i + 2] = carry;
+		r[i + ny] = carry;
 	}
 }
 
 /*
  * Population standard deviation sqrt(n * sq - sum^2) / n, with n * sq - sum^2 computed exactly
- * in 256 bits and only then rounded (64-bit mantissa), so no cancellation error.
+ * (both < 2^256) and only then rounded to a long double, so there is no cancellation error.
  */
 static double stddev_value(const struct weft_aggval_stddev *s)
 {
-	uint64_t nn[2] = { s->n, 0 }, sq[2] = { s->sq_lo, s->sq_hi },
-		 a[2] = { s->sum_lo, (__u64)s->sum_hi };
+	uint64_t nn[1] = { s->n }, sq[3] = { s->sq_lo, s->sq_hi, s->sq_top };
+	uint64_t a[2] = { s->sum_lo, (__u64)s->sum_hi };
 	uint64_t p[4], m[4], borrow = 0;
 	long double var = 0;
 
@@ -390,15 +404,15 @@ static double stddev_value(const struct weft_aggval_stddev *s)
 		a[0] = ~a[0] + 1;
 		a[1] = ~a[1] + (a[0] == 0);
 	}
-	mul_2x2(nn, sq, p);
-	mul_2x2(a, a, m);
+	limbs_mul(nn, 1, sq, 3, p);
+	limbs_mul(a, 2, a, 2, m);
 	for (int i = 0; i < 4; i++) {
 		uint64_t d = p[i] - m[i] - borrow;
 
 		borrow = (p[i] < m[i]) || (p[i] - m[i] < borrow);
 		p[i] = d;
 	}
-	if (borrow) /* only if sq wrapped past 2^128: no meaningful answer, report 0 */
+	if (borrow) /* n * sq < sum^2 cannot come from real inputs (Cauchy-Schwarz) */
 		return 0.0;
 	for (int i = 3; i >= 0; i--)
 		var = var * 18446744073709551616.0L + (long double)p[i];
@@ -730,8 +744,8 @@ static bool decode_fixed(const struct agg_spec *spec, __u64 *f, struct rbuf *r)
 		return f[1] || !f[0];
 	case AGG_AVG: /* {sum, n} */
 		return f[1] || !f[0];
-	case AGG_STDDEV: /* {n, sum_lo, sum_hi, sq_lo, sq_hi} */
-		return f[0] || !(f[1] | f[2] | f[3] | f[4]);
+	case AGG_STDDEV: /* {n, sum_lo, sum_hi, sq_lo, sq_hi, sq_top} */
+		return f[0] || !(f[1] | f[2] | f[3] | f[4] | f[5]);
 	default:
 		return true;
 	}

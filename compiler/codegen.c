@@ -1,19 +1,995 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * BPF C code generation and the clang driver.  Placeholder until issue 3: both passes
- * report that they are not there yet, so that explain (which stops at the plan) works.
+ * Code generation: from a plan and its checked tree to one BPF C file.
+ *
+ * The file includes only the runtime (kernel/weft.bpf.h, which brings the kernel UAPI and
+ * libbpf headers) and declares only the types the query needs: a key struct and a value
+ * struct of the plan's layouts, a stream record, a span entry per span source, and one
+ * per-CPU scratch struct that holds everything too large for the 512-byte BPF stack
+ * (the key being built, strings, saved span values).  Then one function per program:
+ *
+ *   read the epoch once; -p filter; scratch;
+ *   [span end: match the start, or return]
+ *   strings the predicate needs; predicate; other strings;
+ *   aggregate: key -> value of this group in this epoch -> one update per aggregate
+ *   stream:    reserve a record -> fill -> submit
+ *   [span start: save the start-side values the end needs, record the start]
+ *
+ * Spans: an expression that mentions no end-side value (duration, retval, stacks) is
+ * "start-side".  The start program computes every maximal start-side subexpression the
+ * end needs and saves it in the span entry; the end program reads it back.  A predicate
+ * that is wholly start-side runs at the start, so filtered events cost no span entry.
+ *
+ * Must never: emit an unbounded loop, a signed division (BPF has none before ISA v4), or a
+ * map value access without a NULL check; or golden-test its output (tests run programs).
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include "compiler/codegen.h"
+#include "compiler/sema.h"
+
+#define SCRATCH_MAX 16384 /* bytes of per-CPU scratch one query may use */
+#define MAX_TEMPS 64
+
+struct temp {
+	const struct expr *e;
+	uint32_t off;  /* in scratch s[] */
+	uint32_t size;
+};
+
+struct saved {
+	const struct expr *e;
+	uint32_t off;  /* in the span entry's b[] */
+	uint32_t size;
+	bool is_str;
+};
+
+struct cg {
+	FILE *out;
+	struct ast_query *q;
+	struct plan *p;
+	struct diag_list *dl;
+
+	/* the program being emitted */
+	const struct plan_prog *prog;
+	const struct probe_target *tgt; /* representative target (its fields) */
+	const struct source *src;
+	bool span_end;   /* end program of a span: start-side values come from the entry */
+	bool span_start; /* start program of a span */
+
+	struct temp temps[MAX_TEMPS];
+	int ntemps;
+	uint32_t temps_size;
+
+	/* per span source: the save layout (same for start and end programs) */
+	struct saved saves[AST_MAX_SOURCES][MAX_TEMPS];
+	int nsaves[AST_MAX_SOURCES];
+	uint32_t save_size[AST_MAX_SOURCES];
+
+	uint32_t max_temps_size;
+	int err;
+};
+
+static void emit(struct cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct cg *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+}
+
+/* ---------------------------------------------------------------- classification */
+
+static bool is_end_leaf(const struct expr *e)
+{
+	return e->kind == EXPR_NAME &&
+	       (e->bi == BI_DURATION || e->bi == BI_RETVAL || e->bi == BI_USTACK ||
+		e->bi == BI_KSTACK);
+}
+
+static bool mentions_end(const struct expr *e)
+{
+	if (!e)
+		return false;
+	if (is_end_leaf(e))
+		return true;
+	if (mentions_end(e->lhs) || mentions_end(e->rhs))
+		return true;
+	for (int i = 0; i < e->nargs; i++)
+		if (mentions_end(e->args[i]))
+			return true;
+	return false;
+}
+
+static bool is_constant(const struct expr *e)
+{
+	switch (e->kind) {
+	case EXPR_INT:
+	case EXPR_FLOAT:
+	case EXPR_STR:
+		return true;
+	case EXPR_UNARY:
+		return is_constant(e->lhs);
+	case EXPR_BINARY:
+		return is_constant(e->lhs) && is_constant(e->rhs);
+	default:
+		return false;
+	}
+}
+
+static bool is_host(const struct expr *e)
+{
+	return e->kind == EXPR_NAME && e->bi == BI_HOST;
+}
+
+/* ---------------------------------------------------------------- span saves */
+
+static const struct saved *find_save(struct cg *c, const struct expr *e)
+{
+	int s = c->src - c->q->sources;
+
+	for (int i = 0; i < c->nsaves[s]; i++)
+		if (c->saves[s][i].e == e)
+			return &c->saves[s][i];
+	return NULL;
+}
+
+static void plan_saves(struct cg *c, int s, const struct expr *e)
+{
+	struct saved *sv;
+
+	if (!e || is_constant(e) || is_host(e))
+		return;
+	if (!mentions_end(e)) {
+		if (c->nsaves[s] == MAX_TEMPS) {
+			c->err = -E2BIG;
+			return;
+		}
+		sv = &c->saves[s][c->nsaves[s]++];
+		sv->e = e;
+		sv->is_str = e->ty.kind == TY_STR;
+		sv->size = sv->is_str ? ((e->ty.size + 7u) & ~7u) : 8;
+		sv->off = c->save_size[s];
+		c->save_size[s] += sv->size;
+		return;
+	}
+	/* an aggregate call itself is not a value: descend into its argument */
+	plan_saves(c, s, e->lhs);
+	plan_saves(c, s, e->rhs);
+	for (int i = 0; i < e->nargs; i++)
+		plan_saves(c, s, e->args[i]);
+}
+
+static bool where_at_start(const struct cg *c)
+{
+	return c->q->where && !mentions_end(c->q->where);
+}
+
+static void plan_span_saves(struct cg *c)
+{
+	struct ast_query *q = c->q;
+
+	for (int s = 0; s < q->nsources; s++) {
+		if (!q->sources[s].is_span)
+			continue;
+		if (q->where && mentions_end(q->where))
+			plan_saves(c, s, q->where);
+		if (c->p->aggregating) {
+			for (int k = 0; k < c->p->nkeys; k++)
+				if (c->p->keys[k].kernel)
+					plan_saves(c, s, c->p->keys[k].e);
+			for (int a = 0; a < c->p->naggs; a++)
+				plan_saves(c, s, c->p->aggs[a].arg);
+		} else {
+			for (int f = 0; f < c->p->nfields; f++)
+				if (c->p->fields[f].kernel)
+					plan_saves(c, s, c->p->fields[f].e);
+		}
+		if (c->save_size[s] == 0)
+			c->save_size[s] = 8;
+	}
+}
+
+/* ---------------------------------------------------------------- string temporaries */
+
+static const struct temp *find_temp(struct cg *c, const struct expr *e)
+{
+	for (int i = 0; i < c->ntemps; i++)
+		if (c->temps[i].e == e)
+			return &c->temps[i];
+	return NULL;
+}
+
+static void emit_int(struct cg *c, const struct expr *e);
+static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp *t);
+
+/* Allocates (and emits the code filling) a temporary for every string node under e that
+ * needs a buffer, children first.  Literals need none; saved values need none at the end. */
+static void temps_for(struct cg *c, const struct expr *e)
+{
+	struct temp *t;
+
+	if (!e || is_host(e))
+		return;
+	if (c->span_end && find_save(c, e))
+		return;
+	if (e->kind == EXPR_CALL && FN_IS_AGG(e->fn)) {
+		for (int i = 0; i < e->nargs; i++)
+			temps_for(c, e->args[i]);
+		return;
+	}
+	temps_for(c, e->lhs);
+	temps_for(c, e->rhs);
+	for (int i = 0; i < e->nargs; i++)
+		temps_for(c, e->args[i]);
+	if (e->ty.kind != TY_STR || e->kind == EXPR_STR || find_temp(c, e))
+		return;
+	if (c->ntemps == MAX_TEMPS) {
+		c->err = -E2BIG;
+		return;
+	}
+	t = &c->temps[c->ntemps++];
+	t->e = e;
+	t->size = (e->ty.size + 7u) & ~7u;
+	if (t->size == 0)
+		t->size = 8;
+	t->off = c->temps_size;
+	c->temps_size += t->size;
+	if (c->temps_size > c->max_temps_size)
+		c->max_temps_size = c->temps_size;
+	emit_str_fill(c, e, t);
+}
+
+/* ---------------------------------------------------------------- expressions */
+
+static void emit_expr(struct cg *c, const struct expr *e);
+
+static const struct probe_field *cur_field(struct cg *c, const char *name)
+{
+	const struct probe_field *f = c->tgt ? sema_target_field(c->tgt, name) : NULL;
+
+	if (!f)
+		c->err = -EINVAL;
+	return f;
+}
+
+static const char *int_ctype(unsigned size, bool is_signed)
+{
+	switch (size) {
+	case 1:
+		return is_signed ? "__s8" : "__u8";
+	case 2:
+		return is_signed ? "__s16" : "__u16";
+	case 4:
+		return is_signed ? "__s32" : "__u32";
+	default:
+		return is_signed ? "__s64" : "__u64";
+	}
+}
+
+static bool prog_is_usdt(const struct cg *c)
+{
+	return c->prog->kind == PROBE_USDT;
+}
+
+/* A string value: the address of its bytes and its size. */
+static void emit_str_ref(struct cg *c, const struct expr *e, uint32_t *size)
+{
+	const struct saved *sv = c->span_end ? find_save(c, e) : NULL;
+	const struct temp *t;
+
+	if (sv) {
+		emit(c, "((const char *)&sc->span.b[%u])", sv->off);
+		*size = sv->size;
+		return;
+	}
+	t = find_temp(c, e);
+	if (!t) {
+		c->err = -EINVAL;
+		emit(c, "\"\"");
+		*size = 1;
+		return;
+	}
+	emit(c, "((const char *)&sc->s[%u])", t->off);
+	*size = t->size;
+}
+
+static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp *t)
+{
+	emit(c, "\t__builtin_memset(&sc->s[%u], 0, %u);\n", t->off, t->size);
+	if (e->kind == EXPR_NAME && e->bi == BI_COMM) {
+		emit(c, "\tweft_comm(&sc->s[%u]);\n", t->off);
+		return;
+	}
+	if (e->kind == EXPR_MEMBER && e->bi == BI_FIELD) {
+		const struct probe_field *f = cur_field(c, e->sval);
+
+		if (!f)
+			return;
+		if (f->kind == FIELD_DATA_LOC)
+			emit(c, "\tweft_tp_str_loc(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
+			     t->size);
+		else
+			emit(c, "\tweft_tp_str(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
+			     t->size < f->size + 1u ? t->size : f->size + 1u);
+		return;
+	}
+	if (e->kind == EXPR_CALL && e->fn == FN_STR) {
+		const struct expr *a = e->args[0];
+		uint32_t sz = e->ty.size ? e->ty.size : 64;
+
+		if (a->ty.kind == TY_STR) {
+			uint32_t asz;
+
+			emit(c, "\t__builtin_memcpy(&sc->s[%u], ", t->off);
+			emit_str_ref(c, a, &asz);
+			emit(c, ", %u);\n\tsc->s[%u] = 0;\n", (asz < sz ? asz : sz), t->off + sz - 1);
+			return;
+		}
+		emit(c, "\tweft_str_%s(e, &sc->s[%u], %u, (const void *)(",
+		     e->ty.user ? "user" : "kernel", t->off, sz);
+		emit_int(c, a);
+		emit(c, "));\n");
+		return;
+	}
+	c->err = -EINVAL;
+}
+
+static void emit_leaf(struct cg *c, const struct expr *e)
+{
+	switch (e->bi) {
+	case BI_TIME:
+		emit(c, "(__s64)weft_time()");
+		return;
+	case BI_PID:
+		emit(c, "(__s64)weft_pid()");
+		return;
+	case BI_TID:
+		emit(c, "(__s64)weft_tid()");
+		return;
+	case BI_UID:
+		emit(c, "(__s64)weft_uid()");
+		return;
+	case BI_CPU:
+		emit(c, "(__s64)weft_cpu()");
+		return;
+	case BI_CGROUP:
+		emit(c, "(__s64)weft_cgroup()");
+		return;
+	case BI_PROBE:
+		emit(c, prog_is_usdt(c) ? "(__s64)bpf_usdt_cookie(ctx)"
+					: "(__s64)bpf_get_attach_cookie(ctx)");
+		return;
+	case BI_USTACK:
+		emit(c, "weft_ustack(ctx, e)");
+		return;
+	case BI_KSTACK:
+		emit(c, "weft_kstack(ctx, e)");
+		return;
+	case BI_DURATION:
+		emit(c, "span_d");
+		return;
+	case BI_RETVAL:
+		if (c->prog->kind == PROBE_TRACEPOINT || c->prog->kind == PROBE_SYSCALL) {
+			const struct probe_field *f = cur_field(c, "ret");
+
+			if (f)
+				emit(c, "(__s64)WEFT_TP(ctx, %u, %s)", f->offset,
+				     int_ctype(f->size, true));
+			return;
+		}
+		emit(c, "WEFT_RETVAL(ctx)");
+		return;
+	case BI_ARG:
+		if (prog_is_usdt(c))
+			emit(c, "({ long _a = 0; bpf_usdt_arg(ctx, %d, &_a); (__s64)_a; })", e->aux);
+		else
+			emit(c, "WEFT_ARG%d(ctx)", e->aux);
+		return;
+	case BI_FIELD: {
+		const struct probe_field *f = cur_field(c, e->sval);
+
+		if (!f)
+			return;
+		if (f->kind == FIELD_PTR)
+			emit(c, "(__s64)WEFT_TP(ctx, %u, __u64)", f->offset);
+		else
+			emit(c, "(__s64)WEFT_TP(ctx, %u, %s)", f->offset,
+			     int_ctype(f->size, f->is_signed));
+		return;
+	}
+	default:
+		c->err = -EINVAL;
+		emit(c, "0");
+	}
+}
+
+static bool cmp_signed(const struct expr *a, const struct expr *b)
+{
+	return a->ty.is_signed || b->ty.is_signed;
+}
+
+static void emit_str_eq(struct cg *c, const struct expr *a, const struct expr *b)
+{
+	uint32_t sa, sb;
+
+	if (b->kind == EXPR_STR) {
+		emit(c, "WEFT_STREQ(");
+		emit_str_ref(c, a, &sa);
+		emit(c, ", %u, \"", sa);
+		for (const char *s = b->sval; *s; s++) {
+			unsigned char ch = (unsigned char)*s;
+
+			if (ch < ' ' || ch >= 0x7f || ch == '"' || ch == '\\')
+				emit(c, "\\%03o", ch);
+			else
+				emit(c, "%c", ch);
+		}
+		emit(c, "\")");
+		return;
+	}
+	if (a->kind == EXPR_STR) {
+		emit_str_eq(c, b, a);
+		return;
+	}
+	emit(c, "weft_q_streq(");
+	emit_str_ref(c, a, &sa);
+	emit(c, ", %u, ", sa);
+	emit_str_ref(c, b, &sb);
+	emit(c, ", %u)", sb);
+}
+
+static void emit_lit_str(struct cg *c, const char *s)
+{
+	emit(c, "\"");
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch < ' ' || ch >= 0x7f || ch == '"' || ch == '\\')
+			emit(c, "\\%03o", ch);
+		else
+			emit(c, "%c", ch);
+	}
+	emit(c, "\"");
+}
+
+/* An integer-valued expression (also booleans), as an __s64 C expression. */
+static void emit_int(struct cg *c, const struct expr *e)
+{
+	emit_expr(c, e);
+}
+
+static void emit_expr(struct cg *c, const struct expr *e)
+{
+	const struct saved *sv = c->span_end ? find_save(c, e) : NULL;
+	uint32_t sz;
+
+	if (sv && !sv->is_str) {
+		emit(c, "(*(__s64 *)&sc->span.b[%u])", sv->off);
+		return;
+	}
+	switch (e->kind) {
+	case EXPR_INT:
+		emit(c, "((__s64)%lldLL)", (long long)e->ival);
+		return;
+	case EXPR_FLOAT:
+		emit(c, "((__s64)%lld)", (long long)e->fval);
+		return;
+	case EXPR_STR:
+		emit_lit_str(c, e->sval);
+		return;
+	case EXPR_NAME:
+		emit_leaf(c, e);
+		return;
+	case EXPR_MEMBER:
+		if (e->ty.kind == TY_STR) {
+			emit_str_ref(c, e, &sz);
+			return;
+		}
+		emit_leaf(c, e);
+		return;
+	case EXPR_CALL:
+		switch (e->fn) {
+		case FN_STR:
+			emit_str_ref(c, e, &sz);
+			return;
+		case FN_LOG2:
+			emit(c, "weft_q_log2(");
+			emit_int(c, e->args[0]);
+			emit(c, ")");
+			return;
+		case FN_BUCKET:
+			emit(c, "weft_q_bucket(");
+			emit_int(c, e->args[0]);
+			emit(c, ", ");
+			emit_int(c, e->args[1]);
+			emit(c, ")");
+			return;
+		case FN_USYM:
+		case FN_KSYM:
+			emit(c, "((__s64)(");
+			emit_int(c, e->args[0]);
+			emit(c, "))");
+			return;
+		default:
+			c->err = -EINVAL;
+			emit(c, "0");
+			return;
+		}
+	case EXPR_UNARY:
+		emit(c, e->op == OP_NOT ? "(!(" : "(-(");
+		emit_expr(c, e->lhs);
+		emit(c, "))");
+		return;
+	case EXPR_LIKE:
+		emit(c, "WEFT_LIKE(");
+		emit_str_ref(c, e->lhs, &sz);
+		emit(c, ", %u, ", sz);
+		emit_lit_str(c, e->rhs->sval);
+		emit(c, ")");
+		return;
+	case EXPR_IN:
+		emit(c, "(");
+		for (int i = 0; i < e->nargs; i++) {
+			if (i)
+				emit(c, " || ");
+			if (e->lhs->ty.kind == TY_STR) {
+				emit_str_eq(c, e->lhs, e->args[i]);
+			} else {
+				emit(c, "(");
+				emit_int(c, e->lhs);
+				emit(c, " == ");
+				emit_int(c, e->args[i]);
+				emit(c, ")");
+			}
+		}
+		emit(c, ")");
+		return;
+	case EXPR_BINARY:
+		break;
+	}
+
+	/* binary */
+	switch (e->op) {
+	case OP_AND:
+	case OP_OR:
+		emit(c, "(");
+		emit_expr(c, e->lhs);
+		emit(c, e->op == OP_AND ? " && " : " || ");
+		emit_expr(c, e->rhs);
+		emit(c, ")");
+		return;
+	case OP_EQ:
+	case OP_NE:
+		if (e->lhs->ty.kind == TY_STR) {
+			emit(c, e->op == OP_NE ? "(!" : "(");
+			emit_str_eq(c, e->lhs, e->rhs);
+			emit(c, ")");
+			return;
+		}
+		/* fall through */
+	case OP_LT:
+	case OP_LE:
+	case OP_GT:
+	case OP_GE: {
+		static const char *const ops[] = { [OP_EQ] = "==", [OP_NE] = "!=", [OP_LT] = "<",
+						   [OP_LE] = "<=", [OP_GT] = ">",  [OP_GE] = ">=" };
+		const char *t = cmp_signed(e->lhs, e->rhs) ? "__s64" : "__u64";
+
+		emit(c, "((%s)", t);
+		emit_int(c, e->lhs);
+		emit(c, " %s (%s)", ops[e->op], t);
+		emit_int(c, e->rhs);
+		emit(c, ")");
+		return;
+	}
+	case OP_DIV:
+	case OP_MOD:
+		/* BPF before ISA v4 has no signed division: weft_q_sdiv/smod do it by hand */
+		if (e->ty.is_signed) {
+			emit(c, e->op == OP_DIV ? "weft_q_sdiv(" : "weft_q_smod(");
+			emit_int(c, e->lhs);
+			emit(c, ", ");
+			emit_int(c, e->rhs);
+			emit(c, ")");
+		} else {
+			emit(c, "((__s64)((__u64)");
+			emit_int(c, e->lhs);
+			emit(c, e->op == OP_DIV ? " / (__u64)" : " %% (__u64)");
+			emit_int(c, e->rhs);
+			emit(c, "))");
+		}
+		return;
+	default: {
+		const char *op = e->op == OP_ADD ? "+" : e->op == OP_SUB ? "-" : "*";
+
+		/* wrap-around arithmetic is defined on unsigned values */
+		emit(c, "((__s64)((__u64)");
+		emit_int(c, e->lhs);
+		emit(c, " %s (__u64)", op);
+		emit_int(c, e->rhs);
+		emit(c, "))");
+		return;
+	}
+	}
+}
+
+/* ---------------------------------------------------------------- programs */
+
+static const char *sec_name(enum probe_kind k)
+{
+	switch (k) {
+	case PROBE_TRACEPOINT:
+	case PROBE_SYSCALL:
+		return "tracepoint";
+	case PROBE_UPROBE:
+		return "uprobe";
+	case PROBE_URETPROBE:
+		return "uretprobe";
+	case PROBE_USDT:
+		return "usdt";
+	case PROBE_KPROBE:
+		return "kprobe";
+	case PROBE_KRETPROBE:
+		return "kretprobe";
+	default:
+		return "perf_event";
+	}
+}
+
+static void emit_store_value(struct cg *c, const char *base, uint32_t off, uint32_t size,
+			     const struct expr *e)
+{
+	if (e->ty.kind == TY_STR) {
+		uint32_t ssz;
+
+		emit(c, "\t__builtin_memcpy(&%s[%u], ", base, off);
+		emit_str_ref(c, e, &ssz);
+		emit(c, ", %u);\n", ssz < size ? ssz : size);
+		return;
+	}
+	emit(c, "\t*(__s64 *)&%s[%u] = ", base, off);
+	emit_int(c, e);
+	emit(c, ";\n");
+	/* user stacks and symbols carry the process, for symbolization (plan.c: 16 bytes) */
+	if (size == 16 && ((e->ty.kind == TY_STACK && e->ty.user) ||
+			   (e->kind == EXPR_CALL && e->fn == FN_USYM)))
+		emit(c, "\t*(__s64 *)&%s[%u] = (__s64)weft_pid();\n", base, off + 8);
+}
+
+static void emit_agg_update(struct cg *c, const struct plan_agg *a)
+{
+	static const char *const fn[AGG__COUNT] = {
+		[AGG_COUNT] = "count",	 [AGG_SUM] = "sum",	    [AGG_MIN] = "min",
+		[AGG_MAX] = "max",	 [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
+		[AGG_HIST] = "hist",	 [AGG_QUANTILE] = "quantile",
+	};
+	static const char *const ty[AGG__COUNT] = {
+		[AGG_COUNT] = "count",	 [AGG_SUM] = "sum",	    [AGG_MIN] = "minmax",
+		[AGG_MAX] = "minmax",	 [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
+		[AGG_HIST] = "hist",	 [AGG_QUANTILE] = "quantile",
+		[AGG_DISTINCT] = "distinct",
+	};
+
+	switch (a->spec.kind) {
+	case AGG_COUNT:
+		emit(c, "\tweft_aggval_count_add((struct weft_aggval_count *)&v->b[%u], 1);\n",
+		     a->offset);
+		return;
+	case AGG_LHIST:
+		emit(c, "\tweft_aggval_lhist_add((__u64 *)&v->b[%u], ", a->offset);
+		emit_int(c, a->arg);
+		emit(c, ", %lldLL, %lldLL, %lldLL);\n", (long long)a->spec.lo, (long long)a->spec.hi,
+		     (long long)a->spec.step);
+		return;
+	case AGG_DISTINCT:
+		if (a->arg->ty.kind == TY_STR) {
+			uint32_t sz;
+
+			emit(c, "\tweft_aggval_distinct_add_hash((struct weft_aggval_distinct *)&v->b[%u], "
+				"weft_hash_str(",
+			     a->offset);
+			emit_str_ref(c, a->arg, &sz);
+			emit(c, ", %u));\n", sz);
+			return;
+		}
+		emit(c, "\tweft_aggval_distinct_add((struct weft_aggval_distinct *)&v->b[%u], ",
+		     a->offset);
+		emit_int(c, a->arg);
+		emit(c, ");\n");
+		return;
+	default:
+		emit(c, "\tweft_aggval_%s_add((struct weft_aggval_%s *)&v->b[%u], ", fn[a->spec.kind],
+		     ty[a->spec.kind], a->offset);
+		emit_int(c, a->arg);
+		emit(c, ");\n");
+	}
+}
+
+/* The body after filtering: aggregate update or stream record. */
+static void emit_sink(struct cg *c)
+{
+	struct plan *p = c->p;
+
+	if (p->aggregating) {
+		bool keyed = false;
+
+		for (int k = 0; k < p->nkeys; k++)
+			keyed |= p->keys[k].kernel;
+		for (int k = 0; k < p->nkeys; k++)
+			if (p->keys[k].kernel)
+				temps_for(c, p->keys[k].e);
+		for (int a = 0; a < p->naggs; a++)
+			if (p->aggs[a].arg)
+				temps_for(c, p->aggs[a].arg);
+		if (keyed) {
+			emit(c, "\t__builtin_memset(&sc->key, 0, sizeof(sc->key));\n");
+			for (int k = 0; k < p->nkeys; k++)
+				if (p->keys[k].kernel)
+					emit_store_value(c, "sc->key.b", p->keys[k].offset,
+							 p->keys[k].size, p->keys[k].e);
+			emit(c, "\tv = WEFT_AGG_GET(weft_agg, e, &sc->key);\n");
+		} else {
+			emit(c, "\tv = WEFT_AGG_GET1(weft_agg, struct wval, e);\n");
+		}
+		emit(c, "\tif (!v)\n\t\treturn 0;\n");
+		for (int a = 0; a < p->naggs; a++) {
+			bool dup = false;
+
+			for (int b = 0; b < a; b++)
+				dup |= p->aggs[b].offset == p->aggs[a].offset;
+			if (!dup)
+				emit_agg_update(c, &p->aggs[a]);
+		}
+		return;
+	}
+	for (int f = 0; f < p->nfields; f++)
+		if (p->fields[f].kernel)
+			temps_for(c, p->fields[f].e);
+	emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
+	emit(c, "\tif (!r)\n\t\treturn 0;\n");
+	for (int f = 0; f < p->nfields; f++)
+		if (p->fields[f].kernel)
+			emit_store_value(c, "r->b", p->fields[f].offset, p->fields[f].size,
+					 p->fields[f].e);
+	emit(c, "\tWEFT_REC_SUBMIT(r);\n");
+}
+
+static void emit_span_key(struct cg *c)
+{
+	if (c->src->on) {
+		bool saved_end = c->span_end;
+
+		/* the `on` key is evaluated natively by both probes */
+		c->span_end = false;
+		temps_for(c, c->src->on);
+		emit(c, "\tspan_key = (__u64)");
+		emit_int(c, c->src->on);
+		emit(c, ";\n");
+		c->span_end = saved_end;
+	} else {
+		emit(c, "\tspan_key = bpf_get_current_pid_tgid();\n");
+	}
+}
+
+static void emit_prog(struct cg *c, const struct plan_prog *pr)
+{
+	const struct plan_attach *a = &c->p->attach[pr->first_attach];
+	struct source *src = &c->q->sources[pr->source];
+	struct probe_spec *sp = pr->is_end ? &src->end : &src->start;
+	int s = pr->source;
+
+	c->prog = pr;
+	c->src = src;
+	c->tgt = &sp->set->v[a->target_idx];
+	c->span_start = src->is_span && !pr->is_end;
+	c->span_end = src->is_span && pr->is_end;
+	c->ntemps = 0;
+	c->temps_size = 0;
+
+	emit(c, "\n/* %s%s */\n", c->tgt->name, c->span_end ? " (span end)" : c->span_start ? " (span start)" : "");
+	emit(c, "SEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
+	emit(c, "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n");
+	if (c->p->aggregating && !c->span_start)
+		emit(c, "\tstruct wval *v;\n");
+	if (!c->p->aggregating && !c->span_start)
+		emit(c, "\tstruct wrec *r;\n");
+	if (src->is_span)
+		emit(c, "\t__u64 span_key;\n");
+	if (c->span_end)
+		emit(c, "\t__s64 span_d;\n");
+	emit(c, "\n\tif (!weft_pid_ok())\n\t\treturn 0;\n");
+	emit(c, "\tsc = bpf_map_lookup_elem(&weft_scratch, &zero);\n\tif (!sc)\n\t\treturn 0;\n");
+
+	if (c->span_end) {
+		emit_span_key(c);
+		emit(c, "\tspan_d = WEFT_SPAN_END(&weft_span%d, e, span_key, &sc->span);\n", s);
+		emit(c, "\tif (span_d < 0)\n\t\treturn 0;\n");
+		if (c->q->where && !where_at_start(c)) {
+			temps_for(c, c->q->where);
+			emit(c, "\tif (!(");
+			emit_expr(c, c->q->where);
+			emit(c, "))\n\t\treturn 0;\n");
+		}
+		emit_sink(c);
+	} else if (c->span_start) {
+		if (c->q->where && where_at_start(c)) {
+			temps_for(c, c->q->where);
+			emit(c, "\tif (!(");
+			emit_expr(c, c->q->where);
+			emit(c, "))\n\t\treturn 0;\n");
+		}
+		for (int i = 0; i < c->nsaves[s]; i++) {
+			const struct saved *sv = &c->saves[s][i];
+
+			temps_for(c, sv->e);
+			emit_store_value(c, "sc->span.b", sv->off, sv->size, sv->e);
+		}
+		emit_span_key(c);
+		emit(c, "\tweft_span_begin(&weft_span%d, e, span_key, &sc->span);\n", s);
+	} else {
+		if (c->q->where) {
+			temps_for(c, c->q->where);
+			emit(c, "\tif (!(");
+			emit_expr(c, c->q->where);
+			emit(c, "))\n\t\treturn 0;\n");
+		}
+		emit_sink(c);
+	}
+	emit(c, "\treturn 0;\n}\n");
+}
+
+static const char prelude[] =
+	"/* query-language helpers */\n"
+	"static __always_inline __s64 weft_q_log2(__s64 x)\n"
+	"{\n\treturn x <= 0 ? 0 : (__s64)weft_msb64((__u64)x);\n}\n"
+	"static __always_inline __s64 weft_q_bucket(__s64 x, __s64 step)\n"
+	"{\n\t__u64 ux = x < 0 ? -(__u64)x : (__u64)x, q = ux / (__u64)step * (__u64)step;\n"
+	"\treturn x < 0 ? -(__s64)q : (__s64)q;\n}\n"
+	"static __always_inline __s64 weft_q_sdiv(__s64 a, __s64 b)\n"
+	"{\n\t__u64 ua = a < 0 ? -(__u64)a : (__u64)a, ub = b < 0 ? -(__u64)b : (__u64)b;\n"
+	"\t__u64 q = ub ? ua / ub : 0;\n\treturn (a < 0) != (b < 0) ? -(__s64)q : (__s64)q;\n}\n"
+	"static __always_inline __s64 weft_q_smod(__s64 a, __s64 b)\n"
+	"{\n\t__u64 ua = a < 0 ? -(__u64)a : (__u64)a, ub = b < 0 ? -(__u64)b : (__u64)b;\n"
+	"\t__u64 r = ub ? ua % ub : ua;\n\treturn a < 0 ? -(__s64)r : (__s64)r;\n}\n"
+	"static __always_inline int weft_q_streq(const char *a, __u32 asz, const char *b, __u32 bsz)\n"
+	"{\n\t__u32 n = asz < bsz ? asz : bsz;\n"
+	"\tfor (__u32 i = 0; i < 256; i++) {\n\t\tif (i >= n)\n\t\t\treturn 1;\n"
+	"\t\tif (a[i] != b[i])\n\t\t\treturn 0;\n\t\tif (!a[i])\n\t\t\treturn 1;\n\t}\n"
+	"\treturn 1;\n}\n";
 
 int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char **out)
 {
-	*out = NULL;
-	return -ENOSYS;
-}
+	struct cg *c = calloc(1, sizeof(*c));
+	char *buf = NULL;
+	size_t len = 0;
+	bool usdt = false, spans = false;
+	uint32_t span_entry = 0;
+	char *body = NULL;
+	size_t body_len = 0;
+	FILE *bodyf;
+	int rc = 0;
 
-int clang_compile(const char *source, const struct compile_opts *o, struct diag_list *dl,
-		  void **obj, size_t *obj_sz, bool *cache_hit)
-{
-	return -ENOSYS;
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->q = q;
+	c->p = p;
+	c->dl = dl;
+	plan_span_saves(c);
+	for (int i = 0; i < p->nprogs; i++)
+		usdt |= p->progs[i].kind == PROBE_USDT;
+
+	/* programs first, into their own buffer: they decide the scratch size */
+	bodyf = open_memstream(&body, &body_len);
+	if (!bodyf) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->out = bodyf;
+	for (int i = 0; i < p->nprogs && !c->err; i++)
+		emit_prog(c, &p->progs[i]);
+	fclose(bodyf);
+
+	for (int s = 0; s < q->nsources; s++)
+		if (q->sources[s].is_span) {
+			spans = true;
+			if (c->save_size[s] > span_entry)
+				span_entry = c->save_size[s];
+		}
+	p->span_save_size = span_entry;
+	if (c->err) {
+		rc = c->err;
+		goto out;
+	}
+	if (c->max_temps_size + p->key_size + span_entry > SCRATCH_MAX) {
+		diag_error(dl, DIAG_E_TOO_MANY, q->loc,
+			   "the query needs %u bytes of per-event scratch space; at most %d",
+			   c->max_temps_size + p->key_size + span_entry, SCRATCH_MAX);
+		rc = -EINVAL;
+		goto out;
+	}
+
+	c->out = open_memstream(&buf, &len);
+	if (!c->out) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	emit(c, "/* Generated by weft %s; do not edit.  The query:\n", WEFT_VERSION);
+	for (const char *s = dl->src ? dl->src : ""; *s; s++) {
+		if (s[0] == '*' && s[1] == '/')
+			emit(c, "* /");
+		else if (*s != '*' || s[1] != '/')
+			fputc(*s, c->out);
+	}
+	emit(c, "\n */\n");
+	if (!p->aggregating)
+		emit(c, "#define WEFT_WANT_RINGBUF 1\n");
+	if (p->uses_ustack || p->uses_kstack)
+		emit(c, "#define WEFT_WANT_STACKS 1\n");
+	emit(c, "#include \"weft.bpf.h\"\n");
+	if (usdt)
+		emit(c, "#include <stdbool.h>\n#include <bpf/usdt.bpf.h>\n");
+	emit(c, "\n%s\n", prelude);
+	if (p->aggregating) {
+		bool keyed = false;
+
+		for (int k = 0; k < p->nkeys; k++)
+			keyed |= p->keys[k].kernel;
+		emit(c, "struct wkey {\n\t__u8 b[%u];\n} __attribute__((aligned(8)));\n", p->key_size);
+		emit(c, "struct wval {\n\t__u8 b[%u];\n} __attribute__((aligned(8)));\n",
+		     p->value_size);
+		if (keyed)
+			emit(c, "WEFT_AGG_HASH(weft_agg, struct wkey, struct wval, %u);\n",
+			     p->max_groups);
+		else
+			emit(c, "WEFT_AGG_ARRAY(weft_agg, struct wval);\n");
+	} else {
+		emit(c, "struct wrec {\n\tstruct weft_rec_hdr h;\n\t__u8 b[%u];\n} "
+			"__attribute__((aligned(8)));\n",
+		     p->event_size ? p->event_size : 8);
+	}
+	if (spans) {
+		emit(c, "struct wspan {\n\tstruct weft_span_hdr h;\n\t__u8 b[%u];\n} "
+			"__attribute__((aligned(8)));\n",
+		     span_entry ? span_entry : 8);
+		for (int s = 0; s < q->nsources; s++)
+			if (q->sources[s].is_span)
+				emit(c, "WEFT_SPAN_MAP(weft_span%d, struct wspan, %u);\n", s,
+				     p->max_spans);
+	}
+	if (!p->aggregating)
+		emit(c, "struct wkey {\n\t__u8 b[8];\n};\n");
+	emit(c, "struct wscratch {\n\tstruct wkey key;\n");
+	if (spans)
+		emit(c, "\tstruct wspan span;\n");
+	emit(c, "\t__u8 s[%u];\n} __attribute__((aligned(8)));\n",
+	     c->max_temps_size ? c->max_temps_size : 8);
+	emit(c, "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, 1);\n"
+		"\t__type(key, __u32);\n\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
+	fputs(body, c->out);
+	if (fclose(c->out) != 0)
+		rc = -EIO;
+	c->out = NULL;
+out:
+	free(body);
+	if (rc) {
+		free(buf);
+		if (rc == -E2BIG)
+			diag_error(dl, DIAG_E_TOO_MANY, q->loc,
+				   "the query has more values than one program can hold");
+		else if (!diag_has_errors(dl))
+			diag_error(dl, DIAG_E_CLANG, q->loc,
+				   "internal error: cannot generate code for this query (%s)",
+				   strerror(-rc));
+		rc = -EINVAL;
+	} else {
+		*out = buf;
+	}
+	free(c);
+	return rc;
 }

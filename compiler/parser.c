@@ -331,22 +331,20 @@ static struct expr *parse_primary(struct parser *p)
 				e->sval = t.sval;
 			return e;
 		}
+		/* Nesting is counted by parse_expr(), once per level of parentheses. */
 		e = expr_new(p, EXPR_CALL, t.loc);
-		if (!e || !parse_enter(p))
+		if (!e)
 			return NULL;
 		e->sval = t.sval;
 		if (!parse_advance(p) || parse_args(p, e, "arguments") < 0)
-			e = NULL;
-		parse_leave(p);
+			return NULL;
 		return e;
 	case TOK_LPAREN:
-		if (!parse_enter(p))
+		if (!parse_advance(p))
 			return NULL;
-		parse_advance(p);
 		e = parse_expr(p);
 		if (e && !parse_expect(p, TOK_RPAREN, "')'"))
 			e = NULL;
-		parse_leave(p);
 		return e;
 	default:
 		parse_expected(p, "an expression");
@@ -503,16 +501,14 @@ static struct expr *parse_cmp(struct parser *p)
 			if (!e || !parse_expect(p, TOK_LPAREN, "'(' after `in`"))
 				return NULL;
 			e->lhs = l;
-			if (!expr_grow(p, e, l) || !parse_enter(p))
+			if (!expr_grow(p, e, l))
 				return NULL;
 			if (p->cur.kind == TOK_RPAREN) {
 				parse_expected(p, "a value in the list");
-				parse_leave(p);
 				return NULL;
 			}
 			if (parse_args(p, e, "items in the list") < 0)
-				e = NULL;
-			parse_leave(p);
+				return NULL;
 		} else {
 			return l;
 		}

@@ -61,6 +61,11 @@ static enum render expr_render(const struct expr *e)
 
 static uint32_t slot_size(const struct expr *e)
 {
+	/* user stacks and user symbols need the process to be symbolized: id/address, pid */
+	enum render r = expr_render(e);
+
+	if (r == RENDER_USTACK || r == RENDER_USYM)
+		return 16;
 	if (e->ty.kind == TY_STR)
 		return ALIGN8(e->ty.size ? e->ty.size : 64);
 	return 8;

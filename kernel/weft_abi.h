@@ -45,32 +45,30 @@ struct weft_ctl {
  * sweep runs in user space); its kernel slot stays zero.
  */
 enum weft_drop {
-	WEFT_DROP_MAP_FULL = 0, /* a new group did not fit into an aggregation map: event lost */
-	WEFT_DROP_RINGBUF_FULL = 1, /* a stream row found the ring buffer full: row lost */
-	WEFT_DROP_SPAN_FULL = 2, /* a span start found the span table full: span lost */
-	WEFT_DROP_SPAN_EVICTED = 3, /* an unmatched span start was swept by age: span lost */
-	WEFT_DROP_STACK = 4, /* a stack could not be recorded (id < 0): key has id -1 */
-	WEFT_DROP_STR_FAULT = 5, /* a string read faulted: value is "" */
-	WEFT_DROP_STR_TRUNC = 6, /* a string filled its buffer: value may be truncated */
-	WEFT_DROP_SPAN_NO_START = 7, /* a span end had no start (began before attach): ignored */
-	WEFT_DROP_SPAN_REPLACED =
-		8, /* a span start replaced an unmatched one of its key: span lost */
+	/* losses: an event, row or span that is not in any result */
+	WEFT_DROP_MAP_FULL = 0, /* a new group did not fit into an aggregation map */
+	WEFT_DROP_RINGBUF_FULL = 1, /* a stream row found the ring buffer full */
+	WEFT_DROP_SPAN_FULL = 2, /* a span start found the span table full */
+	WEFT_DROP_SPAN_EVICTED = 3, /* an unmatched span start was swept by age (agent) */
+	WEFT_DROP_SPAN_REPLACED = 4, /* a span start replaced an unmatched one of its key */
+	/* notes: the event counted, one of its values is degraded or it had nothing to pair */
+	WEFT_DROP_STACK = 5, /* a stack could not be recorded: its id is -1 */
+	WEFT_DROP_STR_FAULT = 6, /* a string read faulted: the value is "" */
+	WEFT_DROP_STR_TRUNC = 7, /* a string filled its buffer: it may be truncated */
+	WEFT_DROP_SPAN_NO_START = 8, /* a span end without a start (began before attach) */
 	WEFT_DROP_NR = 9,
 };
 
 /* Stable names of the reasons, for reports and the manifest, indexed by enum weft_drop. */
-#define WEFT_DROP_NAMES                                                                        \
-	{                                                                                      \
-		"map_full", "ringbuf_full", "span_table_full", "span_evicted", "stack_failed", \
-			"string_fault", "string_truncated", "span_end_without_start",          \
-			"span_start_replaced"                                                  \
+#define WEFT_DROP_NAMES                                                                            \
+	{                                                                                          \
+		"map_full", "ringbuf_full", "span_table_full", "span_evicted",                     \
+			"span_start_replaced", "stack_failed", "string_fault", "string_truncated", \
+			"span_end_without_start"                                                   \
 	}
 
 /* True for the reasons that mean lost data (the others are notes about values). */
-#define WEFT_DROP_IS_LOSS(r)                                            \
-	((r) == WEFT_DROP_MAP_FULL || (r) == WEFT_DROP_RINGBUF_FULL ||  \
-	 (r) == WEFT_DROP_SPAN_FULL || (r) == WEFT_DROP_SPAN_EVICTED || \
-	 (r) == WEFT_DROP_SPAN_REPLACED)
+#define WEFT_DROP_IS_LOSS(r) ((r) <= WEFT_DROP_SPAN_REPLACED)
 
 /*
  * Every ring buffer record starts with this header; the code generator defines one record

@@ -77,14 +77,17 @@ WEFT_INLINE void weft_square128(__s64 x, __u64 *lo, __u64 *hi)
 
 WEFT_INLINE void weft_aggval_stddev_add(struct weft_aggval_stddev *v, __s64 x)
 {
-	__u64 ux = (__u64)x, slo, shi;
+	__u64 ux = (__u64)x, slo, shi, c;
 
 	v->n++;
 	v->sum_lo += ux;
 	v->sum_hi = (__s64)((__u64)v->sum_hi + (x < 0 ? ~0ULL : 0) + (v->sum_lo < ux));
 	weft_square128(x, &slo, &shi);
 	v->sq_lo += slo;
-	v->sq_hi += shi + (v->sq_lo < slo);
+	c = v->sq_lo < slo; /* carry into bits 64..127 */
+	shi += c; /* shi <= 2^62, cannot wrap */
+	v->sq_hi += shi;
+	v->sq_top += v->sq_hi < shi; /* carry into bits 128..191 */
 }
 
 /* bpftrace's log2 bucket: negative -> 0, 0 -> 1, x >= 1 -> 2 + floor(log2(x)) (at most 64). */

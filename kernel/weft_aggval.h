@@ -49,11 +49,11 @@ struct weft_aggval_avg {
 };
 
 /*
- * stddev(e) (population standard deviation): count, 128-bit sum and 128-bit sum of squares,
- * both computed with 64-bit operations only (32-bit partial products for the square), so BPF
- * can do it.  The sum is 128 bits as well: with 64-bit inputs a 64-bit sum would overflow
- * long before the sum of squares does, and E[x^2] - E[x]^2 needs both exact.
- * sum = (sum_hi : sum_lo) is signed two's complement; sq = (sq_hi : sq_lo) is unsigned.
+ * stddev(e) (population standard deviation): count, 128-bit sum and 192-bit sum of squares,
+ * computed with 64-bit operations only (32-bit partial products for the square), so BPF can do
+ * it.  With n < 2^64 and x^2 <= 2^126 neither sum can wrap (|sum| < 2^127, sq < 2^190), so the
+ * state is exact for any input and E[x^2] - E[x]^2 can be computed without cancellation.
+ * sum = (sum_hi : sum_lo) is signed two's complement; sq = (sq_top : sq_hi : sq_lo) unsigned.
  */
 struct weft_aggval_stddev {
 	__u64 n;
@@ -61,6 +61,7 @@ struct weft_aggval_stddev {
 	__s64 sum_hi;
 	__u64 sq_lo;
 	__u64 sq_hi;
+	__u64 sq_top;
 };
 
 /*

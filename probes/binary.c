@@ -219,7 +219,8 @@ static int resolve_path_env(const char *name, char *out, size_t outsz)
 	char *dirs, *save = NULL, *dir;
 	int ret = -ENOENT;
 
-	dirs = strdup(env && *env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	dirs = strdup(env && *env ? env :
+				    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	if (!dirs)
 		return -ENOMEM;
 	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {

@@ -68,8 +68,7 @@ void strv_free(struct strv *sv)
 	sv->n = sv->cap = 0;
 }
 
-int perr_set(struct probe_err *err, enum probe_err_kind kind, const char *fix, const char *fmt,
-	     ...)
+int perr_set(struct probe_err *err, enum probe_err_kind kind, const char *fix, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -66,7 +66,8 @@ static int elf_file_open(const char *path, struct elf_file *ef)
 
 		if (!gelf_getphdr(ef->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		if (ph.p_vaddr + ph.p_filesz < ph.p_vaddr || ph.p_offset + ph.p_filesz < ph.p_offset)
+		if (ph.p_vaddr + ph.p_filesz < ph.p_vaddr ||
+		    ph.p_offset + ph.p_filesz < ph.p_offset)
 			continue; /* wraps: corrupt */
 		ef->segs[ef->nsegs].vaddr = ph.p_vaddr;
 		ef->segs[ef->nsegs].filesz = ph.p_filesz;

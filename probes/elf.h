@@ -13,21 +13,21 @@
 #define PROBE_USDT_MAX_ARGS 12
 
 struct probe_elf_func {
-	char *name;      /* owned by the array (freed by probe_elf_funcs_free) */
-	uint64_t addr;   /* st_value */
-	uint64_t size;   /* st_size */
+	char *name; /* owned by the array (freed by probe_elf_funcs_free) */
+	uint64_t addr; /* st_value */
+	uint64_t size; /* st_size */
 	uint64_t offset; /* file offset of addr: where a uprobe attaches */
 };
 
 struct probe_elf_usdt {
 	char provider[64];
 	char name[64];
-	uint64_t pc;         /* note address, adjusted for prelinking (.stapsdt.base) */
-	uint64_t offset;     /* file offset of pc */
-	uint64_t base;       /* the note's recorded .stapsdt.base address */
-	uint64_t semaphore;  /* address of the semaphore, 0: none */
+	uint64_t pc; /* note address, adjusted for prelinking (.stapsdt.base) */
+	uint64_t offset; /* file offset of pc */
+	uint64_t base; /* the note's recorded .stapsdt.base address */
+	uint64_t semaphore; /* address of the semaphore, 0: none */
 	uint64_t sem_offset; /* file offset of the semaphore (uprobe ref_ctr_offset), 0: none */
-	char args[256];      /* as written: "-4@%eax 8@-8(%rbp)" */
+	char args[256]; /* as written: "-4@%eax 8@-8(%rbp)" */
 	int nargs;
 	int arg_size[PROBE_USDT_MAX_ARGS]; /* bytes: 1, 2, 4, 8 */
 	bool arg_signed[PROBE_USDT_MAX_ARGS];

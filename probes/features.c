@@ -114,8 +114,8 @@ const struct probe_features *probe_features_get(void)
 	snprintf(f.tracefs_path, sizeof(f.tracefs_path), "%s", tfs ? tfs : "");
 	f.tracepoint = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACEPOINT, NULL) == 1;
 	f.raw_tp = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_RAW_TRACEPOINT, NULL) == 1;
-	f.perf_event =
-		libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) == 1 && perf_event_works();
+	f.perf_event = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) == 1 &&
+		       perf_event_works();
 	f.uprobe = path_exists("/sys/bus/event_source/devices/uprobe/type") ||
 		   tracefs_file_exists(tfs, "uprobe_events");
 	f.kprobe = path_exists("/sys/bus/event_source/devices/kprobe/type") ||

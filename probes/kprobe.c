@@ -16,8 +16,8 @@
 #include "probes/probes.h"
 #include "probes/provider.h"
 
-#define KPROBE_NO_FEATURE                                                                      \
-	"this kernel has no kprobes (no kprobe PMU in /sys/bus/event_source/devices and no "  \
+#define KPROBE_NO_FEATURE                                                                    \
+	"this kernel has no kprobes (no kprobe PMU in /sys/bus/event_source/devices and no " \
 	"kprobe_events in tracefs)"
 
 /* Adds s to the fix list unless present; false when the list is full. */
@@ -36,8 +36,8 @@ static bool fix_add(struct strv *fix, const char *s)
 static const char *kfunc_core(const char *fn)
 {
 	static const char *const prefixes[] = { "__x64_sys_", "__ia32_sys_", "__se_sys_",
-						"__do_sys_",  "__sys_",      "ksys_",
-						"do_sys_",    "sys_",        "do_",
+						"__do_sys_",  "__sys_",	     "ksys_",
+						"do_sys_",    "sys_",	     "do_",
 						"__" };
 
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
@@ -57,8 +57,8 @@ static void syscall_suggest(struct strv *fix, const struct strv *sys, const char
 		if (strcmp(sys->v[i], name) != 0)
 			continue;
 		if (ret)
-			snprintf(buf, sizeof(buf), "span(syscall:%s) or tracepoint:syscalls:sys_exit_%s",
-				 name, name);
+			snprintf(buf, sizeof(buf),
+				 "span(syscall:%s) or tracepoint:syscalls:sys_exit_%s", name, name);
 		else
 			snprintf(buf, sizeof(buf), "syscall:%s (tracepoint:syscalls:sys_enter_%s)",
 				 name, name);
@@ -227,14 +227,13 @@ out_free:
 }
 
 static int kprobe_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
-			  const struct probe_ctx *ctx, struct probe_set *set,
-			  struct probe_err *err)
+			  const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
 {
 	return kprobe_resolve_kind(PROBE_KPROBE, parts, nparts, offset, has_offset, ctx, set, err);
 }
 
-static int kretprobe_resolve(const char *const *parts, int nparts, uint64_t offset,
-			     bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+static int kretprobe_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			     const struct probe_ctx *ctx, struct probe_set *set,
 			     struct probe_err *err)
 {
 	return kprobe_resolve_kind(PROBE_KRETPROBE, parts, nparts, offset, has_offset, ctx, set,
@@ -291,8 +290,9 @@ static bool kprobe_available(struct probe_err *err)
 {
 	if (probe_features_get()->kprobe)
 		return true;
-	perr_set(err, PERR_FEATURE, "use tracepoint:CATEGORY:EVENT or syscall:NAME instead (see "
-				    "`weft list`)",
+	perr_set(err, PERR_FEATURE,
+		 "use tracepoint:CATEGORY:EVENT or syscall:NAME instead (see "
+		 "`weft list`)",
 		 KPROBE_NO_FEATURE);
 	return false;
 }

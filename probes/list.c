@@ -63,8 +63,8 @@ static char *fields_describe(const struct probe_target *t)
 
 		/* "char[16]" + "comm" reads best as the C declaration "char comm[16]" */
 		if (lb && fl->kind != FIELD_DATA_LOC && strncmp(fl->ctype, "__", 2) != 0)
-			fprintf(f, "    %.*s %s%s  (%s)\n", (int)(lb - fl->ctype), fl->ctype, fl->name,
-				lb, field_kind_desc(fl, kbuf, sizeof(kbuf)));
+			fprintf(f, "    %.*s %s%s  (%s)\n", (int)(lb - fl->ctype), fl->ctype,
+				fl->name, lb, field_kind_desc(fl, kbuf, sizeof(kbuf)));
 		else
 			fprintf(f, "    %s %s  (%s)\n", fl->ctype, fl->name,
 				field_kind_desc(fl, kbuf, sizeof(kbuf)));

@@ -24,29 +24,29 @@
 enum probe_kind {
 	PROBE_NONE,
 	PROBE_TRACEPOINT, /* parts: category, event */
-	PROBE_SYSCALL,    /* parts: name */
-	PROBE_UPROBE,     /* parts: binary, symbol; optional +offset */
-	PROBE_URETPROBE,  /* parts: binary, symbol */
-	PROBE_USDT,       /* parts: binary, provider, name (or binary, name) */
-	PROBE_KPROBE,     /* parts: function; optional +offset */
-	PROBE_KRETPROBE,  /* parts: function */
-	PROBE_PROFILE,    /* parts: rate ("99hz", "10ms") */
-	PROBE_INTERVAL,   /* parts: period ("1s", "100ms") */
+	PROBE_SYSCALL, /* parts: name */
+	PROBE_UPROBE, /* parts: binary, symbol; optional +offset */
+	PROBE_URETPROBE, /* parts: binary, symbol */
+	PROBE_USDT, /* parts: binary, provider, name (or binary, name) */
+	PROBE_KPROBE, /* parts: function; optional +offset */
+	PROBE_KRETPROBE, /* parts: function */
+	PROBE_PROFILE, /* parts: rate ("99hz", "10ms") */
+	PROBE_INTERVAL, /* parts: period ("1s", "100ms") */
 	PROBE__COUNT
 };
 
 /* Bounds that keep tracing safe. */
 #define PROBE_MAX_TARGETS 512 /* attach points one query may expand to */
-#define PROBE_MAX_FIELDS 64   /* fields of one tracepoint */
+#define PROBE_MAX_FIELDS 64 /* fields of one tracepoint */
 #define PROBE_NAME_MAX 128
 
 /* How a tracepoint field is laid out in the record. */
 enum field_kind {
-	FIELD_INT,      /* integer of `size` bytes */
-	FIELD_PTR,      /* pointer; `user` if it points into user memory (syscall args) */
-	FIELD_CHARS,    /* char name[N]: inline string of `size` bytes */
+	FIELD_INT, /* integer of `size` bytes */
+	FIELD_PTR, /* pointer; `user` if it points into user memory (syscall args) */
+	FIELD_CHARS, /* char name[N]: inline string of `size` bytes */
 	FIELD_DATA_LOC, /* __data_loc char[]: u32 (len << 16 | offset) to a string in the record */
-	FIELD_ARRAY,    /* any other array: not usable in queries, listed for completeness */
+	FIELD_ARRAY, /* any other array: not usable in queries, listed for completeness */
 };
 
 struct probe_field {
@@ -74,21 +74,21 @@ struct probe_target {
 	/* uprobe, uretprobe, usdt: absolute path of the ELF file (after library resolution) */
 	char binary[4096];
 	char symbol[PROBE_NAME_MAX]; /* uprobe function / kprobe function */
-	uint64_t sym_offset;         /* file offset of the function (uprobe) */
-	uint64_t offset;             /* +OFF within the function */
-	char provider[64];           /* usdt */
-	char usdt_name[64];          /* usdt */
-	int nsites;                  /* usdt: call sites (notes) in the binary */
-	bool usdt_semaphore;         /* usdt: the probe has a semaphore to bump */
+	uint64_t sym_offset; /* file offset of the function (uprobe) */
+	uint64_t offset; /* +OFF within the function */
+	char provider[64]; /* usdt */
+	char usdt_name[64]; /* usdt */
+	int nsites; /* usdt: call sites (notes) in the binary */
+	bool usdt_semaphore; /* usdt: the probe has a semaphore to bump */
 
-	int nargs;       /* argN available: uprobe/kprobe 6, usdt per note (min over sites) */
-	int arg_size[12];          /* usdt: byte size of each arg (from the note), 8 otherwise */
+	int nargs; /* argN available: uprobe/kprobe 6, usdt per note (min over sites) */
+	int arg_size[12]; /* usdt: byte size of each arg (from the note), 8 otherwise */
 	bool arg_signed[12];
 	bool has_retval; /* uretprobe, kretprobe, syscall exit */
 
-	uint64_t hz;        /* profile */
+	uint64_t hz; /* profile */
 	uint64_t period_ns; /* interval */
-	pid_t pid;          /* 0: every process */
+	pid_t pid; /* 0: every process */
 };
 
 struct probe_set {
@@ -100,20 +100,20 @@ void probe_set_free(struct probe_set *set); /* frees v and every target's fields
 
 enum probe_err_kind {
 	PERR_NONE,
-	PERR_PROVIDER,  /* unknown provider */
-	PERR_SYNTAX,    /* wrong number of parts, bad rate... */
-	PERR_UNKNOWN,   /* no such tracepoint/syscall */
-	PERR_NO_MATCH,  /* wildcard matched nothing */
-	PERR_TOO_MANY,  /* more than PROBE_MAX_TARGETS */
-	PERR_BINARY,    /* file missing / not ELF */
-	PERR_LIBRARY,   /* library name not resolvable */
-	PERR_SYMBOL,    /* no such function */
-	PERR_USDT,      /* no such USDT probe */
-	PERR_RATE,      /* profile/interval rate out of range */
-	PERR_FEATURE,   /* the kernel lacks what this probe type needs */
-	PERR_OFFSET,    /* offset where none is allowed */
-	PERR_PID,       /* no such process */
-	PERR_SYSTEM,    /* I/O or allocation failure; msg says which */
+	PERR_PROVIDER, /* unknown provider */
+	PERR_SYNTAX, /* wrong number of parts, bad rate... */
+	PERR_UNKNOWN, /* no such tracepoint/syscall */
+	PERR_NO_MATCH, /* wildcard matched nothing */
+	PERR_TOO_MANY, /* more than PROBE_MAX_TARGETS */
+	PERR_BINARY, /* file missing / not ELF */
+	PERR_LIBRARY, /* library name not resolvable */
+	PERR_SYMBOL, /* no such function */
+	PERR_USDT, /* no such USDT probe */
+	PERR_RATE, /* profile/interval rate out of range */
+	PERR_FEATURE, /* the kernel lacks what this probe type needs */
+	PERR_OFFSET, /* offset where none is allowed */
+	PERR_PID, /* no such process */
+	PERR_SYSTEM, /* I/O or allocation failure; msg says which */
 };
 
 struct probe_err {
@@ -123,22 +123,22 @@ struct probe_err {
 };
 
 struct probe_ctx {
-	pid_t pid;       /* -p PID: resolve libraries through its maps; 0: none */
+	pid_t pid; /* -p PID: resolve libraries through its maps; 0: none */
 	int max_targets; /* 0: PROBE_MAX_TARGETS */
 };
 
 /* Kernel features, probed once at start-up (features.c). */
 struct probe_features {
-	bool tracefs;     /* tracefs mounted (mounted by us if it was absent) */
-	bool tracepoint;  /* BPF_PROG_TYPE_TRACEPOINT */
-	bool raw_tp;      /* BPF_PROG_TYPE_RAW_TRACEPOINT */
-	bool perf_event;  /* BPF_PROG_TYPE_PERF_EVENT + perf_event_open */
-	bool uprobe;      /* uprobe PMU or uprobe_events */
-	bool kprobe;      /* kprobe PMU or kprobe_events */
-	bool fentry;      /* BPF_PROG_TYPE_TRACING with BTF */
-	bool ringbuf;     /* BPF_MAP_TYPE_RINGBUF */
+	bool tracefs; /* tracefs mounted (mounted by us if it was absent) */
+	bool tracepoint; /* BPF_PROG_TYPE_TRACEPOINT */
+	bool raw_tp; /* BPF_PROG_TYPE_RAW_TRACEPOINT */
+	bool perf_event; /* BPF_PROG_TYPE_PERF_EVENT + perf_event_open */
+	bool uprobe; /* uprobe PMU or uprobe_events */
+	bool kprobe; /* kprobe PMU or kprobe_events */
+	bool fentry; /* BPF_PROG_TYPE_TRACING with BTF */
+	bool ringbuf; /* BPF_MAP_TYPE_RINGBUF */
 	bool percpu_hash; /* BPF_MAP_TYPE_PERCPU_HASH */
-	bool btf;         /* /sys/kernel/btf/vmlinux */
+	bool btf; /* /sys/kernel/btf/vmlinux */
 	char tracefs_path[64];
 };
 
@@ -149,10 +149,10 @@ typedef int (*probe_list_cb)(const struct probe_target *t, void *arg);
 
 struct probe_provider {
 	enum probe_kind kind;
-	const char *name;       /* "tracepoint" */
-	const char *alias;      /* "tp", or NULL */
+	const char *name; /* "tracepoint" */
+	const char *alias; /* "tp", or NULL */
 	int min_parts, max_parts;
-	const char *usage;      /* "tracepoint:CATEGORY:EVENT" */
+	const char *usage; /* "tracepoint:CATEGORY:EVENT" */
 	/* Resolves parts (wildcards allowed), appending the targets to set (which the caller zeroes
 	 * before first use); on failure set is left as it was.  Returns 0 or -1 with err filled. */
 	int (*resolve)(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
@@ -193,14 +193,14 @@ int tracefs_format_read(const char *category, const char *event, struct probe_fi
 int probe_resolve_binary(const char *name, pid_t pid, char *out, size_t outsz);
 
 /* Bounded edit-distance near matches, best first; returns how many were written. */
-int probe_near_matches(const char *word, const char *const *cands, int ncands,
-		       const char **out, int max);
+int probe_near_matches(const char *word, const char *const *cands, int ncands, const char **out,
+		       int max);
 
 /* span(syscall:NAME): the exit tracepoints syscalls:sys_exit_NAME (NAME may be a glob, in the
  * same order as the entries it pairs with), appended to set as PROBE_TRACEPOINT targets named
  * "tracepoint:syscalls:sys_exit_NAME", with has_retval and the one field `ret`.
  * 0, or -1 with err filled (PERR_UNKNOWN when the syscall has no exit tracepoint). */
-int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx,
-			       struct probe_set *set, struct probe_err *err);
+int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx, struct probe_set *set,
+			       struct probe_err *err);
 
 #endif

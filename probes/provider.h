@@ -27,13 +27,13 @@ struct strv {
 };
 
 int strv_push(struct strv *sv, const char *s); /* copies s; 0 or -ENOMEM */
-void strv_sort(struct strv *sv);               /* strcmp order */
-void strv_uniq(struct strv *sv);               /* drops adjacent duplicates (sort first) */
+void strv_sort(struct strv *sv); /* strcmp order */
+void strv_uniq(struct strv *sv); /* drops adjacent duplicates (sort first) */
 void strv_free(struct strv *sv);
 
 /* Fills err (kind, printf-style msg, fix may be NULL); always returns -1 for tail calls. */
-int perr_set(struct probe_err *err, enum probe_err_kind kind, const char *fix, const char *fmt,
-	     ...) __attribute__((format(printf, 4, 5)));
+int perr_set(struct probe_err *err, enum probe_err_kind kind, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Writes "did you mean: a, b, c" near matches of word among cands into err->fix, with each
  * candidate printed as prefix+candidate; leaves fix "" when none is close. */
 void perr_fix_near(struct probe_err *err, const char *word, const char *const *cands, int ncands,

@@ -77,9 +77,10 @@ static int syscall_resolve_one(const char *name, bool exit, const struct probe_c
 			goto out_free;
 		}
 		if (ret == 0 && names.n > probe_ctx_max_targets(ctx)) {
-			ret = perr_set(err, PERR_TOO_MANY, "narrow the pattern",
-				       "syscall:%s matches %d system calls, more than the limit of %d",
-				       name, names.n, probe_ctx_max_targets(ctx));
+			ret = perr_set(
+				err, PERR_TOO_MANY, "narrow the pattern",
+				"syscall:%s matches %d system calls, more than the limit of %d",
+				name, names.n, probe_ctx_max_targets(ctx));
 			goto out_free;
 		}
 	}
@@ -102,7 +103,8 @@ static int syscall_resolve_one(const char *name, bool exit, const struct probe_c
 		}
 		syscall_fields_fix(t);
 		if (exit) {
-			t->has_retval = true; /* a tracepoint, named as one: syscall:NAME is the entry */
+			t->has_retval =
+				true; /* a tracepoint, named as one: syscall:NAME is the entry */
 		} else {
 			t->kind = PROBE_SYSCALL;
 			snprintf(t->name, sizeof(t->name), "syscall:%s", names.v[i]);
@@ -125,8 +127,8 @@ static int syscall_resolve(const char *const *parts, int nparts, uint64_t offset
 	return syscall_resolve_one(parts[0], false, ctx, set, err);
 }
 
-int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx,
-			       struct probe_set *set, struct probe_err *err)
+int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx, struct probe_set *set,
+			       struct probe_err *err)
 {
 	return syscall_resolve_one(name, true, ctx, set, err);
 }

@@ -15,8 +15,8 @@
 
 #define NSEC_PER_SEC 1000000000ULL
 #define PROFILE_HZ_MAX 10000
-#define INTERVAL_MIN_NS 1000000ULL                  /* 1ms */
-#define INTERVAL_MAX_NS (3600ULL * NSEC_PER_SEC)    /* 1h */
+#define INTERVAL_MIN_NS 1000000ULL /* 1ms */
+#define INTERVAL_MAX_NS (3600ULL * NSEC_PER_SEC) /* 1h */
 
 /* "99hz" or "99" -> hz (true, *is_rate); a duration -> ns (true, !*is_rate). */
 static bool rate_parse(const char *s, uint64_t *v, bool *is_rate)
@@ -46,8 +46,12 @@ static void period_format(uint64_t ns, char *out, size_t outsz)
 		const char *sfx;
 		uint64_t mul;
 	} units[] = {
-		{ "h", 3600 * NSEC_PER_SEC }, { "m", 60 * NSEC_PER_SEC }, { "s", NSEC_PER_SEC },
-		{ "ms", 1000000 },	      { "us", 1000 },		  { "ns", 1 },
+		{ "h", 3600 * NSEC_PER_SEC },
+		{ "m", 60 * NSEC_PER_SEC },
+		{ "s", NSEC_PER_SEC },
+		{ "ms", 1000000 },
+		{ "us", 1000 },
+		{ "ns", 1 },
 	};
 
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
@@ -114,8 +118,8 @@ static int profile_resolve(const char *const *parts, int nparts, uint64_t offset
 	return timer_target_add(set, PROBE_PROFILE, hz, 0, ctx, err);
 }
 
-static int interval_resolve(const char *const *parts, int nparts, uint64_t offset,
-			    bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+static int interval_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			    const struct probe_ctx *ctx, struct probe_set *set,
 			    struct probe_err *err)
 {
 	uint64_t v, ns;

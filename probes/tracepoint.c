@@ -22,7 +22,8 @@ int tracepoint_target_add(struct probe_set *set, const char *cat, const char *ev
 	if (ret == -ENOENT || ret == -EINVAL || ret == -ENOTDIR)
 		return perr_set(err, PERR_UNKNOWN, NULL, "no tracepoint %s:%s", cat, event);
 	if (ret == -ENODEV)
-		return perr_set(err, PERR_FEATURE, "mount it: mount -t tracefs nodev /sys/kernel/tracing",
+		return perr_set(err, PERR_FEATURE,
+				"mount it: mount -t tracefs nodev /sys/kernel/tracing",
 				"tracefs is not mounted and could not be mounted");
 	if (ret)
 		return perr_set(err, PERR_SYSTEM, NULL, "reading the format of %s:%s: %s", cat,

@@ -27,10 +27,11 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
 		return perr_set(err, PERR_LIBRARY,
 				"give the file's path, or -p PID of a process that maps it",
 				"cannot find a library or program named '%s'%s", bin,
-				ctx && ctx->pid > 0 ? " (in the maps of that process, the linker "
-						      "cache, the library directories or PATH)"
-						    : " (in the linker cache, the library directories "
-						      "or PATH)");
+				ctx && ctx->pid > 0 ?
+					" (in the maps of that process, the linker "
+					"cache, the library directories or PATH)" :
+					" (in the linker cache, the library directories "
+					"or PATH)");
 	}
 	ret = probe_elf_check(out);
 	if (ret == -ENOENT)
@@ -71,7 +72,8 @@ static int symbol_unknown(const char *path, const char *sym, const struct probe_
 	const char **names;
 
 	if (nfuncs == 0)
-		return perr_set(err, PERR_SYMBOL, "use a binary with a symbol table, or usdt: probes",
+		return perr_set(err, PERR_SYMBOL,
+				"use a binary with a symbol table, or usdt: probes",
 				"%s has no function symbols (stripped?)", path);
 	perr_set(err, PERR_SYMBOL, NULL, "no function %s in %s", sym, path);
 	names = malloc((size_t)nfuncs * sizeof(*names));
@@ -130,10 +132,11 @@ static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, i
 
 	if (nparts != 2)
 		return perr_set(err, PERR_SYNTAX, NULL, "write %s",
-				kind == PROBE_UPROBE ? "uprobe:BINARY:FUNCTION[+OFFSET]"
-						     : "uretprobe:BINARY:FUNCTION");
+				kind == PROBE_UPROBE ? "uprobe:BINARY:FUNCTION[+OFFSET]" :
+						       "uretprobe:BINARY:FUNCTION");
 	if (has_offset && kind == PROBE_URETPROBE)
-		return perr_set(err, PERR_OFFSET, "drop the +offset: a return probe fires on return",
+		return perr_set(err, PERR_OFFSET,
+				"drop the +offset: a return probe fires on return",
 				"a uretprobe takes no +offset");
 	if (has_offset && probe_has_wildcard(parts[1]))
 		return perr_set(err, PERR_OFFSET, "name one function",
@@ -146,8 +149,11 @@ static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, i
 				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
 
 	if (!probe_has_wildcard(parts[1])) {
-		const struct probe_elf_func *fn =
-			bsearch(parts[1], funcs, (size_t)nfuncs, sizeof(*funcs), func_name_cmp);
+		const struct probe_elf_func *fn = NULL;
+
+		if (nfuncs > 0) /* bsearch wants a real array, even of nothing */
+			fn = bsearch(parts[1], funcs, (size_t)nfuncs, sizeof(*funcs),
+				     func_name_cmp);
 
 		if (!fn) {
 			ret = symbol_unknown(path, parts[1], funcs, nfuncs, err);
@@ -205,14 +211,13 @@ out_free:
 }
 
 static int uprobe_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
-			  const struct probe_ctx *ctx, struct probe_set *set,
-			  struct probe_err *err)
+			  const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
 {
 	return uprobe_resolve_kind(PROBE_UPROBE, parts, nparts, offset, has_offset, ctx, set, err);
 }
 
-static int uretprobe_resolve(const char *const *parts, int nparts, uint64_t offset,
-			     bool has_offset, const struct probe_ctx *ctx, struct probe_set *set,
+static int uretprobe_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			     const struct probe_ctx *ctx, struct probe_set *set,
 			     struct probe_err *err)
 {
 	return uprobe_resolve_kind(PROBE_URETPROBE, parts, nparts, offset, has_offset, ctx, set,

@@ -47,8 +47,8 @@ static int usdt_probes_read(const char *path, struct probe_elf_usdt **notes,
 	*nprobes = 0;
 	ret = probe_elf_usdt_read(path, notes, &n);
 	if (ret)
-		return perr_set(err, PERR_BINARY, NULL, "cannot read the USDT notes of %s: %s", path,
-				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+		return perr_set(err, PERR_BINARY, NULL, "cannot read the USDT notes of %s: %s",
+				path, ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
 	if (n == 0)
 		return 0;
 	qsort(*notes, (size_t)n, sizeof(**notes), usdt_note_cmp);
@@ -62,7 +62,8 @@ static int usdt_probes_read(const char *path, struct probe_elf_usdt **notes,
 		const struct probe_elf_usdt *u = &(*notes)[i];
 		struct usdt_probe *p = np ? &v[np - 1] : NULL;
 
-		if (!p || strcmp(p->first->provider, u->provider) || strcmp(p->first->name, u->name)) {
+		if (!p || strcmp(p->first->provider, u->provider) ||
+		    strcmp(p->first->name, u->name)) {
 			p = &v[np++];
 			p->first = u;
 			p->nargs = u->nargs;
@@ -109,7 +110,7 @@ static int usdt_unknown(const char *path, const char *prov, const char *name,
 			const struct usdt_probe *probes, int np, struct probe_err *err)
 {
 	const char **cands;
-	char (*buf)[130];
+	char(*buf)[130];
 	char word[130];
 
 	if (prov)
@@ -166,16 +167,18 @@ static int usdt_resolve(const char *const *parts, int nparts, uint64_t offset, b
 		nmatch += usdt_probe_match(&probes[i], prov, name);
 	if (nmatch == 0) {
 		if (probe_has_wildcard(prov) || probe_has_wildcard(name))
-			ret = perr_set(err, PERR_NO_MATCH, NULL, "no USDT probe in %s matches %s%s%s",
-				       path, prov ? prov : "", prov ? ":" : "", name);
+			ret = perr_set(err, PERR_NO_MATCH, NULL,
+				       "no USDT probe in %s matches %s%s%s", path, prov ? prov : "",
+				       prov ? ":" : "", name);
 		else
 			ret = usdt_unknown(path, prov, name, probes, np, err);
 		goto out_free;
 	}
 	if (nmatch > probe_ctx_max_targets(ctx)) {
-		ret = perr_set(err, PERR_TOO_MANY, "narrow the pattern",
-			       "the pattern matches %d USDT probes in %s, more than the limit of %d",
-			       nmatch, path, probe_ctx_max_targets(ctx));
+		ret = perr_set(
+			err, PERR_TOO_MANY, "narrow the pattern",
+			"the pattern matches %d USDT probes in %s, more than the limit of %d",
+			nmatch, path, probe_ctx_max_targets(ctx));
 		goto out_free;
 	}
 	for (int i = 0; i < np; i++) {

@@ -19,6 +19,7 @@ static const char usage_text[] =
 	"the kernel and prints windowed results.\n"
 	"\n"
 	"Commands:\n"
+	"  run [-p PID | -c CMD] 'QUERY' trace: attach the query's probes and print results\n"
 	"  explain [-f FILE | 'QUERY']   check a query and show its plan (no probes attached)\n"
 	"  list [PATTERN | BINARY]       list probes (tracepoints, syscalls; functions and USDT\n"
 	"                                probes of a binary or a process) and their fields\n"
@@ -177,6 +178,8 @@ int main(int argc, char **argv)
 		return cmd_explain(argc, argv);
 	if (strcmp(cmd, "list") == 0)
 		return cmd_list(argc, argv);
+	if (strcmp(cmd, "run") == 0)
+		return cmd_run(argc, argv);
 	fprintf(stderr, "weft: unknown command '%s' (see `weft --help`)\n", cmd);
 	return WEFT_EXIT_USAGE;
 }

@@ -16,6 +16,7 @@
 
 int cmd_explain(int argc, char **argv);
 int cmd_list(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* Reads a query from -f FILE ("-": stdin) or takes the argument; malloc'd, NULL on error
  * (reported).  *name is "query" or the file name. */

@@ -449,11 +449,11 @@ static void test_stddev_128bit_sums(void **unused)
 					-1,
 					0 };
 	struct weft_aggval_stddev k = { 0 };
-	unsigned __int128 sq = 0;
+	unsigned __int128 sq = 0; /* the reference: 192 bits as sq_top : sq */
+	uint64_t sq_top = 0;
 	__int128 sum = 0;
 	uint64_t seed = 77;
 
-	/* three values near 2^63 already need bits 126 and 127 of the sum of squares */
 	for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
 		__u64 lo, hi;
 		unsigned __int128 a = edge[i] < 0 ? -(unsigned __int128)(__int128)edge[i] :
@@ -462,6 +462,7 @@ static void test_stddev_128bit_sums(void **unused)
 		weft_square128(edge[i], &lo, &hi);
 		assert_true(lo == (__u64)(a * a) && hi == (__u64)((a * a) >> 64));
 	}
+	/* three values near 2^63 already need bits 126 and 127 of the sum of squares */
 	for (int i = 0; i < 3; i++) {
 		int64_t x = edge[i];
 
@@ -469,24 +470,31 @@ static void test_stddev_128bit_sums(void **unused)
 		sum += x;
 		sq += (unsigned __int128)((__int128)x * (__int128)x);
 	}
-	assert_true(k.sq_lo == (__u64)sq && k.sq_hi == (__u64)(sq >> 64));
+	assert_true(k.sq_lo == (__u64)sq && k.sq_hi == (__u64)(sq >> 64) && k.sq_top == 0);
 	assert_true(k.sum_lo == (__u64)sum &&
 		    (__u64)k.sum_hi == (__u64)((unsigned __int128)sum >> 64));
 	assert_true(k.sq_hi >= (1ULL << 63)); /* really used the top bit */
+	/* two more INT64_MIN: 3 * 2^126 - 2^65 + 2 + 2 * 2^126 = 2^128 + 2^126 - 2^65 + 2 */
+	weft_aggval_stddev_add(&k, INT64_MIN);
+	weft_aggval_stddev_add(&k, INT64_MIN);
+	assert_int_equal(k.sq_top, 1);
+	assert_true(k.sq_hi == (1ULL << 62) - 2 && k.sq_lo == 2);
 
-	/* random values: sums against the compiler's 128-bit arithmetic */
+	/* random values of every magnitude against the compiler's 128-bit arithmetic */
 	memset(&k, 0, sizeof(k));
 	sq = 0;
 	sum = 0;
 	for (int i = 0; i < 100000; i++) {
-		int64_t x = (int64_t)(rng_next(&seed) >> (3 + rng_below(&seed, 40)));
+		int64_t x = (int64_t)(rng_next(&seed) >> rng_below(&seed, 40));
+		unsigned __int128 x2 = (unsigned __int128)((__int128)x * (__int128)x);
 
-		x = (i & 1) ? -x : x;
 		weft_aggval_stddev_add(&k, x);
 		sum += x;
-		sq += (unsigned __int128)((__int128)x * (__int128)x);
+		sq += x2;
+		sq_top += sq < x2;
 	}
-	assert_true(k.sq_lo == (__u64)sq && k.sq_hi == (__u64)(sq >> 64));
+	assert_true(k.sq_lo == (__u64)sq && k.sq_hi == (__u64)(sq >> 64) && k.sq_top == sq_top);
+	assert_true(sq_top > 0);
 	assert_true(k.sum_lo == (__u64)sum &&
 		    (__u64)k.sum_hi == (__u64)((unsigned __int128)sum >> 64));
 	assert_int_equal(k.n, 100000);
@@ -691,7 +699,6 @@ static void test_lhist(void **unused)
 	assert_true(r.buckets[10].min == 90 && r.buckets[10].max == 94); /* clipped at hi */
 	assert_true(r.buckets[11].open_above && r.buckets[11].min == 95);
 	agg_result_release(&r);
-	free(b);
 
 	/* invalid specs */
 	struct agg_spec bad[] = {
@@ -708,6 +715,7 @@ static void test_lhist(void **unused)
 		assert_int_equal(agg_state_size(&bad[i]), 0);
 		assert_int_equal(agg_state_add(&bad[i], b, 1), -EINVAL);
 	}
+	free(b);
 	/* ceil() without wrapping: 2^64 - 1 over 2^63 - 1 is 3 buckets (the last one short) */
 	struct agg_spec whole = {
 		.kind = AGG_LHIST, .lo = INT64_MIN, .hi = INT64_MAX, .step = INT64_MAX
@@ -874,7 +882,7 @@ static void test_decode_hostile(void **unused)
 	for (size_t si = 0; si < NSPECS; si++) {
 		const struct agg_spec *spec = &specs[si];
 		size_t max = agg_state_encoded_max(spec);
-		uint8_t *buf = malloc(max + 16), *re = malloc(max);
+		uint8_t *buf = malloc(max + 100), *re = malloc(max);
 		void *s = state_new(spec), *d = state_new(spec);
 		uint64_t seed = 8080 + si;
 		unsigned accepted = 0, rejected = 0;

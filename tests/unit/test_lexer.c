@@ -64,10 +64,10 @@ static void assert_lex_error(const char *src, enum diag_tag tag)
 
 static void test_keywords_any_case(void **state)
 {
-	static const char *const words[] = { "from",  "where", "group", "by",	 "as",
-					     "select", "order", "asc",	"desc",	 "limit",
-					     "every", "for",   "span",	"on",	 "and",
-					     "or",    "not",   "like",	"in" };
+	static const char *const words[] = { "from",   "where", "group", "by",	 "as",
+					     "select", "order", "asc",	 "desc", "limit",
+					     "every",  "for",	"span",	 "on",	 "and",
+					     "or",     "not",	"like",	 "in" };
 	struct lexed l;
 
 	(void)state;
@@ -191,9 +191,9 @@ static void test_strings(void **state)
 static void test_operators(void **state)
 {
 	static const enum tok_kind want[] = {
-		TOK_PLUS, TOK_MINUS, TOK_STAR, TOK_SLASH, TOK_PERCENT, TOK_EQ,	   TOK_EQ,
-		TOK_NE,	  TOK_NE,    TOK_LT,   TOK_LE,	  TOK_GT,      TOK_GE,	   TOK_LPAREN,
-		TOK_RPAREN, TOK_COMMA, TOK_DOT, TOK_EOF,
+		TOK_PLUS, TOK_MINUS,  TOK_STAR,	  TOK_SLASH, TOK_PERCENT, TOK_EQ,
+		TOK_EQ,	  TOK_NE,     TOK_NE,	  TOK_LT,    TOK_LE,	  TOK_GT,
+		TOK_GE,	  TOK_LPAREN, TOK_RPAREN, TOK_COMMA, TOK_DOT,	  TOK_EOF,
 	};
 	struct lexed l;
 
@@ -241,10 +241,9 @@ static void test_locations(void **state)
 	lex_all(&l, src);
 	/* from(1:1) syscall(1:6) where(2:2) pid(2:8) =(2:12) 0x10(2:14) select(3:3) 'x'(3:11)
 	 * ,(3:14) 1.5s(3:16) EOF(4:1) */
-	static const uint32_t want[][3] = { { 1, 1, 4 },   { 1, 6, 7 },	 { 2, 2, 5 },
-					    { 2, 8, 3 },   { 2, 12, 1 }, { 2, 14, 4 },
-					    { 3, 3, 6 },   { 3, 11, 3 }, { 3, 14, 1 },
-					    { 3, 16, 4 },  { 4, 1, 0 } };
+	static const uint32_t want[][3] = { { 1, 1, 4 },  { 1, 6, 7 },	{ 2, 2, 5 }, { 2, 8, 3 },
+					    { 2, 12, 1 }, { 2, 14, 4 }, { 3, 3, 6 }, { 3, 11, 3 },
+					    { 3, 14, 1 }, { 3, 16, 4 }, { 4, 1, 0 } };
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		const struct src_loc *loc = &l.t[i].loc;
 

@@ -1,0 +1,791 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * bpfrt — the user side of the BPF runtime: window flips, drains of the idle half, drop
+ * counters, stream polling and span sweeps (see agent/bpfrt.h for the life cycle and
+ * docs/runtime.md for the window protocol).
+ *
+ * The flip is the one step that must be right: write the new epoch, then update weft_sync (an
+ * ARRAY_OF_MAPS), which makes the kernel call synchronize_rcu() before the syscall returns.
+ * Every non-sleepable BPF program runs inside an RCU read-side critical section (or with
+ * preemption disabled, which RCU treats alike), so when the update returns every program that
+ * could have read the old epoch has finished, and the old half is complete and idle.  Only
+ * then is it read and cleared.  Nothing here may read or clear the half programs are using.
+ *
+ * Ownership: the bpf_object belongs to the caller; bpfrt owns its drain buffer, its per-CPU
+ * pointer array, the mapping of the control word and the ring buffer manager.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "agent/bpfrt.h"
+#include "tools/log/log.h"
+
+/* Largest batch asked of the kernel; the buffer bound usually limits it first. */
+#define BPFRT_MAX_BATCH 4096u
+
+struct bpfrt_agg {
+	char name[64];
+	int fd[2]; /* the halves of epoch 0 and 1 (one map twice for an array) */
+	bool is_array;
+	__u32 key_size, value_size;
+};
+
+struct bpfrt {
+	struct bpf_object *obj;
+	unsigned int ncpu;
+	unsigned int epoch;
+	bool idle_valid; /* the last flip's grace period completed */
+	__u64 windows;
+
+	struct weft_ctl *ctl; /* mmap of .data.weft, or NULL: write through the syscall */
+	size_t ctl_len;
+	int ctl_fd;
+	int sync_fd, sync_inner_fd;
+	int drops_fd;
+	int stacks_fd[2];
+	struct ring_buffer *rb;
+	__u64 evicted; /* span sweeps' evictions not yet reported */
+
+	struct bpfrt_agg *aggs;
+	size_t naggs, caggs;
+
+	void *buf; /* drain buffer: keys then values, at most BPFRT_DRAIN_BUF_BYTES + an entry */
+	size_t buf_len;
+	const void **cpu_vals; /* ncpu pointers handed to the callbacks */
+	__u64 *cpu_u64; /* ncpu counters, for the drop counters */
+};
+
+/* --- libbpf glue --------------------------------------------------------------------------- */
+
+static int bpfrt_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	enum weft_log_level wl = level == LIBBPF_WARN ? WEFT_LOG_WARN : WEFT_LOG_DEBUG;
+	char buf[1024];
+	size_t len;
+
+	if (wl > weft_log_get_level())
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	len = strlen(buf);
+	while (len && buf[len - 1] == '\n')
+		buf[--len] = 0;
+	weft_log(wl, "libbpf: %s", buf);
+	return 0;
+}
+
+void bpfrt_libbpf_setup(void)
+{
+	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+	libbpf_set_print(bpfrt_libbpf_print);
+}
+
+static size_t round_up8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+static struct bpf_map *find_map_suffixed(struct bpf_object *obj, const char *name,
+					 const char *suffix)
+{
+	char full[128];
+
+	if (snprintf(full, sizeof(full), "%s%s", name, suffix) >= (int)sizeof(full))
+		return NULL;
+	return bpf_object__find_map_by_name(obj, full);
+}
+
+/* --- before load --------------------------------------------------------------------------- */
+
+static __u32 ringbuf_size(__u32 n)
+{
+	__u32 page = (__u32)sysconf(_SC_PAGESIZE), sz = page;
+
+	while (sz < n && sz < (1u << 31))
+		sz <<= 1;
+	return sz;
+}
+
+int bpfrt_map_resize(struct bpf_object *obj, const char *name, __u32 n)
+{
+	struct bpf_map *m, *h0, *h1, *inner;
+	int err;
+
+	if (!n)
+		return -EINVAL;
+	if (strcmp(name, "weft_stacks") == 0) {
+		h0 = bpf_object__find_map_by_name(obj, WEFT_STACKS0_MAP);
+		h1 = bpf_object__find_map_by_name(obj, WEFT_STACKS1_MAP);
+		if (!h0 || !h1)
+			return -ENOENT;
+		err = bpf_map__set_max_entries(h0, n);
+		return err ? err : bpf_map__set_max_entries(h1, n);
+	}
+	m = bpf_object__find_map_by_name(obj, name);
+	if (!m)
+		return -ENOENT;
+	switch (bpf_map__type(m)) {
+	case BPF_MAP_TYPE_ARRAY_OF_MAPS:
+		/* WEFT_AGG_HASH: the halves and the template the outer map checks them against */
+		h0 = find_map_suffixed(obj, name, "_0");
+		h1 = find_map_suffixed(obj, name, "_1");
+		inner = bpf_map__inner_map(m);
+		if (!h0 || !h1 || !inner)
+			return -ENOENT;
+		err = bpf_map__set_max_entries(inner, n);
+		if (!err)
+			err = bpf_map__set_max_entries(h0, n);
+		if (!err)
+			err = bpf_map__set_max_entries(h1, n);
+		return err;
+	case BPF_MAP_TYPE_RINGBUF:
+		return bpf_map__set_max_entries(m, ringbuf_size(n));
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+		return -EINVAL; /* WEFT_AGG_ARRAY and weft_drops have a fixed size */
+	default:
+		return bpf_map__set_max_entries(m, n);
+	}
+}
+
+int bpfrt_rodata_set(struct bpf_object *obj, const char *var, const void *val, size_t size)
+{
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	struct bpf_map *map;
+	const void *init;
+	struct btf *btf;
+	size_t init_len;
+	int id, err;
+	char *copy;
+
+	btf = bpf_object__btf(obj);
+	map = bpf_object__find_map_by_name(obj, ".rodata");
+	if (!btf || !map)
+		return -ENOENT;
+	id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+	if (id < 0)
+		return -ENOENT;
+	sec = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(sec);
+	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
+		const struct btf_type *t = btf__type_by_id(btf, vs->type);
+
+		if (strcmp(btf__name_by_offset(btf, t->name_off), var) != 0)
+			continue;
+		if (vs->size != size)
+			return -EINVAL;
+		init = bpf_map__initial_value(map, &init_len);
+		if (!init || vs->offset + size > init_len)
+			return -EINVAL;
+		copy = malloc(init_len);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, init, init_len);
+		memcpy(copy + vs->offset, val, size);
+		err = bpf_map__set_initial_value(map, copy, init_len);
+		free(copy);
+		return err;
+	}
+	return -ENOENT;
+}
+
+/* --- open / close -------------------------------------------------------------------------- */
+
+static int map_fd_by_name(struct bpf_object *obj, const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+
+	return m ? bpf_map__fd(m) : -ENOENT;
+}
+
+static int ctl_setup(struct bpfrt *rt)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, WEFT_CTL_SEC);
+	struct weft_ctl cur;
+	__u32 zero = 0;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (!m || bpf_map__fd(m) < 0)
+		return -ENOENT;
+	if (bpf_map__value_size(m) != sizeof(struct weft_ctl)) {
+		log_err("bpfrt: section %s holds more than struct weft_ctl", WEFT_CTL_SEC);
+		return -EPROTO;
+	}
+	rt->ctl_fd = bpf_map__fd(m);
+	if (bpf_map_lookup_elem(rt->ctl_fd, &zero, &cur))
+		return -errno;
+	if (cur.abi != WEFT_ABI_VERSION) {
+		log_err("bpfrt: object has runtime ABI %u, this agent speaks %u", cur.abi,
+			WEFT_ABI_VERSION);
+		return -EPROTO;
+	}
+	rt->epoch = cur.epoch & 1;
+	/* mmap when the map allows it (libbpf makes .data maps mmapable); else use the syscall */
+	rt->ctl_len = page;
+	p = mmap(NULL, rt->ctl_len, PROT_READ | PROT_WRITE, MAP_SHARED, rt->ctl_fd, 0);
+	if (p != MAP_FAILED)
+		rt->ctl = p;
+	else
+		log_debug("bpfrt: %s not mmapable (%s), epoch written by syscall", WEFT_CTL_SEC,
+			  strerror(errno));
+	return 0;
+}
+
+struct bpfrt *bpfrt_open(struct bpf_object *obj)
+{
+	struct bpfrt *rt;
+	int ncpu, err;
+
+	ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0) {
+		errno = ncpu < 0 ? -ncpu : EINVAL;
+		return NULL;
+	}
+	rt = calloc(1, sizeof(*rt));
+	if (!rt) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rt->obj = obj;
+	rt->ncpu = (unsigned int)ncpu;
+	rt->idle_valid = false;
+	rt->cpu_vals = calloc(rt->ncpu, sizeof(*rt->cpu_vals));
+	rt->cpu_u64 = calloc(rt->ncpu, sizeof(*rt->cpu_u64));
+	if (!rt->cpu_vals || !rt->cpu_u64) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	err = ctl_setup(rt);
+	if (err)
+		goto out_free;
+	rt->sync_fd = map_fd_by_name(obj, WEFT_SYNC_MAP);
+	rt->sync_inner_fd = map_fd_by_name(obj, WEFT_SYNC_INNER_MAP);
+	rt->drops_fd = map_fd_by_name(obj, WEFT_DROPS_MAP);
+	if (rt->sync_fd < 0 || rt->sync_inner_fd < 0 || rt->drops_fd < 0) {
+		log_err("bpfrt: object lacks the runtime maps (does it include weft.bpf.h?)");
+		err = -ENOENT;
+		goto out_unmap;
+	}
+	rt->stacks_fd[0] = map_fd_by_name(obj, WEFT_STACKS0_MAP);
+	rt->stacks_fd[1] = map_fd_by_name(obj, WEFT_STACKS1_MAP);
+	return rt;
+
+out_unmap:
+	if (rt->ctl)
+		munmap(rt->ctl, rt->ctl_len);
+out_free:
+	free(rt->cpu_vals);
+	free(rt->cpu_u64);
+	free(rt);
+	errno = -err;
+	return NULL;
+}
+
+void bpfrt_close(struct bpfrt *rt)
+{
+	if (!rt)
+		return;
+	ring_buffer__free(rt->rb);
+	if (rt->ctl)
+		munmap(rt->ctl, rt->ctl_len);
+	free(rt->aggs);
+	free(rt->buf);
+	free(rt->cpu_vals);
+	free(rt->cpu_u64);
+	free(rt);
+}
+
+unsigned int bpfrt_ncpu(const struct bpfrt *rt)
+{
+	return rt->ncpu;
+}
+
+unsigned int bpfrt_epoch(const struct bpfrt *rt)
+{
+	return rt->epoch;
+}
+
+__u64 bpfrt_windows(const struct bpfrt *rt)
+{
+	return rt->windows;
+}
+
+/* --- the flip ------------------------------------------------------------------------------ */
+
+/* Delete every key of fd (a map nobody writes): next key first, then delete the current one. */
+static int map_clear(int fd, __u32 key_size)
+{
+	char cur[256], next[256];
+	int err;
+
+	if (key_size > sizeof(cur))
+		return -E2BIG;
+	err = bpf_map_get_next_key(fd, NULL, cur);
+	while (!err) {
+		bool more = bpf_map_get_next_key(fd, cur, next) == 0;
+
+		bpf_map_delete_elem(fd, cur);
+		if (!more)
+			break;
+		memcpy(cur, next, key_size);
+	}
+	return 0;
+}
+
+static int ctl_write_epoch(struct bpfrt *rt, unsigned int epoch)
+{
+	struct weft_ctl v = { .epoch = epoch, .abi = WEFT_ABI_VERSION };
+	__u32 zero = 0;
+
+	if (rt->ctl) {
+		__atomic_store_n(&rt->ctl->epoch, epoch, __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	return bpf_map_update_elem(rt->ctl_fd, &zero, &v, BPF_ANY) ? -errno : 0;
+}
+
+int bpfrt_window_flip(struct bpfrt *rt)
+{
+	unsigned int next = rt->epoch ^ 1;
+	__u32 zero = 0;
+	int err;
+
+	/* the new epoch's stacks belonged to the window read after the previous flip */
+	if (rt->stacks_fd[next] >= 0)
+		map_clear(rt->stacks_fd[next], sizeof(__u32));
+	err = ctl_write_epoch(rt, next);
+	if (err)
+		return err;
+	rt->epoch = next;
+	rt->windows++;
+	/*
+	 * The grace period: the kernel's map-in-map update waits in synchronize_rcu() before
+	 * returning (kernel/bpf/syscall.c, maybe_wait_bpf_programs()).  The slot is rewritten
+	 * with the map it already holds, so nothing else changes.
+	 */
+	if (bpf_map_update_elem(rt->sync_fd, &zero, &rt->sync_inner_fd, BPF_ANY)) {
+		err = -errno;
+		rt->idle_valid = false;
+		log_err("bpfrt: window flip: grace period wait failed: %s", strerror(-err));
+		return err;
+	}
+	rt->idle_valid = true;
+	return 0;
+}
+
+/* --- drains -------------------------------------------------------------------------------- */
+
+static struct bpfrt_agg *agg_find(struct bpfrt *rt, const char *name)
+{
+	struct bpf_map *m, *h0, *h1;
+	struct bpfrt_agg *a;
+
+	for (size_t i = 0; i < rt->naggs; i++)
+		if (strcmp(rt->aggs[i].name, name) == 0)
+			return &rt->aggs[i];
+	if (strlen(name) >= sizeof(a->name))
+		return NULL;
+	m = bpf_object__find_map_by_name(rt->obj, name);
+	if (!m)
+		return NULL;
+	if (rt->naggs == rt->caggs) {
+		size_t c = rt->caggs ? 2 * rt->caggs : 4;
+		void *p = realloc(rt->aggs, c * sizeof(*rt->aggs));
+
+		if (!p)
+			return NULL;
+		rt->aggs = p;
+		rt->caggs = c;
+	}
+	a = &rt->aggs[rt->naggs];
+	memset(a, 0, sizeof(*a));
+	strcpy(a->name, name);
+	switch (bpf_map__type(m)) {
+	case BPF_MAP_TYPE_ARRAY_OF_MAPS:
+		h0 = find_map_suffixed(rt->obj, name, "_0");
+		h1 = find_map_suffixed(rt->obj, name, "_1");
+		if (!h0 || !h1 || bpf_map__type(h0) != BPF_MAP_TYPE_PERCPU_HASH)
+			return NULL;
+		a->fd[0] = bpf_map__fd(h0);
+		a->fd[1] = bpf_map__fd(h1);
+		a->key_size = bpf_map__key_size(h0);
+		a->value_size = bpf_map__value_size(h0);
+		break;
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+		if (bpf_map__max_entries(m) != 2)
+			return NULL;
+		a->is_array = true;
+		a->fd[0] = a->fd[1] = bpf_map__fd(m);
+		a->key_size = bpf_map__key_size(m);
+		a->value_size = bpf_map__value_size(m);
+		break;
+	default:
+		return NULL;
+	}
+	if (a->fd[0] < 0 || a->fd[1] < 0)
+		return NULL;
+	rt->naggs++;
+	return a;
+}
+
+int bpfrt_agg_sizes(struct bpfrt *rt, const char *name, __u32 *key_size, __u32 *value_size)
+{
+	struct bpfrt_agg *a = agg_find(rt, name);
+
+	if (!a)
+		return -ENOENT;
+	*key_size = a->is_array ? 0 : a->key_size;
+	*value_size = a->value_size;
+	return 0;
+}
+
+/* Make the drain buffer at least len bytes (bounded by the caller's arithmetic). */
+static int buf_reserve(struct bpfrt *rt, size_t len)
+{
+	void *p;
+
+	if (rt->buf_len >= len)
+		return 0;
+	p = realloc(rt->buf, len);
+	if (!p)
+		return -ENOMEM;
+	rt->buf = p;
+	rt->buf_len = len;
+	return 0;
+}
+
+/* Per-CPU values of one entry at vals (stride-spaced) -> the callback. */
+static int emit(struct bpfrt *rt, bpfrt_entry_fn fn, void *ctx, const void *key, const char *vals,
+		size_t stride)
+{
+	for (unsigned int c = 0; c < rt->ncpu; c++)
+		rt->cpu_vals[c] = vals + c * stride;
+	return fn(ctx, key, rt->cpu_vals, rt->ncpu);
+}
+
+/* One entry at a time: for kernels without batch ops, or after a batch error. */
+static int drain_hash_slow(struct bpfrt *rt, int fd, __u32 ksz, size_t stride, bpfrt_entry_fn fn,
+			   void *ctx, int *cb_err)
+{
+	size_t vsz = stride * rt->ncpu;
+	char *cur, *next, *vals;
+	int n = 0, err;
+
+	err = buf_reserve(rt, 2 * round_up8(ksz) + vsz);
+	if (err)
+		return err;
+	cur = rt->buf;
+	next = cur + round_up8(ksz);
+	vals = next + round_up8(ksz);
+	err = bpf_map_get_next_key(fd, NULL, cur);
+	while (!err) {
+		bool more = bpf_map_get_next_key(fd, cur, next) == 0;
+
+		if (bpf_map_lookup_elem(fd, cur, vals) == 0) {
+			int r = emit(rt, fn, ctx, cur, vals, stride);
+
+			if (r && !*cb_err)
+				*cb_err = r;
+			n++;
+		}
+		if (bpf_map_delete_elem(fd, cur) && errno != ENOENT)
+			return -errno;
+		if (!more)
+			break;
+		memcpy(cur, next, ksz);
+	}
+	return n;
+}
+
+static int drain_hash(struct bpfrt *rt, int fd, __u32 ksz, __u32 value_size, bpfrt_entry_fn fn,
+		      void *ctx, int *cb_err)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	size_t stride = round_up8(value_size), vsz = stride * rt->ncpu;
+	size_t per = round_up8(ksz) + vsz, tok_len = round_up8(ksz) + 8;
+	__u32 batch = (__u32)(BPFRT_DRAIN_BUF_BYTES / per);
+	char *keys, *vals, *tok_in, *tok_out;
+	bool first = true;
+	int total = 0, err, slow;
+
+	if (batch == 0)
+		batch = 1;
+	if (batch > BPFRT_MAX_BATCH)
+		batch = BPFRT_MAX_BATCH;
+	err = buf_reserve(rt, 2 * tok_len + (size_t)batch * per);
+	if (err)
+		return err;
+	tok_in = rt->buf;
+	tok_out = tok_in + tok_len;
+	keys = tok_out + tok_len;
+	vals = keys + (size_t)batch * round_up8(ksz);
+	for (;;) {
+		__u32 count = batch;
+
+		err = bpf_map_lookup_and_delete_batch(fd, first ? NULL : tok_in, tok_out, keys,
+						      vals, &count, &opts);
+		if (err && err != -ENOENT) {
+			/*
+			 * -ENOSPC: one hash bucket holds more than `batch` entries; -EINVAL or
+			 * -ENOTSUPP: no batch ops.  What is left is drained one by one.
+			 */
+			log_debug("bpfrt: batch drain: %s, draining one by one", strerror(-err));
+			break;
+		}
+		/* keys are packed at key_size, values at stride * ncpu */
+		for (__u32 i = 0; i < count; i++) {
+			int r = emit(rt, fn, ctx, keys + (size_t)i * ksz, vals + (size_t)i * vsz,
+				     stride);
+
+			if (r && !*cb_err)
+				*cb_err = r;
+		}
+		total += (int)count;
+		if (err == -ENOENT)
+			return total;
+		memcpy(tok_in, tok_out, tok_len);
+		first = false;
+	}
+	slow = drain_hash_slow(rt, fd, ksz, stride, fn, ctx, cb_err);
+	return slow < 0 ? slow : total + slow;
+}
+
+static int drain_array(struct bpfrt *rt, int fd, __u32 value_size, bpfrt_entry_fn fn, void *ctx,
+		       int *cb_err)
+{
+	size_t stride = round_up8(value_size), vsz = stride * rt->ncpu;
+	__u32 key = rt->epoch ^ 1;
+	int err, r;
+
+	err = buf_reserve(rt, vsz);
+	if (err)
+		return err;
+	if (bpf_map_lookup_elem(fd, &key, rt->buf))
+		return -errno;
+	r = emit(rt, fn, ctx, NULL, rt->buf, stride);
+	if (r && !*cb_err)
+		*cb_err = r;
+	memset(rt->buf, 0, vsz);
+	if (bpf_map_update_elem(fd, &key, rt->buf, BPF_ANY))
+		return -errno;
+	return 1;
+}
+
+int bpfrt_agg_drain(struct bpfrt *rt, const char *name, bpfrt_entry_fn fn, void *ctx)
+{
+	struct bpfrt_agg *a;
+	int cb_err = 0, n;
+
+	if (!rt->idle_valid)
+		return -EAGAIN;
+	a = agg_find(rt, name);
+	if (!a)
+		return -ENOENT;
+	if (a->is_array)
+		n = drain_array(rt, a->fd[0], a->value_size, fn, ctx, &cb_err);
+	else
+		n = drain_hash(rt, a->fd[rt->epoch ^ 1], a->key_size, a->value_size, fn, ctx,
+			       &cb_err);
+	if (n >= 0 && cb_err)
+		return cb_err < 0 ? cb_err : -ECANCELED;
+	return n;
+}
+
+int bpfrt_drops_read(struct bpfrt *rt, __u64 counts[WEFT_DROP_NR])
+{
+	__u32 base = (rt->epoch ^ 1) * WEFT_DROP_NR;
+
+	if (!rt->idle_valid)
+		return -EAGAIN;
+	for (__u32 r = 0; r < WEFT_DROP_NR; r++) {
+		__u32 key = base + r;
+		__u64 sum = 0;
+
+		if (bpf_map_lookup_elem(rt->drops_fd, &key, rt->cpu_u64))
+			return -errno;
+		for (unsigned int c = 0; c < rt->ncpu; c++)
+			sum += rt->cpu_u64[c];
+		if (!sum)
+			continue;
+		counts[r] += sum;
+		memset(rt->cpu_u64, 0, rt->ncpu * sizeof(*rt->cpu_u64));
+		if (bpf_map_update_elem(rt->drops_fd, &key, rt->cpu_u64, BPF_ANY))
+			return -errno;
+	}
+	counts[WEFT_DROP_SPAN_EVICTED] += rt->evicted;
+	rt->evicted = 0;
+	return 0;
+}
+
+/* --- streams ------------------------------------------------------------------------------- */
+
+int bpfrt_stream_open(struct bpfrt *rt, ring_buffer_sample_fn fn, void *ctx)
+{
+	int fd = map_fd_by_name(rt->obj, WEFT_EVENTS_MAP);
+
+	if (fd < 0)
+		return -ENOENT;
+	if (rt->rb)
+		return -EBUSY;
+	rt->rb = ring_buffer__new(fd, fn, ctx, NULL);
+	return rt->rb ? 0 : -errno;
+}
+
+int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
+{
+	if (!rt->rb)
+		return -ENOENT;
+	return ring_buffer__poll(rt->rb, timeout_ms);
+}
+
+int bpfrt_stream_fd(const struct bpfrt *rt)
+{
+	return rt->rb ? ring_buffer__epoll_fd(rt->rb) : -ENOENT;
+}
+
+/* --- spans --------------------------------------------------------------------------------- */
+
+/* Delete key if its start is older than the bound; 1 if this call removed it. */
+static int span_evict_one(int fd, const void *key, const void *val, __u64 now, __u64 max_age)
+{
+	__u64 start;
+
+	memcpy(&start, val, sizeof(start)); /* struct weft_span_hdr leads every value */
+	if (start >= now || now - start <= max_age)
+		return 0;
+	return bpf_map_delete_elem(fd, key) == 0;
+}
+
+int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, name);
+	size_t ksz, vsz, per, tok_len = 16;
+	__u32 batch, max_entries;
+	char *tok_in, *tok_out, *keys, *vals;
+	int fd, err, evicted = 0;
+	bool first = true;
+	__u64 now;
+
+	if (!m || bpf_map__type(m) != BPF_MAP_TYPE_HASH || bpf_map__key_size(m) != 8 ||
+	    bpf_map__value_size(m) < sizeof(struct weft_span_hdr))
+		return -ENOENT;
+	fd = bpf_map__fd(m);
+	ksz = 8;
+	vsz = round_up8(bpf_map__value_size(m));
+	per = ksz + vsz;
+	max_entries = bpf_map__max_entries(m);
+	batch = (__u32)(BPFRT_DRAIN_BUF_BYTES / per);
+	if (batch == 0)
+		batch = 1;
+	if (batch > BPFRT_MAX_BATCH)
+		batch = BPFRT_MAX_BATCH;
+	err = buf_reserve(rt, 2 * tok_len + (size_t)batch * per);
+	if (err)
+		return err;
+	tok_in = rt->buf;
+	tok_out = tok_in + tok_len;
+	keys = tok_out + tok_len;
+	vals = keys + (size_t)batch * ksz;
+	now = now_ns();
+	/*
+	 * Batch lookups walk the table bucket by bucket, so deleting what was already returned
+	 * does not disturb the walk (a get_next_key walk restarts when its key disappears).
+	 */
+	for (;;) {
+		__u32 count = batch;
+
+		err = bpf_map_lookup_batch(fd, first ? NULL : tok_in, tok_out, keys, vals, &count,
+					   &opts);
+		if (err && err != -ENOENT)
+			break;
+		for (__u32 i = 0; i < count; i++)
+			evicted +=
+				span_evict_one(fd, keys + i * ksz, vals + i * vsz, now, max_age_ns);
+		if (err == -ENOENT)
+			goto out;
+		memcpy(tok_in, tok_out, tok_len);
+		first = false;
+	}
+	/* no batch ops: a key walk, bounded in steps since concurrent deletes restart it */
+	log_debug("bpfrt: batch sweep: %s, walking keys", strerror(-err));
+	{
+		__u64 cur, next;
+		__u32 steps = 0;
+
+		err = bpf_map_get_next_key(fd, NULL, &cur);
+		while (!err && steps++ < 2 * max_entries + 1) {
+			bool more = bpf_map_get_next_key(fd, &cur, &next) == 0;
+
+			if (bpf_map_lookup_elem(fd, &cur, vals) == 0)
+				evicted += span_evict_one(fd, &cur, vals, now, max_age_ns);
+			if (!more)
+				break;
+			cur = next;
+		}
+	}
+out:
+	rt->evicted += (__u64)evicted;
+	return evicted;
+}
+
+/* --- stacks and program statistics --------------------------------------------------------- */
+
+int bpfrt_stack_read(struct bpfrt *rt, __s64 id, __u64 *ips, unsigned int max)
+{
+	__u64 frames[WEFT_STACK_DEPTH];
+	int fd = rt->stacks_fd[rt->epoch ^ 1];
+	__u32 key;
+	unsigned int n = 0;
+
+	if (fd < 0)
+		return -ENOENT;
+	if (id < 0 || id > (__s64)UINT32_MAX)
+		return -ENOENT;
+	key = (__u32)id;
+	if (bpf_map_lookup_elem(fd, &key, frames))
+		return -errno;
+	while (n < WEFT_STACK_DEPTH && frames[n])
+		n++;
+	if (n > max)
+		n = max;
+	memcpy(ips, frames, n * sizeof(*ips));
+	return (int)n;
+}
+
+int bpfrt_prog_misses(struct bpfrt *rt, __u64 *misses)
+{
+	struct bpf_program *p;
+
+	*misses = 0;
+	bpf_object__for_each_program(p, rt->obj)
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(p);
+
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			return -errno;
+		*misses += info.recursion_misses;
+	}
+	return 0;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Results: the groups of a window as mergeable states, keyed canonically, and their output.
+ *
+ * A kernel key (bytes laid out by the plan) becomes a canonical key: one typed value per
+ * key column — integers as integers, and everything whose kernel form means nothing on
+ * another host or in another window turned into text: stack ids into symbolized frames,
+ * addresses into symbols (usym/ksym), the `probe` cookie into the probe's name, plus the
+ * agent-side `host`.  Two hosts' partial tables can then be merged key by key.
+ *
+ * A table maps canonical keys to one agg_state per aggregate column (aggregator/aggstate.h),
+ * bounded by a maximum number of groups (extra groups are counted, not stored).
+ *
+ * Output: text (columns aligned, histograms drawn as bpftrace does) or JSON lines (one
+ * object per window, one per stream row; schema in docs/output.md).
+ */
+#ifndef WEFT_AGENT_RESULT_H
+#define WEFT_AGENT_RESULT_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "agent/agent.h"
+#include "compiler/plan.h"
+
+enum agent_format { AGENT_FMT_TEXT, AGENT_FMT_JSON };
+
+/*
+ * Turns what the kernel keeps into text.  Called while a window is being read, before the
+ * next flip (stack ids are valid only until then).  Each returns a malloc'd string or NULL.
+ */
+struct agent_resolver {
+	void *ctx;
+	char *(*stack)(void *ctx, int64_t id, bool user, uint32_t pid); /* frames, ';'-joined */
+	char *(*usym)(void *ctx, uint64_t addr, uint32_t pid);
+	char *(*ksym)(void *ctx, uint64_t addr);
+	const char *host; /* this host's name */
+};
+
+struct agent_table *agent_table_new(const struct plan *p, uint32_t max_groups);
+void agent_table_free(struct agent_table *t);
+void agent_table_clear(struct agent_table *t);
+size_t agent_table_groups(const struct agent_table *t);
+uint64_t agent_table_overflow(const struct agent_table *t); /* groups not stored */
+
+/* Folds one kernel entry (key bytes; ncpu per-CPU values of the plan's value layout) in. */
+int agent_table_add_kernel(struct agent_table *t, const void *key, const void *const *cpu_vals,
+			   unsigned int ncpu, const struct agent_resolver *r);
+/* dst (+)= src, group by group (the cluster's merge; also `for` across windows). */
+int agent_table_merge(struct agent_table *dst, const struct agent_table *src);
+
+/* Finalize, order, limit and print one window.  stats may be NULL. */
+int agent_table_print(const struct agent_table *t, enum agent_format fmt,
+		      const struct agent_window_stats *stats, FILE *out);
+
+/* One stream record (after the header) as a row; the resolver turns stacks/symbols. */
+int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agent_format fmt,
+		    const struct agent_resolver *r, FILE *out);
+/* The header line of a text stream (column names); nothing for JSON. */
+void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
+
+#endif

@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The clang driver and the compile cache.
+ *
+ * One clang process per compile: the generated source and the embedded runtime headers
+ * are written to a private temporary directory, clang -target bpf turns them into a BPF
+ * ELF object with BTF and line info (the verifier's messages then carry source lines), and
+ * the object is kept in the cache under a hash of everything that decides its bytes: the
+ * source, the runtime headers, the clang binary (path, size, mtime) and the kernel (its
+ * release, version and BTF size).  A repeated query skips clang entirely.
+ *
+ * Cache: $WEFT_CACHE_DIR, else /var/cache/weft for root, else ~/.cache/weft; mode 0700;
+ * entries written to a temporary name and renamed, so a crash never leaves a torn object;
+ * at most CACHE_MAX_ENTRIES objects (the oldest are removed).
+ *
+ * Must never: run clang through a shell, trust a cache entry that is not a BPF ELF file,
+ * or leave its temporary directory behind.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "compiler/codegen.h"
+#include "kernel/kernel_embed.h"
+#include "tools/log/log.h"
+
+extern char **environ;
+
+#define CACHE_MAX_ENTRIES 256
+#define OBJ_MAX (64u << 20)
+#define CLANG_ERR_MAX 4096
+
+static const char *clang_path(void)
+{
+	const char *env = getenv("WEFT_CLANG");
+
+	if (env && *env)
+		return env;
+#ifdef WEFT_CLANG_PATH
+	if (access(WEFT_CLANG_PATH, X_OK) == 0)
+		return WEFT_CLANG_PATH;
+#endif
+	return "clang";
+}
+
+/* 64-bit FNV-1a, twice with different bases for a 128-bit cache key. */
+struct hash2 {
+	uint64_t a, b;
+};
+
+static void hash_bytes(struct hash2 *h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < n; i++) {
+		h->a = (h->a ^ p[i]) * 0x100000001b3ULL;
+		h->b = (h->b ^ p[i]) * 0x100000001b3ULL;
+	}
+	/* a separator, so ("ab","c") and ("a","bc") differ */
+	h->a = (h->a ^ 0xff) * 0x100000001b3ULL;
+	h->b = (h->b ^ 0xfe) * 0x100000001b3ULL;
+}
+
+static void hash_str(struct hash2 *h, const char *s)
+{
+	hash_bytes(h, s, strlen(s));
+}
+
+static void hash_file_identity(struct hash2 *h, const char *path)
+{
+	struct stat st;
+	char buf[96];
+
+	if (stat(path, &st) == 0)
+		snprintf(buf, sizeof(buf), "%lld:%lld:%lld", (long long)st.st_size,
+			 (long long)st.st_mtime, (long long)st.st_ino);
+	else
+		snprintf(buf, sizeof(buf), "missing");
+	hash_str(h, path);
+	hash_str(h, buf);
+}
+
+static void cache_key(const char *source, char out[33])
+{
+	struct hash2 h = { 0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL };
+	struct utsname u;
+	char clang_real[4096];
+	const char *cp = clang_path();
+
+	hash_str(&h, WEFT_VERSION);
+	hash_str(&h, source);
+	for (const struct kernel_embed_file *f = kernel_embed_files; f->name; f++) {
+		hash_str(&h, f->name);
+		hash_bytes(&h, f->data, f->len);
+	}
+	if (strchr(cp, '/') && realpath(cp, clang_real))
+		cp = clang_real;
+	hash_file_identity(&h, cp);
+	if (uname(&u) == 0) {
+		hash_str(&h, u.release);
+		hash_str(&h, u.version);
+		hash_str(&h, u.machine);
+	}
+	hash_file_identity(&h, "/sys/kernel/btf/vmlinux");
+	snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[4096];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int cache_dir(const struct compile_opts *o, char *out, size_t sz)
+{
+	const char *env = getenv("WEFT_CACHE_DIR");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (o && o->cache_dir)
+		n = snprintf(out, sz, "%s", o->cache_dir);
+	else if (env && *env)
+		n = snprintf(out, sz, "%s", env);
+	else if (geteuid() == 0)
+		n = snprintf(out, sz, "/var/cache/weft");
+	else if (home && *home)
+		n = snprintf(out, sz, "%s/.cache/weft", home);
+	else
+		return -ENOENT;
+	if (n < 0 || (size_t)n >= sz)
+		return -ENAMETOOLONG;
+	return mkdir_p(out, 0700);
+}
+
+static int read_file(const char *path, void **data, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t off = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > OBJ_MAX) {
+		close(fd);
+		return -EINVAL;
+	}
+	buf = malloc(st.st_size);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + off, st.st_size - off);
+
+		if (n <= 0) {
+			free(buf);
+			close(fd);
+			return n < 0 ? -errno : -EIO;
+		}
+		off += n;
+	}
+	close(fd);
+	*data = buf;
+	*len = off;
+	return 0;
+}
+
+static int write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	const char *p = data;
+
+	if (fd < 0)
+		return -errno;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -EIO;
+
+			close(fd);
+			return err;
+		}
+		p += n;
+		len -= n;
+	}
+	if (close(fd) != 0)
+		return -errno;
+	return 0;
+}
+
+static bool is_bpf_elf(const void *data, size_t len)
+{
+	const unsigned char *e = data;
+
+	/* ELF magic, 64-bit, and e_machine == EM_BPF (247) little-endian */
+	return len > 64 && memcmp(e, "\177ELF", 4) == 0 && e[4] == 2 && e[18] == 247 && e[19] == 0;
+}
+
+/* Keeps the cache bounded: removes the oldest entries beyond CACHE_MAX_ENTRIES. */
+static void cache_prune(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct {
+		char name[64];
+		time_t mtime;
+	} *ents = NULL;
+	int n = 0, cap = 0;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+		size_t l = strlen(de->d_name);
+
+		if (l < 3 || l >= 64 || strcmp(de->d_name + l - 2, ".o") != 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+			continue;
+		if (n == cap) {
+			void *nv = realloc(ents, (cap = cap ? cap * 2 : 64) * sizeof(*ents));
+
+			if (!nv)
+				break;
+			ents = nv;
+		}
+		snprintf(ents[n].name, sizeof(ents[n].name), "%s", de->d_name);
+		ents[n].mtime = st.st_mtime;
+		n++;
+	}
+	while (n > CACHE_MAX_ENTRIES) {
+		int oldest = 0;
+
+		for (int i = 1; i < n; i++)
+			if (ents[i].mtime < ents[oldest].mtime)
+				oldest = i;
+		unlinkat(dirfd(d), ents[oldest].name, 0);
+		ents[oldest] = ents[--n];
+	}
+	free(ents);
+	closedir(d);
+}
+
+static void rm_tmpdir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (d) {
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/* Runs clang; its stderr goes to errbuf.  0, or -EINVAL when clang failed. */
+static int run_clang(const char *dir, char *errbuf, size_t errsz)
+{
+	char src[4200], obj[4200], inc[4200];
+	const char *cp = clang_path();
+	char *argv[] = {
+		(char *)cp, "-target", "bpf", "-O2", "-g", "-D__TARGET_ARCH_x86",
+		"-I", inc, "-I", "/usr/include/x86_64-linux-gnu",
+		"-Wno-unused-value", "-Wno-unused-function", "-Wno-pointer-sign",
+		"-Wno-compare-distinct-pointer-types", "-Wno-address-of-packed-member",
+		"-fno-stack-protector", "-c", src, "-o", obj, NULL,
+	};
+	posix_spawn_file_actions_t fa;
+	int pipefd[2], status, rc;
+	pid_t pid;
+	size_t off = 0;
+
+	snprintf(src, sizeof(src), "%s/query.bpf.c", dir);
+	snprintf(obj, sizeof(obj), "%s/query.bpf.o", dir);
+	snprintf(inc, sizeof(inc), "%s", dir);
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return -errno;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	rc = posix_spawnp(&pid, cp, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	if (rc != 0) {
+		close(pipefd[0]);
+		snprintf(errbuf, errsz, "cannot run %s: %s (install clang, or set WEFT_CLANG)", cp,
+			 strerror(rc));
+		return -ENOENT;
+	}
+	for (;;) {
+		char chunk[1024];
+		ssize_t n = read(pipefd[0], chunk, sizeof(chunk));
+
+		if (n <= 0)
+			break;
+		if (off + 1 < errsz) {
+			size_t k = (size_t)n < errsz - 1 - off ? (size_t)n : errsz - 1 - off;
+
+			memcpy(errbuf + off, chunk, k);
+			off += k;
+		}
+	}
+	errbuf[off] = 0;
+	close(pipefd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+int clang_compile(const char *source, const struct compile_opts *o, struct diag_list *dl,
+		  void **obj, size_t *obj_sz, bool *cache_hit)
+{
+	char key[33], cdir[4096], cpath[4200], tmpl[] = "/tmp/weft-cc-XXXXXX", path[4200];
+	char *errbuf = NULL;
+	bool cache_ok;
+	int rc;
+
+	*obj = NULL;
+	*obj_sz = 0;
+	*cache_hit = false;
+	cache_key(source, key);
+	cache_ok = cache_dir(o, cdir, sizeof(cdir)) == 0;
+	if (cache_ok) {
+		snprintf(cpath, sizeof(cpath), "%s/%s.o", cdir, key);
+		if (read_file(cpath, obj, obj_sz) == 0) {
+			if (is_bpf_elf(*obj, *obj_sz)) {
+				*cache_hit = true;
+				log_debug("compile cache hit: %s", cpath);
+				return 0;
+			}
+			log_warn("compile cache: %s is not a BPF object; recompiling", cpath);
+			free(*obj);
+			*obj = NULL;
+			unlink(cpath);
+		}
+	}
+
+	if (!mkdtemp(tmpl))
+		return -errno;
+	for (const struct kernel_embed_file *f = kernel_embed_files; f->name; f++) {
+		snprintf(path, sizeof(path), "%s/%s", tmpl, f->name);
+		rc = write_file(path, f->data, f->len, 0600);
+		if (rc)
+			goto out;
+	}
+	snprintf(path, sizeof(path), "%s/query.bpf.c", tmpl);
+	rc = write_file(path, source, strlen(source), 0600);
+	if (rc)
+		goto out;
+	errbuf = malloc(CLANG_ERR_MAX);
+	if (!errbuf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = run_clang(tmpl, errbuf, CLANG_ERR_MAX);
+	if (rc) {
+		struct diag *d = diag_error(dl, DIAG_E_CLANG, (struct src_loc){ 0, 0, 1, 1 },
+					    "clang could not compile the generated program");
+
+		diag_fix(d, "%s%s", errbuf,
+			 o && o->verbose ? "" : "(weft explain --dump=codegen shows the program)");
+		rc = -EINVAL;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/query.bpf.o", tmpl);
+	rc = read_file(path, obj, obj_sz);
+	if (rc)
+		goto out;
+	if (cache_ok) {
+		char tmp[4300];
+
+		snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", cdir, key, (int)getpid());
+		if (write_file(tmp, *obj, *obj_sz, 0600) == 0 && rename(tmp, cpath) == 0)
+			cache_prune(cdir);
+		else
+			unlink(tmp);
+	}
+out:
+	free(errbuf);
+	rm_tmpdir(tmpl);
+	return rc;
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Streams against the real kernel: every row is either received or counted as dropped, never
+ * silently lost, and never received twice.
+ *
+ * A stream program (like `from syscall:getppid select tid, args...`) on raw_syscalls:sys_enter
+ * sends one ring buffer record per getppid() of the wl_syscalls workload, carrying the
+ * workload's (thread, sequence) pair.  The test receives them through bpfrt while flipping
+ * windows, and checks each (thread, sequence) at most once:
+ *  - a ring buffer larger than all rows: received == N, dropped == 0, every pair seen;
+ *  - a one-page ring buffer polled every millisecond: dropped > 0 and received + dropped == N.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <cmocka.h>
+#include "tests/runtime/test_rt_util.h"
+
+#define N_CALLS 200000ul
+#define N_THREADS 2ul
+#define PROBE_INDEX 3
+
+static const char prog_src[] =
+	"#define WEFT_WANT_RINGBUF\n"
+	"#include \"weft.bpf.h\"\n"
+	"\n"
+	"struct rec0 { struct weft_rec_hdr h; __u32 tid; __u32 thread; __u64 seq; };\n"
+	"\n"
+	"SEC(\"tp/raw_syscalls/sys_enter\")\n"
+	"int p_stream(void *ctx)\n"
+	"{\n"
+	"	__u32 e = weft_epoch();\n"
+	"	if (!weft_pid_ok())\n"
+	"		return 0;\n"
+	"	if (WEFT_TP(ctx, 8, __s64) != WL_NR)\n"
+	"		return 0;\n"
+	"	struct rec0 *r = WEFT_REC_RESERVE(struct rec0, PROBE, e);\n"
+	"	if (!r)\n"
+	"		return 0;\n"
+	"	r->tid = weft_tid();\n"
+	"	r->seq = WEFT_TP(ctx, 16, __u64);\n"
+	"	r->thread = WEFT_TP(ctx, 24, __u64);\n"
+	"	WEFT_REC_SUBMIT(r);\n"
+	"	return 0;\n"
+	"}\n";
+
+struct rec0 {
+	struct weft_rec_hdr h;
+	__u32 tid;
+	__u32 thread;
+	__u64 seq;
+};
+
+struct rx {
+	unsigned char *seen[N_THREADS]; /* one byte per (thread, seq) */
+	__u64 received;
+	__u64 bad, dup;
+};
+
+static int on_row(void *ctx, void *data, size_t size)
+{
+	struct rx *rx = ctx;
+	const struct rec0 *r = data;
+
+	if (size != sizeof(*r) || r->h.len != sizeof(*r) || r->h.probe != PROBE_INDEX ||
+	    r->h.epoch > 1 || r->thread >= N_THREADS || r->seq >= N_CALLS / N_THREADS) {
+		rx->bad++;
+		return 0;
+	}
+	if (rx->seen[r->thread][r->seq]++)
+		rx->dup++;
+	rx->received++;
+	return 0;
+}
+
+struct setup_arg {
+	pid_t pid;
+	__u32 ring_bytes;
+};
+
+static int setup(struct bpf_object *obj, void *arg)
+{
+	struct setup_arg *a = arg;
+	int err = rt_set_target(obj, a->pid);
+
+	return err ? err : bpfrt_map_resize(obj, "weft_events", a->ring_bytes);
+}
+
+static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 *missing)
+{
+	struct rt_prog p = { 0 };
+	struct rx rx = { 0 };
+	__u64 drops[WEFT_DROP_NR] = { 0 };
+	struct setup_arg arg = { .ring_bytes = ring_bytes };
+	struct rt_wl wl;
+	char obj[PATH_MAX], src[sizeof(prog_src) + 64];
+	int running, n;
+
+	for (unsigned long k = 0; k < N_THREADS; k++) {
+		rx.seen[k] = calloc(N_CALLS / N_THREADS, 1);
+		assert_non_null(rx.seen[k]);
+	}
+	snprintf(src, sizeof(src), "#define WL_NR %d\n#define PROBE %d\n%s", (int)SYS_getppid,
+		 PROBE_INDEX, prog_src);
+	assert_int_equal(rt_compile(&p, "stream", src, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_wl_start(&wl, N_CALLS, N_THREADS), 0);
+	arg.pid = wl.pid;
+	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
+	assert_int_equal(bpfrt_stream_open(p.rt, on_row, &rx), 0);
+	assert_int_equal(rt_wl_go(&wl), 0);
+	do {
+		running = rt_wl_poll(&wl, 0);
+		assert_true(bpfrt_stream_poll(p.rt, 1) >= 0);
+		assert_int_equal(bpfrt_window_flip(p.rt), 0);
+		assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
+	} while (running == 1);
+	assert_int_equal(running, 0);
+	assert_int_equal(bpfrt_window_flip(p.rt), 0);
+	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
+	do
+		n = bpfrt_stream_poll(p.rt, 0);
+	while (n > 0);
+	assert_int_equal(n, 0);
+
+	*missing = 0;
+	for (unsigned long k = 0; k < N_THREADS; k++) {
+		for (unsigned long i = 0; i < N_CALLS / N_THREADS; i++)
+			*missing += !rx.seen[k][i];
+		free(rx.seen[k]);
+	}
+	printf("# ring %u bytes: %llu received, %llu dropped\n", ring_bytes,
+	       (unsigned long long)rx.received,
+	       (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
+	assert_int_equal(rx.bad, 0);
+	assert_int_equal(rx.dup, 0);
+	for (int r = 0; r < WEFT_DROP_NR; r++)
+		if (r != WEFT_DROP_RINGBUF_FULL)
+			assert_int_equal(drops[r], 0);
+	*received = rx.received;
+	*dropped = drops[WEFT_DROP_RINGBUF_FULL];
+	rt_unload(&p);
+}
+
+static void test_stream_large_ring_loses_nothing(void **state)
+{
+	__u64 received, dropped, missing;
+
+	(void)state;
+	if (!rt_is_root())
+		skip();
+	/* 32-byte records (+8 bytes of ring header each): 16 MiB holds all of them */
+	run_stream(16u << 20, &received, &dropped, &missing);
+	assert_int_equal(received, N_CALLS);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(missing, 0);
+}
+
+static void test_stream_small_ring_counts_drops(void **state)
+{
+	__u64 received, dropped, missing;
+
+	(void)state;
+	if (!rt_is_root())
+		skip();
+	run_stream(4096, &received, &dropped, &missing);
+	assert_true(dropped > 0);
+	assert_true(received > 0);
+	assert_int_equal(received + dropped, N_CALLS);
+	assert_int_equal(missing, dropped);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stream_large_ring_loses_nothing),
+		cmocka_unit_test(test_stream_small_ring_counts_drops),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
