@@ -123,7 +123,7 @@ static __u32 ringbuf_size(__u32 n)
 
 int bpfrt_map_resize(struct bpf_object *obj, const char *name, __u32 n)
 {
-	struct bpf_map *m, *h0, *h1, *inner;
+	struct bpf_map *m, *h0, *h1;
 	int err;
 
 	if (!n)
@@ -141,18 +141,17 @@ int bpfrt_map_resize(struct bpf_object *obj, const char *name, __u32 n)
 		return -ENOENT;
 	switch (bpf_map__type(m)) {
 	case BPF_MAP_TYPE_ARRAY_OF_MAPS:
-		/* WEFT_AGG_HASH: the halves and the template the outer map checks them against */
+		/*
+		 * WEFT_AGG_HASH: the two halves.  The inner-map template keeps its size: the
+		 * kernel's check of a hash inner map against it (bpf_map_meta_equal()) does not
+		 * compare max_entries, and libbpf 1.1 cannot resize a template anyway.
+		 */
 		h0 = find_map_suffixed(obj, name, "_0");
 		h1 = find_map_suffixed(obj, name, "_1");
-		inner = bpf_map__inner_map(m);
-		if (!h0 || !h1 || !inner)
+		if (!h0 || !h1)
 			return -ENOENT;
-		err = bpf_map__set_max_entries(inner, n);
-		if (!err)
-			err = bpf_map__set_max_entries(h0, n);
-		if (!err)
-			err = bpf_map__set_max_entries(h1, n);
-		return err;
+		err = bpf_map__set_max_entries(h0, n);
+		return err ? err : bpf_map__set_max_entries(h1, n);
 	case BPF_MAP_TYPE_RINGBUF:
 		return bpf_map__set_max_entries(m, ringbuf_size(n));
 	case BPF_MAP_TYPE_PERCPU_ARRAY:

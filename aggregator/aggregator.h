@@ -4,7 +4,9 @@
  * and later the wire protocol, the cluster aggregator and execution-graph assembly.
  *
  * Every aggregate is a state with an identity element, a merge that is associative and
- * commutative, and a finalizer that turns the state into the value a user sees.
+ * commutative, and a finalizer that turns the state into the value a user sees
+ * (aggregator/aggstate.h; kernel layouts in kernel/weft_aggval.h; docs/aggregates.md).
+ * The enum values are part of the wire form and the manifest: append, never renumber.
  */
 #ifndef WEFT_AGGREGATOR_H
 #define WEFT_AGGREGATOR_H
@@ -19,8 +21,8 @@ enum agg_kind {
 	AGG_MAX,
 	AGG_AVG,
 	AGG_STDDEV,
-	AGG_HIST,     /* log2 buckets */
-	AGG_LHIST,    /* linear buckets lo..hi by step */
+	AGG_HIST, /* log2 buckets */
+	AGG_LHIST, /* linear buckets lo..hi by step */
 	AGG_QUANTILE, /* log-linear sketch (kernel/weft_sketch.h) */
 	AGG_DISTINCT, /* HyperLogLog */
 	AGG__COUNT

@@ -157,15 +157,13 @@ static struct probe_set *resolve_as(struct sema *s, const struct probe_spec *spe
 			   probe_kind_name(kind));
 		return NULL;
 	}
-	if (p->available && !p->available(&err)) {
-		report_perr(s, spec, &err);
-		return NULL;
-	}
 	set = arena_alloc(s->q->arena, sizeof(*set));
 	if (!set)
 		return NULL;
-	memset(&err, 0, sizeof(err));
-	if (p->resolve(parts, nparts, spec->offset, spec->has_offset, &ctx, set, &err) != 0) {
+	/* resolve first: a provider the kernel lacks says so itself, with a fix naming the
+	 * tracepoints to use instead; available() then catches what resolve cannot know */
+	if (p->resolve(parts, nparts, spec->offset, spec->has_offset, &ctx, set, &err) != 0 ||
+	    (p->available && !p->available(&err))) {
 		probe_set_free(set);
 		report_perr(s, spec, &err);
 		return NULL;

@@ -10,6 +10,7 @@
  * from overflow and a long `for` costs no more kernel memory than a short one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>

@@ -131,8 +131,7 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 		free(rx.seen[k]);
 	}
 	printf("# ring %u bytes: %llu received, %llu dropped\n", ring_bytes,
-	       (unsigned long long)rx.received,
-	       (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
+	       (unsigned long long)rx.received, (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
 	assert_int_equal(rx.bad, 0);
 	assert_int_equal(rx.dup, 0);
 	for (int r = 0; r < WEFT_DROP_NR; r++)

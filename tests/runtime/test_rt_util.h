@@ -36,7 +36,7 @@ struct rt_prog {
 	struct bpf_link *links[RT_MAX_LINKS];
 	int nlinks;
 	struct bpfrt *rt;
-	char dir[PATH_MAX];
+	char dir[64];
 };
 
 struct rt_wl {
@@ -91,8 +91,9 @@ static inline int rt_compile(struct rt_prog *p, const char *name, const char *sr
 	snprintf(p->dir, sizeof(p->dir), "/tmp/weft-rt-XXXXXX");
 	if (!mkdtemp(p->dir))
 		return -errno;
-	snprintf(c_path, sizeof(c_path), "%s/%s.bpf.c", p->dir, name);
-	snprintf(out, outlen, "%s/%s.bpf.o", p->dir, name);
+	if (snprintf(c_path, sizeof(c_path), "%s/%s.bpf.c", p->dir, name) >= (int)sizeof(c_path) ||
+	    snprintf(out, outlen, "%s/%s.bpf.o", p->dir, name) >= (int)outlen)
+		return -ENAMETOOLONG;
 	snprintf(inc_rt, sizeof(inc_rt), "-I%s/kernel", rt_env("WEFT_SOURCE_DIR", WEFT_SOURCE_DIR));
 #if defined(__x86_64__)
 	snprintf(inc_arch, sizeof(inc_arch), "-I/usr/include/x86_64-linux-gnu");
@@ -176,7 +177,7 @@ static inline void rt_detach(struct rt_prog *p)
 
 static inline void rt_unload(struct rt_prog *p)
 {
-	char cmd[PATH_MAX + 16];
+	char cmd[96];
 
 	rt_detach(p);
 	bpfrt_close(p->rt);

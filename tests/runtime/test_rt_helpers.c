@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The runtime's value helpers, run in the real kernel through BPF_PROG_TEST_RUN of a raw
+ * tracepoint program (test_run executes it in this process, so user pointers are ours):
+ *  - WEFT_LIKE against fnmatch(3) (no flags) on a table of patterns and subjects, so the
+ *    bit-parallel glob must agree with libc on every pair;
+ *  - WEFT_STREQ against strcmp;
+ *  - weft_str_user: a short string, a string that fills its buffer (counted string_truncated)
+ *    and a faulting pointer (counted string_fault, value "").
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <fnmatch.h>
+#include <cmocka.h>
+#include "tests/runtime/test_rt_util.h"
+
+static const char *const patterns[] = {
+	"abc",	 "a*",	     "*c", "*b*",    "a?c",   "*",	"",
+	"a*b*c", "*a*a*a*b", "??", "x*y?z*", "**a**", "*.so.?", "/usr/*/lib*.so*",
+	"?*?",	 "abc*abc",
+};
+#define N_PATTERNS (sizeof(patterns) / sizeof(patterns[0]))
+
+static const char prog_src[] =
+	"#include \"weft.bpf.h\"\n"
+	"\n"
+	"struct io { char subject[64]; __u64 like; __u64 eq; char str[16]; __s64 n; } io;\n"
+	"\n"
+	"#define L(i, pat) r |= (__u64)WEFT_LIKE(io.subject, sizeof(io.subject), pat) << (i)\n"
+	"SEC(\"raw_tp/sys_enter\")\n"
+	"int p_like(void *ctx)\n"
+	"{\n"
+	"	__u64 r = 0;\n"
+	"	L(0, \"abc\"); L(1, \"a*\"); L(2, \"*c\"); L(3, \"*b*\");\n"
+	"	L(4, \"a?c\"); L(5, \"*\"); L(6, \"\"); L(7, \"a*b*c\");\n"
+	"	L(8, \"*a*a*a*b\"); L(9, \"?\?\"); L(10, \"x*y?z*\"); L(11, \"**a**\");\n"
+	"	L(12, \"*.so.?\"); L(13, \"/usr/*/lib*.so*\"); L(14, \"?*?\"); L(15, \"abc*abc\");\n"
+	"	io.like = r;\n"
+	"	r = (__u64)WEFT_STREQ(io.subject, sizeof(io.subject), \"abc\");\n"
+	"	r |= (__u64)WEFT_STREQ(io.subject, sizeof(io.subject), \"\") << 1;\n"
+	"	r |= (__u64)WEFT_STREQ(io.subject, sizeof(io.subject), \"/usr/lib/libc.so.6\") << 2;\n"
+	"	io.eq = r;\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"raw_tp/sys_enter\")\n"
+	"int p_str(struct bpf_raw_tracepoint_args *ctx)\n"
+	"{\n"
+	"	__u32 e = weft_epoch();\n"
+	"	io.n = weft_str_user(e, io.str, sizeof(io.str), (const void *)ctx->args[0]);\n"
+	"	return 0;\n"
+	"}\n";
+
+static const char *const eq_lits[] = { "abc", "", "/usr/lib/libc.so.6" };
+
+static const char *const subjects[] = {
+	"abc",
+	"",
+	"a",
+	"ab",
+	"abcabc",
+	"abcxabc",
+	"aaab",
+	"xaaab",
+	"aaaa",
+	"xyzyqz",
+	"x1y2z",
+	"xyz",
+	"/usr/x86_64-linux-gnu/lib/libc.so.6",
+	"/usr/lib/libc.so.6",
+	"/usr/lib/libc.so",
+	"libfoo.so.1",
+	"libfoo.so.12",
+	"a.c",
+	"abbbc",
+	"acb",
+	"ba",
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", /* 63 bytes */
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+};
+
+struct io {
+	char subject[64];
+	__u64 like;
+	__u64 eq;
+	char str[16];
+	__s64 n;
+};
+
+static int bss_fd(struct rt_prog *p)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(p->obj, ".bss");
+
+	return m && bpf_map__value_size(m) == sizeof(struct io) ? bpf_map__fd(m) : -1;
+}
+
+static int run_prog(struct rt_prog *p, const char *name, __u64 arg0)
+{
+	__u64 args[1] = { arg0 };
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = sizeof(args));
+	struct bpf_program *prog = bpf_object__find_program_by_name(p->obj, name);
+
+	if (!prog)
+		return -ENOENT;
+	return bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
+}
+
+static void test_like_and_streq_match_libc(void **state)
+{
+	const char *const no_attach[] = { "p_like", "p_str", NULL };
+	struct rt_prog p = { 0 };
+	char obj[PATH_MAX];
+	__u32 zero = 0;
+	int fd, checked = 0;
+
+	(void)state;
+	if (!rt_is_root())
+		skip();
+	assert_int_equal(rt_compile(&p, "helpers", prog_src, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
+	fd = bss_fd(&p);
+	assert_true(fd >= 0);
+	for (size_t s = 0; s < sizeof(subjects) / sizeof(subjects[0]); s++) {
+		struct io io = { 0 };
+
+		assert_true(strlen(subjects[s]) < sizeof(io.subject));
+		strcpy(io.subject, subjects[s]);
+		assert_int_equal(bpf_map_update_elem(fd, &zero, &io, BPF_ANY), 0);
+		assert_int_equal(run_prog(&p, "p_like", 0), 0);
+		assert_int_equal(bpf_map_lookup_elem(fd, &zero, &io), 0);
+		for (size_t i = 0; i < N_PATTERNS; i++) {
+			int want = fnmatch(patterns[i], subjects[s], 0) == 0;
+			int got = (int)((io.like >> i) & 1);
+
+			if (want != got)
+				fail_msg("'%s' like '%s': got %d, fnmatch says %d", subjects[s],
+					 patterns[i], got, want);
+			checked++;
+		}
+		for (size_t i = 0; i < sizeof(eq_lits) / sizeof(eq_lits[0]); i++) {
+			int want = strcmp(subjects[s], eq_lits[i]) == 0;
+
+			if (want != (int)((io.eq >> i) & 1))
+				fail_msg("'%s' = '%s': got %d", subjects[s], eq_lits[i], !want);
+		}
+	}
+	printf("# %d (subject, pattern) pairs agree with fnmatch\n", checked);
+	rt_unload(&p);
+}
+
+static void test_str_user_counts_faults_and_truncation(void **state)
+{
+	const char *const no_attach[] = { "p_like", "p_str", NULL };
+	static const char shortstr[] = "hello";
+	static const char longstr[] = "0123456789abcdefghij";
+	__u64 drops[WEFT_DROP_NR] = { 0 };
+	struct rt_prog p = { 0 };
+	struct io io;
+	char obj[PATH_MAX];
+	__u32 zero = 0;
+	int fd;
+
+	(void)state;
+	if (!rt_is_root())
+		skip();
+	assert_int_equal(rt_compile(&p, "helpers", prog_src, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
+	fd = bss_fd(&p);
+	assert_true(fd >= 0);
+
+	assert_int_equal(run_prog(&p, "p_str", (__u64)(uintptr_t)shortstr), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, &io), 0);
+	assert_string_equal(io.str, "hello");
+	assert_int_equal(io.n, 6);
+
+	assert_int_equal(run_prog(&p, "p_str", (__u64)(uintptr_t)longstr), 0);
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, &io), 0);
+	assert_string_equal(io.str, "0123456789abcde");
+	assert_int_equal(io.n, 16);
+
+	assert_int_equal(run_prog(&p, "p_str", 8), 0); /* an address nothing maps */
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, &io), 0);
+	assert_string_equal(io.str, "");
+	assert_int_equal(io.n, 0);
+
+	/* the counts of epoch 0 become readable after a flip */
+	assert_int_equal(bpfrt_window_flip(p.rt), 0);
+	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
+	assert_int_equal(drops[WEFT_DROP_STR_TRUNC], 1);
+	assert_int_equal(drops[WEFT_DROP_STR_FAULT], 1);
+	rt_unload(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_like_and_streq_match_libc),
+		cmocka_unit_test(test_str_user_counts_faults_and_truncation),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
