@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ struct bpfrt_agg {
 	char name[64];
 	int fd[2]; /* the halves of epoch 0 and 1 (one map twice for an array) */
 	bool is_array;
-	__u32 key_size, value_size;
+	uint32_t key_size, value_size;
 };
 
 struct bpfrt {
@@ -43,7 +44,7 @@ struct bpfrt {
 	unsigned int ncpu;
 	unsigned int epoch;
 	bool idle_valid; /* the last flip's grace period completed */
-	__u64 windows;
+	uint64_t windows;
 
 	struct weft_ctl *ctl; /* mmap of .data.weft, or NULL: write through the syscall */
 	size_t ctl_len;
@@ -52,7 +53,7 @@ struct bpfrt {
 	int drops_fd;
 	int stacks_fd[2];
 	struct ring_buffer *rb;
-	__u64 evicted; /* span sweeps' evictions not yet reported */
+	uint64_t evicted; /* span sweeps' evictions not yet reported */
 
 	struct bpfrt_agg *aggs;
 	size_t naggs, caggs;
@@ -60,7 +61,7 @@ struct bpfrt {
 	void *buf; /* drain buffer: keys then values, at most BPFRT_DRAIN_BUF_BYTES + an entry */
 	size_t buf_len;
 	const void **cpu_vals; /* ncpu pointers handed to the callbacks */
-	__u64 *cpu_u64; /* ncpu counters, for the drop counters */
+	uint64_t *cpu_u64; /* ncpu counters, for the drop counters */
 };
 
 /* --- libbpf glue --------------------------------------------------------------------------- */
@@ -77,7 +78,7 @@ static int bpfrt_libbpf_print(enum libbpf_print_level level, const char *fmt, va
 	len = strlen(buf);
 	while (len && buf[len - 1] == '\n')
 		buf[--len] = 0;
-	weft_log(wl, "libbpf: %s", buf);
+	weft_log(wl, "%s", buf); /* libbpf prefixes its own name */
 	return 0;
 }
 
@@ -92,12 +93,12 @@ static size_t round_up8(size_t n)
 	return (n + 7) & ~(size_t)7;
 }
 
-static __u64 now_ns(void)
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static struct bpf_map *find_map_suffixed(struct bpf_object *obj, const char *name,
@@ -112,16 +113,16 @@ static struct bpf_map *find_map_suffixed(struct bpf_object *obj, const char *nam
 
 /* --- before load --------------------------------------------------------------------------- */
 
-static __u32 ringbuf_size(__u32 n)
+static uint32_t ringbuf_size(uint32_t n)
 {
-	__u32 page = (__u32)sysconf(_SC_PAGESIZE), sz = page;
+	uint32_t page = (uint32_t)sysconf(_SC_PAGESIZE), sz = page;
 
 	while (sz < n && sz < (1u << 31))
 		sz <<= 1;
 	return sz;
 }
 
-int bpfrt_map_resize(struct bpf_object *obj, const char *name, __u32 n)
+int bpfrt_map_resize(struct bpf_object *obj, const char *name, uint32_t n)
 {
 	struct bpf_map *m, *h0, *h1;
 	int err;
@@ -216,7 +217,7 @@ static int ctl_setup(struct bpfrt *rt)
 {
 	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, WEFT_CTL_SEC);
 	struct weft_ctl cur;
-	__u32 zero = 0;
+	uint32_t zero = 0;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
 
@@ -320,7 +321,7 @@ unsigned int bpfrt_epoch(const struct bpfrt *rt)
 	return rt->epoch;
 }
 
-__u64 bpfrt_windows(const struct bpfrt *rt)
+uint64_t bpfrt_windows(const struct bpfrt *rt)
 {
 	return rt->windows;
 }
@@ -328,7 +329,7 @@ __u64 bpfrt_windows(const struct bpfrt *rt)
 /* --- the flip ------------------------------------------------------------------------------ */
 
 /* Delete every key of fd (a map nobody writes): next key first, then delete the current one. */
-static int map_clear(int fd, __u32 key_size)
+static int map_clear(int fd, uint32_t key_size)
 {
 	char cur[256], next[256];
 	int err;
@@ -350,7 +351,7 @@ static int map_clear(int fd, __u32 key_size)
 static int ctl_write_epoch(struct bpfrt *rt, unsigned int epoch)
 {
 	struct weft_ctl v = { .epoch = epoch, .abi = WEFT_ABI_VERSION };
-	__u32 zero = 0;
+	uint32_t zero = 0;
 
 	if (rt->ctl) {
 		__atomic_store_n(&rt->ctl->epoch, epoch, __ATOMIC_SEQ_CST);
@@ -362,12 +363,12 @@ static int ctl_write_epoch(struct bpfrt *rt, unsigned int epoch)
 int bpfrt_window_flip(struct bpfrt *rt)
 {
 	unsigned int next = rt->epoch ^ 1;
-	__u32 zero = 0;
+	uint32_t zero = 0;
 	int err;
 
 	/* the new epoch's stacks belonged to the window read after the previous flip */
 	if (rt->stacks_fd[next] >= 0)
-		map_clear(rt->stacks_fd[next], sizeof(__u32));
+		map_clear(rt->stacks_fd[next], sizeof(uint32_t));
 	err = ctl_write_epoch(rt, next);
 	if (err)
 		return err;
@@ -443,7 +444,7 @@ static struct bpfrt_agg *agg_find(struct bpfrt *rt, const char *name)
 	return a;
 }
 
-int bpfrt_agg_sizes(struct bpfrt *rt, const char *name, __u32 *key_size, __u32 *value_size)
+int bpfrt_agg_sizes(struct bpfrt *rt, const char *name, uint32_t *key_size, uint32_t *value_size)
 {
 	struct bpfrt_agg *a = agg_find(rt, name);
 
@@ -479,7 +480,7 @@ static int emit(struct bpfrt *rt, bpfrt_entry_fn fn, void *ctx, const void *key,
 }
 
 /* One entry at a time: for kernels without batch ops, or after a batch error. */
-static int drain_hash_slow(struct bpfrt *rt, int fd, __u32 ksz, size_t stride, bpfrt_entry_fn fn,
+static int drain_hash_slow(struct bpfrt *rt, int fd, uint32_t ksz, size_t stride, bpfrt_entry_fn fn,
 			   void *ctx, int *cb_err)
 {
 	size_t vsz = stride * rt->ncpu;
@@ -512,13 +513,13 @@ static int drain_hash_slow(struct bpfrt *rt, int fd, __u32 ksz, size_t stride, b
 	return n;
 }
 
-static int drain_hash(struct bpfrt *rt, int fd, __u32 ksz, __u32 value_size, bpfrt_entry_fn fn,
-		      void *ctx, int *cb_err)
+static int drain_hash(struct bpfrt *rt, int fd, uint32_t ksz, uint32_t value_size,
+		      bpfrt_entry_fn fn, void *ctx, int *cb_err)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	size_t stride = round_up8(value_size), vsz = stride * rt->ncpu;
 	size_t per = round_up8(ksz) + vsz, tok_len = round_up8(ksz) + 8;
-	__u32 batch = (__u32)(BPFRT_DRAIN_BUF_BYTES / per);
+	uint32_t batch = (uint32_t)(BPFRT_DRAIN_BUF_BYTES / per);
 	char *keys, *vals, *tok_in, *tok_out;
 	bool first = true;
 	int total = 0, err, slow;
@@ -535,7 +536,7 @@ static int drain_hash(struct bpfrt *rt, int fd, __u32 ksz, __u32 value_size, bpf
 	keys = tok_out + tok_len;
 	vals = keys + (size_t)batch * round_up8(ksz);
 	for (;;) {
-		__u32 count = batch;
+		uint32_t count = batch;
 
 		err = bpf_map_lookup_and_delete_batch(fd, first ? NULL : tok_in, tok_out, keys,
 						      vals, &count, &opts);
@@ -548,7 +549,7 @@ static int drain_hash(struct bpfrt *rt, int fd, __u32 ksz, __u32 value_size, bpf
 			break;
 		}
 		/* keys are packed at key_size, values at stride * ncpu */
-		for (__u32 i = 0; i < count; i++) {
+		for (uint32_t i = 0; i < count; i++) {
 			int r = emit(rt, fn, ctx, keys + (size_t)i * ksz, vals + (size_t)i * vsz,
 				     stride);
 
@@ -565,11 +566,11 @@ static int drain_hash(struct bpfrt *rt, int fd, __u32 ksz, __u32 value_size, bpf
 	return slow < 0 ? slow : total + slow;
 }
 
-static int drain_array(struct bpfrt *rt, int fd, __u32 value_size, bpfrt_entry_fn fn, void *ctx,
+static int drain_array(struct bpfrt *rt, int fd, uint32_t value_size, bpfrt_entry_fn fn, void *ctx,
 		       int *cb_err)
 {
 	size_t stride = round_up8(value_size), vsz = stride * rt->ncpu;
-	__u32 key = rt->epoch ^ 1;
+	uint32_t key = rt->epoch ^ 1;
 	int err, r;
 
 	err = buf_reserve(rt, vsz);
@@ -606,15 +607,15 @@ int bpfrt_agg_drain(struct bpfrt *rt, const char *name, bpfrt_entry_fn fn, void 
 	return n;
 }
 
-int bpfrt_drops_read(struct bpfrt *rt, __u64 counts[WEFT_DROP_NR])
+int bpfrt_drops_read(struct bpfrt *rt, uint64_t counts[WEFT_DROP_NR])
 {
-	__u32 base = (rt->epoch ^ 1) * WEFT_DROP_NR;
+	uint32_t base = (rt->epoch ^ 1) * WEFT_DROP_NR;
 
 	if (!rt->idle_valid)
 		return -EAGAIN;
-	for (__u32 r = 0; r < WEFT_DROP_NR; r++) {
-		__u32 key = base + r;
-		__u64 sum = 0;
+	for (uint32_t r = 0; r < WEFT_DROP_NR; r++) {
+		uint32_t key = base + r;
+		uint64_t sum = 0;
 
 		if (bpf_map_lookup_elem(rt->drops_fd, &key, rt->cpu_u64))
 			return -errno;
@@ -661,9 +662,9 @@ int bpfrt_stream_fd(const struct bpfrt *rt)
 /* --- spans --------------------------------------------------------------------------------- */
 
 /* Delete key if its start is older than the bound; 1 if this call removed it. */
-static int span_evict_one(int fd, const void *key, const void *val, __u64 now, __u64 max_age)
+static int span_evict_one(int fd, const void *key, const void *val, uint64_t now, uint64_t max_age)
 {
-	__u64 start;
+	uint64_t start;
 
 	memcpy(&start, val, sizeof(start)); /* struct weft_span_hdr leads every value */
 	if (start >= now || now - start <= max_age)
@@ -671,16 +672,16 @@ static int span_evict_one(int fd, const void *key, const void *val, __u64 now, _
 	return bpf_map_delete_elem(fd, key) == 0;
 }
 
-int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
+int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, name);
 	size_t ksz, vsz, per, tok_len = 16;
-	__u32 batch, max_entries;
+	uint32_t batch, max_entries;
 	char *tok_in, *tok_out, *keys, *vals;
 	int fd, err, evicted = 0;
 	bool first = true;
-	__u64 now;
+	uint64_t now;
 
 	if (!m || bpf_map__type(m) != BPF_MAP_TYPE_HASH || bpf_map__key_size(m) != 8 ||
 	    bpf_map__value_size(m) < sizeof(struct weft_span_hdr))
@@ -690,7 +691,7 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
 	vsz = round_up8(bpf_map__value_size(m));
 	per = ksz + vsz;
 	max_entries = bpf_map__max_entries(m);
-	batch = (__u32)(BPFRT_DRAIN_BUF_BYTES / per);
+	batch = (uint32_t)(BPFRT_DRAIN_BUF_BYTES / per);
 	if (batch == 0)
 		batch = 1;
 	if (batch > BPFRT_MAX_BATCH)
@@ -708,13 +709,13 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
 	 * does not disturb the walk (a get_next_key walk restarts when its key disappears).
 	 */
 	for (;;) {
-		__u32 count = batch;
+		uint32_t count = batch;
 
 		err = bpf_map_lookup_batch(fd, first ? NULL : tok_in, tok_out, keys, vals, &count,
 					   &opts);
 		if (err && err != -ENOENT)
 			break;
-		for (__u32 i = 0; i < count; i++)
+		for (uint32_t i = 0; i < count; i++)
 			evicted +=
 				span_evict_one(fd, keys + i * ksz, vals + i * vsz, now, max_age_ns);
 		if (err == -ENOENT)
@@ -725,8 +726,8 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
 	/* no batch ops: a key walk, bounded in steps since concurrent deletes restart it */
 	log_debug("bpfrt: batch sweep: %s, walking keys", strerror(-err));
 	{
-		__u64 cur, next;
-		__u32 steps = 0;
+		uint64_t cur, next;
+		uint32_t steps = 0;
 
 		err = bpf_map_get_next_key(fd, NULL, &cur);
 		while (!err && steps++ < 2 * max_entries + 1) {
@@ -740,24 +741,24 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns)
 		}
 	}
 out:
-	rt->evicted += (__u64)evicted;
+	rt->evicted += (uint64_t)evicted;
 	return evicted;
 }
 
 /* --- stacks and program statistics --------------------------------------------------------- */
 
-int bpfrt_stack_read(struct bpfrt *rt, __s64 id, __u64 *ips, unsigned int max)
+int bpfrt_stack_read(struct bpfrt *rt, int64_t id, uint64_t *ips, unsigned int max)
 {
-	__u64 frames[WEFT_STACK_DEPTH];
+	uint64_t frames[WEFT_STACK_DEPTH];
 	int fd = rt->stacks_fd[rt->epoch ^ 1];
-	__u32 key;
+	uint32_t key;
 	unsigned int n = 0;
 
 	if (fd < 0)
 		return -ENOENT;
-	if (id < 0 || id > (__s64)UINT32_MAX)
+	if (id < 0 || id > (int64_t)UINT32_MAX)
 		return -ENOENT;
-	key = (__u32)id;
+	key = (uint32_t)id;
 	if (bpf_map_lookup_elem(fd, &key, frames))
 		return -errno;
 	while (n < WEFT_STACK_DEPTH && frames[n])
@@ -768,7 +769,7 @@ int bpfrt_stack_read(struct bpfrt *rt, __s64 id, __u64 *ips, unsigned int max)
 	return (int)n;
 }
 
-int bpfrt_prog_misses(struct bpfrt *rt, __u64 *misses)
+int bpfrt_prog_misses(struct bpfrt *rt, uint64_t *misses)
 {
 	struct bpf_program *p;
 
@@ -776,7 +777,7 @@ int bpfrt_prog_misses(struct bpfrt *rt, __u64 *misses)
 	bpf_object__for_each_program(p, rt->obj)
 	{
 		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
+		uint32_t len = sizeof(info);
 		int fd = bpf_program__fd(p);
 
 		if (fd < 0)

@@ -29,7 +29,7 @@
 #define WEFT_AGENT_BPFRT_H
 
 #include <stddef.h>
-#include <linux/types.h>
+#include <stdint.h>
 #include <bpf/libbpf.h>
 #include "kernel/weft_abi.h"
 
@@ -49,7 +49,7 @@ void bpfrt_libbpf_setup(void);
  * inner-map template; "weft_stacks" sizes both stack maps; for "weft_events" `n` is the ring
  * size in bytes, rounded up to a power of two of at least a page.
  */
-int bpfrt_map_resize(struct bpf_object *obj, const char *name, __u32 n);
+int bpfrt_map_resize(struct bpf_object *obj, const char *name, uint32_t n);
 
 /* Before load: set the .rodata variable `var` (a `const volatile` global) to size bytes. */
 int bpfrt_rodata_set(struct bpf_object *obj, const char *var, const void *val, size_t size);
@@ -74,7 +74,7 @@ unsigned int bpfrt_epoch(const struct bpfrt *rt);
 int bpfrt_window_flip(struct bpfrt *rt);
 
 /* Windows flipped so far. */
-__u64 bpfrt_windows(const struct bpfrt *rt);
+uint64_t bpfrt_windows(const struct bpfrt *rt);
 
 /*
  * One entry of an idle half: key bytes (NULL for a WEFT_AGG_ARRAY map) and ncpu pointers to
@@ -93,13 +93,13 @@ typedef int (*bpfrt_entry_fn)(void *ctx, const void *key, const void *const *cpu
 int bpfrt_agg_drain(struct bpfrt *rt, const char *name, bpfrt_entry_fn fn, void *ctx);
 
 /* Key and value sizes of aggregation map `name` (of one half), or -ENOENT. */
-int bpfrt_agg_sizes(struct bpfrt *rt, const char *name, __u32 *key_size, __u32 *value_size);
+int bpfrt_agg_sizes(struct bpfrt *rt, const char *name, uint32_t *key_size, uint32_t *value_size);
 
 /*
  * Add the idle half's drop counters (summed over CPUs) to counts[WEFT_DROP_NR] and clear them;
  * WEFT_DROP_SPAN_EVICTED gets the sweeps' evictions since the last call.
  */
-int bpfrt_drops_read(struct bpfrt *rt, __u64 counts[WEFT_DROP_NR]);
+int bpfrt_drops_read(struct bpfrt *rt, uint64_t counts[WEFT_DROP_NR]);
 
 /*
  * Streams: call fn for each record of weft_events (data starts with struct weft_rec_hdr).
@@ -116,19 +116,19 @@ int bpfrt_stream_fd(const struct bpfrt *rt);
  * concurrently is either matched or evicted, never both (whoever deletes it owns it).
  * Returns the number evicted, or -errno.
  */
-int bpfrt_span_sweep(struct bpfrt *rt, const char *name, __u64 max_age_ns);
+int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns);
 
 /*
  * The addresses of stack `id` of the idle epoch (WEFT_WANT_STACKS) into ips[max]; returns the
  * depth, or -errno (-ENOENT: no such stack).
  */
-int bpfrt_stack_read(struct bpfrt *rt, __s64 id, __u64 *ips, unsigned int max);
+int bpfrt_stack_read(struct bpfrt *rt, int64_t id, uint64_t *ips, unsigned int max);
 
 /*
  * Events the kernel did not run the object's programs for because another BPF program was
  * running on that CPU (bpf_prog_info.recursion_misses, summed): losses the runtime cannot
  * count itself, to be reported next to the drop counters.
  */
-int bpfrt_prog_misses(struct bpfrt *rt, __u64 *misses);
+int bpfrt_prog_misses(struct bpfrt *rt, uint64_t *misses);
 
 #endif

@@ -49,6 +49,9 @@ int agent_table_add_kernel(struct agent_table *t, const void *key, const void *c
 /* dst (+)= src, group by group (the cluster's merge; also `for` across windows). */
 int agent_table_merge(struct agent_table *dst, const struct agent_table *src);
 
+/* Same groups with byte-equal states (states are canonical: equal inputs, equal bytes). */
+bool agent_table_equal(const struct agent_table *a, const struct agent_table *b);
+
 /* Finalize, order, limit and print one window.  stats may be NULL. */
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out);

@@ -276,16 +276,12 @@ static void int_print(int64_t v, enum int_unit unit, FILE *out)
 		  { "TiB", 1LL << 40 }, { "GiB", 1LL << 30 }, { "MiB", 1LL << 20 },
 		  { "KiB", 1LL << 10 }, { "B", 1LL },
 	  };
-	const void *tab = NULL;
 	int n = 0;
 
-	if (unit == UNIT_DURATION) {
-		tab = dur;
+	if (unit == UNIT_DURATION)
 		n = sizeof(dur) / sizeof(dur[0]);
-	} else if (unit == UNIT_SIZE) {
-		tab = size;
+	else if (unit == UNIT_SIZE)
 		n = sizeof(size) / sizeof(size[0]);
-	}
 	for (int i = 0; i < n; i++) {
 		const char *name = unit == UNIT_DURATION ? dur[i].name : size[i].name;
 		int64_t scale = unit == UNIT_DURATION ? dur[i].scale : size[i].scale;
@@ -295,7 +291,6 @@ static void int_print(int64_t v, enum int_unit unit, FILE *out)
 			return;
 		}
 	}
-	(void)tab;
 	fprintf(out, "%" PRId64 "%s", v,
 		unit == UNIT_DURATION ? "ns" :
 		unit == UNIT_SIZE     ? "B" :
@@ -312,9 +307,18 @@ void expr_print(const struct expr *e, FILE *out)
 	case EXPR_INT:
 		int_print(e->ival, e->unit, out);
 		break;
-	case EXPR_FLOAT:
-		fprintf(out, "%g", e->fval);
+	case EXPR_FLOAT: {
+		/* The shortest text that reads back as the same double. */
+		char buf[40];
+
+		for (int prec = 6; prec <= 17; prec++) {
+			snprintf(buf, sizeof(buf), "%.*g", prec, e->fval);
+			if (strtod(buf, NULL) == e->fval)
+				break;
+		}
+		fputs(buf, out);
 		break;
+	}
 	case EXPR_STR:
 		str_print(e->sval, out);
 		break;
@@ -553,10 +557,14 @@ void ast_dump(const struct ast_query *q, FILE *out)
 	}
 	if (q->every_loc.len) {
 		dump_indent(1, out);
-		fprintf(out, "every %" PRIu64 "ns\n", q->every_ns);
+		fputs("every ", out);
+		int_print((int64_t)q->every_ns, UNIT_DURATION, out);
+		fputc('\n', out);
 	}
 	if (q->for_loc.len) {
 		dump_indent(1, out);
-		fprintf(out, "for %" PRIu64 "ns\n", q->for_ns);
+		fputs("for ", out);
+		int_print((int64_t)q->for_ns, UNIT_DURATION, out);
+		fputc('\n', out);
 	}
 }

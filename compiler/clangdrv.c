@@ -224,7 +224,7 @@ static void cache_prune(const char *dir)
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	struct {
-		char name[64];
+		char name[256];
 		time_t mtime;
 	} *ents = NULL;
 	int n = 0, cap = 0;

@@ -1076,13 +1076,15 @@ static int check_windows(struct sema *s)
 	struct ast_query *q = s->q;
 	int rc = 0;
 
-	if (q->every_ns && (q->every_ns < MIN_WINDOW_NS || q->every_ns > MAX_WINDOW_NS)) {
+	if ((q->every_ns || q->every_loc.len) &&
+	    (q->every_ns < MIN_WINDOW_NS || q->every_ns > MAX_WINDOW_NS)) {
 		diag_fix(diag_error(s->dl, DIAG_E_WINDOW_RANGE, q->every_loc,
 				    "`every` must be between 10ms and 24h"),
 			 "e.g. every 1s");
 		rc = -EINVAL;
 	}
-	if (q->for_ns && (q->for_ns < 1000000ULL || q->for_ns > 365ULL * MAX_WINDOW_NS)) {
+	if ((q->for_ns || q->for_loc.len) &&
+	    (q->for_ns < 1000000ULL || q->for_ns > 365ULL * MAX_WINDOW_NS)) {
 		diag_error(s->dl, DIAG_E_WINDOW_RANGE, q->for_loc,
 			   "`for` must be between 1ms and a year");
 		rc = -EINVAL;

@@ -391,26 +391,18 @@ WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 siz
 	return weft_str_kernel(e, buf, size, (const char *)ctx + off);
 }
 
-/*
- * `s like pat`: glob with `*` (any run, also empty) and `?` (any one byte); other bytes are
- * literal.  pat must be a string literal of at most WEFT_GLOB_MAX - 1 bytes: the matcher is a
- * bit-parallel NFA (bit j of the state = "the first j pattern bytes are matched") whose
- * transitions clang computes from the literal at compile time, so the BPF code is one bounded
- * loop over s with no data-dependent indexing — cheap for the verifier (no state explosion,
- * unlike backtracking) and linear in the string length at run time.
- */
-#define WEFT_GLOB_MAX 64
-#define WEFT_LIKE(s, ssz, lit) weft_glob((s), (ssz), (lit), sizeof(lit) - 1)
+#define WEFT_GLOB_MAX 64 /* longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */
+#define WEFT_GLOB_STR_MAX 4096 /* longest string `like` looks at */
 
 /*
- * Whether the string in s (at most ssz bytes, NUL-terminated or not) equals the literal lit.
- * lit must be a string literal: its length is a compile-time constant, so the comparison
- * unrolls to straight-line code.
+ * Whether the string in s (a buffer of ssz bytes) equals the literal lit.  lit must be a string
+ * literal: its length is a compile-time constant, so the comparison unrolls to straight-line
+ * code (at most WEFT_GLOB_MAX bytes).
  */
 #define WEFT_STREQ(s, ssz, lit) weft_streq_n((s), (ssz), (lit), sizeof(lit) - 1)
 WEFT_INLINE int weft_streq_n(const char *s, __u32 ssz, const char *lit, __u32 n)
 {
-	if (n >= ssz) /* lit and its NUL must fit into s */
+	if (n >= ssz || n >= WEFT_GLOB_MAX) /* lit and its NUL must fit into s */
 		return 0;
 #pragma clang loop unroll(full)
 	for (__u32 j = 0; j < WEFT_GLOB_MAX; j++) {
@@ -422,24 +414,37 @@ WEFT_INLINE int weft_streq_n(const char *s, __u32 ssz, const char *lit, __u32 n)
 	return 1;
 }
 
-/* Bits (1 << (j + 1)) for every pattern position j that consumes byte c. */
-WEFT_INLINE __u64 weft_glob_step_mask(const char *pat, __u32 plen, unsigned char c)
-{
-	__u64 m = 0;
+/*
+ * `s like pat`: glob with `*` (any run, also empty) and `?` (any one byte); every other byte,
+ * `[` and `\\` included, is literal.  pat must be a string literal of at most
+ * WEFT_GLOB_MAX - 1 bytes.  The matcher is a bit-parallel NFA — bit j of the state means "the
+ * first j pattern bytes are matched" — so it is one bounded loop over s, linear in the string,
+ * with no backtracking.  Everything that depends on the pattern folds at compile time, and the
+ * per-byte step is branch-free arithmetic, so the verifier's cost is one pass over the loop
+ * (no state explosion) and the run time is a few instructions per pattern byte per string
+ * byte.
+ */
+#define WEFT_LIKE(s, ssz, lit) weft_glob((s), (ssz), (lit), sizeof(lit) - 1)
 
-#pragma clang loop unroll(full)
-	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
-		if (j >= plen)
-			break;
-		if (pat[j] == '?' || (pat[j] != '*' && (unsigned char)pat[j] == c))
-			m |= 1ULL << (j + 1);
-	}
-	return m;
+/* 1 << bit when c == p, else 0, without a branch: (c ^ p) - 1 wraps only for c == p. */
+WEFT_INLINE __u64 weft_glob_eq_bit(unsigned char c, unsigned char p, __u32 bit)
+{
+	return ((((__u64)(unsigned char)(c ^ p)) - 1) >> 63) << bit;
+}
+
+/*
+ * Closure of state d over runs of stars (a star may match nothing): a bit inside a run of
+ * star positions (mask star) spreads to the rest of the run and the position after it.  That
+ * is a carry chain: adding the run to the bits in it carries to the run's end.
+ */
+WEFT_INLINE __u64 weft_glob_skip_stars(__u64 d, __u64 star)
+{
+	return d | (((d & star) + star) ^ star);
 }
 
 WEFT_INLINE int weft_glob(const char *s, __u32 ssz, const char *pat, __u32 plen)
 {
-	__u64 star_at = 0, star_stay = 0, d;
+	__u64 star = 0, any = 0, stay, d;
 	__u32 i;
 
 	if (plen >= WEFT_GLOB_MAX)
@@ -448,37 +453,32 @@ WEFT_INLINE int weft_glob(const char *s, __u32 ssz, const char *pat, __u32 plen)
 	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
 		if (j >= plen)
 			break;
-		if (pat[j] == '*') {
-			star_at |= 1ULL << j; /* state j may skip the star ... */
-			star_stay |= 1ULL << (j + 1); /* ... and past it any byte loops */
-		}
+		if (pat[j] == '*')
+			star |= 1ULL << j;
+		else if (pat[j] == '?')
+			any |= 1ULL << (j + 1);
 	}
-	/* closure over runs of stars: at most plen steps, each one constant-folded */
-	d = 1;
-#pragma clang loop unroll(full)
-	for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
-		if (j >= plen)
-			break;
-		d |= (d & star_at) << 1;
-	}
-#pragma clang loop unroll(disable)
-	for (i = 0; i < 4096; i++) {
+	stay = star << 1; /* past a star, any byte keeps the state */
+	d = weft_glob_skip_stars(1, star);
+	for (i = 0; i < WEFT_GLOB_STR_MAX; i++) {
 		unsigned char c;
+		__u64 m = any;
 
 		if (i >= ssz)
 			break;
 		c = (unsigned char)s[i];
-		if (!c || !d)
+		if (!c)
 			break;
-		d = ((d << 1) & weft_glob_step_mask(pat, plen, c)) | (d & star_stay);
 #pragma clang loop unroll(full)
 		for (__u32 j = 0; j < WEFT_GLOB_MAX - 1; j++) {
 			if (j >= plen)
 				break;
-			d |= (d & star_at) << 1;
+			if (pat[j] != '*' && pat[j] != '?')
+				m |= weft_glob_eq_bit(c, (unsigned char)pat[j], j + 1);
 		}
+		d = weft_glob_skip_stars(((d << 1) & m) | (d & stay), star);
 	}
-	return (d >> plen) & 1;
+	return (int)((d >> plen) & 1);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -297,6 +298,30 @@ static bool kprobe_available(struct probe_err *err)
 	return false;
 }
 
+/* Where the kernel has kprobes (not weft's development machines: there the catalog refuses
+ * first and probe_attach_target's availability check second). */
+static int kprobe_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			 pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	LIBBPF_OPTS(bpf_kprobe_opts, opts, .bpf_cookie = cookie, .offset = (size_t)t->offset,
+		    .retprobe = t->kind == PROBE_KRETPROBE);
+	struct bpf_link *link;
+
+	if (!probe_features_get()->kprobe || !probe_pmu_exists("kprobe"))
+		return perr_set(err, PERR_FEATURE,
+				"use tracepoint:CATEGORY:EVENT or syscall:NAME instead (see "
+				"`weft list`)",
+				"this kernel has no kprobe PMU: cannot attach %s", t->name);
+	link = bpf_program__attach_kprobe_opts(prog, t->symbol, &opts);
+	if (!link)
+		return perr_attach(err, t, pid, errno);
+	if (probe_links_push(links, link)) {
+		bpf_link__destroy(link);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
 const struct probe_provider provider_kprobe = {
 	.kind = PROBE_KPROBE,
 	.name = "kprobe",
@@ -307,6 +332,7 @@ const struct probe_provider provider_kprobe = {
 	.resolve = kprobe_resolve,
 	.list = kprobe_list,
 	.available = kprobe_available,
+	.attach = kprobe_attach,
 };
 
 const struct probe_provider provider_kretprobe = {
@@ -319,4 +345,5 @@ const struct probe_provider provider_kretprobe = {
 	.resolve = kretprobe_resolve,
 	.list = kretprobe_list,
 	.available = kprobe_available,
+	.attach = kprobe_attach, /* t->kind says which */
 };

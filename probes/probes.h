@@ -8,7 +8,8 @@
  * resolve a probe as written (its parts, wildcards allowed) into a probe_set: the concrete
  * attach points with the fields and arguments each one has, read from the running kernel
  * (tracefs formats) and from ELF files (symbols, USDT notes).  The agent asks the same
- * provider to attach a loaded BPF program to each target (issue 3: attach/detach ops).
+ * provider to attach a loaded BPF program to each target (probe_attach_target); detaching is
+ * destroying the links (probe_links_destroy), and the kernel does it too if we die.
  *
  * This layer knows nothing of diagnostics: failures come back as a probe_err with a kind,
  * a message and an optional fix (near matches, field lists), which the compiler turns
@@ -114,6 +115,7 @@ enum probe_err_kind {
 	PERR_OFFSET, /* offset where none is allowed */
 	PERR_PID, /* no such process */
 	PERR_SYSTEM, /* I/O or allocation failure; msg says which */
+	PERR_ATTACH, /* the kernel refused an attachment; msg names the target and errno */
 };
 
 struct probe_err {
@@ -147,6 +149,26 @@ const struct probe_features *probe_features_get(void); /* detected on first call
 /* The provider table (DTrace-style). */
 typedef int (*probe_list_cb)(const struct probe_target *t, void *arg);
 
+struct bpf_program;
+struct bpf_link;
+
+/*
+ * The attachments of a query, each a bpf_link that owns a file descriptor of this process
+ * (a BPF link, or a perf event with the program set on it).  Nothing is pinned, so the
+ * kernel detaches everything when the process exits, even on SIGKILL.  The vector owns
+ * the links; zero it before first use.
+ */
+struct probe_links {
+	struct bpf_link **v;
+	int n, cap;
+};
+
+int probe_links_push(struct probe_links *links, struct bpf_link *link); /* 0 or -ENOMEM */
+/* Destroys links from index n on (bpf_link__destroy), keeping the first n. */
+void probe_links_truncate(struct probe_links *links, int n);
+/* Destroys every link and frees the vector; links is zeroed and may be reused. */
+void probe_links_destroy(struct probe_links *links);
+
 struct probe_provider {
 	enum probe_kind kind;
 	const char *name; /* "tracepoint" */
@@ -163,6 +185,12 @@ struct probe_provider {
 		    probe_list_cb cb, void *arg, struct probe_err *err);
 	/* Whether the running kernel can attach this provider; if not, why and what instead. */
 	bool (*available)(struct probe_err *err);
+	/* Attaches prog (loaded) to target t with attach cookie `cookie`, appending every
+	 * bpf_link it creates to links (several for profile: one per online CPU).  pid > 0
+	 * limits uprobes and USDT to that process; tracepoints and timers ignore it (the
+	 * program filters).  0, or -1 with err filled and links left as they were. */
+	int (*attach)(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+		      pid_t pid, struct probe_links *links, struct probe_err *err);
 };
 
 extern const struct probe_provider *const probe_providers[];
@@ -202,5 +230,30 @@ int probe_near_matches(const char *word, const char *const *cands, int ncands, c
  * 0, or -1 with err filled (PERR_UNKNOWN when the syscall has no exit tracepoint). */
 int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx, struct probe_set *set,
 			       struct probe_err *err);
+
+/* Attaches prog to t through t's provider (see probe_provider.attach).  cookie must equal
+ * the plan's plan_attach.cookie: the `probe` builtin reads it back (bpf_get_attach_cookie,
+ * bpf_usdt_cookie).  0, or -1 with err filled (PERR_FEATURE when the provider cannot attach
+ * on this kernel, PERR_PID, PERR_ATTACH) and links left as they were. */
+int probe_attach_target(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			pid_t pid, struct probe_links *links, struct probe_err *err);
+
+/*
+ * Symbolization (symbolize.c): kernel addresses through /proc/kallsyms, user addresses
+ * through /proc/PID/maps and the symbol tables of the mapped ELF files.  A sym_cache holds
+ * what it has read, bounded (processes and ELF files are evicted least recently used); it is
+ * not thread-safe.  Both lookups always write a NUL-terminated string into buf: "func+0xoff"
+ * ("func" at offset 0) and return 0, or a fallback and a negative errno: -ENOENT with
+ * "file+0xoff" (mapped, no symbol) or "0x..." (unknown address, process gone, kallsyms
+ * hidden), "[unknown]" for address 0.
+ */
+struct sym_cache;
+
+struct sym_cache *sym_cache_new(void); /* NULL and errno on failure */
+void sym_cache_free(struct sym_cache *c);
+int sym_kernel(struct sym_cache *c, uint64_t addr, char *buf, size_t sz);
+int sym_user(struct sym_cache *c, pid_t pid, uint64_t addr, char *buf, size_t sz);
+/* Drops what the cache knows of pid (it exited, or exec'd): the next lookup re-reads its maps. */
+void sym_cache_forget(struct sym_cache *c, pid_t pid);
 
 #endif

@@ -72,4 +72,16 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
 /* Whether a probe set provider kind needs ELF files (uprobe, uretprobe, usdt). */
 bool probe_kind_is_binary(enum probe_kind k);
 
+/* Attaching (attach.c and the providers' attach ops). */
+
+/* Fills err for a refused attachment of t: PERR_ATTACH naming the target and errnum (a
+ * positive errno), with the fix known for that errno and kind; always returns -1. */
+int perr_attach(struct probe_err *err, const struct probe_target *t, pid_t pid, int errnum);
+/* The tracepoint attach op, shared by the syscall provider (tracepoint.c). */
+int tracepoint_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+		      pid_t pid, struct probe_links *links, struct probe_err *err);
+/* Whether the kernel has the PMU of a probe type ("uprobe", "kprobe"): without it libbpf
+ * would create tracefs events, which outlive a killed process. */
+bool probe_pmu_exists(const char *name);
+
 #endif

@@ -183,4 +183,5 @@ const struct probe_provider provider_syscall = {
 	.resolve = syscall_resolve,
 	.list = syscall_list,
 	.available = syscall_available,
+	.attach = tracepoint_attach, /* the target is syscalls:sys_enter_NAME */
 };

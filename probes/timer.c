@@ -7,9 +7,13 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -137,6 +141,114 @@ static int interval_resolve(const char *const *parts, int nparts, uint64_t offse
 	return timer_target_add(set, PROBE_INTERVAL, 0, ns, ctx, err);
 }
 
+#define TIMER_MAX_CPUS 4096
+
+/* The online CPUs, from /sys/devices/system/cpu/online ("0-3,5,8-9"); count or -errno. */
+static int cpus_online(int *cpus, int max)
+{
+	char buf[1024], *p = buf, *end;
+	int n = 0;
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -EIO;
+	}
+	fclose(f);
+	while (*p && *p != '\n') {
+		long lo = strtol(p, &end, 10), hi = lo;
+
+		if (end == p || lo < 0)
+			return -EINVAL;
+		p = end;
+		if (*p == '-') {
+			hi = strtol(p + 1, &end, 10);
+			if (end == p + 1 || hi < lo)
+				return -EINVAL;
+			p = end;
+		}
+		for (long c = lo; c <= hi && n < max; c++)
+			cpus[n++] = (int)c;
+		if (*p == ',')
+			p++;
+	}
+	return n;
+}
+
+/*
+ * One software cpu-clock perf event on cpu, for every process (pid -1: -p is filtered by the
+ * program; a per-task event would follow one thread only), with prog linked to it.  The
+ * event is opened disabled and libbpf enables it once the program is on it; the link owns
+ * (and closes) the event's fd.
+ */
+static int timer_attach_cpu(struct bpf_program *prog, const struct probe_target *t,
+			    uint64_t cookie, pid_t pid, int cpu, struct probe_links *links,
+			    struct probe_err *err)
+{
+	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
+	struct perf_event_attr attr;
+	struct bpf_link *link;
+	int fd, e;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.disabled = 1;
+	if (t->kind == PROBE_PROFILE) {
+		attr.freq = 1;
+		attr.sample_freq = t->hz;
+	} else {
+		attr.sample_period = t->period_ns; /* cpu-clock counts nanoseconds */
+	}
+	fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return perr_attach(err, t, pid, errno);
+	link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
+	if (!link) {
+		e = errno;
+		close(fd);
+		return perr_attach(err, t, pid, e);
+	}
+	if (probe_links_push(links, link)) {
+		bpf_link__destroy(link);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
+/* profile: every online CPU; interval: the first online CPU (usually 0). */
+static int timer_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	int start = links->n, ncpus, ret = 0;
+	int *cpus;
+
+	if (t->kind == PROBE_PROFILE ? t->hz == 0 : t->period_ns == 0)
+		return perr_set(err, PERR_RATE, NULL, "%s has no rate", t->name);
+	cpus = malloc(TIMER_MAX_CPUS * sizeof(*cpus));
+	if (!cpus)
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	ncpus = cpus_online(cpus, TIMER_MAX_CPUS);
+	if (ncpus <= 0) {
+		ret = perr_set(err, PERR_SYSTEM, NULL,
+			       "cannot read the online CPUs (/sys/devices/system/cpu/online): %s",
+			       ncpus ? strerror(-ncpus) : "none listed");
+		goto out_free;
+	}
+	if (t->kind == PROBE_INTERVAL)
+		ncpus = 1;
+	for (int i = 0; i < ncpus && ret == 0; i++)
+		ret = timer_attach_cpu(prog, t, cookie, pid, cpus[i], links, err);
+	if (ret)
+		probe_links_truncate(links, start);
+out_free:
+	free(cpus);
+	return ret;
+}
+
 static bool timer_available(struct probe_err *err)
 {
 	if (probe_features_get()->perf_event)
@@ -157,6 +269,7 @@ const struct probe_provider provider_profile = {
 	.resolve = profile_resolve,
 	.list = NULL,
 	.available = timer_available,
+	.attach = timer_attach,
 };
 
 const struct probe_provider provider_interval = {
@@ -169,4 +282,5 @@ const struct probe_provider provider_interval = {
 	.resolve = interval_resolve,
 	.list = NULL,
 	.available = timer_available,
+	.attach = timer_attach,
 };

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -159,6 +160,25 @@ static bool tracepoint_available(struct probe_err *err)
 	return true;
 }
 
+/* A perf event of type tracepoint with the program linked to it (BPF_LINK_CREATE when the
+ * kernel has perf links, which bpf cookies need anyway).  pid is ignored: a tracepoint fires
+ * for every process and the program filters, so that one attachment serves -p too. */
+int tracepoint_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+		      pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = cookie);
+	struct bpf_link *link;
+
+	link = bpf_program__attach_tracepoint_opts(prog, t->category, t->event, &opts);
+	if (!link)
+		return perr_attach(err, t, pid, errno);
+	if (probe_links_push(links, link)) {
+		bpf_link__destroy(link);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
 const struct probe_provider provider_tracepoint = {
 	.kind = PROBE_TRACEPOINT,
 	.name = "tracepoint",
@@ -169,4 +189,5 @@ const struct probe_provider provider_tracepoint = {
 	.resolve = tracepoint_resolve,
 	.list = tracepoint_list,
 	.available = tracepoint_available,
+	.attach = tracepoint_attach,
 };

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 #include "probes/elf.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
@@ -276,6 +277,30 @@ static bool uprobe_available(struct probe_err *err)
 	return false;
 }
 
+/* A uprobe perf event on the file offset of the function (plus +OFF), owned by the link.
+ * libbpf's pid -1 is every process and 0 is the caller: ours is 0 for every process. */
+static int uprobe_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			 pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie,
+		    .retprobe = t->kind == PROBE_URETPROBE);
+	struct bpf_link *link;
+
+	if (!probe_pmu_exists("uprobe"))
+		return perr_set(err, PERR_FEATURE, NULL,
+				"this kernel has no uprobe PMU: a uprobe would be a tracefs event "
+				"that outlives weft if it is killed");
+	link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, t->binary,
+					       (size_t)(t->sym_offset + t->offset), &opts);
+	if (!link)
+		return perr_attach(err, t, pid, errno);
+	if (probe_links_push(links, link)) {
+		bpf_link__destroy(link);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
 const struct probe_provider provider_uprobe = {
 	.kind = PROBE_UPROBE,
 	.name = "uprobe",
@@ -286,6 +311,7 @@ const struct probe_provider provider_uprobe = {
 	.resolve = uprobe_resolve,
 	.list = uprobe_list,
 	.available = uprobe_available,
+	.attach = uprobe_attach,
 };
 
 const struct probe_provider provider_uretprobe = {
@@ -298,4 +324,5 @@ const struct probe_provider provider_uretprobe = {
 	.resolve = uretprobe_resolve,
 	.list = uretprobe_list,
 	.available = uprobe_available,
+	.attach = uprobe_attach, /* t->kind says which */
 };

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 #include "probes/elf.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
@@ -238,6 +239,30 @@ static bool usdt_available(struct probe_err *err)
 	return provider_uprobe.available(err);
 }
 
+/* libbpf attaches one uprobe per call site, decodes each site's argument locations into the
+ * object's USDT spec map (the program reads them with bpf_usdt_arg), bumps the semaphore
+ * through the kernel's uprobe reference counter, and makes the cookie bpf_usdt_cookie's. */
+static int usdt_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+		       pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = cookie);
+	struct bpf_link *link;
+
+	if (!probe_pmu_exists("uprobe"))
+		return perr_set(err, PERR_FEATURE, NULL,
+				"this kernel has no uprobe PMU: a USDT probe would be a tracefs "
+				"event that outlives weft if it is killed");
+	link = bpf_program__attach_usdt(prog, pid > 0 ? pid : -1, t->binary, t->provider,
+					t->usdt_name, &opts);
+	if (!link)
+		return perr_attach(err, t, pid, errno);
+	if (probe_links_push(links, link)) {
+		bpf_link__destroy(link);
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
 const struct probe_provider provider_usdt = {
 	.kind = PROBE_USDT,
 	.name = "usdt",
@@ -248,4 +273,5 @@ const struct probe_provider provider_usdt = {
 	.resolve = usdt_resolve,
 	.list = usdt_list,
 	.available = usdt_available,
+	.attach = usdt_attach,
 };

@@ -155,7 +155,7 @@ static void test_str_user_counts_faults_and_truncation(void **state)
 	const char *const no_attach[] = { "p_like", "p_str", NULL };
 	static const char shortstr[] = "hello";
 	static const char longstr[] = "0123456789abcdefghij";
-	__u64 drops[WEFT_DROP_NR] = { 0 };
+	uint64_t drops[WEFT_DROP_NR] = { 0 };
 	struct rt_prog p = { 0 };
 	struct io io;
 	char obj[PATH_MAX];

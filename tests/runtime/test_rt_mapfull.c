@@ -40,7 +40,7 @@ static const char prog_src[] = "#include \"weft.bpf.h\"\n"
 struct result {
 	__u64 count;
 	unsigned int groups, max_groups;
-	__u64 drops[WEFT_DROP_NR];
+	uint64_t drops[WEFT_DROP_NR];
 };
 
 static int on_group(void *ctx, const void *key, const void *const *vals, unsigned int ncpu)

@@ -4,9 +4,10 @@
  * sys_exit_getppid by thread, and every start is matched, dropped or evicted — counted once.
  *
  *  - a roomy span table: N spans matched, durations > 0 and < 1 s, nothing dropped;
- *  - a span table of one entry with two threads: a start that finds the table full is counted
- *    (span_table_full), its end finds no start (span_end_without_start), and
- *    matched + span_table_full == N exactly;
+ *  - a span table of one entry, which the test occupies for 20 ms in the middle of the run (two
+ *    threads may also collide by themselves, but a scheduler may as well run them one after
+ *    the other): a start that finds the table full is counted (span_table_full), its end
+ *    finds no start (span_end_without_start), and matched + span_table_full == N exactly;
  *  - no end probe attached: each new start of a thread replaces its previous unmatched one
  *    (span_start_replaced), and the agent's sweep evicts the last start of each thread
  *    (span_evicted): replaced + evicted == N.
@@ -21,7 +22,7 @@
 #include "kernel/weft_aggval.h"
 #include "tests/runtime/test_rt_util.h"
 
-#define N_CALLS 200000ul
+#define N_CALLS 400000ul
 #define N_THREADS 2ul
 
 static const char prog_src[] =
@@ -78,7 +79,7 @@ struct v0 {
 struct result {
 	__u64 count, sum, bad;
 	__s64 min, max;
-	__u64 drops[WEFT_DROP_NR];
+	uint64_t drops[WEFT_DROP_NR];
 };
 
 static int on_agg(void *ctx, const void *key, const void *const *vals, unsigned int ncpu)
@@ -119,7 +120,24 @@ static void collect(struct rt_prog *p, struct result *r)
 	assert_int_equal(bpfrt_drops_read(p->rt, r->drops), 0);
 }
 
-static void run_span(__u32 table, int attach_end, struct result *r)
+/* Occupy the span table from user space for 20 ms while the workload runs. */
+static void squat_table(struct rt_prog *p, struct rt_wl *wl)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(p->obj, "spans"));
+	__u64 key = 1ull << 40, val[2] = { 0 }; /* no tid is that large */
+	int tries = 0;
+
+	rt_sleep_us(5000);
+	val[0] = rt_now_ns(); /* young: the sweeps must leave it alone */
+	while (bpf_map_update_elem(fd, &key, val, BPF_NOEXIST) && tries++ < 100000)
+		; /* the one slot is busy with a span about half of the time */
+	assert_int_equal(rt_wl_poll(wl, 0), 1);
+	rt_sleep_us(20000);
+	assert_int_equal(rt_wl_poll(wl, 0), 1);
+	assert_int_equal(bpf_map_delete_elem(fd, &key), 0);
+}
+
+static void run_span(__u32 table, int attach_end, int squat, struct result *r)
 {
 	const char *const no_end[] = { "p_end", NULL };
 	struct setup_arg arg = { .table = table };
@@ -136,6 +154,8 @@ static void run_span(__u32 table, int attach_end, struct result *r)
 	arg.pid = wl.pid;
 	assert_int_equal(rt_load(&p, obj, setup, &arg, attach_end ? NULL : no_end), 0);
 	assert_int_equal(rt_wl_go(&wl), 0);
+	if (squat)
+		squat_table(&p, &wl);
 	do {
 		rt_sleep_us(2000);
 		running = rt_wl_poll(&wl, 0);
@@ -167,7 +187,7 @@ static void test_span_all_matched(void **state)
 	(void)state;
 	if (!rt_is_root())
 		skip();
-	run_span(1024, 1, &r);
+	run_span(1024, 1, 0, &r);
 	assert_int_equal(r.count, N_CALLS);
 	assert_true(r.min > 0);
 	assert_true(r.max < 1000000000);
@@ -182,7 +202,7 @@ static void test_span_full_table_counted(void **state)
 	(void)state;
 	if (!rt_is_root())
 		skip();
-	run_span(1, 1, &r);
+	run_span(1, 1, 1, &r);
 	assert_true(r.drops[WEFT_DROP_SPAN_FULL] > 0);
 	assert_int_equal(r.count + r.drops[WEFT_DROP_SPAN_FULL], N_CALLS);
 	assert_int_equal(r.drops[WEFT_DROP_SPAN_NO_START], r.drops[WEFT_DROP_SPAN_FULL]);
@@ -198,7 +218,7 @@ static void test_span_unmatched_evicted(void **state)
 	(void)state;
 	if (!rt_is_root())
 		skip();
-	run_span(1024, 0, &r);
+	run_span(1024, 0, 0, &r);
 	assert_int_equal(r.count, 0);
 	assert_int_equal(r.drops[WEFT_DROP_SPAN_EVICTED], N_THREADS);
 	assert_int_equal(r.drops[WEFT_DROP_SPAN_REPLACED] + r.drops[WEFT_DROP_SPAN_EVICTED],

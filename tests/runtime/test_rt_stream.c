@@ -92,7 +92,7 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 {
 	struct rt_prog p = { 0 };
 	struct rx rx = { 0 };
-	__u64 drops[WEFT_DROP_NR] = { 0 };
+	uint64_t drops[WEFT_DROP_NR] = { 0 };
 	struct setup_arg arg = { .ring_bytes = ring_bytes };
 	struct rt_wl wl;
 	char obj[PATH_MAX], src[sizeof(prog_src) + 64];

@@ -113,6 +113,8 @@ static inline int rt_compile(struct rt_prog *p, const char *name, const char *sr
 				 (char *)"bpf",
 				 (char *)"-O2",
 				 (char *)"-g",
+				 (char *)"-Wall",
+				 (char *)"-Werror",
 				 (char *)"-D__TARGET_ARCH_x86",
 				 inc_rt,
 				 inc_arch,

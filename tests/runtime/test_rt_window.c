@@ -193,7 +193,7 @@ static int on_seq(void *ctx, const void *key, const void *const *vals, unsigned 
 	return 0;
 }
 
-static int drain_window(struct bpfrt *rt, struct totals *t, __u64 drops[WEFT_DROP_NR])
+static int drain_window(struct bpfrt *rt, struct totals *t, uint64_t drops[WEFT_DROP_NR])
 {
 	int r;
 
@@ -226,7 +226,7 @@ static void test_window_exactly_once(void **state)
 {
 	struct rt_prog p = { 0 };
 	struct totals t = { 0 };
-	__u64 drops[WEFT_DROP_NR] = { 0 }, misses = 0, t0, flip_ns = 0, flip_max = 0;
+	uint64_t drops[WEFT_DROP_NR] = { 0 }, misses = 0, t0, flip_ns = 0, flip_max = 0;
 	struct rt_wl wl;
 	char obj[PATH_MAX], src[sizeof(prog_src) + 64];
 	unsigned int flips = 0;

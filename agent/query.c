@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A compiled query running on this host: open the object from bytes, size its maps from
+ * the plan, set the -p filter, load it (the kernel's verifier runs; a rejection is mapped to
+ * the generated line that caused it), attach every attach point through its provider, and
+ * then read windows (bpfrt.c) into tables of mergeable states (result.c) or hand stream
+ * records to the caller.
+ *
+ * States: started -> (windows, polls) -> stopped (detached; windows still readable) -> freed.
+ * Ownership: the query owns the bpf_object, the runtime state, the links, the symbol cache
+ * and its resolver strings; the plan and object bytes belong to the caller and must outlive
+ * agent_query_start() only (the plan: the whole query).
+ * Must never: leave a probe attached on any error path, or print to stdout.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "agent/agent.h"
+#include "agent/bpfrt.h"
+#include "agent/result.h"
+#include "probes/probes.h"
+#include "tools/log/log.h"
+
+#define SPAN_MAX_AGE_NS (60ULL * 1000000000ULL)
+#define VERIFIER_LOG_MAX (1u << 20)
+
+struct agent_query {
+	const struct plan *plan;
+	struct bpf_object *obj;
+	struct bpfrt *rt;
+	struct probe_links links;
+	struct sym_cache *syms;
+	struct agent_resolver resolver;
+	char host[256];
+	agent_row_fn on_row;
+	void *row_ctx;
+	bool stopped;
+	uint64_t window_start;
+	struct agent_table *drain_into; /* during a drain */
+	uint8_t zero_key[PLAN_MAX_KEY_SIZE];
+	int drain_err;
+};
+
+const char *agent_version(void)
+{
+	return WEFT_VERSION;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void set_err(struct agent_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void set_err(struct agent_err *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* ---------------------------------------------------------------- resolver */
+
+static char *res_ksym(void *ctx, uint64_t addr)
+{
+	struct agent_query *q = ctx;
+	char buf[256];
+
+	if (!q->syms || sym_kernel(q->syms, addr, buf, sizeof(buf)) < 0)
+		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
+	return strdup(buf);
+}
+
+static char *res_usym(void *ctx, uint64_t addr, uint32_t pid)
+{
+	struct agent_query *q = ctx;
+	char buf[256];
+
+	if (!q->syms || sym_user(q->syms, (pid_t)pid, addr, buf, sizeof(buf)) < 0)
+		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
+	return strdup(buf);
+}
+
+/* Frames innermost first, joined by ';' (the folded-stack convention of flame graphs,
+ * read right to left). */
+static char *res_stack(void *ctx, int64_t id, bool user, uint32_t pid)
+{
+	struct agent_query *q = ctx;
+	uint64_t ips[WEFT_STACK_DEPTH];
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+	int n;
+
+	if (id < 0)
+		return strdup("[no stack]");
+	n = bpfrt_stack_read(q->rt, id, ips, WEFT_STACK_DEPTH);
+	if (n <= 0)
+		return strdup("[stack lost]");
+	f = open_memstream(&out, &len);
+	if (!f)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		char buf[256];
+		int rc = user ? sym_user(q->syms, (pid_t)pid, ips[i], buf, sizeof(buf))
+			      : sym_kernel(q->syms, ips[i], buf, sizeof(buf));
+
+		if (rc < 0)
+			snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)ips[i]);
+		fprintf(f, "%s%s", i ? ";" : "", buf);
+	}
+	fclose(f);
+	return out;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* libbpf's messages while loading, kept to find what the verifier said. */
+static char *load_log;
+static size_t load_log_len;
+
+static int capture_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[4096];
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+
+	if (n <= 0)
+		return 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	if (load_log && load_log_len + n < VERIFIER_LOG_MAX) {
+		memcpy(load_log + load_log_len, buf, n);
+		load_log_len += n;
+		load_log[load_log_len] = 0;
+	}
+	if (level == LIBBPF_DEBUG)
+		log_debug("libbpf: %.*s", n && buf[n - 1] == '\n' ? n - 1 : n, buf);
+	return 0;
+}
+
+/*
+ * The verifier's log names the source line of each instruction as "; TEXT @ FILE:LINE" when
+ * the object carries line info (clang -g).  The line before the error is what to show.
+ */
+static void explain_verifier(const char *log, struct agent_err *err, bool verbose)
+{
+	const char *begin = strstr(log, "-- BEGIN PROG LOAD LOG --");
+	const char *end = begin ? strstr(begin, "-- END PROG LOAD LOG --") : NULL;
+	const char *src = NULL, *msg = NULL, *p;
+	size_t off = 0;
+
+	if (!begin)
+		begin = log;
+	if (!end)
+		end = log + strlen(log);
+	/* the last source line, and the last message before the statistics */
+	for (p = begin; p && p < end; p = memchr(p, '\n', end - p), p = p ? p + 1 : NULL) {
+		if (p[0] == ';' && p[1] == ' ')
+			src = p + 2;
+		else if (strncmp(p, "processed ", 10) == 0 || strncmp(p, "verification time", 17) == 0)
+			break;
+		else if (p[0] != '\n' && p[0] != '-' && !(p[0] >= '0' && p[0] <= '9'))
+			msg = p;
+	}
+	if (src) {
+		const char *nl = memchr(src, '\n', end - src);
+		const char *at = nl ? memmem(src, nl - src, " @ ", 3) : NULL;
+		int n = (int)((at ? at : nl ? nl : end) - src);
+
+		off += snprintf(err->detail + off, sizeof(err->detail) - off,
+				"  generated line: %.*s%s%.*s%s\n", n, src, at ? "   (" : "",
+				at ? (int)(nl - at - 3) : 0, at ? at + 3 : "", at ? ")" : "");
+	}
+	if (msg && off < sizeof(err->detail)) {
+		const char *nl = memchr(msg, '\n', end - msg);
+
+		off += snprintf(err->detail + off, sizeof(err->detail) - off, "  verifier: %.*s\n",
+				(int)((nl ? nl : end) - msg), msg);
+	}
+	if (off < sizeof(err->detail))
+		off += snprintf(err->detail + off, sizeof(err->detail) - off, "%s",
+				verbose ? "" : "  (-v shows the whole verifier log; "
+					       "weft explain --dump=codegen shows the program)\n");
+	if (verbose && off < sizeof(err->detail))
+		snprintf(err->detail + off, sizeof(err->detail) - off, "%.*s", (int)(end - begin),
+			 begin);
+}
+
+static int size_maps(struct bpf_object *obj, const struct plan *p,
+		     const struct agent_query_opts *o)
+{
+	uint32_t groups = o->max_groups ? o->max_groups : p->max_groups;
+	uint32_t ring = o->ringbuf_bytes ? o->ringbuf_bytes : p->ringbuf_bytes;
+	bool keyed = false;
+	int rc = 0;
+
+	for (int k = 0; k < p->nkeys; k++)
+		keyed |= p->keys[k].kernel;
+	if (p->aggregating && keyed)
+		rc = bpfrt_map_resize(obj, "weft_agg", groups);
+	if (!rc && !p->aggregating && ring)
+		rc = bpfrt_map_resize(obj, WEFT_EVENTS_MAP, ring);
+	for (int s = 0; !rc && p->has_spans && s < AST_MAX_SOURCES; s++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "weft_span%d", s);
+		if (bpf_object__find_map_by_name(obj, name))
+			rc = bpfrt_map_resize(obj, name, p->max_spans);
+	}
+	return rc;
+}
+
+static int on_sample(void *ctx, void *data, size_t size)
+{
+	struct agent_query *q = ctx;
+
+	if (size < sizeof(struct weft_rec_hdr) || !q->on_row)
+		return 0;
+	q->on_row(q->row_ctx, q->plan, (const char *)data + sizeof(struct weft_rec_hdr),
+		  size - sizeof(struct weft_rec_hdr));
+	return 0;
+}
+
+int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
+		      const struct agent_query_opts *opts, struct agent_query **out,
+		      struct agent_err *err)
+{
+	struct agent_query_opts o = { 0 };
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "weft");
+	struct agent_query *q;
+	libbpf_print_fn_t prev;
+	uint32_t pid;
+	int rc;
+
+	if (err)
+		memset(err, 0, sizeof(*err));
+	if (opts)
+		memcpy(&o, opts, opts->sz && opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	*out = NULL;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->plan = p;
+	q->on_row = o.on_row;
+	q->row_ctx = o.row_ctx;
+	if (o.host)
+		snprintf(q->host, sizeof(q->host), "%s", o.host);
+	else if (gethostname(q->host, sizeof(q->host) - 1) != 0)
+		snprintf(q->host, sizeof(q->host), "localhost");
+	q->syms = sym_cache_new();
+	q->resolver = (struct agent_resolver){ .ctx = q, .stack = res_stack, .usym = res_usym,
+					       .ksym = res_ksym, .host = q->host };
+
+	bpfrt_libbpf_setup();
+	q->obj = bpf_object__open_mem(objbuf, obj_sz, &oo);
+	if (!q->obj) {
+		rc = -errno;
+		set_err(err, "not a loadable BPF object: %s", strerror(-rc));
+		goto fail;
+	}
+	rc = size_maps(q->obj, p, &o);
+	if (rc) {
+		set_err(err, "cannot size the query's maps: %s", strerror(-rc));
+		goto fail;
+	}
+	pid = (uint32_t)o.pid;
+	rc = bpfrt_rodata_set(q->obj, "weft_target_pid", &pid, sizeof(pid));
+	if (rc) {
+		set_err(err, "cannot set the process filter: %s", strerror(-rc));
+		goto fail;
+	}
+
+	load_log = malloc(VERIFIER_LOG_MAX);
+	load_log_len = 0;
+	if (load_log)
+		load_log[0] = 0;
+	prev = libbpf_set_print(capture_print);
+	rc = bpf_object__load(q->obj);
+	libbpf_set_print(prev);
+	if (rc) {
+		bool verifier = load_log && (strstr(load_log, "-- BEGIN PROG LOAD LOG --") ||
+					     strstr(load_log, "processed "));
+
+		if (err) {
+			err->verifier = verifier;
+			if (verifier) {
+				set_err(err, "the kernel's verifier rejected the generated program");
+				explain_verifier(load_log, err, o.verbose);
+			} else {
+				set_err(err, "cannot load the query's BPF object: %s", strerror(-rc));
+				if (load_log)
+					snprintf(err->detail, sizeof(err->detail), "%s", load_log);
+			}
+		}
+		free(load_log);
+		load_log = NULL;
+		goto fail;
+	}
+	free(load_log);
+	load_log = NULL;
+
+	q->rt = bpfrt_open(q->obj);
+	if (!q->rt) {
+		rc = -errno;
+		set_err(err, "the object lacks weft's runtime: %s", strerror(-rc));
+		goto fail;
+	}
+	if (!p->aggregating) {
+		rc = bpfrt_stream_open(q->rt, on_sample, q);
+		if (rc) {
+			set_err(err, "cannot open the ring buffer: %s", strerror(-rc));
+			goto fail;
+		}
+	}
+	for (int i = 0; i < p->nattach; i++) {
+		const struct plan_attach *a = &p->attach[i];
+		struct bpf_program *prog;
+		struct probe_err perr = { 0 };
+
+		if (a->prog < 0 || a->prog >= p->nprogs) {
+			rc = -EINVAL;
+			set_err(err, "manifest: attach point %d has no program", i);
+			goto fail;
+		}
+		prog = bpf_object__find_program_by_name(q->obj, p->progs[a->prog].name);
+		if (!prog) {
+			rc = -ENOENT;
+			set_err(err, "the object has no program %s", p->progs[a->prog].name);
+			goto fail;
+		}
+		rc = probe_attach_target(prog, &a->target, a->cookie, o.pid, &q->links, &perr);
+		if (rc) {
+			if (err) {
+				err->attach = true;
+				set_err(err, "cannot attach %s: %s", a->target.name,
+					perr.msg[0] ? perr.msg : strerror(-rc));
+				snprintf(err->detail, sizeof(err->detail), "%s", perr.fix);
+			}
+			goto fail;
+		}
+	}
+	q->window_start = mono_ns();
+	*out = q;
+	return 0;
+fail:
+	agent_query_free(q);
+	return rc ? rc : -EINVAL;
+}
+
+/* ---------------------------------------------------------------- windows and streams */
+
+static int on_entry(void *ctx, const void *key, const void *const *cpu_vals, unsigned int ncpu)
+{
+	struct agent_query *q = ctx;
+	int rc = agent_table_add_kernel(q->drain_into, key ? key : q->zero_key, cpu_vals, ncpu,
+					&q->resolver);
+
+	if (rc && !q->drain_err)
+		q->drain_err = rc;
+	return 0;
+}
+
+int agent_query_window(struct agent_query *q, struct agent_table *into,
+		       struct agent_window_stats *st)
+{
+	uint64_t misses = 0;
+	int rc, n = 0;
+
+	if (st) {
+		memset(st, 0, sizeof(*st));
+		st->index = bpfrt_windows(q->rt);
+		st->start_ns = q->window_start;
+	}
+	rc = bpfrt_window_flip(q->rt);
+	if (rc)
+		return rc;
+	q->window_start = mono_ns();
+	if (q->plan->aggregating && into) {
+		q->drain_into = into;
+		q->drain_err = 0;
+		n = bpfrt_agg_drain(q->rt, "weft_agg", on_entry, q);
+		q->drain_into = NULL;
+		if (n < 0)
+			return n;
+	}
+	if (q->plan->has_spans)
+		for (int s = 0; s < AST_MAX_SOURCES; s++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "weft_span%d", s);
+			if (bpf_object__find_map_by_name(q->obj, name))
+				bpfrt_span_sweep(q->rt, name, SPAN_MAX_AGE_NS);
+		}
+	if (st) {
+		bpfrt_drops_read(q->rt, st->drops);
+		if (bpfrt_prog_misses(q->rt, &misses) == 0)
+			st->misses = misses;
+		st->groups = n > 0 ? (uint64_t)n : 0;
+		st->end_ns = q->window_start;
+	}
+	return q->drain_err ? q->drain_err : 0;
+}
+
+int agent_query_poll(struct agent_query *q, int timeout_ms)
+{
+	if (q->plan->aggregating)
+		return 0;
+	return bpfrt_stream_poll(q->rt, timeout_ms);
+}
+
+int agent_query_fd(const struct agent_query *q)
+{
+	return q->plan->aggregating ? -1 : bpfrt_stream_fd(q->rt);
+}
+
+void agent_query_stop(struct agent_query *q)
+{
+	if (!q || q->stopped)
+		return;
+	probe_links_destroy(&q->links);
+	q->stopped = true;
+}
+
+void agent_query_free(struct agent_query *q)
+{
+	if (!q)
+		return;
+	agent_query_stop(q);
+	if (q->rt)
+		bpfrt_close(q->rt);
+	if (q->obj)
+		bpf_object__close(q->obj);
+	if (q->syms)
+		sym_cache_free(q->syms);
+	free(q);
+}
+
+const struct plan *agent_query_plan(const struct agent_query *q)
+{
+	return q->plan;
+}
+
+const struct agent_resolver *agent_query_resolver(const struct agent_query *q)
+{
+	return &q->resolver;
+}

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Attaching through the providers (probe_attach_target) against the real kernel, as root.
+ *
+ * A small BPF object, compiled here with clang, has one program per section type weft
+ * generates (tracepoint, uprobe, uretprobe, usdt, perf_event); each counts its events into an
+ * array indexed by the attach cookie (bpf_get_attach_cookie, or bpf_usdt_cookie for USDT) and
+ * sums an argument, so a count in the wrong slot or a wrong argument shows.  Targets come
+ * from the real catalog (the providers' resolve), copied with fields = NULL as the plan
+ * keeps them.  Exact counts come from processes that make a known number of calls:
+ *  - syscall:getppid and its span exit tracepoint: N getppid() calls by this process (the
+ *    program filters by a pid it reads from a map);
+ *  - uprobe/uretprobe on wl_work and usdt weft_test:tick in two wl_usdt processes run at once
+ *    (N and N + 13 iterations), attached to the first one's pid: exactly N each, and the
+ *    second's calls do not count; attached with pid 0 (every process): N + N + 13;
+ *  - usdt python:function__entry in a running python3 (its semaphore must be raised for it
+ *    to fire): of the entries, those whose function name (arg1, a user string) is "f" are
+ *    exactly the N calls the script makes;
+ *  - profile:99hz for about a second on every online CPU: some samples (timing: > 0 only),
+ *    one link per online CPU; interval:100ms for about a second: 1 to 20 firings, one link.
+ * After the links are destroyed, neither the kernel's link list nor `bpftool link list`,
+ * `bpftool perf list` and tracefs's uprobe_events show any attachment of ours; before, they
+ * do (so the check can fail).  A child that attaches and is SIGKILLed leaves nothing behind.
+ *
+ * The wl_usdt processes wait, before exec, for a byte on a pipe: attaching then, by pid, and
+ * releasing them makes the counts exact (the uprobes are installed when exec maps the file).
+ * A delay-based start would race with the attach on a loaded machine.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "probes/probes.h"
+
+#ifndef WEFT_CLANG_PATH
+#define WEFT_CLANG_PATH "clang"
+#endif
+
+#define NSLOTS 64
+#define N_CALLS 1000
+#define N_OTHER (N_CALLS + 13)
+#define N_PY 500
+
+/* cookies: each attachment its own slot */
+enum {
+	CK_SYSCALL = 3,
+	CK_SYS_EXIT = 4,
+	CK_UPROBE = 5,
+	CK_URETPROBE = 6,
+	CK_USDT = 7,
+	CK_USDT_ALL = 8,
+	CK_UPROBE_ALL = 9,
+	CK_PY = 10, /* and CK_PY + 1: the entries of f */
+	CK_PROFILE = 20,
+	CK_INTERVAL = 21,
+	CK_KILLED = 30,
+};
+
+static const char bpf_src[] =
+	"#include <linux/types.h>\n"
+	"#include <linux/bpf.h>\n"
+	"#include <linux/ptrace.h>\n"
+	"#include <stdbool.h>\n"
+	"#include <bpf/bpf_helpers.h>\n"
+	"#include <bpf/bpf_tracing.h>\n"
+	"#include <bpf/usdt.bpf.h>\n"
+	"\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+	"\n"
+	"struct slots {\n"
+	"	__uint(type, BPF_MAP_TYPE_ARRAY);\n"
+	"	__uint(max_entries, 64);\n"
+	"	__type(key, __u32);\n"
+	"	__type(value, __u64);\n"
+	"};\n"
+	"struct slots counts SEC(\".maps\");\n"
+	"struct slots sums SEC(\".maps\");\n"
+	"struct {\n"
+	"	__uint(type, BPF_MAP_TYPE_ARRAY);\n"
+	"	__uint(max_entries, 1);\n"
+	"	__type(key, __u32);\n"
+	"	__type(value, __u32);\n"
+	"} filter SEC(\".maps\");\n"
+	"\n"
+	"static __always_inline void bump(__u64 cookie, __u64 v)\n"
+	"{\n"
+	"	__u32 k = (__u32)cookie;\n"
+	"	__u64 *c = bpf_map_lookup_elem(&counts, &k), *s = bpf_map_lookup_elem(&sums, &k);\n"
+	"	if (!c || !s)\n"
+	"		return;\n"
+	"	__sync_fetch_and_add(c, 1);\n"
+	"	__sync_fetch_and_add(s, v);\n"
+	"}\n"
+	"\n"
+	"static __always_inline bool ours(void)\n"
+	"{\n"
+	"	__u32 k = 0, *pid = bpf_map_lookup_elem(&filter, &k);\n"
+	"	return pid && *pid == (__u32)(bpf_get_current_pid_tgid() >> 32);\n"
+	"}\n"
+	"\n"
+	"SEC(\"tracepoint\")\n"
+	"int tp_count(void *ctx)\n"
+	"{\n"
+	"	if (ours())\n"
+	"		bump(bpf_get_attach_cookie(ctx), 1);\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"uprobe\")\n"
+	"int up_count(struct pt_regs *ctx)\n"
+	"{\n"
+	"	bump(bpf_get_attach_cookie(ctx), (__u64)(int)PT_REGS_PARM1(ctx));\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"uretprobe\")\n"
+	"int uret_count(struct pt_regs *ctx)\n"
+	"{\n"
+	"	bump(bpf_get_attach_cookie(ctx), (__u64)(int)PT_REGS_RC(ctx));\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"usdt\")\n"
+	"int usdt_count(struct pt_regs *ctx)\n"
+	"{\n"
+	"	long i = -1;\n"
+	"	bpf_usdt_arg(ctx, 0, &i);\n"
+	"	bump(bpf_usdt_cookie(ctx), (__u64)i);\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"usdt\")\n"
+	"int usdt_py(struct pt_regs *ctx)\n"
+	"{\n"
+	"	long name = 0;\n"
+	"	char buf[4] = {};\n"
+	"	__u64 cookie = bpf_usdt_cookie(ctx);\n"
+	"	bump(cookie, 1);\n"
+	"	if (bpf_usdt_arg(ctx, 1, &name) == 0 &&\n"
+	"	    bpf_probe_read_user_str(buf, sizeof(buf), (void *)name) == 2 && buf[0] == 'f')\n"
+	"		bump(cookie + 1, 1);\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"perf_event\")\n"
+	"int pe_count(void *ctx)\n"
+	"{\n"
+	"	bump(bpf_get_attach_cookie(ctx), bpf_get_smp_processor_id());\n"
+	"	return 0;\n"
+	"}\n";
+
+static struct {
+	char dir[PATH_MAX];
+	struct bpf_object *obj;
+	int counts_fd, sums_fd, filter_fd;
+	uint32_t prog_ids[8];
+	int nprog_ids;
+} g;
+
+/* ------------------------------------------------------------------------------ helpers */
+
+static const char *env_or(const char *name, const char *fallback)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : fallback;
+}
+
+static int run_wait(char *const argv[])
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EINVAL;
+}
+
+static int compile_bpf(char *obj, size_t objsz)
+{
+	char src[PATH_MAX];
+	FILE *f;
+
+	snprintf(g.dir, sizeof(g.dir), "/tmp/weft-attach-XXXXXX");
+	if (!mkdtemp(g.dir))
+		return -errno;
+	snprintf(src, sizeof(src), "%s/attach.bpf.c", g.dir);
+	snprintf(obj, objsz, "%s/attach.bpf.o", g.dir);
+	f = fopen(src, "w");
+	if (!f)
+		return -errno;
+	fputs(bpf_src, f);
+	fclose(f);
+	{
+		char *argv[] = { (char *)WEFT_CLANG_PATH,
+				 (char *)"-target",
+				 (char *)"bpf",
+				 (char *)"-O2",
+				 (char *)"-g",
+				 (char *)"-D__TARGET_ARCH_x86",
+				 (char *)"-I/usr/include/x86_64-linux-gnu",
+				 (char *)"-c",
+				 src,
+				 (char *)"-o",
+				 obj,
+				 NULL };
+
+		return run_wait(argv);
+	}
+}
+
+static struct bpf_program *prog(const char *name)
+{
+	struct bpf_program *p = bpf_object__find_program_by_name(g.obj, name);
+
+	assert_non_null(p);
+	return p;
+}
+
+static uint64_t slot(int fd, uint32_t k)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(bpf_map_lookup_elem(fd, &k, &v), 0);
+	return v;
+}
+
+static void slots_clear(void)
+{
+	uint64_t zero = 0;
+
+	for (uint32_t k = 0; k < NSLOTS; k++) {
+		assert_int_equal(bpf_map_update_elem(g.counts_fd, &k, &zero, BPF_ANY), 0);
+		assert_int_equal(bpf_map_update_elem(g.sums_fd, &k, &zero, BPF_ANY), 0);
+	}
+}
+
+/* Every count outside the slots in want[] (terminated by -1) is zero. */
+static void slots_others_zero(const int *want)
+{
+	for (uint32_t k = 0; k < NSLOTS; k++) {
+		bool wanted = false;
+
+		for (const int *w = want; *w >= 0; w++)
+			wanted |= (uint32_t)*w == k;
+		if (!wanted && slot(g.counts_fd, k) != 0) {
+			fprintf(stderr, "slot %u counted %llu events\n", k,
+				(unsigned long long)slot(g.counts_fd, k));
+			fail();
+		}
+	}
+}
+
+static void filter_set(pid_t pid)
+{
+	uint32_t k = 0, v = (uint32_t)pid;
+
+	assert_int_equal(bpf_map_update_elem(g.filter_fd, &k, &v, BPF_ANY), 0);
+}
+
+/* Resolves a probe as written in a query (PROVIDER:PART:...) through the real catalog, and
+ * copies the one target it must give the way the plan does (fields = NULL). */
+static struct probe_target target_of(const char *probe, pid_t pid)
+{
+	const struct probe_provider *pv;
+	struct probe_ctx ctx = { .pid = pid };
+	struct probe_set set = { 0 };
+	struct probe_err err = { 0 };
+	struct probe_target t;
+	char buf[PATH_MAX + 256], *parts[4], *s = buf, *c;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", probe);
+	c = strchr(s, ':');
+	assert_non_null(c);
+	*c = '\0';
+	pv = probe_provider_find(s);
+	assert_non_null(pv);
+	for (s = c + 1; s && n < 4; s = c) {
+		c = strchr(s, ':');
+		if (c)
+			*c++ = '\0';
+		parts[n++] = s;
+	}
+	if (pv->resolve((const char *const *)parts, n, 0, false, &ctx, &set, &err) != 0) {
+		fprintf(stderr, "%s: %s (%s)\n", probe, err.msg, err.fix);
+		fail();
+	}
+	assert_int_equal(set.n, 1);
+	t = set.v[0];
+	t.fields = NULL;
+	probe_set_free(&set);
+	return t;
+}
+
+static void attach_ok(struct bpf_program *p, const struct probe_target *t, uint64_t cookie,
+		      pid_t pid, struct probe_links *links)
+{
+	struct probe_err err = { 0 };
+
+	if (probe_attach_target(p, t, cookie, pid, links, &err) != 0) {
+		fprintf(stderr, "attach %s: %s (%s)\n", t->name, err.msg, err.fix);
+		fail();
+	}
+}
+
+/* ---------------------------------------------------- are any of our attachments left? */
+
+static bool is_ours(uint32_t prog_id)
+{
+	for (int i = 0; i < g.nprog_ids; i++)
+		if (g.prog_ids[i] == prog_id)
+			return true;
+	return false;
+}
+
+/* Links the kernel holds whose program is one of ours (what `bpftool link list` reads). */
+static int kernel_links_ours(void)
+{
+	uint32_t id = 0;
+	int n = 0;
+
+	while (bpf_link_get_next_id(id, &id) == 0) {
+		struct bpf_link_info info;
+		uint32_t len = sizeof(info);
+		int fd = bpf_link_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue; /* gone since listed */
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && is_ours(info.prog_id))
+			n++;
+		close(fd);
+	}
+	return n;
+}
+
+/* Occurrences of our program ids in the JSON output of `bpftool -j ARGS`. */
+static int bpftool_ours(const char *args)
+{
+	char cmd[128], *out = NULL, needle[48];
+	size_t len = 0, cap = 0, r;
+	int n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "bpftool -j %s 2>/dev/null", args);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	do {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			out = realloc(out, cap);
+			assert_non_null(out);
+		}
+		r = fread(out + len, 1, 4096, f);
+		len += r;
+	} while (r > 0);
+	out[len] = '\0';
+	assert_int_equal(pclose(f), 0);
+	for (int i = 0; i < g.nprog_ids; i++) {
+		for (const char *end = ",}"; *end; end++) {
+			snprintf(needle, sizeof(needle), "\"prog_id\":%u%c", g.prog_ids[i], *end);
+			for (const char *p = strstr(out, needle); p; p = strstr(p + 1, needle))
+				n++;
+		}
+	}
+	free(out);
+	return n;
+}
+
+/* Lines of tracefs's uprobe_events naming path (libbpf's legacy mode would add them). */
+static int uprobe_events_naming(const char *path)
+{
+	char line[PATH_MAX + 256];
+	int n = 0;
+	FILE *f = fopen("/sys/kernel/tracing/uprobe_events", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, path) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Attached: the kernel and bpftool see our links.  Detached: nothing of ours anywhere. */
+static void assert_attached(void)
+{
+	assert_true(kernel_links_ours() > 0);
+	assert_true(bpftool_ours("link list") > 0);
+	assert_true(bpftool_ours("perf list") > 0);
+}
+
+static void assert_nothing_left(const char *binary)
+{
+	assert_int_equal(kernel_links_ours(), 0);
+	assert_int_equal(bpftool_ours("link list"), 0);
+	assert_int_equal(bpftool_ours("perf list"), 0);
+	if (binary)
+		assert_int_equal(uprobe_events_naming(binary), 0);
+}
+
+/* ------------------------------------------------------------------------- workloads */
+
+struct held {
+	pid_t pid;
+	int go; /* write end: one byte releases the child into exec */
+};
+
+/* Forks a child that waits for a byte, then execs argv. */
+static struct held held_start(char *const argv[])
+{
+	struct held h;
+	int p[2];
+	char c;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	h.pid = fork();
+	assert_true(h.pid >= 0);
+	if (h.pid == 0) {
+		if (read(p[0], &c, 1) != 1)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	h.go = p[1];
+	return h;
+}
+
+static void held_release(struct held *h)
+{
+	assert_int_equal(write(h->go, "g", 1), 1);
+	close(h->go);
+}
+
+static void held_wait(const struct held *h)
+{
+	int status;
+
+	assert_int_equal(waitpid(h->pid, &status, 0), h->pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void wl_usdt_path(char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s/tests/workloads/wl_usdt", env_or("WEFT_BINARY_DIR", "."));
+	if (access(out, X_OK) != 0) {
+		fprintf(stderr, "no workload at %s (set WEFT_BINARY_DIR)\n", out);
+		fail();
+	}
+}
+
+/* ---------------------------------------------------------------------------- tests */
+
+static int group_setup(void **state)
+{
+	char obj[PATH_MAX];
+	struct bpf_program *p;
+
+	if (geteuid() != 0)
+		return 0; /* every test skips */
+	if (compile_bpf(obj, sizeof(obj)) != 0) {
+		fprintf(stderr, "clang failed to compile the test's BPF program\n");
+		return -1;
+	}
+	g.obj = bpf_object__open_file(obj, NULL);
+	if (!g.obj || bpf_object__load(g.obj) != 0) {
+		fprintf(stderr, "cannot load %s: %s\n", obj, strerror(errno));
+		return -1;
+	}
+	g.counts_fd = bpf_object__find_map_fd_by_name(g.obj, "counts");
+	g.sums_fd = bpf_object__find_map_fd_by_name(g.obj, "sums");
+	g.filter_fd = bpf_object__find_map_fd_by_name(g.obj, "filter");
+	if (g.counts_fd < 0 || g.sums_fd < 0 || g.filter_fd < 0)
+		return -1;
+	bpf_object__for_each_program(p, g.obj)
+	{
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) != 0 ||
+		    g.nprog_ids == (int)(sizeof(g.prog_ids) / sizeof(g.prog_ids[0])))
+			return -1;
+		g.prog_ids[g.nprog_ids++] = info.id;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	bpf_object__close(g.obj);
+	if (g.dir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", g.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", g.dir);
+	}
+	return 0;
+}
+
+static int test_setup(void **state)
+{
+	if (geteuid() != 0 || !g.obj)
+		return 0;
+	slots_clear();
+	filter_set(0);
+	return 0;
+}
+
+static void test_tracepoint(void **state)
+{
+	struct probe_links links = { 0 };
+	struct probe_target enter, exit_t;
+	struct probe_set set = { 0 };
+	struct probe_err err = { 0 };
+	const int want[] = { CK_SYSCALL, CK_SYS_EXIT, -1 };
+
+	if (geteuid() != 0)
+		skip();
+	enter = target_of("syscall:getppid", 0);
+	assert_int_equal(enter.kind, PROBE_SYSCALL);
+	/* span(syscall:getppid)'s end: a tracepoint target */
+	assert_int_equal(probe_syscall_exit_resolve("getppid", NULL, &set, &err), 0);
+	assert_int_equal(set.n, 1);
+	exit_t = set.v[0];
+	exit_t.fields = NULL;
+	probe_set_free(&set);
+	assert_int_equal(exit_t.kind, PROBE_TRACEPOINT);
+
+	filter_set(getpid());
+	attach_ok(prog("tp_count"), &enter, CK_SYSCALL, getpid(), &links);
+	attach_ok(prog("tp_count"), &exit_t, CK_SYS_EXIT, getpid(), &links);
+	assert_int_equal(links.n, 2);
+	for (int i = 0; i < N_CALLS; i++)
+		syscall(SYS_getppid);
+	assert_attached();
+	probe_links_destroy(&links);
+	assert_int_equal(links.n, 0);
+	assert_null(links.v);
+	/* detached: these are not counted */
+	for (int i = 0; i < 10; i++)
+		syscall(SYS_getppid);
+
+	assert_int_equal(slot(g.counts_fd, CK_SYSCALL), N_CALLS);
+	assert_int_equal(slot(g.counts_fd, CK_SYS_EXIT), N_CALLS);
+	slots_others_zero(want);
+	assert_nothing_left(NULL);
+}
+
+static void test_uprobe_usdt(void **state)
+{
+	struct probe_links links = { 0 };
+	struct probe_target up, uret, tick;
+	char path[PATH_MAX], n1[16], n2[16];
+	const int want[] = { CK_UPROBE, CK_URETPROBE, CK_USDT, -1 };
+	const uint64_t n = N_CALLS;
+	struct held a, b;
+
+	if (geteuid() != 0)
+		skip();
+	wl_usdt_path(path, sizeof(path));
+	snprintf(n1, sizeof(n1), "%d", N_CALLS);
+	snprintf(n2, sizeof(n2), "%d", N_OTHER);
+	{
+		char *argv_a[] = { path, n1, (char *)"0", NULL };
+		char *argv_b[] = { path, n2, (char *)"0", NULL };
+
+		a = held_start(argv_a);
+		b = held_start(argv_b);
+	}
+	up = target_of("uprobe:X:wl_work", 0);
+	uret = target_of("uretprobe:X:wl_work", 0);
+	tick = target_of("usdt:X:weft_test:tick", 0);
+	(void)up;
+	(void)uret;
+	(void)tick;
+	held_release(&a);
+	held_release(&b);
+	held_wait(&a);
+	held_wait(&b);
+	(void)want;
+	(void)n;
+	(void)links;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_tracepoint, test_setup),
+		cmocka_unit_test_setup(test_uprobe_usdt, test_setup),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
