@@ -285,7 +285,8 @@ static void slot_value(const struct plan *p, const struct plan_slot *s, const ui
 	size_t start = txt->len;
 	bool has_int = s->render != RENDER_HOST && s->render != RENDER_STR;
 	int64_t v = has_int ? load_s64(b) : 0; /* slot_valid(): integer slots have 8 bytes */
-	int64_t pid = (s->render == RENDER_USTACK || s->render == RENDER_USYM) ? load_s64(b + 8) : 0;
+	int64_t pid =
+		(s->render == RENDER_USTACK || s->render == RENDER_USYM) ? load_s64(b + 8) : 0;
 
 	memset(kv, 0, sizeof(*kv));
 	kv->text = render_is_text(s->render);
@@ -929,10 +930,10 @@ static void sb_kv(struct sbuf *b, enum render r, const struct kv *v, bool json)
 
 static const char *const drop_names[WEFT_DROP_NR] = WEFT_DROP_NAMES;
 static const char *const drop_units[WEFT_DROP_NR] = {
-	[WEFT_DROP_MAP_FULL] = "events",	 [WEFT_DROP_RINGBUF_FULL] = "rows",
-	[WEFT_DROP_SPAN_FULL] = "span starts",	 [WEFT_DROP_SPAN_EVICTED] = "span starts",
+	[WEFT_DROP_MAP_FULL] = "events",	   [WEFT_DROP_RINGBUF_FULL] = "rows",
+	[WEFT_DROP_SPAN_FULL] = "span starts",	   [WEFT_DROP_SPAN_EVICTED] = "span starts",
 	[WEFT_DROP_SPAN_REPLACED] = "span starts", [WEFT_DROP_STACK] = "stacks",
-	[WEFT_DROP_STR_FAULT] = "strings",	 [WEFT_DROP_STR_TRUNC] = "strings",
+	[WEFT_DROP_STR_FAULT] = "strings",	   [WEFT_DROP_STR_TRUNC] = "strings",
 	[WEFT_DROP_SPAN_NO_START] = "span ends",
 };
 
@@ -1002,13 +1003,13 @@ static void sb_losses(struct sbuf *b, const struct agent_window_stats *st, uint6
 			any = true;
 		}
 	if (st->misses) {
-		sb_printf(b, "%s%" PRIu64 " events (bpf_recursion_miss)", any ? ", " : "lost: ",
-			  st->misses);
+		sb_printf(b, "%s%" PRIu64 " events (bpf_recursion_miss)",
+			  any ? ", " : "lost: ", st->misses);
 		any = true;
 	}
 	if (overflow) {
-		sb_printf(b, "%s%" PRIu64 " groups (agent_table_full)", any ? ", " : "lost: ",
-			  overflow);
+		sb_printf(b, "%s%" PRIu64 " groups (agent_table_full)",
+			  any ? ", " : "lost: ", overflow);
 		any = true;
 	}
 	if (any)
@@ -1227,9 +1228,9 @@ int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		for (int a = 0; a < p->naggs && !rc; a++) {
 			struct agg_spec s = spec_of(&p->aggs[a]);
 
-			rc = agg_state_final(&s, (const uint8_t *)r->g->states +
-							 t->slots[t->agg_slot[a]].soff,
-					     &r->res[a]);
+			rc = agg_state_final(
+				&s, (const uint8_t *)r->g->states + t->slots[t->agg_slot[a]].soff,
+				&r->res[a]);
 		}
 		if (rc)
 			goto out_free;

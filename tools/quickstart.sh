@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# weft's main job, from a fresh Debian 12 machine: installs what is missing, builds, and
-# runs a real query.  (Until `weft run` lands this explains the query against this
-# machine's kernel; see README.md.)
+# weft's main job, from a fresh Debian 12 machine: installs what is missing, builds, starts
+# a real workload (a Redis server on a private loopback port under redis-benchmark), and
+# traces it live: the latency of Redis's own processCommand() per second, then the busiest
+# system-call makers on the host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/deps.sh
 weft_deps_install
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target weft >/dev/null
-query='from tracepoint:raw_syscalls:sys_enter
+WEFT=build/tools/weft
+
+port=${WEFT_DEMO_PORT:-16399}
+dir=$(mktemp -d)
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+	--daemonize no >"$dir/redis.log" 2>&1 &
+redis=$!
+cleanup() {
+	kill "$redis" "${bench:-}" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-benchmark -p "$port" -q -n 2000000 -c 8 -t set,get,incr >/dev/null 2>&1 &
+bench=$!
+
+q1="from span(uprobe:/usr/bin/redis-server:processCommand)
+select count() as commands, avg(duration) as avg_ns, p50(duration), p99(duration)
+every 1s for 4s"
+echo "\$ weft run -p $redis '$q1'"
+$WEFT run -p "$redis" "$q1"
+
+q2="from tracepoint:raw_syscalls:sys_enter
 group by comm select count() as calls
-order by calls desc limit 10 every 1s'
-echo "\$ weft explain '$query'"
-build/tools/weft explain "$query"
+order by calls desc limit 10 every 1s for 3s"
+echo
+echo "\$ weft run '$q2'"
+$WEFT run "$q2"

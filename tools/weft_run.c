@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <wordexp.h>
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "compiler/compiler.h"
@@ -88,25 +89,28 @@ static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 	return 0;
 }
 
-/* -c: a child that waits for the go byte before exec, so nothing is missed. */
+/* -c: a child that waits for the go byte before exec, so nothing is missed.  CMD is split
+ * as a shell would split words (quotes, escapes), without running a shell or substituting
+ * commands. */
 static pid_t spawn_held(const char *cmd, int *go_fd)
 {
-	char *copy = strdup(cmd), *save = NULL, *argv[64];
-	int argc = 0, fds[2];
+	wordexp_t we;
+	int fds[2], rc;
 	pid_t pid;
 
-	if (!copy)
-		return -1;
-	for (char *t = strtok_r(copy, " \t", &save); t && argc < 63; t = strtok_r(NULL, " \t", &save))
-		argv[argc++] = t;
-	argv[argc] = NULL;
-	if (argc == 0) {
-		fprintf(stderr, "weft: -c needs a command\n");
-		free(copy);
+	rc = wordexp(cmd, &we, WRDE_NOCMD | WRDE_UNDEF);
+	if (rc != 0 || we.we_wordc == 0) {
+		fprintf(stderr, "weft: -c '%s': %s\n", cmd,
+			rc == WRDE_CMDSUB ? "command substitution is not allowed"
+			: rc == WRDE_BADCHAR ? "unquoted special character (| & ; < > ( ) { })"
+			: rc == WRDE_BADVAL ? "undefined variable"
+			: rc == 0 ? "no command" : "cannot split the command");
+		if (rc == 0)
+			wordfree(&we);
 		return -1;
 	}
 	if (pipe2(fds, O_CLOEXEC) != 0) {
-		free(copy);
+		wordfree(&we);
 		return -1;
 	}
 	pid = fork();
@@ -116,12 +120,12 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 		close(fds[1]);
 		if (read(fds[0], &b, 1) != 1)
 			_exit(127); /* weft gave up: do not run untraced */
-		execvp(argv[0], argv);
-		fprintf(stderr, "weft: cannot run %s: %s\n", argv[0], strerror(errno));
+		execvp(we.we_wordv[0], we.we_wordv);
+		fprintf(stderr, "weft: cannot run %s: %s\n", we.we_wordv[0], strerror(errno));
 		_exit(127);
 	}
 	close(fds[0]);
-	free(copy);
+	wordfree(&we);
 	if (pid < 0) {
 		close(fds[1]);
 		return -1;

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
@@ -164,11 +165,12 @@ static const char bpf_src[] =
 	"}\n";
 
 static struct {
-	char dir[PATH_MAX];
+	char dir[64];
 	struct bpf_object *obj;
 	int counts_fd, sums_fd, filter_fd;
 	uint32_t prog_ids[8];
 	int nprog_ids;
+	struct probe_links links; /* a test's links: destroyed after it, even when it fails */
 } g;
 
 /* ------------------------------------------------------------------------------ helpers */
@@ -403,12 +405,14 @@ static int uprobe_events_naming(const char *path)
 	return n;
 }
 
-/* Attached: the kernel and bpftool see our links.  Detached: nothing of ours anywhere. */
-static void assert_attached(void)
+/* Attached: the kernel and bpftool see our links (`bpftool perf list` shows tracepoints and
+ * uprobes, not software perf events).  Detached: nothing of ours anywhere. */
+static void assert_attached(bool perf_list)
 {
 	assert_true(kernel_links_ours() > 0);
 	assert_true(bpftool_ours("link list") > 0);
-	assert_true(bpftool_ours("perf list") > 0);
+	if (perf_list)
+		assert_true(bpftool_ours("perf list") > 0);
 }
 
 static void assert_nothing_left(const char *binary)
@@ -531,9 +535,15 @@ static int test_setup(void **state)
 	return 0;
 }
 
+static int test_teardown(void **state)
+{
+	probe_links_destroy(&g.links);
+	return 0;
+}
+
 static void test_tracepoint(void **state)
 {
-	struct probe_links links = { 0 };
+	struct probe_links *links = &g.links;
 	struct probe_target enter, exit_t;
 	struct probe_set set = { 0 };
 	struct probe_err err = { 0 };
@@ -552,15 +562,15 @@ static void test_tracepoint(void **state)
 	assert_int_equal(exit_t.kind, PROBE_TRACEPOINT);
 
 	filter_set(getpid());
-	attach_ok(prog("tp_count"), &enter, CK_SYSCALL, getpid(), &links);
-	attach_ok(prog("tp_count"), &exit_t, CK_SYS_EXIT, getpid(), &links);
-	assert_int_equal(links.n, 2);
+	attach_ok(prog("tp_count"), &enter, CK_SYSCALL, getpid(), links);
+	attach_ok(prog("tp_count"), &exit_t, CK_SYS_EXIT, getpid(), links);
+	assert_int_equal(links->n, 2);
 	for (int i = 0; i < N_CALLS; i++)
 		syscall(SYS_getppid);
-	assert_attached();
-	probe_links_destroy(&links);
-	assert_int_equal(links.n, 0);
-	assert_null(links.v);
+	assert_attached(true);
+	probe_links_destroy(links);
+	assert_int_equal(links->n, 0);
+	assert_null(links->v);
 	/* detached: these are not counted */
 	for (int i = 0; i < 10; i++)
 		syscall(SYS_getppid);
@@ -573,11 +583,14 @@ static void test_tracepoint(void **state)
 
 static void test_uprobe_usdt(void **state)
 {
-	struct probe_links links = { 0 };
+	struct probe_links *links = &g.links;
 	struct probe_target up, uret, tick;
-	char path[PATH_MAX], n1[16], n2[16];
+	char path[PATH_MAX], probe[PATH_MAX + 64], n1[16], n2[16];
 	const int want[] = { CK_UPROBE, CK_URETPROBE, CK_USDT, -1 };
-	const uint64_t n = N_CALLS;
+	const int want_all[] = { CK_UPROBE_ALL, CK_USDT_ALL, -1 };
+	const uint64_t n = N_CALLS, m = N_OTHER;
+	char *argv_a[] = { path, n1, (char *)"0", NULL };
+	char *argv_b[] = { path, n2, (char *)"0", NULL };
 	struct held a, b;
 
 	if (geteuid() != 0)
@@ -585,33 +598,310 @@ static void test_uprobe_usdt(void **state)
 	wl_usdt_path(path, sizeof(path));
 	snprintf(n1, sizeof(n1), "%d", N_CALLS);
 	snprintf(n2, sizeof(n2), "%d", N_OTHER);
-	{
-		char *argv_a[] = { path, n1, (char *)"0", NULL };
-		char *argv_b[] = { path, n2, (char *)"0", NULL };
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
+	up = target_of(probe, 0);
+	snprintf(probe, sizeof(probe), "uretprobe:%s:wl_work", path);
+	uret = target_of(probe, 0);
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_test:tick", path);
+	tick = target_of(probe, 0);
+	assert_int_equal(up.kind, PROBE_UPROBE);
+	assert_int_equal(uret.kind, PROBE_URETPROBE);
+	assert_int_equal(tick.kind, PROBE_USDT);
 
-		a = held_start(argv_a);
-		b = held_start(argv_b);
-	}
-	up = target_of("uprobe:X:wl_work", 0);
-	uret = target_of("uretprobe:X:wl_work", 0);
-	tick = target_of("usdt:X:weft_test:tick", 0);
-	(void)up;
-	(void)uret;
-	(void)tick;
+	/* -p a: a's calls count, b's (running at the same time) do not */
+	a = held_start(argv_a);
+	b = held_start(argv_b);
+	attach_ok(prog("up_count"), &up, CK_UPROBE, a.pid, links);
+	attach_ok(prog("uret_count"), &uret, CK_URETPROBE, a.pid, links);
+	attach_ok(prog("usdt_count"), &tick, CK_USDT, a.pid, links);
+	assert_int_equal(links->n, 3);
+	assert_attached(true);
 	held_release(&a);
 	held_release(&b);
 	held_wait(&a);
 	held_wait(&b);
-	(void)want;
-	(void)n;
-	(void)links;
+	probe_links_destroy(links);
+	assert_nothing_left(path);
+
+	assert_int_equal(slot(g.counts_fd, CK_UPROBE), n);
+	assert_int_equal(slot(g.sums_fd, CK_UPROBE), n * (n - 1) / 2); /* arg0 = i */
+	assert_int_equal(slot(g.counts_fd, CK_URETPROBE), n);
+	assert_int_equal(slot(g.sums_fd, CK_URETPROBE), 3 * n * (n - 1) / 2 + n); /* 3i + 1 */
+	assert_int_equal(slot(g.counts_fd, CK_USDT), n);
+	assert_int_equal(slot(g.sums_fd, CK_USDT), n * (n - 1) / 2); /* tick's arg0 = i */
+	slots_others_zero(want);
+
+	/* pid 0: every process that runs this file (only ours do: it is our build's) */
+	slots_clear();
+	a = held_start(argv_a);
+	b = held_start(argv_b);
+	attach_ok(prog("up_count"), &up, CK_UPROBE_ALL, 0, links);
+	attach_ok(prog("usdt_count"), &tick, CK_USDT_ALL, 0, links);
+	held_release(&a);
+	held_release(&b);
+	held_wait(&a);
+	held_wait(&b);
+	probe_links_destroy(links);
+	assert_int_equal(slot(g.counts_fd, CK_UPROBE_ALL), n + m);
+	assert_int_equal(slot(g.counts_fd, CK_USDT_ALL), n + m);
+	assert_int_equal(slot(g.sums_fd, CK_USDT_ALL), n * (n - 1) / 2 + m * (m - 1) / 2);
+	slots_others_zero(want_all);
+	assert_nothing_left(path);
+}
+
+static const char py_script[] = "import sys\n"
+				"def f():\n"
+				"    pass\n"
+				"n = int(sys.argv[1])\n"
+				"sys.stdout.write('ready\\n')\n"
+				"sys.stdout.flush()\n"
+				"sys.stdin.readline()\n"
+				"for i in range(n):\n"
+				"    f()\n";
+
+/* USDT with a semaphore, attached by pid to a python3 that is already running. */
+static void test_usdt_python_running(void **state)
+{
+	struct probe_links *links = &g.links;
+	struct probe_target t;
+	char python[PATH_MAX], narg[16], line[64], probe[PATH_MAX + 64];
+	const int want[] = { CK_PY, CK_PY + 1, -1 };
+	int in[2], out[2], status;
+	FILE *from;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		skip();
+	if (probe_resolve_binary("python3", 0, python, sizeof(python)) != 0)
+		skip(); /* no python3 on this host */
+	snprintf(narg, sizeof(narg), "%d", N_PY);
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = { python, (char *)"-c", (char *)py_script, narg, NULL };
+
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execv(python, argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	from = fdopen(out[0], "r");
+	assert_non_null(from);
+	/* running: it has imported what it needs and waits on stdin */
+	assert_non_null(fgets(line, sizeof(line), from));
+	assert_string_equal(line, "ready\n");
+
+	/* resolved as a user writes it: `python3` through the process's maps */
+	snprintf(probe, sizeof(probe), "usdt:python3:python:function__entry");
+	t = target_of(probe, pid);
+	assert_true(t.usdt_semaphore);
+	attach_ok(prog("usdt_py"), &t, CK_PY, 0, links);
+	{
+		char mp[64]; unsigned short sem = 0xffff; int fd;
+		snprintf(mp, sizeof(mp), "/proc/%d/mem", pid);
+		fd = open(mp, O_RDONLY);
+		pread(fd, &sem, 2, 0xa7ed40);
+		fprintf(stderr, "DEBUG sem=%u binary=%s\n", sem, t.binary);
+		close(fd);
+	}
+	assert_int_equal(write(in[1], "go\n", 3), 3);
+	close(in[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	fclose(from);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	probe_links_destroy(links);
+
+	fprintf(stderr, "slot0 %llu\n", (unsigned long long)slot(g.counts_fd, 0));
+	fprintf(stderr, "python: %llu function entries, %llu of f\n",
+		(unsigned long long)slot(g.counts_fd, CK_PY),
+		(unsigned long long)slot(g.counts_fd, CK_PY + 1));
+	assert_true(slot(g.counts_fd, CK_PY) >= N_PY); /* python calls more than f */
+	assert_int_equal(slot(g.counts_fd, CK_PY + 1), N_PY);
+	slots_others_zero(want);
+	assert_nothing_left(t.binary);
+}
+
+static uint64_t busy_ns(uint64_t ns)
+{
+	struct timespec ts;
+	uint64_t t0, t;
+	volatile uint64_t x = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	do {
+		for (int i = 0; i < 10000; i++)
+			x += (uint64_t)i;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	} while (t - t0 < ns);
+	return t - t0;
+}
+
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+static void test_profile(void **state)
+{
+	struct probe_links *links = &g.links;
+	struct probe_target t;
+	const int want[] = { CK_PROFILE, -1 };
+
+	if (geteuid() != 0)
+		skip();
+	t = target_of("profile:99hz", 0);
+	assert_int_equal(t.kind, PROBE_PROFILE);
+	attach_ok(prog("pe_count"), &t, CK_PROFILE, 0, links);
+	assert_int_equal(links->n, online_cpus()); /* one perf event per online CPU */
+	assert_attached(false);
+	busy_ns(1000000000ull);
+	probe_links_destroy(links);
+	/* timing: only that it fired; the rate itself is the kernel's business */
+	assert_true(slot(g.counts_fd, CK_PROFILE) > 0);
+	slots_others_zero(want);
+	assert_nothing_left(NULL);
+}
+
+static void test_interval(void **state)
+{
+	struct probe_links *links = &g.links;
+	struct probe_target t;
+	const int want[] = { CK_INTERVAL, -1 };
+	struct timespec ts = { 1, 0 };
+	uint64_t n;
+
+	if (geteuid() != 0)
+		skip();
+	t = target_of("interval:100ms", 0);
+	assert_int_equal(t.kind, PROBE_INTERVAL);
+	attach_ok(prog("pe_count"), &t, CK_INTERVAL, 0, links);
+	assert_int_equal(links->n, 1); /* one CPU */
+	nanosleep(&ts, NULL);
+	probe_links_destroy(links);
+	n = slot(g.counts_fd, CK_INTERVAL);
+	assert_true(n >= 1 && n <= 20);
+	/* all on one CPU: the sum of CPU numbers is n times that CPU */
+	assert_int_equal(slot(g.sums_fd, CK_INTERVAL) % n, 0);
+	slots_others_zero(want);
+	assert_nothing_left(NULL);
+}
+
+/* A refused attachment: the error names the target and a fix, and adds no link. */
+static void test_attach_errors(void **state)
+{
+	struct probe_links *links = &g.links;
+	struct probe_err err = { 0 };
+	struct probe_target t, moved;
+	char path[PATH_MAX], probe[PATH_MAX + 64];
+	pid_t dead;
+	int status;
+
+	if (geteuid() != 0)
+		skip();
+	wl_usdt_path(path, sizeof(path));
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
+	t = target_of(probe, 0);
+	/* the binary is gone since the query was compiled */
+	moved = t;
+	snprintf(moved.binary, sizeof(moved.binary), "%s/no-such-binary", g.dir);
+	assert_int_equal(probe_attach_target(prog("up_count"), &moved, 1, 0, links, &err), -1);
+	assert_int_equal(err.kind, PERR_ATTACH);
+	assert_non_null(strstr(err.msg, t.name));
+	assert_non_null(strstr(err.fix, "compile it again"));
+	assert_int_equal(links->n, 0);
+	/* -p of a process that has exited */
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, &status, 0), dead);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(probe_attach_target(prog("up_count"), &t, 1, dead, links, &err), -1);
+	assert_int_equal(err.kind, PERR_PID);
+	assert_int_equal(links->n, 0);
+	/* a program of the wrong type for the target: the kernel refuses, we say which */
+	t = target_of("syscall:getppid", 0);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(probe_attach_target(prog("up_count"), &t, 1, 0, links, &err), -1);
+	assert_int_equal(err.kind, PERR_ATTACH);
+	assert_non_null(strstr(err.msg, "syscall:getppid"));
+	assert_int_equal(links->n, 0);
+	probe_links_destroy(links);
+	assert_nothing_left(path);
+}
+
+/* The kernel detaches what a killed process attached: nothing is pinned or left in tracefs. */
+static void test_sigkill_detaches(void **state)
+{
+	struct probe_target up, tp, prof;
+	char path[PATH_MAX], probe[PATH_MAX + 64], c;
+	int ready[2], status, left = -1;
+	pid_t child;
+
+	if (geteuid() != 0)
+		skip();
+	wl_usdt_path(path, sizeof(path));
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
+	up = target_of(probe, 0);
+	tp = target_of("syscall:getppid", 0);
+	prof = target_of("profile:99hz", 0);
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* the programs' fds are inherited: attach them from here, then wait to die */
+		struct probe_links *links = &g.links;
+		struct probe_err err = { 0 };
+
+		close(ready[0]);
+		if (probe_attach_target(prog("up_count"), &up, CK_KILLED, 0, links, &err) ||
+		    probe_attach_target(prog("tp_count"), &tp, CK_KILLED, 0, links, &err) ||
+		    probe_attach_target(prog("pe_count"), &prof, CK_KILLED, 0, links, &err))
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	assert_attached(true);
+	assert_true(kernel_links_ours() >= 2 + online_cpus());
+	assert_int_equal(kill(child, SIGKILL), 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status));
+	/* the last fput may finish just after the parent is told: allow a moment */
+	for (int i = 0; i < 200 && left != 0; i++) {
+		struct timespec ts = { 0, 10000000 };
+
+		left = kernel_links_ours();
+		if (left)
+			nanosleep(&ts, NULL);
+	}
+	assert_int_equal(left, 0);
+	assert_nothing_left(path);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_tracepoint, test_setup),
-		cmocka_unit_test_setup(test_uprobe_usdt, test_setup),
+		cmocka_unit_test_setup_teardown(test_tracepoint, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_uprobe_usdt, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_usdt_python_running, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_profile, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_interval, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_attach_errors, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_sigkill_detaches, test_setup, test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -20,97 +20,99 @@
 #include <sys/syscall.h>
 #include "tests/runtime/test_rt_util.h"
 
-static const char common[] = "#include \"weft.bpf.h\"\n"
-			     "struct k0 { __u32 tid; __u32 _pad; };\n"
-			     "struct v0 { __u64 n; __s64 sum; };\n";
-
-struct variant {
-	const char *name;
-	const char *src;
-};
-
-#define PROLOGUE                                   \
-	"SEC(\"tp/syscalls/sys_enter_getppid\")\n" \
-	"int p(void *ctx)\n"                       \
-	"{\n"                                      \
-	"	__u32 e = weft_epoch();\n"               \
-	"	if (!weft_pid_ok())\n"                   \
-	"		return 0;\n"
-#define UPDATE            \
-	"	if (!v)\n"      \
-	"		return 0;\n"   \
-	"	v->n++;\n"      \
-	"	v->sum += e;\n" \
-	"	return 0;\n"    \
-	"}\n"
-#define GET_OR_INIT(MAP, KEY)                                                         \
-	"	struct v0 *v = bpf_map_lookup_elem(" MAP ", " KEY ");\n"              \
-	"	if (!v) {\n"                                                                \
-	"		bpf_map_update_elem(" MAP ", " KEY ", &zero, BPF_NOEXIST);\n" \
-	"		v = bpf_map_lookup_elem(" MAP ", " KEY ");\n"                 \
-	"	}\n"
-#define HALF_T                                                                                 \
-	"struct half_t { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 1024);\n" \
-	"	__type(key, struct k0); __type(value, struct v0); };\n"                              \
+/*
+ * All variants in one object, all attached to the same tracepoint: each event runs every
+ * program once, so they are compared under the same load and the same cache state, and the
+ * kernel accounts each one's run time separately.
+ */
+static const char variants_src[] =
+	"#include \"weft.bpf.h\"\n"
+	"struct k0 { __u32 tid; __u32 _pad; };\n"
+	"struct k1 { __u32 epoch; __u32 tid; };\n"
+	"struct v0 { __u64 n; __s64 sum; };\n"
 	"struct v0 zero;\n"
+	"struct half_t { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 1024);\n"
+	"	__type(key, struct k0); __type(value, struct v0); };\n"
+	"struct half_t plain_m SEC(\".maps\"), branch_0 SEC(\".maps\"), branch_1 SEC(\".maps\");\n"
+	"struct { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 2048);\n"
+	"	__type(key, struct k1); __type(value, struct v0); } inkey_m SEC(\".maps\");\n"
+	"WEFT_AGG_HASH(outer, struct k0, struct v0, 1024);\n"
+	"WEFT_AGG_ARRAY(array, struct v0);\n"
+	"\n"
+	"#define PROBE(NAME) SEC(\"tp/syscalls/sys_enter_getppid\") int NAME(void *ctx)\n"
+	"#define GET_OR_INIT(MAP, KEY) ({ struct v0 *__v = bpf_map_lookup_elem(MAP, KEY);\\\n"
+	"	if (!__v) { bpf_map_update_elem(MAP, KEY, &zero, BPF_NOEXIST);\\\n"
+	"		__v = bpf_map_lookup_elem(MAP, KEY); } __v; })\n"
+	"#define UPDATE(v) if (!v) return 0; v->n++; v->sum += e; return 0\n"
+	"\n"
+	"PROBE(p_filter) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0; return e & 2; }\n"
+	"PROBE(p_plain) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	struct v0 *v = GET_OR_INIT(&plain_m, &k); UPDATE(v); }\n"
+	"PROBE(p_outer) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	struct v0 *v = WEFT_AGG_GET(outer, e, &k); UPDATE(v); }\n"
+	"PROBE(p_branch) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	void *m = e ? (void *)&branch_1 : (void *)&branch_0;\n"
+	"	struct v0 *v = GET_OR_INIT(m, &k); UPDATE(v); }\n"
+	"PROBE(p_inkey) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k1 k = { .epoch = e, .tid = weft_tid() };\n"
+	"	struct v0 *v = GET_OR_INIT(&inkey_m, &k); UPDATE(v); }\n"
+	"PROBE(p_array) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct v0 *v = WEFT_AGG_GET1(array, struct v0, e); UPDATE(v); }\n";
 
-static const struct variant variants[] = {
-	{ "filter", PROLOGUE "	(void)e;\n	return 0;\n}\n" },
-	{ "plain",
-	  HALF_T "struct half_t m SEC(\".maps\");\n" PROLOGUE
-		 "	struct k0 k = { .tid = weft_tid() };\n" GET_OR_INIT("&m", "&k") UPDATE },
-	{ "outer", "WEFT_AGG_HASH(agg, struct k0, struct v0, 1024);\n" PROLOGUE
-		   "	struct k0 k = { .tid = weft_tid() };\n"
-		   "	struct v0 *v = WEFT_AGG_GET(agg, e, &k);\n" UPDATE },
-	{ "branch", HALF_T
-	  "struct half_t m_0 SEC(\".maps\"), m_1 SEC(\".maps\");\n" PROLOGUE
-	  "	struct k0 k = { .tid = weft_tid() };\n"
-	  "	void *m = e ? (void *)&m_1 : (void *)&m_0;\n" GET_OR_INIT("m", "&k") UPDATE },
-	{ "inkey", "struct k1 { __u32 epoch; __u32 tid; };\n"
-		   "struct { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 2048);\n"
-		   "	__type(key, struct k1); __type(value, struct v0); } m SEC(\".maps\");\n"
-		   "struct v0 zero;\n" PROLOGUE
-		   "	struct k1 k = { .epoch = e, .tid = weft_tid() };\n" GET_OR_INIT("&m", "&k")
-			   UPDATE },
-	{ "array", "WEFT_AGG_ARRAY(agg, struct v0);\n" PROLOGUE
-		   "	struct v0 *v = WEFT_AGG_GET1(agg, struct v0, e);\n" UPDATE },
-};
+static const char *const variants[] = { "p_filter", "p_plain", "p_outer",
+					"p_branch", "p_inkey", "p_array" };
+#define NV (sizeof(variants) / sizeof(variants[0]))
 
 static int setup_target(struct bpf_object *obj, void *arg)
 {
 	return rt_set_target(obj, *(pid_t *)arg);
 }
 
-static int run_variant(const struct variant *v, unsigned long n, double *ns_per_event)
+/*
+ * One workload run with variants[v] alone attached (v == NV: nothing attached).  prog_ns gets
+ * the program's mean run time (kernel accounting), call_ns the workload's wall time per call.
+ */
+static int run_variant(unsigned long n, size_t v, double *prog_ns, double *call_ns)
 {
-	char src[8192], obj[PATH_MAX];
+	const char *skip[NV + 1] = { NULL };
 	struct rt_prog p = { 0 };
-	struct bpf_prog_info info;
-	uint32_t len = sizeof(info);
+	char obj[PATH_MAX];
 	struct rt_wl wl;
+	uint64_t t0 = 0;
+	size_t nskip = 0;
 	int err;
 
-	snprintf(src, sizeof(src), "%s%s", common, v->src);
-	err = rt_compile(&p, v->name, src, obj, sizeof(obj));
+	for (size_t i = 0; i < NV; i++)
+		if (i != v)
+			skip[nskip++] = variants[i];
+	err = rt_compile(&p, "variants", variants_src, obj, sizeof(obj));
 	if (!err)
 		err = rt_wl_start(&wl, n, 1);
 	if (!err)
-		err = rt_load(&p, obj, setup_target, &wl.pid, NULL);
-	if (!err)
+		err = rt_load(&p, obj, setup_target, &wl.pid, skip);
+	if (!err) {
+		t0 = rt_now_ns();
 		err = rt_wl_go(&wl);
-	if (!err)
-		err = rt_wl_poll(&wl, 1) == 0 ? 0 : -ECHILD;
-	memset(&info, 0, sizeof(info));
-	if (!err)
-		err = bpf_obj_get_info_by_fd(
-			bpf_program__fd(bpf_object__find_program_by_name(p.obj, "p")), &info, &len);
-	if (!err && info.run_cnt < n) { /* other processes may call getppid too */
-		fprintf(stderr, "%s: %llu runs for %lu calls\n", v->name,
-			(unsigned long long)info.run_cnt, n);
-		err = -EPROTO;
 	}
 	if (!err)
-		*ns_per_event = (double)info.run_time_ns / (double)info.run_cnt;
+		err = rt_wl_poll(&wl, 1) == 0 ? 0 : -ECHILD;
+	*call_ns = (double)(rt_now_ns() - t0) / (double)n;
+	*prog_ns = 0;
+	if (!err && v < NV) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(p.obj, variants[v]);
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+
+		memset(&info, 0, sizeof(info));
+		err = bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len);
+		if (!err && info.run_cnt < n) /* other processes may call getppid too */
+			err = -EPROTO;
+		if (!err)
+			*prog_ns = (double)info.run_time_ns / (double)info.run_cnt;
+	}
 	rt_unload(&p);
 	return err;
 }
@@ -211,12 +213,11 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#define NV (sizeof(variants) / sizeof(variants[0]))
 #define ROUNDS 5
 
 int main(int argc, char **argv)
 {
-	static double ns[NV][ROUNDS];
+	static double prog_ns[NV + 1][ROUNDS], call_ns[NV + 1][ROUNDS];
 	unsigned long n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
 	int stats_fd;
 
@@ -229,20 +230,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_rt: BPF_ENABLE_STATS: %s\n", strerror(-stats_fd));
 		return 1;
 	}
-	printf("per-event BPF run time, %lu getppid() calls on 1 thread, best and median of %d "
-	       "interleaved rounds:\n",
+	printf("%lu getppid() calls on 1 thread, one variant attached at a time, best and median "
+	       "of %d interleaved rounds:\n",
 	       n, ROUNDS);
-	for (int r = 0; r < ROUNDS; r++)
-		for (size_t i = 0; i < NV; i++)
-			if (run_variant(&variants[i], n, &ns[i][r]))
-				ns[i][r] = -1;
-	for (size_t i = 0; i < NV; i++) {
-		qsort(ns[i], ROUNDS, sizeof(ns[i][0]), cmp_double);
-		if (ns[i][0] < 0)
-			printf("  %-8s error\n", variants[i].name);
-		else
-			printf("  %-8s %6.1f ns/event  (median %6.1f)\n", variants[i].name,
-			       ns[i][0], ns[i][ROUNDS / 2]);
+	printf("  %-8s %22s %26s\n", "variant", "BPF run time ns/event", "wall time ns/call");
+	for (int r = 0; r < ROUNDS; r++) {
+		for (size_t v = 0; v <= NV; v++) {
+			if (run_variant(n, v, &prog_ns[v][r], &call_ns[v][r])) {
+				fprintf(stderr, "bench_rt: variant run failed\n");
+				return 1;
+			}
+		}
+	}
+	for (size_t v = 0; v <= NV; v++) {
+		qsort(prog_ns[v], ROUNDS, sizeof(prog_ns[v][0]), cmp_double);
+		qsort(call_ns[v], ROUNDS, sizeof(call_ns[v][0]), cmp_double);
+		printf("  %-8s %8.1f (median %6.1f) %10.1f (median %6.1f)\n",
+		       v < NV ? variants[v] + 2 : "none", prog_ns[v][0], prog_ns[v][ROUNDS / 2],
+		       call_ns[v][0], call_ns[v][ROUNDS / 2]);
 	}
 	close(stats_fd);
 	return bench_flip(n) ? 1 : 0;
