@@ -37,26 +37,48 @@ struct agent_resolver {
 	const char *host; /* this host's name */
 };
 
+/*
+ * A table for an aggregating plan, which it reads but does not own (p must outlive it).
+ * max_groups 0: 4 x the plan's kernel bound (windows and hosts add groups), or 40960.
+ * NULL with errno EINVAL (not an aggregating plan, or a layout that does not add up) or
+ * ENOMEM.  The table owns every allocation it makes; clear and free release them all.
+ */
 struct agent_table *agent_table_new(const struct plan *p, uint32_t max_groups);
 void agent_table_free(struct agent_table *t);
-void agent_table_clear(struct agent_table *t);
+void agent_table_clear(struct agent_table *t); /* no groups, overflow 0 */
 size_t agent_table_groups(const struct agent_table *t);
-uint64_t agent_table_overflow(const struct agent_table *t); /* groups not stored */
+/* Group entries refused since the last clear because the table was full: one per kernel
+ * entry or merged group that found no room, plus the overflow of merged tables. */
+uint64_t agent_table_overflow(const struct agent_table *t);
 
-/* Folds one kernel entry (key bytes; ncpu per-CPU values of the plan's value layout) in. */
+/*
+ * Folds one kernel entry in: key bytes (plan key_size; may be NULL when the plan has no
+ * kernel key, e.g. an array map or `group by host`), ncpu per-CPU values of the plan's value
+ * layout (8-aligned).  Stacks, symbols, `probe` and `host` are turned into text through r
+ * (NULL, or a NULL callback or answer: a fallback text).  A new group that does not fit is
+ * counted in agent_table_overflow() and 0 returned.  0, -EINVAL or -ENOMEM.
+ */
 int agent_table_add_kernel(struct agent_table *t, const void *key, const void *const *cpu_vals,
 			   unsigned int ncpu, const struct agent_resolver *r);
-/* dst (+)= src, group by group (the cluster's merge; also `for` across windows). */
+/* dst (+)= src, group by group (the cluster's merge; also `for` across windows).  The plans
+ * must have the same key columns and aggregates (-EINVAL otherwise, or if dst == src). */
 int agent_table_merge(struct agent_table *dst, const struct agent_table *src);
 
 /* Same groups with byte-equal states (states are canonical: equal inputs, equal bytes). */
 bool agent_table_equal(const struct agent_table *a, const struct agent_table *b);
 
-/* Finalize, order, limit and print one window.  stats may be NULL. */
+/*
+ * Finalize, order, limit and print one window (docs/output.md).  Order: the plan's order by;
+ * without one, by the aggregate when there is exactly one aggregate column (ascending, as
+ * bpftrace prints maps), else by key; ties by key, so the output never depends on insertion
+ * order.  stats may be NULL (index and times 0, no losses).  0, -EINVAL, -ENOMEM or -EIO.
+ */
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out);
 
-/* One stream record (after the header) as a row; the resolver turns stacks/symbols. */
+/* One stream record (after the header: len bytes, at least the plan's event_size) as a
+ * row; the resolver turns stacks/symbols.  A short record or a plan that is not a stream
+ * prints nothing and gives -EINVAL. */
 int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agent_format fmt,
 		    const struct agent_resolver *r, FILE *out);
 /* The header line of a text stream (column names); nothing for JSON. */

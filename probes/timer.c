@@ -183,9 +183,8 @@ static int cpus_online(int *cpus, int max)
  * event is opened disabled and libbpf enables it once the program is on it; the link owns
  * (and closes) the event's fd.
  */
-static int timer_attach_cpu(struct bpf_program *prog, const struct probe_target *t,
-			    uint64_t cookie, pid_t pid, int cpu, struct probe_links *links,
-			    struct probe_err *err)
+static int timer_attach_cpu(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			    pid_t pid, int cpu, struct probe_links *links, struct probe_err *err)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
 	struct perf_event_attr attr;

@@ -147,6 +147,7 @@ fail:
 int main(int argc, char **argv)
 {
 	const char *cmd;
+	char *hargv[3] = { NULL, "--help", NULL };
 
 	weft_log_set_sink(log_sink);
 	signal(SIGPIPE, SIG_IGN);
@@ -161,8 +162,7 @@ int main(int argc, char **argv)
 		return WEFT_EXIT_OK;
 	}
 	if (strcmp(cmd, "help") == 0) {
-		char *hargv[] = { argv[2], "--help", NULL };
-
+		hargv[0] = argv[2];
 		argc = 2;
 		argv = hargv;
 		cmd = argv[0];

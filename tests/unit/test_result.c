@@ -383,6 +383,36 @@ static void test_default_order(void **state)
 	compiled_free(c2);
 }
 
+/* order by a key column: by its value (desc here), then limit. */
+static void test_order_by_key(void **state)
+{
+	struct compiled *c = compile("from profile:99hz group by comm select comm, count() as n "
+				     "order by comm desc limit 2");
+	struct kmap *m = kmap_new(c->p, 4);
+	struct agent_table *t = agent_table_new(c->p, 0);
+	struct agent_window_stats st = { .index = 5, .start_ns = 1000000000, .end_ns = 2500000000 };
+	static const char *const names[] = { "bb", "a", "zz", "c" };
+	char *json, *text;
+
+	for (int k = 0; k < 4; k++) {
+		key_str(m, k, 0, names[k]);
+		for (int i = 0; i <= k; i++)
+			kmap_event(m, k, 0, 0);
+	}
+	kmap_drain(m, t, NULL);
+	json = print_table(t, AGENT_FMT_JSON, &st);
+	assert_contains(json, "\"start_ns\":1000000000,\"end_ns\":2500000000,");
+	assert_contains(json, "\"rows\":[{\"comm\":\"zz\",\"n\":3},{\"comm\":\"c\",\"n\":4}],");
+	text = print_table(t, AGENT_FMT_TEXT, &st);
+	assert_contains(text, "window 5 at ");
+	assert_contains(text, " (1.500s): 2 of 4 groups\ncomm  n\nzz    3\nc     4\n");
+	free(json);
+	free(text);
+	agent_table_free(t);
+	kmap_free(m);
+	compiled_free(c);
+}
+
 static const char q_all[] =
 	"from profile:99hz group by comm select count() as calls, sum(cpu) as s, min(cpu) as lo, "
 	"max(cpu) as hi, avg(cpu) as mean, stddev(cpu) as sd, hist(cpu) as h, "
@@ -958,12 +988,19 @@ static void test_bad_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_merge_across_cpus),  cmocka_unit_test(test_order_limit),
-		cmocka_unit_test(test_default_order),	   cmocka_unit_test(test_aggregate_values),
-		cmocka_unit_test(test_merge_equals_union), cmocka_unit_test(test_overflow),
-		cmocka_unit_test(test_canonical_stacks),   cmocka_unit_test(test_symbols_and_host),
-		cmocka_unit_test(test_probe_cookie),	   cmocka_unit_test(test_no_key),
-		cmocka_unit_test(test_escaping),	   cmocka_unit_test(test_stream_row),
+		cmocka_unit_test(test_merge_across_cpus),
+		cmocka_unit_test(test_order_limit),
+		cmocka_unit_test(test_default_order),
+		cmocka_unit_test(test_order_by_key),
+		cmocka_unit_test(test_aggregate_values),
+		cmocka_unit_test(test_merge_equals_union),
+		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_canonical_stacks),
+		cmocka_unit_test(test_symbols_and_host),
+		cmocka_unit_test(test_probe_cookie),
+		cmocka_unit_test(test_no_key),
+		cmocka_unit_test(test_escaping),
+		cmocka_unit_test(test_stream_row),
 		cmocka_unit_test(test_bad_input),
 	};
 

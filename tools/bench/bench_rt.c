@@ -52,6 +52,9 @@ static const char variants_src[] =
 	"PROBE(p_outer) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct k0 k = { .tid = weft_tid() };\n"
 	"	struct v0 *v = WEFT_AGG_GET(outer, e, &k); UPDATE(v); }\n"
+	"PROBE(p_half) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	struct v0 *v = GET_OR_INIT(&outer_0, &k); UPDATE(v); }\n"
 	"PROBE(p_branch) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct k0 k = { .tid = weft_tid() };\n"
 	"	void *m = e ? (void *)&branch_1 : (void *)&branch_0;\n"
@@ -62,7 +65,7 @@ static const char variants_src[] =
 	"PROBE(p_array) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct v0 *v = WEFT_AGG_GET1(array, struct v0, e); UPDATE(v); }\n";
 
-static const char *const variants[] = { "p_filter", "p_plain", "p_outer",
+static const char *const variants[] = { "p_filter", "p_plain", "p_outer", "p_half",
 					"p_branch", "p_inkey", "p_array" };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
