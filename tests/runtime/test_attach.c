@@ -13,9 +13,9 @@
  *  - uprobe/uretprobe on wl_work and usdt weft_test:tick in two wl_usdt processes run at once
  *    (N and N + 13 iterations), attached to the first one's pid: exactly N each, and the
  *    second's calls do not count; attached with pid 0 (every process): N + N + 13;
- *  - usdt python:function__entry in a running python3 (its semaphore must be raised for it
- *    to fire): of the entries, those whose function name (arg1, a user string) is "f" are
- *    exactly the N calls the script makes;
+ *  - usdt python:function__entry and python:line in a running python3: their semaphores are
+ *    raised in its memory while attached and lowered after; of the firings, those whose
+ *    function name (arg1, a user string) is "f" are exactly the N calls the script makes;
  *  - profile:99hz for about a second on every online CPU: some samples (timing: > 0 only),
  *    one link per online CPU; interval:100ms for about a second: 1 to 20 firings, one link.
  * After the links are destroyed, neither the kernel's link list nor `bpftool link list`,

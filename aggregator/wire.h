@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The wire: weft.proto envelopes over CURVE-secured ZeroMQ sockets.
+ *
+ * Decoding is where hostile bytes meet us: wire_decode() enforces every rule listed at the
+ * top of weft.proto that a single message can be checked for (version, exactly one body,
+ * sizes, string lengths, UTF-8-free byte fields only where allowed) and returns NULL with a
+ * reason otherwise; callers count rejections and never act on a rejected message.
+ * Sequence checks (per sender instance) and role checks need the connection's state:
+ * wire_seq_accept() and wire_body_allowed() serve the daemons.
+ *
+ * Keys: Z85 text (40 characters) as zmq_curve_keypair() makes them.  A key file holds
+ * "public <z85>\nsecret <z85>\n" (mode 0600); a public-key file holds "public <z85>\n".
+ * The allow-list file holds one "ROLE Z85-PUBLIC-KEY [NAME]" per line, '#' comments,
+ * ROLE in agent|client|aggregator.
+ */
+#ifndef WEFT_WIRE_H
+#define WEFT_WIRE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "weft.pb-c.h"
+
+#define WIRE_VERSION 1
+#define WIRE_MAX_BYTES (64u << 20)
+#define WIRE_MAX_GROUPS 1000000
+#define WIRE_MAX_STRING 4096
+#define WIRE_MAX_QUERY 65536
+#define WIRE_MAX_OBJECT (16u << 20)
+#define WIRE_KEY_LEN 40 /* Z85 of 32 bytes */
+
+enum wire_role { WIRE_ROLE_NONE, WIRE_ROLE_AGENT, WIRE_ROLE_CLIENT, WIRE_ROLE_AGGREGATOR };
+
+const char *wire_role_name(enum wire_role r);
+enum wire_role wire_role_parse(const char *s); /* WIRE_ROLE_NONE if unknown */
+
+/* Decodes and validates one message.  NULL with a reason in why (always set). */
+Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz);
+void wire_free(Weft__Envelope *e);
+
+/* Packs e (version and seq as set by the caller) into a malloc'd buffer.  0 or -errno. */
+int wire_encode(const Weft__Envelope *e, void **buf, size_t *len);
+
+/* Whether a sender of `role` may send a body of this kind (weft.proto's rules). */
+bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body);
+
+/* Per-sender sequence state: accept seq only if greater than the last accepted one of the
+ * same instance; a new instance resets it.  Returns true if accepted (and records it). */
+struct wire_seq {
+	uint64_t instance;
+	uint64_t last;
+};
+bool wire_seq_accept(struct wire_seq *s, uint64_t instance, uint64_t seq);
+
+/* CURVE keys. */
+int wire_keypair_new(char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
+int wire_keyfile_write(const char *path, const char *pub, const char *sec); /* sec may be NULL */
+int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
+bool wire_key_valid(const char *z85);
+
+struct wire_allow_entry {
+	enum wire_role role;
+	char key[WIRE_KEY_LEN + 1];
+	char name[64];
+};
+struct wire_allowlist {
+	struct wire_allow_entry *v;
+	size_t n;
+};
+/* Loads an allow-list; -EINVAL with the bad line number in *line (if not NULL). */
+int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line);
+void wire_allowlist_free(struct wire_allowlist *al);
+/* The role of a public key (Z85), or WIRE_ROLE_NONE. */
+enum wire_role wire_allowlist_role(const struct wire_allowlist *al, const char *z85, const char **name);
+
+/*
+ * Sockets.  wire_server_socket(): a ROUTER bound to endpoint, CURVE server with sec, whose
+ * connections are authenticated by a ZAP handler thread (started once per zmq context by
+ * wire_zap_start()) against the allow-list; the ZAP user id of an accepted peer is
+ * "ROLE:NAME" so that the daemon learns the role from each message's metadata
+ * (zmq_msg_gets(msg, "User-Id")).  wire_client_socket(): a DEALER connected to endpoint as
+ * a CURVE client that trusts only server_pub.  Both set linger, high-water marks and
+ * ZMQ_MAXMSGSIZE = WIRE_MAX_BYTES.  NULL with errno on failure.
+ */
+struct wire_zap;
+struct wire_zap *wire_zap_start(void *zctx, const struct wire_allowlist *al);
+void wire_zap_stop(struct wire_zap *z);
+uint64_t wire_zap_rejected(const struct wire_zap *z); /* connections refused */
+void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, const char *sec);
+void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub,
+			 const char *pub, const char *sec);
+
+/* Sends one envelope (non-blocking when dontwait); for ROUTER sockets identity is the peer's
+ * routing id, else NULL.  0, -EAGAIN (peer's queue full), or -errno. */
+int wire_send(void *sock, const void *identity, size_t idlen, const Weft__Envelope *e,
+	      bool dontwait);
+
+#endif
