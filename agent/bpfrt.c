@@ -138,21 +138,16 @@ int bpfrt_map_resize(struct bpf_object *obj, const char *name, uint32_t n)
 		return err ? err : bpf_map__set_max_entries(h1, n);
 	}
 	m = bpf_object__find_map_by_name(obj, name);
-	if (!m)
-		return -ENOENT;
-	switch (bpf_map__type(m)) {
-	case BPF_MAP_TYPE_ARRAY_OF_MAPS:
-		/*
-		 * WEFT_AGG_HASH: the two halves.  The inner-map template keeps its size: the
-		 * kernel's check of a hash inner map against it (bpf_map_meta_equal()) does not
-		 * compare max_entries, and libbpf 1.1 cannot resize a template anyway.
-		 */
+	if (!m) {
+		/* WEFT_AGG_HASH: the two halves NAME_0 and NAME_1 */
 		h0 = find_map_suffixed(obj, name, "_0");
 		h1 = find_map_suffixed(obj, name, "_1");
 		if (!h0 || !h1)
 			return -ENOENT;
 		err = bpf_map__set_max_entries(h0, n);
 		return err ? err : bpf_map__set_max_entries(h1, n);
+	}
+	switch (bpf_map__type(m)) {
 	case BPF_MAP_TYPE_RINGBUF:
 		return bpf_map__set_max_entries(m, ringbuf_size(n));
 	case BPF_MAP_TYPE_PERCPU_ARRAY:
@@ -402,7 +397,9 @@ static struct bpfrt_agg *agg_find(struct bpfrt *rt, const char *name)
 	if (strlen(name) >= sizeof(a->name))
 		return NULL;
 	m = bpf_object__find_map_by_name(rt->obj, name);
-	if (!m)
+	h0 = find_map_suffixed(rt->obj, name, "_0");
+	h1 = find_map_suffixed(rt->obj, name, "_1");
+	if (!m && (!h0 || !h1))
 		return NULL;
 	if (rt->naggs == rt->caggs) {
 		size_t c = rt->caggs ? 2 * rt->caggs : 4;
@@ -416,27 +413,21 @@ static struct bpfrt_agg *agg_find(struct bpfrt *rt, const char *name)
 	a = &rt->aggs[rt->naggs];
 	memset(a, 0, sizeof(*a));
 	strcpy(a->name, name);
-	switch (bpf_map__type(m)) {
-	case BPF_MAP_TYPE_ARRAY_OF_MAPS:
-		h0 = find_map_suffixed(rt->obj, name, "_0");
-		h1 = find_map_suffixed(rt->obj, name, "_1");
-		if (!h0 || !h1 || bpf_map__type(h0) != BPF_MAP_TYPE_PERCPU_HASH)
+	if (!m) { /* WEFT_AGG_HASH */
+		if (bpf_map__type(h0) != BPF_MAP_TYPE_PERCPU_HASH ||
+		    bpf_map__type(h1) != BPF_MAP_TYPE_PERCPU_HASH)
 			return NULL;
 		a->fd[0] = bpf_map__fd(h0);
 		a->fd[1] = bpf_map__fd(h1);
 		a->key_size = bpf_map__key_size(h0);
 		a->value_size = bpf_map__value_size(h0);
-		break;
-	case BPF_MAP_TYPE_PERCPU_ARRAY:
-		if (bpf_map__max_entries(m) != 2)
+	} else { /* WEFT_AGG_ARRAY */
+		if (bpf_map__type(m) != BPF_MAP_TYPE_PERCPU_ARRAY || bpf_map__max_entries(m) != 2)
 			return NULL;
 		a->is_array = true;
 		a->fd[0] = a->fd[1] = bpf_map__fd(m);
 		a->key_size = bpf_map__key_size(m);
 		a->value_size = bpf_map__value_size(m);
-		break;
-	default:
-		return NULL;
 	}
 	if (a->fd[0] < 0 || a->fd[1] < 0)
 		return NULL;

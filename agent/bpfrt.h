@@ -45,9 +45,9 @@ struct bpfrt;
 void bpfrt_libbpf_setup(void);
 
 /*
- * Before load: set max_entries of map `name`.  For a WEFT_AGG_HASH map both halves and the
- * inner-map template; "weft_stacks" sizes both stack maps; for "weft_events" `n` is the ring
- * size in bytes, rounded up to a power of two of at least a page.
+ * Before load: set max_entries of map `name`: for a WEFT_AGG_HASH map NAME, of both halves;
+ * "weft_stacks" sizes both stack maps; for "weft_events" `n` is the ring size in bytes, rounded
+ * up to a power of two of at least a page.  WEFT_AGG_ARRAY maps have a fixed size (-EINVAL).
  */
 int bpfrt_map_resize(struct bpf_object *obj, const char *name, uint32_t n);
 

@@ -33,7 +33,8 @@ struct agent_query {
 	const struct plan *plan;
 	struct bpf_object *obj;
 	struct bpfrt *rt;
-	struct probe_links links;
+	struct probe_links links;     /* span starts and plain probes */
+	struct probe_links end_links; /* span ends */
 	struct sym_cache *syms;
 	struct agent_resolver resolver;
 	char host[256];
@@ -325,14 +326,19 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			goto fail;
 		}
 	}
-	for (int i = 0; i < p->nattach; i++) {
-		const struct plan_attach *a = &p->attach[i];
+	/* Span ends first, then starts: no start is recorded before its end can fire (a start
+	 * without an end would linger until a later start replaced it). */
+	for (int k = 0; k < 2 * p->nattach; k++) {
+		const struct plan_attach *a = &p->attach[k % p->nattach];
 		struct bpf_program *prog;
 		struct probe_err perr = { 0 };
 
+		if (a->is_end != (k < p->nattach))
+			continue;
+
 		if (a->prog < 0 || a->prog >= p->nprogs) {
 			rc = -EINVAL;
-			set_err(err, "manifest: attach point %d has no program", i);
+			set_err(err, "manifest: attach point %d has no program", k % p->nattach);
 			goto fail;
 		}
 		prog = bpf_object__find_program_by_name(q->obj, p->progs[a->prog].name);
@@ -341,7 +347,8 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			set_err(err, "the object has no program %s", p->progs[a->prog].name);
 			goto fail;
 		}
-		rc = probe_attach_target(prog, &a->target, a->cookie, o.pid, &q->links, &perr);
+		rc = probe_attach_target(prog, &a->target, a->cookie, o.pid,
+					 a->is_end ? &q->end_links : &q->links, &perr);
 		if (rc) {
 			if (err) {
 				err->attach = true;
@@ -430,7 +437,10 @@ void agent_query_stop(struct agent_query *q)
 {
 	if (!q || q->stopped)
 		return;
+	/* Starts before ends: no new span begins while the ends of those in flight can still
+	 * fire and match. */
 	probe_links_destroy(&q->links);
+	probe_links_destroy(&q->end_links);
 	q->stopped = true;
 }
 

@@ -106,24 +106,23 @@ WEFT_INLINE void weft_drop(__u32 e, __u32 reason)
 /* Aggregation maps                                                                          */
 
 /*
- * A grouped aggregation map: NAME is an ARRAY_OF_MAPS of two PERCPU_HASH halves NAME_0 and
- * NAME_1 (key K, value V), one per epoch.  N is the default max_entries of each half; the
- * loader resizes (bpfrt_map_resize()).  Also defines NAME_zero, the all-zero V an absent
- * group is inserted with (kernel/weft_aggval.h: zero is every aggregate's identity).
+ * A grouped aggregation map: two PERCPU_HASH halves NAME_0 and NAME_1 (key K, value V), one
+ * per epoch.  N is the default max_entries of each half; the loader resizes them
+ * (bpfrt_map_resize(obj, "NAME", n)).  Also defines NAME_zero, the all-zero V an absent group
+ * is inserted with (kernel/weft_aggval.h: zero is every aggregate's identity).
+ *
+ * Why two plain maps and not an ARRAY_OF_MAPS indexed by the epoch, nor the epoch in the key:
+ * the verifier inlines a hash lookup only when it knows the map at the call site, so the
+ * cheapest form is one call site per half, each with its own constant map (WEFT_AGG_UPDATE).
+ * tools/bench/bench_rt measures the alternatives; docs/runtime.md quotes it.
  */
-#define WEFT_AGG_HASH(NAME, K, V, N)                                  \
-	struct NAME##_half_t {                                        \
-		__uint(type, BPF_MAP_TYPE_PERCPU_HASH);               \
-		__uint(max_entries, N);                               \
-		__type(key, K);                                       \
-		__type(value, V);                                     \
-	} NAME##_0 SEC(".maps"), NAME##_1 SEC(".maps");               \
-	struct {                                                      \
-		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);             \
-		__uint(max_entries, 2);                               \
-		__type(key, __u32);                                   \
-		__array(values, struct NAME##_half_t);                \
-	} NAME SEC(".maps") = { .values = { &NAME##_0, &NAME##_1 } }; \
+#define WEFT_AGG_HASH(NAME, K, V, N)                    \
+	struct NAME##_half_t {                          \
+		__uint(type, BPF_MAP_TYPE_PERCPU_HASH); \
+		__uint(max_entries, N);                 \
+		__type(key, K);                         \
+		__type(value, V);                       \
+	} NAME##_0 SEC(".maps"), NAME##_1 SEC(".maps"); \
 	V NAME##_zero
 
 /*
@@ -139,19 +138,15 @@ WEFT_INLINE void weft_drop(__u32 e, __u32 reason)
 	} NAME SEC(".maps")
 
 /*
- * This CPU's value of group *key in epoch e of a WEFT_AGG_HASH map, inserted zeroed if absent.
- * NULL when the half is full: the event is counted as WEFT_DROP_MAP_FULL and must be skipped.
- * BPF_NOEXIST, so a racing insert of the same group on another CPU is never overwritten.
+ * This CPU's value of group *key in one half, inserted zeroed if absent.  NULL when the half is
+ * full: the event is counted as WEFT_DROP_MAP_FULL in epoch e and must be skipped.  BPF_NOEXIST,
+ * so a racing insert of the same group on another CPU is never overwritten.
  */
-WEFT_INLINE void *weft_agg_hash_get(void *outer, __u32 e, const void *key, const void *zero)
+WEFT_INLINE void *weft_agg_half_get(void *half, __u32 e, const void *key, const void *zero)
 {
-	void *half, *v;
+	void *v = bpf_map_lookup_elem(half, key);
 	long err;
 
-	half = bpf_map_lookup_elem(outer, &e);
-	if (!half)
-		return NULL;
-	v = bpf_map_lookup_elem(half, key);
 	if (v)
 		return v;
 	err = bpf_map_update_elem(half, key, zero, BPF_NOEXIST);
@@ -162,16 +157,45 @@ WEFT_INLINE void *weft_agg_hash_get(void *outer, __u32 e, const void *key, const
 	return bpf_map_lookup_elem(half, key);
 }
 
-/* This CPU's value of epoch e of a WEFT_AGG_ARRAY map (never NULL in practice). */
-WEFT_INLINE void *weft_agg_array_get(void *map, __u32 e)
-{
-	return bpf_map_lookup_elem(map, &e);
-}
+/*
+ * Update group *keyp of WEFT_AGG_HASH map NAME in epoch e: runs the statements `...` with `v`
+ * pointing to this CPU's value (type of NAME_zero), or does nothing when the group could not
+ * be inserted (counted).  The statements are emitted once per half; the two differently
+ * spelled no-op asm statements keep clang from merging the halves' code back into one call
+ * site with a variable map, which would cost the verifier's inlining.
+ *
+ *	WEFT_AGG_UPDATE(agg, e, &k, v, weft_aggval_count_add(&v->a0, 0);
+ *			weft_aggval_sum_add(&v->a1, x););
+ */
+#define WEFT_AGG_UPDATE(NAME, e, keyp, v, ...)                                         \
+	do {                                                                           \
+		if (e) {                                                               \
+			__typeof__(NAME##_zero) *v =                                   \
+				weft_agg_half_get(&NAME##_1, 1, (keyp), &NAME##_zero); \
+			if (v) {                                                       \
+				__VA_ARGS__                                            \
+			}                                                              \
+			__asm__ __volatile__("%0 = %0" : "+r"(e));                     \
+		} else {                                                               \
+			__typeof__(NAME##_zero) *v =                                   \
+				weft_agg_half_get(&NAME##_0, 0, (keyp), &NAME##_zero); \
+			if (v) {                                                       \
+				__VA_ARGS__                                            \
+			}                                                              \
+			__asm__ __volatile__("%0 += 0" : "+r"(e));                     \
+		}                                                                      \
+	} while (0)
 
-/* Typed forms: `struct v0 *v = WEFT_AGG_GET(agg, e, &key);` */
-#define WEFT_AGG_GET(NAME, e, keyp) \
-	((__typeof__(NAME##_zero) *)weft_agg_hash_get(&NAME, (e), (keyp), &NAME##_zero))
-#define WEFT_AGG_GET1(NAME, V, e) ((V *)weft_agg_array_get(&NAME, (e)))
+/*
+ * The same as a pointer, for code that needs one (a single call site: the map is chosen at run
+ * time, so the lookup is not inlined — measurably slower than WEFT_AGG_UPDATE).
+ */
+#define WEFT_AGG_GET(NAME, e, keyp)                                                                \
+	((__typeof__(NAME##_zero) *)weft_agg_half_get((e) ? (void *)&NAME##_1 : (void *)&NAME##_0, \
+						      (e), (keyp), &NAME##_zero))
+
+/* This CPU's value of epoch e of a WEFT_AGG_ARRAY map: `V *v = WEFT_AGG_GET1(agg, V, e);`. */
+#define WEFT_AGG_GET1(NAME, V, e) ((V *)bpf_map_lookup_elem(&NAME, &(__u32){ (e) }))
 
 /* ---------------------------------------------------------------------------------------- */
 /* Streams                                                                                   */

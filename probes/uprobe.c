@@ -72,7 +72,7 @@ static int symbol_unknown(const char *path, const char *sym, const struct probe_
 {
 	const char **names;
 
-	if (nfuncs == 0)
+	if (nfuncs <= 0)
 		return perr_set(err, PERR_SYMBOL,
 				"use a binary with a symbol table, or usdt: probes",
 				"%s has no function symbols (stripped?)", path);

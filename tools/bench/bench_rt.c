@@ -7,8 +7,9 @@
  *     wl_syscalls workload makes N getppid() calls:
  *       filter   the pid filter alone (the floor every probe pays)
  *       plain    one PERCPU_HASH, no epoch (what a lossy runtime would do)
- *       outer    the epoch selects a half through an ARRAY_OF_MAPS (WEFT_AGG_HASH, chosen)
- *       branch   the epoch selects one of two PERCPU_HASH maps with a branch
+ *       update   two PERCPU_HASH halves, one call site per half (WEFT_AGG_UPDATE, chosen)
+ *       get      two halves, one call site with the half chosen at run time (WEFT_AGG_GET)
+ *       outer    the epoch selects a half through an ARRAY_OF_MAPS
  *       inkey    one PERCPU_HASH keyed by {epoch, group}
  *       array    no group by: PERCPU_ARRAY[2] indexed by epoch (WEFT_AGG_ARRAY)
  *  2. the window flip (epoch write + RCU grace period) and the drain of a 10,000-group half.
@@ -33,40 +34,41 @@ static const char variants_src[] =
 	"struct v0 zero;\n"
 	"struct half_t { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 1024);\n"
 	"	__type(key, struct k0); __type(value, struct v0); };\n"
-	"struct half_t plain_m SEC(\".maps\"), branch_0 SEC(\".maps\"), branch_1 SEC(\".maps\");\n"
+	"struct half_t plain_m SEC(\".maps\"), outer_0 SEC(\".maps\"), outer_1 SEC(\".maps\");\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 2);\n"
+	"	__type(key, __u32); __array(values, struct half_t); } outer SEC(\".maps\") =\n"
+	"	{ .values = { &outer_0, &outer_1 } };\n"
 	"struct { __uint(type, BPF_MAP_TYPE_PERCPU_HASH); __uint(max_entries, 2048);\n"
 	"	__type(key, struct k1); __type(value, struct v0); } inkey_m SEC(\".maps\");\n"
-	"WEFT_AGG_HASH(outer, struct k0, struct v0, 1024);\n"
+	"WEFT_AGG_HASH(upd, struct k0, struct v0, 1024);\n"
+	"WEFT_AGG_HASH(get, struct k0, struct v0, 1024);\n"
 	"WEFT_AGG_ARRAY(array, struct v0);\n"
 	"\n"
 	"#define PROBE(NAME) SEC(\"tp/syscalls/sys_enter_getppid\") int NAME(void *ctx)\n"
-	"#define GET_OR_INIT(MAP, KEY) ({ struct v0 *__v = bpf_map_lookup_elem(MAP, KEY);\\\n"
-	"	if (!__v) { bpf_map_update_elem(MAP, KEY, &zero, BPF_NOEXIST);\\\n"
-	"		__v = bpf_map_lookup_elem(MAP, KEY); } __v; })\n"
 	"#define UPDATE(v) if (!v) return 0; v->n++; v->sum += e; return 0\n"
 	"\n"
 	"PROBE(p_filter) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0; return e & 2; }\n"
 	"PROBE(p_plain) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct k0 k = { .tid = weft_tid() };\n"
-	"	struct v0 *v = GET_OR_INIT(&plain_m, &k); UPDATE(v); }\n"
+	"	struct v0 *v = weft_agg_half_get(&plain_m, e, &k, &zero); UPDATE(v); }\n"
+	"PROBE(p_update) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	WEFT_AGG_UPDATE(upd, e, &k, v, v->n++; v->sum += e;); return 0; }\n"
+	"PROBE(p_get) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
+	"	struct k0 k = { .tid = weft_tid() };\n"
+	"	struct v0 *v = WEFT_AGG_GET(get, e, &k); UPDATE(v); }\n"
 	"PROBE(p_outer) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct k0 k = { .tid = weft_tid() };\n"
-	"	struct v0 *v = WEFT_AGG_GET(outer, e, &k); UPDATE(v); }\n"
-	"PROBE(p_half) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
-	"	struct k0 k = { .tid = weft_tid() };\n"
-	"	struct v0 *v = GET_OR_INIT(&outer_0, &k); UPDATE(v); }\n"
-	"PROBE(p_branch) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
-	"	struct k0 k = { .tid = weft_tid() };\n"
-	"	void *m = e ? (void *)&branch_1 : (void *)&branch_0;\n"
-	"	struct v0 *v = GET_OR_INIT(m, &k); UPDATE(v); }\n"
+	"	void *h = bpf_map_lookup_elem(&outer, &e); if (!h) return 0;\n"
+	"	struct v0 *v = weft_agg_half_get(h, e, &k, &zero); UPDATE(v); }\n"
 	"PROBE(p_inkey) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct k1 k = { .epoch = e, .tid = weft_tid() };\n"
-	"	struct v0 *v = GET_OR_INIT(&inkey_m, &k); UPDATE(v); }\n"
+	"	struct v0 *v = weft_agg_half_get(&inkey_m, e, &k, &zero); UPDATE(v); }\n"
 	"PROBE(p_array) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
 	"	struct v0 *v = WEFT_AGG_GET1(array, struct v0, e); UPDATE(v); }\n";
 
-static const char *const variants[] = { "p_filter", "p_plain", "p_outer", "p_half",
-					"p_branch", "p_inkey", "p_array" };
+static const char *const variants[] = { "p_filter", "p_plain", "p_update", "p_get",
+					"p_outer",  "p_inkey", "p_array" };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
 static int setup_target(struct bpf_object *obj, void *arg)
@@ -147,9 +149,7 @@ static int bench_flip(unsigned long n)
 				  "	if (!weft_pid_ok())\n"
 				  "		return 0;\n"
 				  "	struct k0 k = { .tid = weft_tid() };\n"
-				  "	struct v0 *v = WEFT_AGG_GET(agg, e, &k);\n"
-				  "	if (v)\n"
-				  "		v->n++;\n"
+				  "	WEFT_AGG_UPDATE(agg, e, &k, v, v->n++;);\n"
 				  "	return 0;\n"
 				  "}\n";
 	enum { FLIPS = 200, GROUPS = 10000 };
