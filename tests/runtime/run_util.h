@@ -1,0 +1,788 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Shared harness of the end-to-end tests (tests/runtime/test_run_*.c), which drive the real
+ * `weft` binary (env WEFT_BIN) as root against the real kernel: spawn a process with its
+ * stdin, stdout and stderr on pipes, collect both outputs under a deadline (a hung weft is
+ * SIGKILLed and the test fails, it never hangs ctest), wait for a line on stderr ("attached"),
+ * and read `--format json` output with a minimal JSON parser: values into a small tree, enough
+ * for weft's windows and rows and for `bpftool -j`.  Header-only, static inline functions:
+ * each test is one executable.  Include <cmocka.h> first: the checking helpers fail the test.
+ */
+#ifndef WEFT_TEST_RUN_UTIL_H
+#define WEFT_TEST_RUN_UTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WR_TIMEOUT_MS 60000 /* no single weft run of these tests comes near it */
+#define WR_MAX_ARGS 32
+
+/* ------------------------------------------------------------------------ environment */
+
+static inline bool wr_ready(void)
+{
+	const char *bin = getenv("WEFT_BIN"), *dir = getenv("WEFT_BINARY_DIR");
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root\n");
+		return false;
+	}
+	if (!bin || !*bin || !dir || !*dir) {
+		fprintf(stderr, "skipped: run through ctest (needs WEFT_BIN and WEFT_BINARY_DIR)\n");
+		return false;
+	}
+	return true;
+}
+
+/* The path of workload `name` (tests/workloads/name.c) in a static buffer of four. */
+static inline const char *wr_workload(const char *name)
+{
+	static char paths[4][PATH_MAX];
+	static int next;
+	char *p = paths[next++ % 4];
+
+	snprintf(p, PATH_MAX, "%s/tests/workloads/%s", getenv("WEFT_BINARY_DIR"), name);
+	return p;
+}
+
+static inline uint64_t wr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline void wr_sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------------ processes */
+
+struct wr_buf {
+	char *p; /* NUL-terminated */
+	size_t len, cap;
+};
+
+struct wr_proc {
+	pid_t pid;
+	int in_fd;          /* its stdin; -1 once closed */
+	int out_fd, err_fd; /* -1 at EOF */
+	struct wr_buf out, err;
+	int status;         /* exit code, 128 + signal if killed; -1 until reaped */
+	bool timed_out;     /* the deadline passed and it was SIGKILLed */
+};
+
+static inline void wr_buf_add(struct wr_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		if (!b->p)
+			abort();
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+/* Starts argv (PATH searched) with its three standard streams on pipes. */
+static inline int wr_start(struct wr_proc *p, char *const argv[])
+{
+	int in[2], out[2], err[2];
+
+	memset(p, 0, sizeof(*p));
+	p->status = -1;
+	p->in_fd = p->out_fd = p->err_fd = -1;
+	wr_buf_add(&p->out, "", 0);
+	wr_buf_add(&p->err, "", 0);
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return -errno;
+	p->pid = fork();
+	if (p->pid < 0)
+		return -errno;
+	if (p->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execvp(argv[0], argv);
+		fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	p->in_fd = in[1];
+	p->out_fd = out[0];
+	p->err_fd = err[0];
+	return 0;
+}
+
+/* Reads what is there, waiting up to timeout_ms for something; false once both are at EOF. */
+static inline bool wr_pump(struct wr_proc *p, int timeout_ms)
+{
+	struct pollfd fds[2];
+	int *which[2], n = 0;
+	char buf[65536];
+
+	if (p->out_fd >= 0) {
+		fds[n] = (struct pollfd){ .fd = p->out_fd, .events = POLLIN };
+		which[n++] = &p->out_fd;
+	}
+	if (p->err_fd >= 0) {
+		fds[n] = (struct pollfd){ .fd = p->err_fd, .events = POLLIN };
+		which[n++] = &p->err_fd;
+	}
+	if (n == 0)
+		return false;
+	if (poll(fds, n, timeout_ms) <= 0)
+		return true;
+	for (int i = 0; i < n; i++) {
+		ssize_t r;
+
+		if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		r = read(fds[i].fd, buf, sizeof(buf));
+		if (r > 0) {
+			wr_buf_add(which[i] == &p->out_fd ? &p->out : &p->err, buf, (size_t)r);
+		} else if (r == 0 || errno != EINTR) {
+			close(*which[i]);
+			*which[i] = -1;
+		}
+	}
+	return p->out_fd >= 0 || p->err_fd >= 0;
+}
+
+/* Collects output until `needle` appears on its stderr: 0, or -ETIMEDOUT, or -EPIPE if it
+ * closed stderr (exited) first. */
+static inline int wr_wait_err(struct wr_proc *p, const char *needle, int timeout_ms)
+{
+	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
+
+	while (!strstr(p->err.p, needle)) {
+		uint64_t now = wr_now_ms();
+
+		if (p->err_fd < 0)
+			return -EPIPE;
+		if (now >= end)
+			return -ETIMEDOUT;
+		wr_pump(p, (int)(end - now));
+	}
+	return 0;
+}
+
+/* Same for its stdout. */
+static inline int wr_wait_out(struct wr_proc *p, const char *needle, int timeout_ms)
+{
+	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
+
+	while (!strstr(p->out.p, needle)) {
+		uint64_t now = wr_now_ms();
+
+		if (p->out_fd < 0)
+			return -EPIPE;
+		if (now >= end)
+			return -ETIMEDOUT;
+		wr_pump(p, (int)(end - now));
+	}
+	return 0;
+}
+
+static inline void wr_close_stdin(struct wr_proc *p)
+{
+	if (p->in_fd >= 0)
+		close(p->in_fd);
+	p->in_fd = -1;
+}
+
+/* Reaps it without blocking past the deadline (then SIGKILL); returns its status. */
+static inline int wr_reap(struct wr_proc *p, uint64_t deadline_ms)
+{
+	int ws;
+
+	if (p->status >= 0 || p->pid <= 0)
+		return p->status;
+	for (;;) {
+		pid_t r = waitpid(p->pid, &ws, WNOHANG);
+
+		if (r == p->pid)
+			break;
+		if (r < 0)
+			return p->status = -1;
+		if (wr_now_ms() >= deadline_ms && !p->timed_out) {
+			p->timed_out = true;
+			kill(p->pid, SIGKILL);
+		}
+		if (!wr_pump(p, 10))
+			wr_sleep_ms(5);
+	}
+	p->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	return p->status;
+}
+
+/* Closes its stdin, collects everything it prints until it exits (SIGKILL after timeout_ms:
+ * timed_out), returns the status. */
+static inline int wr_finish(struct wr_proc *p, int timeout_ms)
+{
+	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
+
+	wr_close_stdin(p);
+	while (wr_pump(p, 100)) {
+		if (wr_now_ms() >= end + 2000)
+			break; /* dead, but something it started still holds the pipes */
+		if (wr_now_ms() >= end && !p->timed_out) {
+			p->timed_out = true;
+			kill(p->pid, SIGKILL);
+		}
+	}
+	return wr_reap(p, end);
+}
+
+static inline void wr_free(struct wr_proc *p)
+{
+	if (p->pid > 0 && p->status < 0) {
+		kill(p->pid, SIGKILL);
+		wr_reap(p, 0);
+	}
+	wr_close_stdin(p);
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+	if (p->err_fd >= 0)
+		close(p->err_fd);
+	free(p->out.p);
+	free(p->err.p);
+	memset(p, 0, sizeof(*p));
+	p->in_fd = p->out_fd = p->err_fd = -1;
+}
+
+/* Starts `weft run ARGS...` (NULL-terminated). */
+static inline int wr_weft_start(struct wr_proc *p, ...)
+{
+	char *argv[WR_MAX_ARGS];
+	int n = 0;
+	va_list ap;
+
+	argv[n++] = getenv("WEFT_BIN");
+	argv[n++] = (char *)"run";
+	va_start(ap, p);
+	while (n < WR_MAX_ARGS - 1 && (argv[n] = va_arg(ap, char *)) != NULL)
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return wr_start(p, argv);
+}
+
+/* Runs `weft run ARGS...` to its end; returns its status (-errno if it could not start). */
+#define wr_weft_run(p, ...)                                                                        \
+	({                                                                                         \
+		int _rc = wr_weft_start((p), __VA_ARGS__, (char *)NULL);                           \
+		_rc ? _rc : wr_finish((p), WR_TIMEOUT_MS);                                         \
+	})
+
+/* Prints what a failed check needs to be understood. */
+static inline void wr_dump(const struct wr_proc *p, const char *what)
+{
+	fprintf(stderr, "--- %s: status %d%s\n--- stderr:\n%s\n--- stdout (%zu bytes):\n%.4000s\n",
+		what, p->status, p->timed_out ? " (timed out, killed)" : "", p->err.p, p->out.len,
+		p->out.p);
+}
+
+/*
+ * A workload started with its stdin on a pipe; the first line it prints is its pid
+ * (wl_syscalls does that), which must be the pid we started.
+ */
+static inline int wr_workload_start(struct wr_proc *p, char *const argv[])
+{
+	int rc = wr_start(p, argv);
+
+	if (rc)
+		return rc;
+	if (wr_wait_out(p, "\n", 10000))
+		return -EIO;
+	return atoi(p->out.p) == p->pid ? 0 : -EPROTO;
+}
+
+/* ------------------------------------------------------------------------ JSON */
+
+enum wj_kind { WJ_NULL, WJ_BOOL, WJ_NUM, WJ_STR, WJ_ARR, WJ_OBJ };
+
+struct wj {
+	enum wj_kind kind;
+	char *name;       /* member name, in an object */
+	char *str;        /* WJ_STR: decoded; WJ_NUM: the literal */
+	bool b;           /* WJ_BOOL */
+	double num;       /* WJ_NUM */
+	bool is_int;      /* WJ_NUM without fraction or exponent, in range of long long */
+	long long ival;   /* WJ_NUM when is_int */
+	struct wj *kids;  /* WJ_ARR, WJ_OBJ */
+	size_t nkids;
+};
+
+struct wj_in {
+	const char *s, *end;
+	int depth;
+};
+
+static inline void wj_ws(struct wj_in *in)
+{
+	while (in->s < in->end && (*in->s == ' ' || *in->s == '\t' || *in->s == '\n' ||
+				   *in->s == '\r'))
+		in->s++;
+}
+
+static inline void wj_put_utf8(struct wr_buf *b, unsigned int c)
+{
+	char u[4];
+	size_t n;
+
+	if (c < 0x80) {
+		u[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		u[0] = (char)(0xc0 | (c >> 6));
+		u[1] = (char)(0x80 | (c & 0x3f));
+		n = 2;
+	} else {
+		u[0] = (char)(0xe0 | (c >> 12));
+		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		u[2] = (char)(0x80 | (c & 0x3f));
+		n = 3;
+	}
+	wr_buf_add(b, u, n);
+}
+
+/* A string at in->s (the opening quote); NULL if malformed.  Surrogates are kept as two
+ * 3-byte sequences: the tests compare ASCII. */
+static inline char *wj_string(struct wj_in *in)
+{
+	struct wr_buf b = { 0 };
+
+	wr_buf_add(&b, "", 0);
+	in->s++;
+	while (in->s < in->end && *in->s != '"') {
+		unsigned char c = (unsigned char)*in->s++;
+
+		if (c < 0x20)
+			goto bad;
+		if (c != '\\') {
+			wr_buf_add(&b, (const char *)&c, 1);
+			continue;
+		}
+		if (in->s >= in->end)
+			goto bad;
+		c = (unsigned char)*in->s++;
+		switch (c) {
+		case '"':
+		case '\\':
+		case '/':
+			wr_buf_add(&b, (const char *)&c, 1);
+			break;
+		case 'b':
+			wr_buf_add(&b, "\b", 1);
+			break;
+		case 'f':
+			wr_buf_add(&b, "\f", 1);
+			break;
+		case 'n':
+			wr_buf_add(&b, "\n", 1);
+			break;
+		case 'r':
+			wr_buf_add(&b, "\r", 1);
+			break;
+		case 't':
+			wr_buf_add(&b, "\t", 1);
+			break;
+		case 'u': {
+			unsigned int v = 0;
+
+			for (int i = 0; i < 4; i++) {
+				char h = in->s < in->end ? *in->s++ : 0;
+
+				v <<= 4;
+				if (h >= '0' && h <= '9')
+					v |= (unsigned int)(h - '0');
+				else if (h >= 'a' && h <= 'f')
+					v |= (unsigned int)(h - 'a' + 10);
+				else if (h >= 'A' && h <= 'F')
+					v |= (unsigned int)(h - 'A' + 10);
+				else
+					goto bad;
+			}
+			wj_put_utf8(&b, v);
+			break;
+		}
+		default:
+			goto bad;
+		}
+	}
+	if (in->s >= in->end)
+		goto bad;
+	in->s++;
+	return b.p;
+bad:
+	free(b.p);
+	return NULL;
+}
+
+static inline void wj_free_kids(struct wj *v)
+{
+	for (size_t i = 0; i < v->nkids; i++)
+		wj_free_kids(&v->kids[i]);
+	free(v->kids);
+	free(v->name);
+	free(v->str);
+}
+
+static inline void wj_free(struct wj *v)
+{
+	if (!v)
+		return;
+	wj_free_kids(v);
+	free(v);
+}
+
+static inline int wj_value(struct wj_in *in, struct wj *v);
+
+static inline int wj_number(struct wj_in *in, struct wj *v)
+{
+	const char *start = in->s;
+	bool integer = true;
+	char *end;
+
+	if (in->s < in->end && *in->s == '-')
+		in->s++;
+	if (in->s >= in->end || *in->s < '0' || *in->s > '9')
+		return -1;
+	while (in->s < in->end && ((*in->s >= '0' && *in->s <= '9') || *in->s == '.' ||
+				   *in->s == 'e' || *in->s == 'E' || *in->s == '+' ||
+				   *in->s == '-')) {
+		if (*in->s == '.' || *in->s == 'e' || *in->s == 'E')
+			integer = false;
+		in->s++;
+	}
+	v->kind = WJ_NUM;
+	v->str = strndup(start, (size_t)(in->s - start));
+	v->num = strtod(v->str, &end);
+	if (*end)
+		return -1;
+	if (integer) {
+		errno = 0;
+		v->ival = strtoll(v->str, &end, 10);
+		v->is_int = errno == 0 && !*end;
+	}
+	return 0;
+}
+
+static inline int wj_container(struct wj_in *in, struct wj *v, bool object)
+{
+	char close = object ? '}' : ']';
+
+	if (++in->depth > 64)
+		return -1;
+	v->kind = object ? WJ_OBJ : WJ_ARR;
+	in->s++;
+	wj_ws(in);
+	if (in->s < in->end && *in->s == close) {
+		in->s++;
+		in->depth--;
+		return 0;
+	}
+	for (;;) {
+		struct wj kid = { 0 };
+
+		wj_ws(in);
+		if (object) {
+			if (in->s >= in->end || *in->s != '"' || !(kid.name = wj_string(in)))
+				return -1;
+			wj_ws(in);
+			if (in->s >= in->end || *in->s != ':') {
+				free(kid.name);
+				return -1;
+			}
+			in->s++;
+		}
+		if (wj_value(in, &kid)) {
+			wj_free_kids(&kid);
+			return -1;
+		}
+		v->kids = realloc(v->kids, (v->nkids + 1) * sizeof(*v->kids));
+		if (!v->kids)
+			abort();
+		v->kids[v->nkids++] = kid;
+		wj_ws(in);
+		if (in->s < in->end && *in->s == ',') {
+			in->s++;
+			continue;
+		}
+		if (in->s < in->end && *in->s == close) {
+			in->s++;
+			in->depth--;
+			return 0;
+		}
+		return -1;
+	}
+}
+
+static inline int wj_value(struct wj_in *in, struct wj *v)
+{
+	wj_ws(in);
+	if (in->s >= in->end)
+		return -1;
+	switch (*in->s) {
+	case '{':
+		return wj_container(in, v, true);
+	case '[':
+		return wj_container(in, v, false);
+	case '"':
+		v->kind = WJ_STR;
+		v->str = wj_string(in);
+		return v->str ? 0 : -1;
+	case 't':
+	case 'f':
+	case 'n': {
+		static const char *const words[] = { "true", "false", "null" };
+
+		for (int i = 0; i < 3; i++) {
+			size_t n = strlen(words[i]);
+
+			if ((size_t)(in->end - in->s) >= n && memcmp(in->s, words[i], n) == 0) {
+				in->s += n;
+				v->kind = i == 2 ? WJ_NULL : WJ_BOOL;
+				v->b = i == 0;
+				return 0;
+			}
+		}
+		return -1;
+	}
+	default:
+		return wj_number(in, v);
+	}
+}
+
+/* One JSON value filling s[0..len) (surrounding white space allowed); NULL if malformed. */
+static inline struct wj *wj_parse(const char *s, size_t len)
+{
+	struct wj_in in = { .s = s, .end = s + len };
+	struct wj *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		abort();
+	if (wj_value(&in, v) == 0) {
+		wj_ws(&in);
+		if (in.s == in.end)
+			return v;
+	}
+	wj_free(v);
+	return NULL;
+}
+
+/* Member `name` of an object (NULL if absent or not an object). */
+static inline const struct wj *wj_get(const struct wj *o, const char *name)
+{
+	if (!o || o->kind != WJ_OBJ)
+		return NULL;
+	for (size_t i = 0; i < o->nkids; i++)
+		if (strcmp(o->kids[i].name, name) == 0)
+			return &o->kids[i];
+	return NULL;
+}
+
+static inline const char *wj_str(const struct wj *v)
+{
+	return v && v->kind == WJ_STR ? v->str : NULL;
+}
+
+/* An integer member, failing the test if it is absent or not an integer. */
+static inline long long wj_int_of(const struct wj *o, const char *name)
+{
+	const struct wj *v = wj_get(o, name);
+
+	if (!v || v->kind != WJ_NUM || !v->is_int)
+		fail_msg("JSON member '%s' is %s, not an integer", name,
+			 !v ? "absent" : v->kind == WJ_NULL ? "null" : v->str ? v->str : "not a number");
+	return v->ival;
+}
+
+/* A number member (integer or not), failing the test if it is absent or not a number. */
+static inline double wj_num_of(const struct wj *o, const char *name)
+{
+	const struct wj *v = wj_get(o, name);
+
+	if (!v || v->kind != WJ_NUM)
+		fail_msg("JSON member '%s' is %s, not a number", name,
+			 !v ? "absent" : v->kind == WJ_NULL ? "null" : "not a number");
+	return v->num;
+}
+
+/* ------------------------------------------------------------------------ weft's output */
+
+struct wr_json {
+	struct wj **v; /* one per JSON line of stdout */
+	size_t n;
+};
+
+/*
+ * Parses every line of stdout that starts with '{' (weft's objects; a -c workload shares
+ * stdout and prints its own lines, which are skipped).  A '{' line that is not valid JSON
+ * fails the test: every line weft prints must parse.
+ */
+static inline void wr_json_lines(const struct wr_buf *b, struct wr_json *out)
+{
+	const char *s = b->p, *end = b->p + b->len;
+
+	memset(out, 0, sizeof(*out));
+	while (s < end) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		const char *e = nl ? nl : end;
+
+		if (*s == '{') {
+			struct wj *v = wj_parse(s, (size_t)(e - s));
+
+			if (!v)
+				fail_msg("weft printed a line that is not JSON: %.*s", (int)(e - s), s);
+			out->v = realloc(out->v, (out->n + 1) * sizeof(*out->v));
+			if (!out->v)
+				abort();
+			out->v[out->n++] = v;
+		}
+		s = e + 1;
+	}
+}
+
+static inline void wr_json_free(struct wr_json *j)
+{
+	for (size_t i = 0; i < j->n; i++)
+		wj_free(j->v[i]);
+	free(j->v);
+	memset(j, 0, sizeof(*j));
+}
+
+static inline bool wr_is_type(const struct wj *v, const char *type)
+{
+	const char *t = wj_str(wj_get(v, "type"));
+
+	return t && strcmp(t, type) == 0;
+}
+
+/*
+ * Checks the windows of a run: at least one, indexed 0, 1, 2, ... in order, each with
+ * `rows` an array, and no loss of any kind (every lost counter, misses and overflow zero).
+ * Returns the number of windows.
+ */
+static inline size_t wr_check_windows(const struct wr_json *j)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		const struct wj *w = j->v[i], *lost = wj_get(w, "lost"), *rows = wj_get(w, "rows");
+
+		if (!wr_is_type(w, "window"))
+			continue;
+		if (wj_int_of(w, "index") != (long long)n)
+			fail_msg("window %zu has index %lld", n, wj_int_of(w, "index"));
+		if (!rows || rows->kind != WJ_ARR)
+			fail_msg("window %zu has no rows array", n);
+		if (!lost || lost->kind != WJ_OBJ)
+			fail_msg("window %zu has no lost object", n);
+		for (size_t k = 0; k < lost->nkids; k++)
+			if (!lost->kids[k].is_int || lost->kids[k].ival != 0)
+				fail_msg("window %zu lost %s events (%s)", n, lost->kids[k].str,
+					 lost->kids[k].name);
+		if (wj_int_of(w, "misses") != 0 || wj_int_of(w, "overflow") != 0)
+			fail_msg("window %zu: misses %lld, overflow %lld", n,
+				 wj_int_of(w, "misses"), wj_int_of(w, "overflow"));
+		n++;
+	}
+	if (n == 0)
+		fail_msg("no window was printed");
+	return n;
+}
+
+/* The only window of a run (fails unless there is exactly one). */
+static inline const struct wj *wr_one_window(const struct wr_json *j)
+{
+	const struct wj *w = NULL;
+
+	if (wr_check_windows(j) != 1)
+		fail_msg("%zu windows where one was expected", wr_check_windows(j));
+	for (size_t i = 0; i < j->n && !w; i++)
+		if (wr_is_type(j->v[i], "window"))
+			w = j->v[i];
+	return w;
+}
+
+/* Row `i` of a window (fails if there is none). */
+static inline const struct wj *wr_row(const struct wj *w, size_t i)
+{
+	const struct wj *rows = wj_get(w, "rows");
+
+	if (!rows || i >= rows->nkids)
+		fail_msg("the window has %zu rows, not %zu", rows ? rows->nkids : 0, i + 1);
+	return &rows->kids[i];
+}
+
+static inline size_t wr_nrows(const struct wj *w)
+{
+	const struct wj *rows = wj_get(w, "rows");
+
+	return rows ? rows->nkids : 0;
+}
+
+/*
+ * The sum over all windows and rows of integer column `col`, for the rows whose column `key`
+ * (NULL: every row) is the integer `keyval`.
+ */
+static inline long long wr_sum_col(const struct wr_json *j, const char *col, const char *key,
+				   long long keyval)
+{
+	long long sum = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		if (!wr_is_type(j->v[i], "window"))
+			continue;
+		for (size_t r = 0; r < wr_nrows(j->v[i]); r++) {
+			const struct wj *row = wr_row(j->v[i], r);
+
+			if (!key || wj_int_of(row, key) == keyval)
+				sum += wj_int_of(row, col);
+		}
+	}
+	return sum;
+}
+
+/* ------------------------------------------------------------------------ other tools */
+
+/* Runs a command (PATH searched) to its end and parses all its stdout as one JSON value. */
+static inline struct wj *wr_json_of(char *const argv[])
+{
+	struct wr_proc p;
+	struct wj *v = NULL;
+
+	if (wr_start(&p, argv) == 0 && wr_finish(&p, 30000) == 0)
+		v = wj_parse(p.out.p, p.out.len);
+	if (!v)
+		wr_dump(&p, argv[0]);
+	wr_free(&p);
+	return v;
+}
+
+#endif

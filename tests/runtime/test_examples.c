@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Every example of LANGUAGE.md runs as written on this machine, with real paths and pids
+ * substituted where the spec names ones that do not exist here (pid 4242, PostgreSQL).
+ * Each runs under the real `weft run` until Ctrl-C (SIGINT after a moment), must exit 0,
+ * print its result columns, and, where the example's events certainly happen, results.
+ * (Exact counts are the business of test_run_*.c; this test is about "as written".)
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+struct out {
+	char buf[1 << 16];
+	size_t len;
+	int status;
+};
+
+/* Runs weft with argv, sends SIGINT after run_ms, collects stdout+stderr (bounded). */
+static void run_weft(const char *const *args, int run_ms, struct out *o)
+{
+	const char *weft = getenv("WEFT_BIN");
+	char *argv[16];
+	int fds[2], n = 0;
+	pid_t pid;
+	struct timespec t0, t;
+	bool sent = false;
+
+	assert_non_null(weft);
+	argv[n++] = (char *)weft;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		execv(weft, argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	o->len = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = { .fd = fds[0], .events = POLLIN };
+		long ms;
+
+		poll(&p, 1, 50);
+		for (;;) {
+			ssize_t r = read(fds[0], o->buf + o->len, sizeof(o->buf) - 1 - o->len);
+
+			if (r <= 0)
+				break;
+			o->len += r;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (!sent && ms >= run_ms) {
+			kill(pid, SIGINT);
+			sent = true;
+		}
+		if (ms > run_ms + 20000) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (waitpid(pid, &o->status, WNOHANG) == pid) {
+			ssize_t r;
+
+			while ((r = read(fds[0], o->buf + o->len, sizeof(o->buf) - 1 - o->len)) > 0)
+				o->len += r;
+			break;
+		}
+	}
+	o->buf[o->len] = 0;
+	close(fds[0]);
+}
+
+static void expect(const struct out *o, const char *what)
+{
+	if (!strstr(o->buf, what))
+		fail_msg("expected '%s' in the output:\n%s", what, o->buf);
+}
+
+static void expect_ok(const struct out *o)
+{
+	if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0)
+		fail_msg("weft did not exit 0 (status 0x%x):\n%s", o->status, o->buf);
+	expect(o, "weft: attached");
+}
+
+/* A child that burns CPU and makes system calls until killed. */
+static pid_t busy_child(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		volatile unsigned long x = 0;
+
+		for (;;) {
+			for (int i = 0; i < 100000; i++)
+				x += i;
+			getppid();
+		}
+	}
+	return pid;
+}
+
+static void test_top_syscalls(void **state)
+{
+	static struct out o;
+	/* a query that starts with a comment starts with "--": end the options first */
+	const char *args[] = { "run", "--", "-- system calls by process, top 10 every second\n"
+				      "from tracepoint:raw_syscalls:sys_enter\n"
+				      "group by comm select count() as calls\n"
+				      "order by calls desc limit 10 every 1s",
+			       NULL };
+
+	run_weft(args, 2500, &o);
+	expect_ok(&o);
+	expect(&o, "calls");
+	expect(&o, "window 0");
+	expect(&o, "weft "); /* weft itself makes system calls: it is a group */
+}
+
+static void test_read_bytes(void **state)
+{
+	static struct out o;
+	const char *args[] = { "run",
+			       "from syscall:read group by comm select sum(args.count) as bytes for 10s",
+			       NULL };
+
+	run_weft(args, 1500, &o);
+	expect_ok(&o);
+	expect(&o, "bytes");
+}
+
+static void test_read_latency(void **state)
+{
+	static struct out o;
+	const char *args[] = { "run",
+			       "from span(syscall:read) where comm = 'postgres'\n"
+			       "select count(), p50(duration), p99(duration), hist(duration) every 5s",
+			       NULL };
+
+	run_weft(args, 1500, &o);
+	expect_ok(&o);
+	expect(&o, "p99(duration)");
+}
+
+static void test_redis_function(void **state)
+{
+	static struct out o;
+	char query[512], port[16], cmd[128];
+	pid_t redis;
+	int tries = 0;
+
+	if (access("/usr/bin/redis-server", X_OK) != 0)
+		skip();
+	snprintf(port, sizeof(port), "%d", 17000 + getpid() % 1000);
+	redis = fork();
+	if (redis == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execl("/usr/bin/redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+		      "--save", "", "--appendonly", "no", NULL);
+		_exit(127);
+	}
+	snprintf(cmd, sizeof(cmd), "redis-cli -p %s ping >/dev/null 2>&1", port);
+	while (system(cmd) != 0 && tries++ < 50)
+		usleep(100000);
+	/* the spec's pid 4242 is this redis-server's */
+	snprintf(query, sizeof(query),
+		 "from span(uprobe:/usr/bin/redis-server:processCommand) where pid = %d\n"
+		 "select count(), avg(duration), p99(duration) every 1s",
+		 (int)redis);
+	{
+		const char *args[] = { "run", query, NULL };
+		pid_t load = fork();
+
+		if (load == 0) {
+			char c[160];
+
+			usleep(700000);
+			snprintf(c, sizeof(c),
+				 "redis-benchmark -p %s -q -n 2000 -t ping >/dev/null 2>&1", port);
+			_exit(system(c) == 0 ? 0 : 1);
+		}
+		run_weft(args, 2500, &o);
+		waitpid(load, NULL, 0);
+	}
+	kill(redis, SIGTERM);
+	waitpid(redis, NULL, 0);
+	expect_ok(&o);
+	expect(&o, "avg(duration)");
+}
+
+static void test_usdt_span(void **state)
+{
+	static struct out o;
+	/* The spec pairs PostgreSQL's query__start/query__done; python3's USDT probes stand in
+	 * for them where PostgreSQL is not installed. */
+	const char *pg = "/usr/lib/postgresql/15/bin/postgres";
+	char query[512];
+	const char *args[] = { "run", query, NULL };
+
+	if (access(pg, X_OK) == 0)
+		snprintf(query, sizeof(query),
+			 "from span(usdt:%s:postgresql:query__start,\n"
+			 "          usdt:%s:postgresql:query__done)\n"
+			 "select p50(duration), p99(duration) every 10s",
+			 pg, pg);
+	else
+		snprintf(query, sizeof(query),
+			 "from span(usdt:/usr/bin/python3:python:function__entry,\n"
+			 "          usdt:/usr/bin/python3:python:function__return)\n"
+			 "select p50(duration), p99(duration) every 10s");
+	run_weft(args, 1500, &o);
+	expect_ok(&o);
+	expect(&o, "p50(duration)");
+}
+
+static void test_opensnoop(void **state)
+{
+	static struct out o;
+	const char *args[] = { "run", "-c", "cat /etc/hostname",
+			       "from syscall:openat select time, pid, comm, str(args.filename)", NULL };
+
+	run_weft(args, 5000, &o); /* ends by itself when cat exits */
+	expect_ok(&o);
+	expect(&o, "str(args.filename)");
+	expect(&o, "/etc/hostname");
+}
+
+static void test_profile(void **state)
+{
+	static struct out o;
+	pid_t busy = busy_child();
+	char query[256];
+	const char *args[] = { "run", query, NULL };
+
+	snprintf(query, sizeof(query),
+		 "from profile:99hz where pid = %d group by ustack select count() as samples\n"
+		 "order by samples desc limit 20 for 30s",
+		 (int)busy);
+	run_weft(args, 2000, &o);
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	expect_ok(&o);
+	expect(&o, "samples");
+	expect(&o, "busy_child"); /* the child's frames are symbolized */
+}
+
+static void test_host(void **state)
+{
+	static struct out o;
+	const char *args[] = { "run", "from syscall:write group by host select sum(args.count) every 10s",
+			       NULL };
+	char host[256] = "";
+
+	gethostname(host, sizeof(host) - 1);
+	run_weft(args, 1500, &o);
+	expect_ok(&o);
+	expect(&o, host);
+}
+
+static void test_kprobe_refused(void **state)
+{
+	static struct out o;
+	const char *args[] = { "run", "from kprobe:do_sys_openat2 select count()", NULL };
+
+	run_weft(args, 5000, &o);
+	assert_true(WIFEXITED(o.status));
+	assert_int_equal(WEXITSTATUS(o.status), 3);
+	expect(&o, "E_PROBE_FEATURE");
+	expect(&o, "syscall:openat"); /* names what to use instead */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_top_syscalls), cmocka_unit_test(test_read_bytes),
+		cmocka_unit_test(test_read_latency), cmocka_unit_test(test_redis_function),
+		cmocka_unit_test(test_usdt_span),    cmocka_unit_test(test_opensnoop),
+		cmocka_unit_test(test_profile),	     cmocka_unit_test(test_host),
+		cmocka_unit_test(test_kprobe_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
