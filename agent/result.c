@@ -36,6 +36,7 @@
 #include "agent/result.h"
 #include "aggregator/aggstate.h"
 #include "kernel/weft_abi.h"
+#include "weft.pb-c.h"
 
 #define CK_INT 'i'
 #define CK_TEXT 's'
@@ -749,6 +750,178 @@ bool agent_table_equal(const struct agent_table *a, const struct agent_table *b)
 			return false;
 	}
 	return true;
+}
+
+/* ---- the wire form (aggregator/weft.proto Group) ---- */
+
+void agent_groups_free(Weft__Group **groups, size_t n)
+{
+	if (!groups)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(groups[i]); /* one allocation per group: struct, states, key, bytes */
+	free(groups);
+}
+
+int agent_table_to_groups(const struct agent_table *t, Weft__Group ***out, size_t *n)
+{
+	const struct plan *p;
+	Weft__Group **gs;
+	size_t enc_max = 0;
+
+	if (!t || !out || !n)
+		return -EINVAL;
+	*out = NULL;
+	*n = 0;
+	p = t->p;
+	for (int a = 0; a < p->naggs; a++) {
+		struct agg_spec s = spec_of(&p->aggs[a]);
+
+		enc_max += agg_state_encoded_max(&s);
+	}
+	gs = calloc(t->ngroups + 1, sizeof(*gs));
+	if (!gs)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->ngroups; i++) {
+		const struct group *g = t->groups[i];
+		size_t states = (size_t)p->naggs * sizeof(ProtobufCBinaryData);
+		Weft__Group *w = malloc(sizeof(*w) + states + g->klen + enc_max);
+		uint8_t *data;
+
+		if (!w) {
+			agent_groups_free(gs, i);
+			return -ENOMEM;
+		}
+		weft__group__init(w);
+		w->n_states = (size_t)p->naggs;
+		w->states = (ProtobufCBinaryData *)(w + 1);
+		data = (uint8_t *)w->states + states;
+		memcpy(data, g->key, g->klen);
+		w->key.data = data;
+		w->key.len = g->klen;
+		data += g->klen;
+		for (int a = 0; a < p->naggs; a++) {
+			struct agg_spec s = spec_of(&p->aggs[a]);
+			const uint8_t *st = (const uint8_t *)g->states + t->slots[t->agg_slot[a]].soff;
+			ssize_t len = agg_state_encode(&s, st, data, agg_state_encoded_max(&s));
+
+			if (len < 0) {
+				free(w);
+				agent_groups_free(gs, i);
+				return -EINVAL;
+			}
+			w->states[a].data = data;
+			w->states[a].len = (size_t)len;
+			data += len;
+		}
+		gs[i] = w;
+	}
+	*out = gs;
+	*n = t->ngroups;
+	return 0;
+}
+
+/* A canonical key from elsewhere: well formed, and one value per key column of this plan's
+ * type (text where the plan renders text, an integer elsewhere, 0 or 1 for a bool). */
+static int wire_key_check(const struct plan *p, const ProtobufCBinaryData *key, struct kv *kv)
+{
+	if (key->len && !key->data)
+		return -EINVAL;
+	if (key->len > UINT32_MAX || key_decode(p, key->data, key->len, kv))
+		return -EINVAL;
+	for (int k = 0; k < p->nkeys; k++) {
+		if (kv[k].text != render_is_text(p->keys[k].render))
+			return -EINVAL;
+		if (p->keys[k].render == RENDER_BOOL && (uint64_t)kv[k].i > 1)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * The states of a wire group into st (the table's slot layout).  first[a] tells whether
+ * aggregate a is the first of its slot; the others (quantiles of one sketch) must carry the
+ * very same state, decoded into tmp to compare.
+ */
+static int wire_states_decode(const struct agent_table *t, const Weft__Group *w, const bool *first,
+			      uint8_t *st, uint8_t *tmp)
+{
+	const struct plan *p = t->p;
+
+	if (w->n_states != (size_t)p->naggs || (w->n_states && !w->states))
+		return -EINVAL;
+	for (int a = 0; a < p->naggs; a++) {
+		const struct agg_slot *sl = &t->slots[t->agg_slot[a]];
+		const ProtobufCBinaryData *b = &w->states[a];
+
+		if (b->len && !b->data)
+			return -EINVAL;
+		if (first[a]) {
+			if (agg_state_decode(&sl->spec, st + sl->soff, b->data, b->len))
+				return -EINVAL;
+		} else if (agg_state_decode(&sl->spec, tmp, b->data, b->len) ||
+			   memcmp(tmp, st + sl->soff, agg_state_size(&sl->spec)) != 0) {
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int agent_table_add_groups(struct agent_table *t, Weft__Group *const *groups, size_t n)
+{
+	const struct plan *p;
+	size_t tmp_bytes = 8;
+	struct kv *kv = NULL;
+	uint8_t *st = NULL, *tmp = NULL;
+	bool *first = NULL;
+	int rc = 0;
+
+	if (!t || (n && !groups))
+		return -EINVAL;
+	p = t->p;
+	for (int s = 0; s < t->nslots; s++)
+		if (agg_state_size(&t->slots[s].spec) > tmp_bytes)
+			tmp_bytes = agg_state_size(&t->slots[s].spec);
+	kv = calloc((size_t)p->nkeys + 1, sizeof(*kv));
+	st = calloc(1, t->state_bytes + 8);
+	tmp = calloc(1, tmp_bytes);
+	first = calloc((size_t)p->naggs + 1, sizeof(*first));
+	if (!kv || !st || !tmp || !first) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (int a = 0; a < p->naggs; a++) {
+		first[a] = true;
+		for (int b = 0; b < a; b++)
+			if (t->agg_slot[b] == t->agg_slot[a])
+				first[a] = false;
+	}
+	/* everything is checked before anything is merged: a bad group refuses the lot */
+	for (size_t i = 0; i < n; i++) {
+		if (!groups[i] || wire_key_check(p, &groups[i]->key, kv) ||
+		    wire_states_decode(t, groups[i], first, st, tmp)) {
+			rc = -EINVAL;
+			goto out_free;
+		}
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		const Weft__Group *w = groups[i];
+		const void *key = w->key.data ? (const void *)w->key.data : "";
+		struct group *g = table_get(t, key, w->key.len, &rc);
+
+		if (!g)
+			continue; /* full (counted in overflow), or rc = -ENOMEM */
+		rc = wire_states_decode(t, w, first, st, tmp);
+		for (int s = 0; s < t->nslots && !rc; s++)
+			rc = agg_state_merge(&t->slots[s].spec, (uint8_t *)g->states + t->slots[s].soff,
+					     st + t->slots[s].soff);
+	}
+out_free:
+	free(kv);
+	free(st);
+	free(tmp);
+	free(first);
+	return rc;
 }
 
 /* ---- finalizing and ordering ---- */

@@ -84,4 +84,26 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 /* The header line of a text stream (column names); nothing for JSON. */
 void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
 
+/*
+ * The wire form of a table (aggregator/weft.proto's Group): one Group per group, its
+ * canonical key, and one agg_state_encode()d state per aggregate in plan order (quantiles
+ * that share a sketch repeat the same state).  Additions for the cluster (agent/daemon.c and
+ * the aggregator daemon).
+ */
+typedef struct Weft__Group Weft__Group; /* aggregator/weft.pb-c.h */
+
+/* All groups of t as a malloc'd array of *n malloc'd Groups (each one allocation);
+ * release with agent_groups_free(), never with protobuf-c's free.  0, -EINVAL or -ENOMEM. */
+int agent_table_to_groups(const struct agent_table *t, Weft__Group ***out, size_t *n);
+void agent_groups_free(Weft__Group **groups, size_t n);
+/*
+ * Merges groups that came from the wire into t.  Everything is checked first: each key must
+ * be a well-formed canonical key with t's plan's column count and types, each group must carry
+ * one state per aggregate that agg_state_decode() accepts (and quantiles sharing a sketch the
+ * same state).  One bad group refuses them all: -EINVAL and t unchanged.  Groups that do not
+ * fit are counted in agent_table_overflow(), as for every other merge.  0, -EINVAL, -ENOMEM
+ * (t may then hold part of the groups).
+ */
+int agent_table_add_groups(struct agent_table *t, Weft__Group *const *groups, size_t n);
+
 #endif

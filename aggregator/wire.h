@@ -95,4 +95,33 @@ void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pu
 int wire_send(void *sock, const void *identity, size_t idlen, const Weft__Envelope *e,
 	      bool dontwait);
 
+/*
+ * Additions (aggregator/wire.c), beyond the first contract.
+ */
+/* The checks wire_decode() makes, on a tree built in memory (wire_encode() runs them too:
+ * a peer never sends what it would reject).  0, or -EINVAL with a reason in why. */
+int wire_validate(const Weft__Envelope *e, char *why, size_t whysz);
+/* Whether the aggregator (the ROUTER side) may send a body of this kind to its peers. */
+bool wire_body_from_server(Weft__Envelope__BodyCase body);
+/* "hello", "partial", ...; "none" for anything else. */
+const char *wire_body_name(Weft__Envelope__BodyCase body);
+/* The role in a ZAP user id "ROLE:NAME" (message metadata "User-Id"), and NAME. */
+enum wire_role wire_user_id_role(const char *user_id, const char **name);
+/* An allow-list from text (the file format above); wire_allowlist_load() reads a file with
+ * it.  -EINVAL with the 1-based bad line in *line; duplicate keys are refused. */
+int wire_allowlist_parse(const char *text, size_t len, struct wire_allowlist *al, int *line);
+/* Replaces the ZAP handler's allow-list (e.g. on SIGHUP); new handshakes use it. */
+int wire_zap_reload(struct wire_zap *z, const struct wire_allowlist *al);
+uint64_t wire_zap_accepted(const struct wire_zap *z); /* connections let in */
+/*
+ * An envelope around a body packed earlier (weft__<body>__pack()): version, seq, then the
+ * body's bytes.  The agent's spool keeps packed partials and stamps each transmission with
+ * a fresh seq this way.  The body is not re-checked: validate it before packing.
+ */
+int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed,
+		       size_t plen, void **buf, size_t *len);
+/* wire_send() of bytes already encoded. */
+int wire_send_bytes(void *sock, const void *identity, size_t idlen, const void *buf, size_t len,
+		    bool dontwait);
+
 #endif

@@ -710,6 +710,14 @@ static void emit_agg_update(struct cg *c, const struct plan_agg *a)
 	}
 }
 
+static bool plan_keyed(const struct plan *p)
+{
+	for (int k = 0; k < p->nkeys; k++)
+		if (p->keys[k].kernel)
+			return true;
+	return false;
+}
+
 /* The body after filtering: aggregate update or stream record. */
 static void emit_sink(struct cg *c)
 {
@@ -727,16 +735,18 @@ static void emit_sink(struct cg *c)
 			if (p->aggs[a].arg)
 				temps_for(c, p->aggs[a].arg);
 		if (keyed) {
+			/* WEFT_AGG_UPDATE emits the updates once per epoch half: a lookup whose
+			 * map is fixed at its call site takes the kernel's fast path */
 			emit(c, "\t__builtin_memset(&sc->key, 0, sizeof(sc->key));\n");
 			for (int k = 0; k < p->nkeys; k++)
 				if (p->keys[k].kernel)
 					emit_store_value(c, "sc->key.b", p->keys[k].offset,
 							 p->keys[k].size, p->keys[k].e);
-			emit(c, "\tv = WEFT_AGG_GET(weft_agg, e, &sc->key);\n");
+			emit(c, "\tWEFT_AGG_UPDATE(weft_agg, e, &sc->key, v,\n");
 		} else {
 			emit(c, "\tv = WEFT_AGG_GET1(weft_agg, struct wval, e);\n");
+			emit(c, "\tif (!v)\n\t\treturn 0;\n");
 		}
-		emit(c, "\tif (!v)\n\t\treturn 0;\n");
 		for (int a = 0; a < p->naggs; a++) {
 			bool dup = false;
 
@@ -745,6 +755,8 @@ static void emit_sink(struct cg *c)
 			if (!dup)
 				emit_agg_update(c, &p->aggs[a]);
 		}
+		if (keyed)
+			emit(c, "\t);\n");
 		return;
 	}
 	for (int f = 0; f < p->nfields; f++)
@@ -794,7 +806,7 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	emit(c, "\n/* %s%s */\n", c->tgt->name, c->span_end ? " (span end)" : c->span_start ? " (span start)" : "");
 	emit(c, "SEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
 	emit(c, "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n");
-	if (c->p->aggregating && !c->span_start)
+	if (c->p->aggregating && !c->span_start && !plan_keyed(c->p))
 		emit(c, "\tstruct wval *v;\n");
 	if (!c->p->aggregating && !c->span_start)
 		emit(c, "\tstruct wrec *r;\n");

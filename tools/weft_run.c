@@ -141,6 +141,26 @@ static int pidfd_of(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* A stream has no window to carry its losses and notes: they are reported on stderr when it
+ * ends, as a window's `lost:` and `notes:` lines would (never dropped silently). */
+static void report_stream_drops(struct agent_query *q)
+{
+	static const char *const names[] = WEFT_DROP_NAMES;
+	struct agent_window_stats st;
+
+	if (agent_query_window(q, NULL, &st) < 0)
+		return;
+	for (int i = 0; i < WEFT_DROP_NR; i++)
+		if (st.drops[i])
+			fprintf(stderr, "weft: %s: %llu %s (%s)\n",
+				WEFT_DROP_IS_LOSS(i) ? "lost" : "notes",
+				(unsigned long long)st.drops[i], WEFT_DROP_IS_LOSS(i) ? "rows" : "values",
+				names[i]);
+	if (st.misses)
+		fprintf(stderr, "weft: lost: %llu events (bpf_recursion_miss)\n",
+			(unsigned long long)st.misses);
+}
+
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
 {
 	agent_table_print(t, r->fmt, st, stdout);
@@ -378,6 +398,7 @@ out_stop:
 		agent_query_poll(r.q, 0);
 		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0)
 			fprintf(stderr, "weft: no events\n");
+		report_stream_drops(r.q);
 	}
 	agent_table_free(win);
 	agent_query_free(r.q);

@@ -91,7 +91,7 @@ struct wr_proc {
 static inline void wr_buf_add(struct wr_buf *b, const char *s, size_t n)
 {
 	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
+		size_t cap = b->cap ? b->cap : 32;
 
 		while (cap < b->len + n + 1)
 			cap *= 2;
@@ -297,6 +297,28 @@ static inline int wr_weft_start(struct wr_proc *p, ...)
 		int _rc = wr_weft_start((p), __VA_ARGS__, (char *)NULL);                           \
 		_rc ? _rc : wr_finish((p), WR_TIMEOUT_MS);                                         \
 	})
+
+/*
+ * Cuts the first line that starts with `prefix` out of b (a -c workload shares weft's stdout,
+ * and its line may land in the middle of one of weft's, which stdio writes in pieces) and
+ * copies it, without the newline, into line[0..size).  False if there is none.
+ */
+static inline bool wr_cut_line(struct wr_buf *b, const char *prefix, char *line, size_t size)
+{
+	char *s = strstr(b->p, prefix), *nl;
+	size_t n;
+
+	if (!s)
+		return false;
+	nl = strchr(s, '\n');
+	n = nl ? (size_t)(nl - s) : strlen(s);
+	snprintf(line, size, "%.*s", (int)n, s);
+	if (nl)
+		n++;
+	memmove(s, s + n, b->len - (size_t)(s - b->p) - n + 1);
+	b->len -= n;
+	return true;
+}
 
 /* Prints what a failed check needs to be understood. */
 static inline void wr_dump(const struct wr_proc *p, const char *what)

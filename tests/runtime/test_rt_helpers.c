@@ -6,13 +6,17 @@
  *    bit-parallel glob must agree with libc on every pair;
  *  - WEFT_STREQ against strcmp;
  *  - weft_str_user: a short string, a string that fills its buffer (counted string_truncated)
- *    and a faulting pointer (counted string_fault, value "").
+ *    and a faulting pointer (counted string_fault, value "");
+ *  - a tracepoint's __data_loc string (sched_process_exec's filename, offsets read from
+ *    tracefs like the code generator reads them), weft_comm and WEFT_STREQ on it, for
+ *    exec()s of a copy of true(1) this test makes.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <fnmatch.h>
+#include <sys/mount.h>
 #include <cmocka.h>
 #include "tests/runtime/test_rt_util.h"
 
@@ -26,7 +30,8 @@ static const char *const patterns[] = {
 static const char prog_src[] =
 	"#include \"weft.bpf.h\"\n"
 	"\n"
-	"struct io { char subject[64]; __u64 like; __u64 eq; char str[16]; __s64 n; } io;\n"
+	"struct io { char subject[64]; __u64 like; __u64 eq; char str[16]; __s64 n;\n"
+	"	char file[64]; __u64 execs; __s64 exec_pid; } io;\n"
 	"\n"
 	"#define L(i, pat) r |= (__u64)WEFT_LIKE(io.subject, sizeof(io.subject), pat) << (i)\n"
 	"SEC(\"raw_tp/sys_enter\")\n"
@@ -50,6 +55,20 @@ static const char prog_src[] =
 	"{\n"
 	"	__u32 e = weft_epoch();\n"
 	"	io.n = weft_str_user(e, io.str, sizeof(io.str), (const void *)ctx->args[0]);\n"
+	"	return 0;\n"
+	"}\n"
+	"\n"
+	"SEC(\"tp/sched/sched_process_exec\")\n"
+	"int p_exec(void *ctx)\n"
+	"{\n"
+	"	__u32 e = weft_epoch();\n"
+	"	char comm[16];\n"
+	"	weft_comm(comm);\n"
+	"	if (!WEFT_STREQ(comm, sizeof(comm), \"weft_rt_exec\"))\n"
+	"		return 0;\n"
+	"	weft_tp_str_loc(e, ctx, FILENAME_OFF, io.file, sizeof(io.file));\n"
+	"	io.exec_pid = WEFT_TP(ctx, PID_OFF, __s32);\n"
+	"	io.execs++;\n"
 	"	return 0;\n"
 	"}\n";
 
@@ -87,6 +106,9 @@ struct io {
 	__u64 eq;
 	char str[16];
 	__s64 n;
+	char file[64];
+	__u64 execs;
+	__s64 exec_pid;
 };
 
 static int bss_fd(struct rt_prog *p)
@@ -107,9 +129,47 @@ static int run_prog(struct rt_prog *p, const char *name, __u64 arg0)
 	return bpf_prog_test_run_opts(bpf_program__fd(prog), &opts);
 }
 
+/* The offset of `field` in a tracepoint's tracefs format, or -1. */
+static int tp_field_offset(const char *event, const char *field)
+{
+	char path[256], line[512], pat[96];
+	int off = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/events/%s/format", event);
+	snprintf(pat, sizeof(pat), " %s;", field);
+	f = fopen(path, "r");
+	if (!f && mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0)
+		f = fopen(path, "r"); /* tracefs was not mounted */
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, pat), *o = strstr(line, "offset:");
+
+		if (p && o && sscanf(o, "offset:%d;", &off) == 1)
+			break;
+	}
+	fclose(f);
+	return off;
+}
+
+/* The helpers program with the tracefs offsets it needs. */
+static int compile_helpers(struct rt_prog *p, char *obj, size_t len)
+{
+	int foff = tp_field_offset("sched/sched_process_exec", "filename");
+	int poff = tp_field_offset("sched/sched_process_exec", "pid");
+	char src[sizeof(prog_src) + 128];
+
+	if (foff < 0 || poff < 0)
+		return -ENOENT;
+	snprintf(src, sizeof(src), "#define FILENAME_OFF %d\n#define PID_OFF %d\n%s", foff, poff,
+		 prog_src);
+	return rt_compile(p, "helpers", src, obj, len);
+}
+
 static void test_like_and_streq_match_libc(void **state)
 {
-	const char *const no_attach[] = { "p_like", "p_str", NULL };
+	const char *const no_attach[] = { "p_like", "p_str", "p_exec", NULL };
 	struct rt_prog p = { 0 };
 	char obj[PATH_MAX];
 	__u32 zero = 0;
@@ -118,7 +178,7 @@ static void test_like_and_streq_match_libc(void **state)
 	(void)state;
 	if (!rt_is_root())
 		skip();
-	assert_int_equal(rt_compile(&p, "helpers", prog_src, obj, sizeof(obj)), 0);
+	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
 	fd = bss_fd(&p);
 	assert_true(fd >= 0);
@@ -152,7 +212,7 @@ static void test_like_and_streq_match_libc(void **state)
 
 static void test_str_user_counts_faults_and_truncation(void **state)
 {
-	const char *const no_attach[] = { "p_like", "p_str", NULL };
+	const char *const no_attach[] = { "p_like", "p_str", "p_exec", NULL };
 	static const char shortstr[] = "hello";
 	static const char longstr[] = "0123456789abcdefghij";
 	uint64_t drops[WEFT_DROP_NR] = { 0 };
@@ -165,7 +225,7 @@ static void test_str_user_counts_faults_and_truncation(void **state)
 	(void)state;
 	if (!rt_is_root())
 		skip();
-	assert_int_equal(rt_compile(&p, "helpers", prog_src, obj, sizeof(obj)), 0);
+	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
 	fd = bss_fd(&p);
 	assert_true(fd >= 0);
@@ -193,11 +253,44 @@ static void test_str_user_counts_faults_and_truncation(void **state)
 	rt_unload(&p);
 }
 
+static void test_tp_data_loc_string(void **state)
+{
+	const char *const only_exec[] = { "p_like", "p_str", NULL };
+	struct rt_prog p = { 0 };
+	char obj[PATH_MAX], exe[128];
+	struct io io;
+	__u32 zero = 0;
+	int fd;
+
+	(void)state;
+	if (!rt_is_root())
+		skip();
+	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_load(&p, obj, NULL, NULL, only_exec), 0);
+	fd = bss_fd(&p);
+	assert_true(fd >= 0);
+	snprintf(exe, sizeof(exe), "%s/weft_rt_exec", p.dir);
+	{
+		char *cp[] = { (char *)"/bin/cp", (char *)"/bin/true", exe, NULL };
+		char *run[] = { exe, NULL };
+
+		assert_int_equal(rt_run(cp), 0);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(rt_run(run), 0);
+	}
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, &io), 0);
+	assert_int_equal(io.execs, 3);
+	assert_string_equal(io.file, exe);
+	assert_true(io.exec_pid > 0);
+	rt_unload(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_like_and_streq_match_libc),
 		cmocka_unit_test(test_str_user_counts_faults_and_truncation),
+		cmocka_unit_test(test_tp_data_loc_string),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,7 +18,6 @@
  * Results are printed; docs/runtime.md quotes a run.
  */
 #include <stdint.h>
-#include <sys/syscall.h>
 #include "tests/runtime/test_rt_util.h"
 
 /*

@@ -86,7 +86,8 @@ static long proc_cpu_ms(pid_t pid)
 	fclose(f);
 	buf[n] = 0;
 	p = strrchr(buf, ')'); /* comm may hold spaces; fields restart after it */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return -1;
 	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
 }
@@ -191,7 +192,8 @@ int main(int argc, char **argv)
 
 			if (ss[i]->fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			n = read(ss[i]->fd, ss[i]->buf + ss[i]->len, sizeof(ss[i]->buf) - ss[i]->len);
+			n = read(ss[i]->fd, ss[i]->buf + ss[i]->len,
+				 sizeof(ss[i]->buf) - ss[i]->len);
 			if (n <= 0) {
 				if (ss[i]->len) { /* a last line without a newline */
 					ss[i]->buf[ss[i]->len] = '\n';
@@ -227,7 +229,8 @@ int main(int argc, char **argv)
 	return 0;
 
 usage:
-	fprintf(stderr, "usage: %s [-s REGEX] [-n N] [-t TIMEOUT_S] [-g GRACE_S] -- CMD [ARGS...]\n",
+	fprintf(stderr,
+		"usage: %s [-s REGEX] [-n N] [-t TIMEOUT_S] [-g GRACE_S] -- CMD [ARGS...]\n",
 		argv[0]);
 	return 2;
 }

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The cluster aggregator (`weft aggregator`) and the client side of its protocol (`weft
+ * submit`, `weft status`, `weft cancel`).  Library weft_cluster: it sits above agent/ (tables
+ * of mergeable states) and compiler/ (manifests), and below tools/.
+ *
+ * Four parts, each a file:
+ *   aggd.c         the daemon: one ROUTER socket for agents, clients and child aggregators;
+ *                  the registry of peers; queries (submit, start, stop); acknowledgements;
+ *                  results to subscribers; the link to a parent aggregator (a tree)
+ *   aggd_window.c  the windows of one query: merging partials, the close rules (every live
+ *                  agent reported, or the lateness bound passed), revisions for late partials,
+ *                  bounded retention.  Pure: no sockets, no clock of its own (tests drive it)
+ *   aggd_store.c   the embedded SQLite store: queries, merged partials, per-sender merged
+ *                  sequence numbers, emitted windows, the spool towards the parent
+ *   aggd_client.c  a client connection: CURVE, Hello/Welcome, heartbeats, reconnects
+ *
+ * The rules the daemon keeps (docs/protocol.md, "The aggregator: windows, lateness,
+ * revisions"): a partial is merged at most once (per sender instance, by sequence number,
+ * persisted with the merge in one transaction) and acknowledged only once persisted; a
+ * window's result is emitted once it is complete or late, and again, with a higher revision,
+ * for each batch of late partials while it is retained; nothing a peer sends can crash the
+ * daemon or make it block: hostile messages are counted, slow clients lose results (counted),
+ * never stall the merge.
+ */
+#ifndef WEFT_AGGD_H
+#define WEFT_AGGD_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "aggregator/wire.h"
+#include "compiler/plan.h"
+#include "kernel/weft_abi.h"
+
+#define AGGD_DEFAULT_PORT 7470
+#define AGGD_DEFAULT_LATENESS_NS 2000000000ULL /* 2 s */
+#define AGGD_DEFAULT_HEARTBEAT_MS 1000
+#define AGGD_EXPIRE_BEATS 3 /* a peer silent for 3 heartbeat intervals is expired */
+#define AGGD_KEEP_WINDOWS 64 /* closed windows retained per query, for late partials */
+#define AGGD_KEEP_NS (600ULL * 1000000000ULL) /* ... and for at most 10 minutes */
+#define AGGD_MAX_OPEN 256 /* open windows per query; partials further ahead are refused */
+#define AGGD_MAX_QUERIES 1024 /* running queries */
+#define AGGD_MAX_HOST 256 /* bytes of a host name, NUL included */
+
+/* ---- durations ---- */
+
+/* "2s", "500ms", "1m", "250us", "10ns", or a bare number of seconds.  0 or -EINVAL. */
+int aggd_duration_parse(const char *s, uint64_t *ns);
+/* The default store: /var/lib/weft/aggregator.sqlite for root, else
+ * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */
+int aggd_store_default_path(char *buf, size_t sz);
+
+/* ---- the windows of one query (aggd_window.c) ---- */
+
+struct aggd_qwin_opts {
+	size_t sz;            /* sizeof(struct aggd_qwin_opts) */
+	uint64_t epoch_ns;    /* CLOCK_REALTIME start of window 0 */
+	uint64_t every_ns;    /* window length; 0: one window, closed when the query ends */
+	uint64_t end_ns;      /* the query ends here (`for`); 0: when stopped */
+	uint64_t lateness_ns; /* how long after its end a window waits for missing agents */
+	uint32_t keep_windows; /* closed windows retained (0: AGGD_KEEP_WINDOWS) */
+	uint64_t keep_ns;     /* ... and for how long after closing (0: AGGD_KEEP_NS) */
+	uint32_t max_groups;  /* groups per window table (0: the table's default) */
+};
+
+/* One window as the emit callback sees it (valid during the call only). */
+struct aggd_window_view {
+	uint64_t index;
+	uint64_t start_ns, end_ns; /* CLOCK_REALTIME bounds */
+	const struct agent_table *table;
+	uint64_t drops[WEFT_DROP_NR];
+	uint64_t misses;
+	uint64_t overflow; /* groups senders could not hold, plus those this table could not */
+	const char *const *hosts; /* hosts merged into it, sorted */
+	size_t nhosts;
+	const char *const *missing; /* members expected for it that did not report, sorted */
+	size_t nmissing;
+	uint32_t revision; /* 0 when first closed, +1 for each re-emission with late partials */
+	bool last;         /* the final window of the query */
+};
+
+typedef int (*aggd_emit_fn)(void *ctx, const struct aggd_window_view *w);
+
+/* What became of a partial handed to aggd_qwin_add(). */
+enum aggd_merge {
+	AGGD_MERGED,   /* into an open window */
+	AGGD_REVISED,  /* into a closed, retained window: it will be emitted again */
+	AGGD_LATE,     /* for a window no longer retained (or after the end): counted, dropped */
+};
+
+struct aggd_qwin;
+
+/* A query's windows; reads p, which must outlive it.  NULL with errno (EINVAL: not an
+ * aggregating plan; ENOMEM). */
+struct aggd_qwin *aggd_qwin_new(const struct plan *p, const struct aggd_qwin_opts *o);
+void aggd_qwin_free(struct aggd_qwin *q);
+
+/* The window a CLOCK_REALTIME instant falls in (0 before the epoch or without `every`). */
+uint64_t aggd_qwin_window_of(const struct aggd_qwin *q, uint64_t t_ns);
+
+/*
+ * Members: the senders (agents, child aggregators) running the query.  A member expected for
+ * window w is alive, joined at a window <= w, has not failed, and has not ended before w.
+ * aggd_qwin_member() adds one or updates its liveness (an existing member keeps the window it
+ * joined at).  0 or -ENOMEM.
+ */
+int aggd_qwin_member(struct aggd_qwin *q, const char *host, uint64_t from_window, bool alive);
+void aggd_qwin_member_fail(struct aggd_qwin *q, const char *host); /* QueryError */
+/* Forgets a member (an agent expired long ago): it is no longer reported missing. */
+void aggd_qwin_member_forget(struct aggd_qwin *q, const char *host);
+bool aggd_qwin_has_member(const struct aggd_qwin *q, const char *host);
+
+/*
+ * Merges one partial (its sender is pt->host; the hosts merged into it pt->hosts, or pt->host
+ * when empty).  now_ns is CLOCK_REALTIME.  Returns an enum aggd_merge, or -EINVAL (states
+ * that do not decode for this plan: nothing merged; or a window too far ahead), -ENOMEM.
+ */
+int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns);
+
+/*
+ * Closes every window that is due, in order, and re-emits every retained window that late
+ * partials changed; fn is called for each (an error from fn is returned after all were
+ * called).  Then evicts closed windows beyond retention.  Returns the number of windows
+ * emitted, or -errno.
+ */
+int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *ctx);
+/* The query was cancelled at now_ns: the window holding now_ns (or a later one a member
+ * already reported) is the last; windows close when the members have sent their last
+ * partials or the lateness bound passes. */
+void aggd_qwin_stop(struct aggd_qwin *q, uint64_t now_ns);
+/* The final window was emitted. */
+bool aggd_qwin_done(const struct aggd_qwin *q);
+/* A closed window restored from the store (emitted before a restart with this revision). */
+int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
+			     uint64_t closed_ns);
+/* The first window not yet closed; windows before it that were never opened stay closed. */
+uint64_t aggd_qwin_next_close(const struct aggd_qwin *q);
+/* After a restart: no window closes by its deadline before until_ns, so that agents have
+ * time to reconnect and resend what they spooled (complete windows still close). */
+void aggd_qwin_hold(struct aggd_qwin *q, uint64_t until_ns);
+void aggd_qwin_skip_to(struct aggd_qwin *q, uint64_t index);
+
+struct aggd_qwin_stats {
+	uint64_t emitted;      /* results emitted, revisions included */
+	uint64_t revisions;    /* of which revisions */
+	uint64_t late_dropped; /* partials too late to merge */
+	uint64_t open;         /* windows open now */
+	uint64_t retained;     /* closed windows retained */
+};
+void aggd_qwin_stats(const struct aggd_qwin *q, struct aggd_qwin_stats *st);
+
+/* ---- the store (aggd_store.c) ---- */
+
+struct aggd_store;
+
+struct aggd_stored_query {
+	uint64_t id;
+	const char *query;
+	const void *manifest;
+	size_t manifest_len;
+	const void *object;
+	size_t object_len;
+	uint64_t epoch_ns, end_ns;
+	uint64_t parent_id; /* the query's id at the parent aggregator; 0: submitted here */
+	bool ended;
+};
+
+/* Opens (creating it and its directory, 0700, when absent) the store at path, or an
+ * in-memory store for ":memory:".  Only one process may hold a store: a second open fails
+ * with EBUSY.  NULL with errno and a reason in err. */
+struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz);
+void aggd_store_close(struct aggd_store *s);
+
+/* Transactions group the writes of one batch of messages; nested begins are counted. */
+int aggd_store_begin(struct aggd_store *s);
+int aggd_store_commit(struct aggd_store *s);
+void aggd_store_rollback(struct aggd_store *s);
+
+/* Assigns q->id (never reused).  0 or -errno. */
+int aggd_store_query_add(struct aggd_store *s, struct aggd_stored_query *q);
+int aggd_store_query_end(struct aggd_store *s, uint64_t id);
+/* Calls fn for every query not ended, in id order; fn's pointers are valid during the call. */
+int aggd_store_queries_load(struct aggd_store *s,
+			    int (*fn)(void *ctx, const struct aggd_stored_query *q), void *ctx);
+
+/* A merged partial: its packed Weft__Partial, kept until its window leaves retention. */
+int aggd_store_partial_add(struct aggd_store *s, uint64_t query_id, uint64_t window,
+			   const char *host, uint64_t instance, uint64_t seq, const void *body,
+			   size_t len);
+int aggd_store_partials_load(struct aggd_store *s, uint64_t query_id,
+			     int (*fn)(void *ctx, uint64_t window, const void *body, size_t len),
+			     void *ctx);
+/* Forgets the partials and emitted-window records of windows < window. */
+int aggd_store_windows_forget(struct aggd_store *s, uint64_t query_id, uint64_t window);
+
+/* The highest sequence number merged from a sender instance (0: none). */
+int aggd_store_sender_get(struct aggd_store *s, const char *host, uint64_t instance,
+			  uint64_t *upto);
+int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t instance,
+			  uint64_t upto);
+
+int aggd_store_window_emitted(struct aggd_store *s, uint64_t query_id, uint64_t window,
+			      uint32_t revision, uint64_t closed_ns);
+int aggd_store_windows_load(struct aggd_store *s, uint64_t query_id,
+			    int (*fn)(void *ctx, uint64_t window, uint32_t revision,
+				      uint64_t closed_ns),
+			    void *ctx);
+
+/* Small named integers: the parent link's instance and next sequence number. */
+int aggd_store_meta_get(struct aggd_store *s, const char *key, uint64_t *v); /* -ENOENT */
+int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v);
+
+/* The spool towards the parent: packed envelopes by sequence number, oldest first. */
+int aggd_store_spool_add(struct aggd_store *s, uint64_t seq, const void *env, size_t len);
+int aggd_store_spool_ack(struct aggd_store *s, uint64_t upto);
+/* Drops the oldest entries beyond max; returns how many were dropped, or -errno. */
+int aggd_store_spool_trim(struct aggd_store *s, uint64_t max);
+int aggd_store_spool_load(struct aggd_store *s, uint64_t after,
+			  int (*fn)(void *ctx, uint64_t seq, const void *env, size_t len),
+			  void *ctx);
+int aggd_store_spool_count(struct aggd_store *s, uint64_t *n);
+
+/* ---- the daemon (aggd.c) ---- */
+
+struct aggd_opts {
+	size_t sz;             /* sizeof(struct aggd_opts) */
+	const char *listen;    /* ZeroMQ endpoint to bind, e.g. tcp://0.0.0.0:7470 */
+	const char *key_file;  /* this aggregator's key pair */
+	const char *allow_file; /* allow-list of peers */
+	const char *store;     /* path, ":memory:", or NULL for aggd_store_default_path() */
+	const char *parent;    /* endpoint of a parent aggregator, or NULL */
+	const char *parent_key; /* the parent's public key file */
+	const char *name;      /* this aggregator's name (default: the host name) */
+	uint64_t lateness_ns;  /* 0: AGGD_DEFAULT_LATENESS_NS */
+	uint64_t heartbeat_ms; /* 0: AGGD_DEFAULT_HEARTBEAT_MS */
+	uint32_t keep_windows; /* 0: AGGD_KEEP_WINDOWS */
+	uint64_t spool_max;    /* partials spooled towards the parent (0: 4096) */
+};
+
+struct aggd;
+
+/* Loads keys and the allow-list, opens the store, binds, resumes stored queries.  NULL with
+ * errno and a one-line reason in err. */
+struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz);
+/* Serves until stop_fd (e.g. a signalfd) becomes readable.  0, or -errno on a fatal error. */
+int aggd_run(struct aggd *a, int stop_fd);
+void aggd_free(struct aggd *a);
+
+/* ---- clients (aggd_client.c) ---- */
+
+struct aggd_client;
+
+struct aggd_client_opts {
+	size_t sz;
+	const char *endpoint;
+	const char *server_key_file; /* the aggregator's public key */
+	const char *key_file;        /* this client's key pair */
+	int timeout_ms;              /* to connect and be welcomed (0: 5000) */
+};
+
+/*
+ * Connects, says Hello as a client and waits for Welcome.  NULL with errno and a reason in
+ * err: ETIMEDOUT (no answer), EACCES (the aggregator refused this client's key), or the
+ * errors of reading the key files.
+ */
+struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *err,
+					size_t errsz);
+void aggd_client_free(struct aggd_client *c);
+/* Sends one envelope (version and seq are set here).  0 or -errno. */
+int aggd_client_send(struct aggd_client *c, Weft__Envelope *e);
+/*
+ * Waits up to timeout_ms for a message from the aggregator, sending heartbeats and, after a
+ * reconnect, Hello and the subscriptions again.  1 with *out (wire_free() it), 0 on timeout,
+ * -errno (-EPROTO: the aggregator restarted and forgot this client; handled internally).
+ */
+int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
+/* Remembers a subscription, to renew after reconnects, and sends it.  0 or -errno. */
+int aggd_client_subscribe(struct aggd_client *c, uint64_t query_id);
+const char *aggd_client_server_name(const struct aggd_client *c);
+/* Messages from the aggregator that failed validation (counted, dropped). */
+uint64_t aggd_client_rejected(const struct aggd_client *c);
+
+#endif

@@ -1,0 +1,1349 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The wire: weft.proto envelopes over CURVE-secured ZeroMQ sockets (docs/protocol.md).
+ *
+ * Decoding is a small pipeline, each step bounding the next: the length (at most
+ * WIRE_MAX_BYTES); a scan of the envelope's top-level fields (well-formed protobuf, exactly
+ * one body field on the wire: protobuf-c would silently keep the last of several); protobuf-c's
+ * unpack under an allocation budget (a few bytes of hostile input must not become gigabytes
+ * of pointer arrays: empty repeated messages cost 2 bytes on the wire and ~64 in memory); and
+ * finally the checks of weft.proto's rules on the decoded tree — version, seq, every string's
+ * length and character set, every count, every id.  The same checks run before encoding, so
+ * a peer never sends what it would itself reject.
+ *
+ * The ZAP handler is ZeroMQ's authentication hook (RFC 27): a thread with a REP socket on
+ * inproc://zeromq.zap.01 in the daemon's context, asked once per CURVE handshake whether the
+ * client's public key may connect.  It answers from a private copy of the allow-list; the
+ * accepted peer's user id "ROLE:NAME" then rides on every message it sends (metadata
+ * "User-Id"), which is how the daemon learns a sender's role without trusting its Hello.
+ *
+ * Must never: act on a message that failed a check, crash or allocate without bound on any
+ * input, or accept a CURVE client when the ZAP handler is not answering (bind happens before
+ * wire_zap_start() returns, so no server socket can run without it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+#include "aggregator/wire.h"
+#include "tools/log/log.h"
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define WIRE_DOMAIN "weft"
+#define WIRE_MAX_LIST 65536 /* ids, hosts, agents, queries in one message */
+#define WIRE_MAX_FEATURES 1024
+#define WIRE_MAX_STATES 256 /* per group; a plan has at most 32 aggregates */
+#define WIRE_MAX_KEY (64u << 10)
+#define WIRE_MAX_STATE (1u << 20)
+#define WIRE_MAX_DROPS 64 /* enum weft_drop has 9; room for newer peers */
+#define WIRE_HB_MIN_MS 10
+#define WIRE_HB_MAX_MS 3600000
+/* protobuf-c may allocate this much to decode len bytes: 8 x len covers every legitimate
+ * message (a partial of tiny groups needs ~4 x; packed one-byte ids 8 x) */
+#define DECODE_BUDGET(len) ((size_t)(len) * 8 + (1u << 20))
+
+#define SOCK_LINGER_MS 200
+#define SOCK_HWM 1000
+#define SOCK_HEARTBEAT_IVL_MS 2000
+#define SOCK_HEARTBEAT_TIMEOUT_MS 6000
+#define SOCK_RECONNECT_MS 200
+#define SOCK_RECONNECT_MAX_MS 5000
+
+/* ---------------------------------------------------------------- roles and bodies */
+
+static const char *const role_names[] = {
+	[WIRE_ROLE_NONE] = "none",
+	[WIRE_ROLE_AGENT] = "agent",
+	[WIRE_ROLE_CLIENT] = "client",
+	[WIRE_ROLE_AGGREGATOR] = "aggregator",
+};
+
+const char *wire_role_name(enum wire_role r)
+{
+	if ((unsigned)r >= sizeof(role_names) / sizeof(role_names[0]))
+		return "none";
+	return role_names[r];
+}
+
+enum wire_role wire_role_parse(const char *s)
+{
+	if (!s)
+		return WIRE_ROLE_NONE;
+	for (unsigned i = WIRE_ROLE_AGENT; i < sizeof(role_names) / sizeof(role_names[0]); i++)
+		if (strcmp(s, role_names[i]) == 0)
+			return (enum wire_role)i;
+	return WIRE_ROLE_NONE;
+}
+
+enum wire_role wire_user_id_role(const char *user_id, const char **name)
+{
+	char role[16];
+	const char *colon;
+	size_t n;
+
+	if (name)
+		*name = NULL;
+	if (!user_id || !(colon = strchr(user_id, ':')))
+		return WIRE_ROLE_NONE;
+	n = (size_t)(colon - user_id);
+	if (n == 0 || n >= sizeof(role))
+		return WIRE_ROLE_NONE;
+	memcpy(role, user_id, n);
+	role[n] = 0;
+	if (name)
+		*name = colon + 1;
+	return wire_role_parse(role);
+}
+
+const char *wire_body_name(Weft__Envelope__BodyCase body)
+{
+	switch (body) {
+	case WEFT__ENVELOPE__BODY_HELLO:
+		return "hello";
+	case WEFT__ENVELOPE__BODY_WELCOME:
+		return "welcome";
+	case WEFT__ENVELOPE__BODY_HEARTBEAT:
+		return "heartbeat";
+	case WEFT__ENVELOPE__BODY_SUBMIT:
+		return "submit";
+	case WEFT__ENVELOPE__BODY_QUERY_START:
+		return "query_start";
+	case WEFT__ENVELOPE__BODY_QUERY_STOP:
+		return "query_stop";
+	case WEFT__ENVELOPE__BODY_PARTIAL:
+		return "partial";
+	case WEFT__ENVELOPE__BODY_ACK:
+		return "ack";
+	case WEFT__ENVELOPE__BODY_RESULT:
+		return "result";
+	case WEFT__ENVELOPE__BODY_STATUS_REQUEST:
+		return "status_request";
+	case WEFT__ENVELOPE__BODY_STATUS_REPLY:
+		return "status_reply";
+	case WEFT__ENVELOPE__BODY_SUBSCRIBE:
+		return "subscribe";
+	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
+		return "query_error";
+	case WEFT__ENVELOPE__BODY_ERROR:
+		return "error";
+	default:
+		return "none";
+	}
+}
+
+bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body)
+{
+	switch (role) {
+	case WIRE_ROLE_AGENT:
+	case WIRE_ROLE_AGGREGATOR: /* a child aggregator reports as an agent does */
+		return body == WEFT__ENVELOPE__BODY_HELLO || body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
+		       body == WEFT__ENVELOPE__BODY_PARTIAL ||
+		       body == WEFT__ENVELOPE__BODY_QUERY_ERROR;
+	case WIRE_ROLE_CLIENT:
+		return body == WEFT__ENVELOPE__BODY_HELLO || body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
+		       body == WEFT__ENVELOPE__BODY_SUBMIT ||
+		       body == WEFT__ENVELOPE__BODY_QUERY_STOP ||
+		       body == WEFT__ENVELOPE__BODY_STATUS_REQUEST ||
+		       body == WEFT__ENVELOPE__BODY_SUBSCRIBE;
+	default:
+		return false;
+	}
+}
+
+bool wire_body_from_server(Weft__Envelope__BodyCase body)
+{
+	return body == WEFT__ENVELOPE__BODY_WELCOME || body == WEFT__ENVELOPE__BODY_QUERY_START ||
+	       body == WEFT__ENVELOPE__BODY_QUERY_STOP || body == WEFT__ENVELOPE__BODY_ACK ||
+	       body == WEFT__ENVELOPE__BODY_RESULT || body == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
+	       body == WEFT__ENVELOPE__BODY_ERROR;
+}
+
+bool wire_seq_accept(struct wire_seq *s, uint64_t instance, uint64_t seq)
+{
+	if (!s || seq == 0)
+		return false;
+	if (s->instance != instance) {
+		/* a new process lifetime: its numbering starts over */
+		s->instance = instance;
+		s->last = 0;
+	}
+	if (seq <= s->last)
+		return false;
+	s->last = seq;
+	return true;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+struct why {
+	char *buf;
+	size_t sz;
+};
+
+__attribute__((format(printf, 2, 3))) static bool bad(struct why *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (w->buf && w->sz) {
+		va_start(ap, fmt);
+		vsnprintf(w->buf, w->sz, fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t need;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		need = 1;
+	else if (c >= 0xe0 && c <= 0xef)
+		need = 2;
+	else if (c >= 0xf0 && c <= 0xf4)
+		need = 3;
+	else
+		return 0;
+	if (n < need + 1)
+		return 0;
+	for (size_t i = 1; i <= need; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	/* no overlong forms, no surrogates, nothing above U+10FFFF */
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+		return 0;
+	return need + 1;
+}
+
+enum text_kind {
+	TEXT_NAME, /* one line, no control characters: host, role, version, ... */
+	TEXT_PROSE, /* query text, error messages: may span lines */
+};
+
+/*
+ * A string field: at most max bytes of valid UTF-8; names carry no control characters at
+ * all, prose only newlines, tabs and carriage returns.  NULL counts as empty (protobuf-c
+ * packs it so).  required_nonempty: "" is refused.
+ */
+static bool check_str(struct why *w, const char *field, const char *s, size_t max,
+		      enum text_kind kind, bool nonempty)
+{
+	const unsigned char *u = (const unsigned char *)(s ? s : "");
+	size_t len = strlen((const char *)u), i = 0;
+
+	if (nonempty && len == 0)
+		return bad(w, "%s: empty", field);
+	if (len > max)
+		return bad(w, "%s: %zu bytes (at most %zu)", field, len, max);
+	while (i < len) {
+		size_t n = utf8_seq(u + i, len - i);
+
+		if (n == 0)
+			return bad(w, "%s: not UTF-8 at byte %zu", field, i);
+		if (n == 1 && (u[i] < 0x20 || u[i] == 0x7f) &&
+		    !(kind == TEXT_PROSE && (u[i] == '\n' || u[i] == '\t' || u[i] == '\r')))
+			return bad(w, "%s: control character 0x%02x at byte %zu", field, u[i], i);
+		i += n;
+	}
+	return true;
+}
+
+static bool check_strs(struct why *w, const char *field, char *const *v, size_t n, size_t maxn,
+		       bool nonempty)
+{
+	if (n > maxn)
+		return bad(w, "%s: %zu entries (at most %zu)", field, n, maxn);
+	if (n && !v)
+		return bad(w, "%s: missing", field);
+	for (size_t i = 0; i < n; i++)
+		if (!check_str(w, field, v[i], WIRE_MAX_STRING, TEXT_NAME, nonempty))
+			return false;
+	return true;
+}
+
+static bool check_bytes(struct why *w, const char *field, const ProtobufCBinaryData *b,
+			size_t min, size_t max)
+{
+	if (b->len && !b->data)
+		return bad(w, "%s: missing", field);
+	if (b->len < min)
+		return bad(w, "%s: %zu bytes (at least %zu)", field, b->len, min);
+	if (b->len > max)
+		return bad(w, "%s: %zu bytes (at most %zu)", field, b->len, max);
+	return true;
+}
+
+static bool check_ids(struct why *w, const char *field, const uint64_t *v, size_t n)
+{
+	if (n > WIRE_MAX_LIST)
+		return bad(w, "%s: %zu entries (at most %u)", field, n, WIRE_MAX_LIST);
+	if (n && !v)
+		return bad(w, "%s: missing", field);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == 0)
+			return bad(w, "%s: query id 0", field);
+	return true;
+}
+
+static bool check_query_id(struct why *w, const char *msg, uint64_t id)
+{
+	if (id == 0)
+		return bad(w, "%s.query_id: 0 (ids start at 1)", msg);
+	return true;
+}
+
+static bool check_groups(struct why *w, const char *msg, Weft__Group *const *g, size_t n)
+{
+	if (n > WIRE_MAX_GROUPS)
+		return bad(w, "%s.groups: %zu (at most %u)", msg, n, WIRE_MAX_GROUPS);
+	if (n && !g)
+		return bad(w, "%s.groups: missing", msg);
+	for (size_t i = 0; i < n; i++) {
+		if (!g[i])
+			return bad(w, "%s.groups[%zu]: missing", msg, i);
+		if (!check_bytes(w, "Group.key", &g[i]->key, 0, WIRE_MAX_KEY))
+			return false;
+		if (g[i]->n_states > WIRE_MAX_STATES)
+			return bad(w, "%s.groups[%zu]: %zu states (at most %u)", msg, i,
+				   g[i]->n_states, WIRE_MAX_STATES);
+		if (g[i]->n_states && !g[i]->states)
+			return bad(w, "%s.groups[%zu].states: missing", msg, i);
+		for (size_t s = 0; s < g[i]->n_states; s++)
+			if (!check_bytes(w, "Group.states", &g[i]->states[s], 1, WIRE_MAX_STATE))
+				return false;
+	}
+	return true;
+}
+
+static bool check_drops(struct why *w, const char *msg, size_t n, const uint64_t *v)
+{
+	if (n > WIRE_MAX_DROPS)
+		return bad(w, "%s.drops: %zu entries (at most %u)", msg, n, WIRE_MAX_DROPS);
+	if (n && !v)
+		return bad(w, "%s.drops: missing", msg);
+	return true;
+}
+
+static bool check_hello(struct why *w, const Weft__Hello *h)
+{
+	enum wire_role r = wire_role_parse(h->role);
+
+	if (r == WIRE_ROLE_NONE)
+		return bad(w, "Hello.role: '%.32s' is not agent, client or aggregator",
+			   h->role ? h->role : "");
+	return check_str(w, "Hello.host", h->host, WIRE_MAX_STRING, TEXT_NAME,
+			 r != WIRE_ROLE_CLIENT) &&
+	       check_str(w, "Hello.version", h->version, WIRE_MAX_STRING, TEXT_NAME, true) &&
+	       (h->instance ? true : bad(w, "Hello.instance: 0")) &&
+	       check_str(w, "Hello.kernel", h->kernel, WIRE_MAX_STRING, TEXT_NAME, false) &&
+	       check_strs(w, "Hello.features", h->features, h->n_features, WIRE_MAX_FEATURES,
+			  true) &&
+	       check_ids(w, "Hello.running", h->running, h->n_running);
+}
+
+static bool check_welcome(struct why *w, const Weft__Welcome *m)
+{
+	if (!check_str(w, "Welcome.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME, true))
+		return false;
+	if (!m->instance)
+		return bad(w, "Welcome.instance: 0");
+	if (m->heartbeat_ms < WIRE_HB_MIN_MS || m->heartbeat_ms > WIRE_HB_MAX_MS)
+		return bad(w, "Welcome.heartbeat_ms: %" PRIu64 " (%u to %u)", m->heartbeat_ms,
+			   WIRE_HB_MIN_MS, WIRE_HB_MAX_MS);
+	return true;
+}
+
+static bool check_partial(struct why *w, const Weft__Partial *m)
+{
+	return check_query_id(w, "Partial", m->query_id) &&
+	       check_str(w, "Partial.host", m->host, WIRE_MAX_STRING, TEXT_NAME, true) &&
+	       check_groups(w, "Partial", m->groups, m->n_groups) &&
+	       check_drops(w, "Partial", m->n_drops, m->drops) &&
+	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true);
+}
+
+static bool check_result(struct why *w, const Weft__Result *m)
+{
+	return check_query_id(w, "Result", m->query_id) &&
+	       check_groups(w, "Result", m->groups, m->n_groups) &&
+	       check_drops(w, "Result", m->n_drops, m->drops) &&
+	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
+	       check_strs(w, "Result.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true) &&
+	       (!m->has_manifest ||
+		check_bytes(w, "Result.manifest", &m->manifest, 0, WIRE_MAX_OBJECT));
+}
+
+static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
+{
+	if (!check_str(w, "StatusReply.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME,
+		       false))
+		return false;
+	if (m->n_agents > WIRE_MAX_LIST || (m->n_agents && !m->agents))
+		return bad(w, "StatusReply.agents: %zu entries (at most %u)", m->n_agents,
+			   WIRE_MAX_LIST);
+	for (size_t i = 0; i < m->n_agents; i++) {
+		const Weft__AgentStatus *a = m->agents[i];
+
+		if (!a)
+			return bad(w, "StatusReply.agents[%zu]: missing", i);
+		if (!check_str(w, "AgentStatus.host", a->host, WIRE_MAX_STRING, TEXT_NAME, false) ||
+		    !check_str(w, "AgentStatus.version", a->version, WIRE_MAX_STRING, TEXT_NAME,
+			       false) ||
+		    !check_str(w, "AgentStatus.kernel", a->kernel, WIRE_MAX_STRING, TEXT_NAME,
+			       false) ||
+		    !check_strs(w, "AgentStatus.features", a->features, a->n_features,
+				WIRE_MAX_FEATURES, true) ||
+		    !check_ids(w, "AgentStatus.running", a->running, a->n_running))
+			return false;
+		if (a->role && *a->role && wire_role_parse(a->role) == WIRE_ROLE_NONE)
+			return bad(w, "AgentStatus.role: '%.32s' is not a role", a->role);
+	}
+	if (m->n_queries > WIRE_MAX_LIST || (m->n_queries && !m->queries))
+		return bad(w, "StatusReply.queries: %zu entries (at most %u)", m->n_queries,
+			   WIRE_MAX_LIST);
+	for (size_t i = 0; i < m->n_queries; i++) {
+		const Weft__QueryStatus *q = m->queries[i];
+
+		if (!q)
+			return bad(w, "StatusReply.queries[%zu]: missing", i);
+		if (!check_query_id(w, "QueryStatus", q->query_id) ||
+		    !check_str(w, "QueryStatus.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE,
+			       false) ||
+		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST, true))
+			return false;
+	}
+	return true;
+}
+
+static bool check_body(struct why *w, const Weft__Envelope *e)
+{
+	switch (e->body_case) {
+	case WEFT__ENVELOPE__BODY_HELLO:
+		return check_hello(w, e->hello);
+	case WEFT__ENVELOPE__BODY_WELCOME:
+		return check_welcome(w, e->welcome);
+	case WEFT__ENVELOPE__BODY_HEARTBEAT:
+		return check_ids(w, "Heartbeat.running", e->heartbeat->running,
+				 e->heartbeat->n_running);
+	case WEFT__ENVELOPE__BODY_SUBMIT:
+		return check_str(w, "Submit.query", e->submit->query, WIRE_MAX_QUERY, TEXT_PROSE,
+				 true) &&
+		       check_bytes(w, "Submit.manifest", &e->submit->manifest, 1,
+				   WIRE_MAX_OBJECT) &&
+		       check_bytes(w, "Submit.object", &e->submit->object, 1, WIRE_MAX_OBJECT);
+	case WEFT__ENVELOPE__BODY_QUERY_START: {
+		const Weft__QueryStart *q = e->query_start;
+
+		if (!check_query_id(w, "QueryStart", q->query_id) ||
+		    !check_str(w, "QueryStart.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE, false) ||
+		    !check_bytes(w, "QueryStart.manifest", &q->manifest, 1, WIRE_MAX_OBJECT) ||
+		    !check_bytes(w, "QueryStart.object", &q->object, 1, WIRE_MAX_OBJECT))
+			return false;
+		if (q->epoch_realtime_ns == 0)
+			return bad(w, "QueryStart.epoch_realtime_ns: 0");
+		if (q->has_end_realtime_ns && q->end_realtime_ns &&
+		    q->end_realtime_ns < q->epoch_realtime_ns)
+			return bad(w, "QueryStart.end_realtime_ns: before the epoch");
+		return true;
+	}
+	case WEFT__ENVELOPE__BODY_QUERY_STOP:
+		return check_query_id(w, "QueryStop", e->query_stop->query_id);
+	case WEFT__ENVELOPE__BODY_PARTIAL:
+		return check_partial(w, e->partial);
+	case WEFT__ENVELOPE__BODY_ACK:
+		return true;
+	case WEFT__ENVELOPE__BODY_RESULT:
+		return check_result(w, e->result);
+	case WEFT__ENVELOPE__BODY_STATUS_REQUEST:
+		return true;
+	case WEFT__ENVELOPE__BODY_STATUS_REPLY:
+		return check_status_reply(w, e->status_reply);
+	case WEFT__ENVELOPE__BODY_SUBSCRIBE:
+		return check_query_id(w, "Subscribe", e->subscribe->query_id);
+	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
+		return check_query_id(w, "QueryError", e->query_error->query_id) &&
+		       check_str(w, "QueryError.message", e->query_error->message,
+				 WIRE_MAX_STRING, TEXT_PROSE, true) &&
+		       check_str(w, "QueryError.detail", e->query_error->detail,
+				 WIRE_MAX_STRING, TEXT_PROSE, false);
+	case WEFT__ENVELOPE__BODY_ERROR:
+		return check_str(w, "Error.message", e->error->message, WIRE_MAX_STRING,
+				 TEXT_PROSE, true);
+	default:
+		return bad(w, "no body (or one this version does not know)");
+	}
+}
+
+static bool check_envelope(struct why *w, const Weft__Envelope *e)
+{
+	if (e->version != WIRE_VERSION)
+		return bad(w, "version %" PRIu32 " (this peer speaks %d)", e->version,
+			   WIRE_VERSION);
+	if (e->seq == 0)
+		return bad(w, "seq 0 (sequence numbers start at 1)");
+	/* the union member of the set case is never NULL after a decode; a caller's may be */
+	if (e->body_case != WEFT__ENVELOPE__BODY__NOT_SET && !e->hello)
+		return bad(w, "%s: body missing", wire_body_name(e->body_case));
+	return check_body(w, e);
+}
+
+int wire_validate(const Weft__Envelope *e, char *why, size_t whysz)
+{
+	struct why w = { why, whysz };
+
+	if (why && whysz)
+		why[0] = 0;
+	if (!e)
+		return bad(&w, "no envelope"), -EINVAL;
+	return check_envelope(&w, e) ? 0 : -EINVAL;
+}
+
+/* ---------------------------------------------------------------- decode and encode */
+
+static bool varint_get(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	for (int shift = 0; shift < 64; shift += 7) {
+		uint8_t b;
+
+		if (*off >= len)
+			return false;
+		b = p[(*off)++];
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return true;
+		}
+	}
+	return false; /* more than 10 bytes */
+}
+
+/*
+ * The envelope's own fields, without decoding the bodies: well-formed tags and lengths, and
+ * how many body fields (numbers 10..23) appear.  protobuf-c keeps only the last of several
+ * oneof members, which would hide a malformed sender.
+ */
+static bool scan_envelope(const uint8_t *p, size_t len, unsigned *nbodies, struct why *w)
+{
+	size_t off = 0;
+
+	*nbodies = 0;
+	while (off < len) {
+		uint64_t tag, v;
+		uint32_t field;
+
+		if (!varint_get(p, len, &off, &tag))
+			return bad(w, "not a protobuf message (bad tag at byte %zu)", off);
+		field = (uint32_t)(tag >> 3);
+		if (tag >> 3 > 0x1fffffff || field == 0)
+			return bad(w, "not a protobuf message (field 0)");
+		switch (tag & 7) {
+		case 0:
+			if (!varint_get(p, len, &off, &v))
+				return bad(w, "not a protobuf message (bad varint)");
+			break;
+		case 1:
+			if (len - off < 8)
+				return bad(w, "truncated");
+			off += 8;
+			break;
+		case 5:
+			if (len - off < 4)
+				return bad(w, "truncated");
+			off += 4;
+			break;
+		case 2:
+			if (!varint_get(p, len, &off, &v) || v > len - off)
+				return bad(w, "truncated");
+			off += (size_t)v;
+			break;
+		default:
+			return bad(w, "not a protobuf message (wire type %u)", (unsigned)(tag & 7));
+		}
+		if (field >= WEFT__ENVELOPE__BODY_HELLO && field <= WEFT__ENVELOPE__BODY_ERROR)
+			(*nbodies)++;
+	}
+	return true;
+}
+
+/* protobuf-c allocations, bounded per decode. */
+struct budget {
+	size_t left;
+	bool exceeded;
+};
+
+static void *budget_alloc(void *data, size_t size)
+{
+	struct budget *b = data;
+
+	if (size > b->left) {
+		b->exceeded = true;
+		return NULL; /* protobuf-c fails the unpack cleanly */
+	}
+	b->left -= size;
+	return malloc(size);
+}
+
+static void budget_free(void *data, void *ptr)
+{
+	free(ptr);
+}
+
+Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz)
+{
+	struct why w = { why, whysz };
+	struct budget b = { .left = DECODE_BUDGET(len) };
+	ProtobufCAllocator a = { .alloc = budget_alloc, .free = budget_free, .allocator_data = &b };
+	Weft__Envelope *e;
+	unsigned nbodies;
+
+	if (why && whysz)
+		why[0] = 0;
+	if (!buf && len) {
+		bad(&w, "no bytes");
+		return NULL;
+	}
+	if (len > WIRE_MAX_BYTES) {
+		bad(&w, "%zu bytes (at most %u)", len, WIRE_MAX_BYTES);
+		return NULL;
+	}
+	if (!scan_envelope(buf, len, &nbodies, &w))
+		return NULL;
+	if (nbodies != 1) {
+		if (nbodies)
+			bad(&w, "%u bodies (exactly one allowed)", nbodies);
+		else
+			bad(&w, "no body (or one this version does not know)");
+		return NULL;
+	}
+	e = weft__envelope__unpack(&a, len, buf);
+	if (!e) {
+		bad(&w, b.exceeded ? "too costly to decode (%zu bytes would need more than %zu)"
+				   : "not a valid Envelope (malformed, or a required field missing)",
+		    len, DECODE_BUDGET(len));
+		return NULL;
+	}
+	if (!check_envelope(&w, e)) {
+		wire_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void wire_free(Weft__Envelope *e)
+{
+	ProtobufCAllocator a = { .alloc = budget_alloc, .free = budget_free };
+
+	if (e)
+		weft__envelope__free_unpacked(e, &a);
+}
+
+int wire_encode(const Weft__Envelope *e, void **buf, size_t *len)
+{
+	char why[256];
+	size_t n;
+	void *p;
+
+	if (!e || !buf || !len)
+		return -EINVAL;
+	*buf = NULL;
+	*len = 0;
+	if (wire_validate(e, why, sizeof(why))) {
+		log_debug("wire: refusing to send an invalid %s: %s", wire_body_name(e->body_case),
+			  why);
+		return -EINVAL;
+	}
+	n = weft__envelope__get_packed_size(e);
+	if (n > WIRE_MAX_BYTES) {
+		log_debug("wire: refusing to send a %s of %zu bytes", wire_body_name(e->body_case),
+			  n);
+		return -EMSGSIZE;
+	}
+	p = malloc(n ? n : 1);
+	if (!p)
+		return -ENOMEM;
+	weft__envelope__pack(e, p);
+	*buf = p;
+	*len = n;
+	return 0;
+}
+
+static size_t varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	do {
+		p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed,
+		       size_t plen, void **buf, size_t *len)
+{
+	uint8_t head[40];
+	size_t h = 0;
+	uint8_t *p;
+
+	if (!buf || !len || (plen && !packed) || seq == 0 ||
+	    body < WEFT__ENVELOPE__BODY_HELLO || body > WEFT__ENVELOPE__BODY_ERROR)
+		return -EINVAL;
+	/* fields in number order, as protobuf-c packs them: version, seq, the body */
+	head[h++] = (1 << 3) | 0;
+	h += varint_put(head + h, WIRE_VERSION);
+	head[h++] = (2 << 3) | 0;
+	h += varint_put(head + h, seq);
+	h += varint_put(head + h, ((uint64_t)body << 3) | 2);
+	h += varint_put(head + h, plen);
+	if (h + plen > WIRE_MAX_BYTES)
+		return -EMSGSIZE;
+	p = malloc(h + plen);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, head, h);
+	if (plen)
+		memcpy(p + h, packed, plen);
+	*buf = p;
+	*len = h + plen;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- keys */
+
+static bool z85_char(char c)
+{
+	static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+				       "TUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+	return c && strchr(alphabet, c);
+}
+
+bool wire_key_valid(const char *z85)
+{
+	uint8_t raw[32];
+
+	if (!z85 || strlen(z85) != WIRE_KEY_LEN)
+		return false;
+	for (int i = 0; i < WIRE_KEY_LEN; i++)
+		if (!z85_char(z85[i]))
+			return false;
+	return zmq_z85_decode(raw, z85) != NULL;
+}
+
+int wire_keypair_new(char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1])
+{
+	if (!pub || !sec)
+		return -EINVAL;
+	if (!zmq_has("curve"))
+		return -ENOTSUP;
+	if (zmq_curve_keypair(pub, sec) != 0)
+		return -errno ? -errno : -EIO;
+	return 0;
+}
+
+/* Does sec belong to pub? */
+static bool key_pair_matches(const char *pub, const char *sec)
+{
+	char derived[WIRE_KEY_LEN + 1];
+
+	return zmq_curve_public(derived, sec) == 0 && strcmp(derived, pub) == 0;
+}
+
+int wire_keyfile_write(const char *path, const char *pub, const char *sec)
+{
+	char tmp[4096];
+	FILE *f;
+	int fd, rc = 0;
+
+	if (!path || !wire_key_valid(pub) || (sec && !wire_key_valid(sec)))
+		return -EINVAL;
+	if (sec && !key_pair_matches(pub, sec))
+		return -EINVAL;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	/* written aside and renamed: a reader sees the old file or the new one, never half */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, sec ? 0600 : 0644);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "w");
+	if (!f) {
+		rc = -errno;
+		close(fd);
+		goto out_unlink;
+	}
+	fprintf(f, "public %s\n", pub);
+	if (sec)
+		fprintf(f, "secret %s\n", sec);
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+		rc = -errno;
+	if (fclose(f) != 0 && !rc)
+		rc = -errno;
+	if (rc)
+		goto out_unlink;
+	if (rename(tmp, path) != 0) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	return 0;
+out_unlink:
+	unlink(tmp);
+	return rc;
+}
+
+int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1])
+{
+	char line[256], got_pub[WIRE_KEY_LEN + 1] = "", got_sec[WIRE_KEY_LEN + 1] = "";
+	struct stat st;
+	FILE *f;
+	int rc = 0;
+
+	if (!path || !pub)
+		return -EINVAL;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char word[16], key[64], extra[2];
+		int n;
+
+		if (!strchr(line, '\n') && !feof(f)) {
+			rc = -EINVAL; /* a line this long is not ours */
+			break;
+		}
+		n = sscanf(line, "%15s %63s %1s", word, key, extra);
+		if (n <= 0 || word[0] == '#')
+			continue;
+		if (n != 2 || !wire_key_valid(key)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (strcmp(word, "public") == 0 && !got_pub[0])
+			memcpy(got_pub, key, sizeof(got_pub));
+		else if (strcmp(word, "secret") == 0 && !got_sec[0])
+			memcpy(got_sec, key, sizeof(got_sec));
+		else {
+			rc = -EINVAL;
+			break;
+		}
+	}
+	if (!rc && ferror(f))
+		rc = -EIO;
+	if (!rc && fstat(fileno(f), &st) == 0 && got_sec[0] && (st.st_mode & 077))
+		log_warn("%s: a secret key readable by others (chmod 600 it)", path);
+	fclose(f);
+	if (rc)
+		return rc;
+	if (!got_pub[0])
+		return -EINVAL;
+	if (sec) {
+		if (!got_sec[0])
+			return -ENOKEY;
+		if (!key_pair_matches(got_pub, got_sec))
+			return -EINVAL; /* the two lines come from different pairs */
+		memcpy(sec, got_sec, sizeof(got_sec));
+	}
+	memcpy(pub, got_pub, sizeof(got_pub));
+	return 0;
+}
+
+/* ---------------------------------------------------------------- allow-list */
+
+static bool name_valid(const char *s)
+{
+	if (!*s || strlen(s) >= sizeof(((struct wire_allow_entry *)0)->name))
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f || *s == ':')
+			return false;
+	return true;
+}
+
+int wire_allowlist_parse(const char *text, size_t len, struct wire_allowlist *al, int *line)
+{
+	struct wire_allowlist out = { 0 };
+	size_t cap = 0, off = 0;
+	int lineno = 0, rc = 0;
+
+	if (line)
+		*line = 0;
+	if (!al || (len && !text))
+		return -EINVAL;
+	while (off < len) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+		char buf[512], *save = NULL, *role, *key, *name, *extra;
+		struct wire_allow_entry *e;
+
+		lineno++;
+		if (n >= sizeof(buf) || memchr(text + off, 0, n)) {
+			rc = -EINVAL;
+			goto out_bad;
+		}
+		memcpy(buf, text + off, n);
+		buf[n] = 0;
+		off += n + (nl ? 1 : 0);
+		if (strchr(buf, '#'))
+			*strchr(buf, '#') = 0;
+		role = strtok_r(buf, " \t\r", &save);
+		if (!role)
+			continue;
+		key = strtok_r(NULL, " \t\r", &save);
+		name = strtok_r(NULL, " \t\r", &save);
+		extra = strtok_r(NULL, " \t\r", &save);
+		if (wire_role_parse(role) == WIRE_ROLE_NONE || !key || !wire_key_valid(key) ||
+		    extra || (name && !name_valid(name))) {
+			rc = -EINVAL;
+			goto out_bad;
+		}
+		/* one key, one role: a key listed twice is a mistake the operator must see */
+		if (wire_allowlist_role(&out, key, NULL) != WIRE_ROLE_NONE) {
+			rc = -EINVAL;
+			goto out_bad;
+		}
+		if (out.n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct wire_allow_entry *v = realloc(out.v, nc * sizeof(*v));
+
+			if (!v) {
+				rc = -ENOMEM;
+				goto out_bad;
+			}
+			out.v = v;
+			cap = nc;
+		}
+		e = &out.v[out.n++];
+		memset(e, 0, sizeof(*e));
+		e->role = wire_role_parse(role);
+		memcpy(e->key, key, WIRE_KEY_LEN + 1);
+		/* unnamed: the key's first 8 characters name it in logs and user ids */
+		snprintf(e->name, sizeof(e->name), "%.*s", name ? (int)sizeof(e->name) - 1 : 8,
+			 name ? name : key);
+	}
+	*al = out;
+	return 0;
+out_bad:
+	if (line)
+		*line = lineno;
+	free(out.v);
+	return rc;
+}
+
+int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f, *m;
+	char chunk[4096];
+	size_t n;
+	int rc;
+
+	if (line)
+		*line = 0;
+	if (!path || !al)
+		return -EINVAL;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	m = open_memstream(&text, &len);
+	if (!m) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && len < (16u << 20))
+		fwrite(chunk, 1, n, m);
+	rc = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (fclose(m) != 0 && !rc)
+		rc = -ENOMEM;
+	if (!rc && len >= (16u << 20))
+		rc = -EFBIG;
+	if (!rc)
+		rc = wire_allowlist_parse(text, len, al, line);
+	free(text);
+	return rc;
+}
+
+void wire_allowlist_free(struct wire_allowlist *al)
+{
+	if (!al)
+		return;
+	free(al->v);
+	al->v = NULL;
+	al->n = 0;
+}
+
+enum wire_role wire_allowlist_role(const struct wire_allowlist *al, const char *z85,
+				   const char **name)
+{
+	if (name)
+		*name = NULL;
+	if (!al || !z85)
+		return WIRE_ROLE_NONE;
+	for (size_t i = 0; i < al->n; i++)
+		if (strcmp(al->v[i].key, z85) == 0) {
+			if (name)
+				*name = al->v[i].name;
+			return al->v[i].role;
+		}
+	return WIRE_ROLE_NONE;
+}
+
+/* ---------------------------------------------------------------- ZAP */
+
+struct wire_zap {
+	void *zctx;
+	void *rep; /* inproc://zeromq.zap.01, owned by the thread once it runs */
+	void *ctl_main, *ctl_thread; /* PAIR: a byte stops the thread */
+	pthread_t thread;
+	pthread_mutex_t lock; /* guards al */
+	struct wire_allowlist al;
+	_Atomic uint64_t rejected, accepted;
+};
+
+static int allowlist_copy(struct wire_allowlist *dst, const struct wire_allowlist *src)
+{
+	dst->n = 0;
+	dst->v = NULL;
+	if (!src || !src->n)
+		return 0;
+	dst->v = malloc(src->n * sizeof(*dst->v));
+	if (!dst->v)
+		return -ENOMEM;
+	memcpy(dst->v, src->v, src->n * sizeof(*dst->v));
+	dst->n = src->n;
+	return 0;
+}
+
+/* Receives every part of one multipart message into parts[] (at most max; the rest is
+ * read and dropped).  Returns the part count, or -1. */
+static int recv_parts(void *sock, zmq_msg_t *parts, int max)
+{
+	int n = 0, more = 1;
+
+	while (more) {
+		zmq_msg_t scratch, *m = n < max ? &parts[n] : &scratch;
+		size_t sz = sizeof(more);
+
+		zmq_msg_init(m);
+		if (zmq_msg_recv(m, sock, 0) < 0) {
+			zmq_msg_close(m);
+			for (int i = 0; i < n && i < max; i++)
+				zmq_msg_close(&parts[i]);
+			return -1;
+		}
+		if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) != 0)
+			more = 0;
+		if (m == &scratch)
+			zmq_msg_close(m);
+		n++;
+	}
+	return n;
+}
+
+static bool part_is(zmq_msg_t *m, const char *s)
+{
+	return zmq_msg_size(m) == strlen(s) && memcmp(zmq_msg_data(m), s, strlen(s)) == 0;
+}
+
+static void zap_reply(void *rep, zmq_msg_t *request_id, const char *code, const char *text,
+		      const char *user)
+{
+	zmq_send(rep, "1.0", 3, ZMQ_SNDMORE);
+	zmq_send(rep, zmq_msg_data(request_id), zmq_msg_size(request_id), ZMQ_SNDMORE);
+	zmq_send(rep, code, strlen(code), ZMQ_SNDMORE);
+	zmq_send(rep, text, strlen(text), ZMQ_SNDMORE);
+	zmq_send(rep, user, strlen(user), ZMQ_SNDMORE);
+	zmq_send(rep, "", 0, 0); /* metadata: none */
+}
+
+/*
+ * One ZAP request (RFC 27): version, request id, domain, address, routing id, mechanism,
+ * credentials.  Only CURVE with a listed key passes; anything else is refused and counted.
+ */
+static void zap_handle(struct wire_zap *z)
+{
+	zmq_msg_t p[8];
+	int n = recv_parts(z->rep, p, 8);
+	char key[WIRE_KEY_LEN + 1] = "", user[128] = "";
+	enum wire_role role = WIRE_ROLE_NONE;
+	const char *name = NULL;
+
+	if (n < 0)
+		return;
+	if (n < 2) {
+		/* not even a request id to answer to: a REP must still reply */
+		zmq_send(z->rep, "", 0, 0);
+		for (int i = 0; i < n; i++)
+			zmq_msg_close(&p[i]);
+		atomic_fetch_add(&z->rejected, 1);
+		return;
+	}
+	if (n == 7 && part_is(&p[0], "1.0") && part_is(&p[5], "CURVE") &&
+	    zmq_msg_size(&p[6]) == 32 && zmq_z85_encode(key, zmq_msg_data(&p[6]), 32)) {
+		pthread_mutex_lock(&z->lock);
+		role = wire_allowlist_role(&z->al, key, &name);
+		if (role != WIRE_ROLE_NONE)
+			snprintf(user, sizeof(user), "%s:%s", wire_role_name(role), name);
+		pthread_mutex_unlock(&z->lock);
+	}
+	if (role != WIRE_ROLE_NONE) {
+		atomic_fetch_add(&z->accepted, 1);
+		log_debug("wire: accepted %s (%s)", user, key);
+		zap_reply(z->rep, &p[1], "200", "OK", user);
+	} else {
+		atomic_fetch_add(&z->rejected, 1);
+		log_info("wire: refused a connection from an unknown key %s",
+			 key[0] ? key : "(not CURVE)");
+		zap_reply(z->rep, &p[1], "400", "key not in the allow-list", "");
+	}
+	for (int i = 0; i < n && i < 8; i++)
+		zmq_msg_close(&p[i]);
+}
+
+static void *zap_thread(void *arg)
+{
+	struct wire_zap *z = arg;
+
+	for (;;) {
+		zmq_pollitem_t items[2] = {
+			{ .socket = z->rep, .events = ZMQ_POLLIN },
+			{ .socket = z->ctl_thread, .events = ZMQ_POLLIN },
+		};
+
+		if (zmq_poll(items, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* ETERM: the context is going away */
+		}
+		if (items[1].revents & ZMQ_POLLIN)
+			break;
+		if (items[0].revents & ZMQ_POLLIN)
+			zap_handle(z);
+	}
+	zmq_close(z->rep);
+	zmq_close(z->ctl_thread);
+	return NULL;
+}
+
+struct wire_zap *wire_zap_start(void *zctx, const struct wire_allowlist *al)
+{
+	struct wire_zap *z;
+	char ep[64];
+	int linger = 0, err;
+
+	if (!zctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	z = calloc(1, sizeof(*z));
+	if (!z)
+		return NULL;
+	z->zctx = zctx;
+	pthread_mutex_init(&z->lock, NULL);
+	if (allowlist_copy(&z->al, al)) {
+		err = ENOMEM;
+		goto out_free;
+	}
+	z->rep = zmq_socket(zctx, ZMQ_REP);
+	z->ctl_main = zmq_socket(zctx, ZMQ_PAIR);
+	z->ctl_thread = zmq_socket(zctx, ZMQ_PAIR);
+	if (!z->rep || !z->ctl_main || !z->ctl_thread) {
+		err = errno;
+		goto out_close;
+	}
+	zmq_setsockopt(z->rep, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(z->ctl_main, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(z->ctl_thread, ZMQ_LINGER, &linger, sizeof(linger));
+	/* bound here, before any server socket exists: no handshake can go unchecked */
+	if (zmq_bind(z->rep, ZAP_ENDPOINT) != 0) {
+		err = errno; /* EADDRINUSE: this context has a handler already */
+		goto out_close;
+	}
+	snprintf(ep, sizeof(ep), "inproc://weft-zap-ctl-%p", (void *)z);
+	if (zmq_bind(z->ctl_main, ep) != 0 || zmq_connect(z->ctl_thread, ep) != 0) {
+		err = errno;
+		goto out_close;
+	}
+	err = pthread_create(&z->thread, NULL, zap_thread, z);
+	if (err)
+		goto out_close;
+	return z;
+
+out_close:
+	if (z->rep)
+		zmq_close(z->rep);
+	if (z->ctl_main)
+		zmq_close(z->ctl_main);
+	if (z->ctl_thread)
+		zmq_close(z->ctl_thread);
+out_free:
+	wire_allowlist_free(&z->al);
+	pthread_mutex_destroy(&z->lock);
+	free(z);
+	errno = err;
+	return NULL;
+}
+
+int wire_zap_reload(struct wire_zap *z, const struct wire_allowlist *al)
+{
+	struct wire_allowlist fresh, old;
+
+	if (!z)
+		return -EINVAL;
+	if (allowlist_copy(&fresh, al))
+		return -ENOMEM;
+	pthread_mutex_lock(&z->lock);
+	old = z->al;
+	z->al = fresh;
+	pthread_mutex_unlock(&z->lock);
+	wire_allowlist_free(&old);
+	return 0;
+}
+
+void wire_zap_stop(struct wire_zap *z)
+{
+	if (!z)
+		return;
+	zmq_send(z->ctl_main, "x", 1, 0);
+	pthread_join(z->thread, NULL);
+	zmq_close(z->ctl_main);
+	wire_allowlist_free(&z->al);
+	pthread_mutex_destroy(&z->lock);
+	free(z);
+}
+
+uint64_t wire_zap_rejected(const struct wire_zap *z)
+{
+	return z ? atomic_load(&((struct wire_zap *)z)->rejected) : 0;
+}
+
+uint64_t wire_zap_accepted(const struct wire_zap *z)
+{
+	return z ? atomic_load(&((struct wire_zap *)z)->accepted) : 0;
+}
+
+/* ---------------------------------------------------------------- sockets */
+
+static int set_int(void *s, int opt, int v)
+{
+	return zmq_setsockopt(s, opt, &v, sizeof(v));
+}
+
+/* What both ends share: bounded queues and messages, a short linger, and ZMTP heartbeats
+ * so a peer that vanished without a FIN (cable, firewall) is noticed and reconnected. */
+static int common_opts(void *s)
+{
+	int64_t max = WIRE_MAX_BYTES;
+
+	if (set_int(s, ZMQ_LINGER, SOCK_LINGER_MS) || set_int(s, ZMQ_SNDHWM, SOCK_HWM) ||
+	    set_int(s, ZMQ_RCVHWM, SOCK_HWM) ||
+	    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max)) ||
+	    set_int(s, ZMQ_HEARTBEAT_IVL, SOCK_HEARTBEAT_IVL_MS) ||
+	    set_int(s, ZMQ_HEARTBEAT_TIMEOUT, SOCK_HEARTBEAT_TIMEOUT_MS) ||
+	    set_int(s, ZMQ_HEARTBEAT_TTL, SOCK_HEARTBEAT_TIMEOUT_MS) || set_int(s, ZMQ_IPV6, 1))
+		return -1;
+	return 0;
+}
+
+void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, const char *sec)
+{
+	void *s;
+	int err;
+
+	if (!zctx || !endpoint || !wire_key_valid(sec) || (pub && !wire_key_valid(pub)) ||
+	    (pub && !key_pair_matches(pub, sec))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = zmq_socket(zctx, ZMQ_ROUTER);
+	if (!s)
+		return NULL;
+	/* ROUTER_MANDATORY: a send to a gone or full peer fails (EHOSTUNREACH, EAGAIN)
+	 * instead of vanishing, so the daemon can count and expire */
+	if (common_opts(s) || set_int(s, ZMQ_ROUTER_MANDATORY, 1) ||
+	    set_int(s, ZMQ_CURVE_SERVER, 1) ||
+	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, WIRE_KEY_LEN + 1) ||
+	    (pub && zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, WIRE_KEY_LEN + 1)) ||
+	    zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, WIRE_DOMAIN, strlen(WIRE_DOMAIN)) ||
+	    zmq_bind(s, endpoint) != 0) {
+		err = errno;
+		zmq_close(s);
+		errno = err;
+		return NULL;
+	}
+	return s;
+}
+
+void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub,
+			 const char *pub, const char *sec)
+{
+	void *s;
+	int err;
+
+	if (!zctx || !endpoint || !wire_key_valid(server_pub) || !wire_key_valid(pub) ||
+	    !wire_key_valid(sec) || !key_pair_matches(pub, sec)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = zmq_socket(zctx, ZMQ_DEALER);
+	if (!s)
+		return NULL;
+	if (common_opts(s) || set_int(s, ZMQ_RECONNECT_IVL, SOCK_RECONNECT_MS) ||
+	    set_int(s, ZMQ_RECONNECT_IVL_MAX, SOCK_RECONNECT_MAX_MS) ||
+	    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, WIRE_KEY_LEN + 1) ||
+	    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, WIRE_KEY_LEN + 1) ||
+	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, WIRE_KEY_LEN + 1) ||
+	    zmq_connect(s, endpoint) != 0) {
+		err = errno;
+		zmq_close(s);
+		errno = err;
+		return NULL;
+	}
+	return s;
+}
+
+int wire_send_bytes(void *sock, const void *identity, size_t idlen, const void *buf, size_t len,
+		    bool dontwait)
+{
+	int flags = dontwait ? ZMQ_DONTWAIT : 0;
+
+	if (!sock || (len && !buf) || (idlen && !identity))
+		return -EINVAL;
+	if (identity && zmq_send(sock, identity, idlen, flags | ZMQ_SNDMORE) < 0)
+		return errno == EAGAIN ? -EAGAIN : -errno;
+	/* after the identity frame was taken, the body goes into the same pipe: it cannot
+	 * find it full (ZeroMQ queues multipart messages atomically) */
+	if (zmq_send(sock, buf, len, flags) < 0)
+		return errno == EAGAIN ? -EAGAIN : -errno;
+	return 0;
+}
+
+int wire_send(void *sock, const void *identity, size_t idlen, const Weft__Envelope *e,
+	      bool dontwait)
+{
+	void *buf;
+	size_t len;
+	int rc;
+
+	rc = wire_encode(e, &buf, &len);
+	if (rc)
+		return rc;
+	rc = wire_send_bytes(sock, identity, idlen, buf, len, dontwait);
+	free(buf);
+	return rc;
+}

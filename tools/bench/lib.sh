@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by the weft-vs-bpftrace benchmark drivers (tools/bench/*.sh): where the binaries are,
+# statistics (median, p90), waiting for a tracer's probes to be live, and the results file.
+# Sourced, not run.  Needs root, a build with -DWEFT_BENCH=ON, bpftrace, bpftool and jq.
+#
+# Environment:
+#   WEFT_BUILD   the build tree (default: <repo>/build); binaries come from there
+#   BPFTRACE     the bpftrace binary (default: bpftrace)
+#   BENCH_OUT    directory for raw logs and results (default: a fresh /tmp/weft-bench-*)
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH_DIR/../.." && pwd)
+WEFT_BUILD=${WEFT_BUILD:-$REPO/build}
+WEFT=$WEFT_BUILD/tools/weft
+EVLOOP=$WEFT_BUILD/tools/bench/evloop
+TSRUN=$WEFT_BUILD/tools/bench/tsrun
+HANDWRITTEN=$WEFT_BUILD/tools/bench/handwritten
+BPFTRACE=${BPFTRACE:-bpftrace}
+if [ -z "${BENCH_OUT:-}" ]; then
+	BENCH_OUT=$(mktemp -d /tmp/weft-bench-XXXXXX)
+fi
+export BENCH_OUT
+mkdir -p "$BENCH_OUT"
+
+bench_need() {
+	local f
+	if [ "$(id -u)" != 0 ]; then
+		echo "bench: needs root (BPF)" >&2
+		exit 1
+	fi
+	for f in "$WEFT" "$EVLOOP" "$TSRUN" "$HANDWRITTEN"; do
+		if [ ! -x "$f" ]; then
+			echo "bench: $f missing; build with:" >&2
+			echo "  cmake -S $REPO -B $WEFT_BUILD -DCMAKE_BUILD_TYPE=Release -DWEFT_BENCH=ON" >&2
+			echo "  cmake --build $WEFT_BUILD -j2 --target weft evloop tsrun handwritten" >&2
+			exit 1
+		fi
+	done
+	for f in "$BPFTRACE" bpftool jq taskset; do
+		command -v "$f" >/dev/null || { echo "bench: $f not found" >&2; exit 1; }
+	done
+	[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
+}
+
+# stats: numbers on stdin (one a line) -> "median p90 n"; nearest-rank p90; "- - 0" if none.
+stats() {
+	sort -g | awk '{ v[++n] = $1 }
+	END {
+		if (!n) { print "- - 0"; exit }
+		med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+		r = int(0.9 * n); if (r < 0.9 * n) r++
+		printf "%.1f %.1f %d\n", med, v[r], n
+	}'
+}
+
+# result KEY VALUE: one measured figure, collected by run-all.sh into the summary.
+result() {
+	printf '%s %s\n' "$1" "$2" >>"$BENCH_OUT/results"
+}
+
+# probes_of PID: how many BPF perf-event attachments (tracepoints, uprobes) PID holds.
+probes_of() {
+	bpftool perf 2>/dev/null | awk -v p="$1" '$1 == "pid" && $2 == p { n++ } END { print n + 0 }'
+}
+
+# foreign_probes PID...: attachments held by processes other than the given ones (other
+# people's tracers running on this machine would add their cost to ours).
+foreign_probes() {
+	bpftool perf 2>/dev/null | awk -v ps=" $* " '$1 == "pid" && index(ps, " " $2 " ") == 0 { n++ }
+		END { print n + 0 }'
+}
+
+# wait_probes PID N [TIMEOUT_S]: until PID holds N attachments (the kernel's view of
+# "attached", whatever the tracer printed); 0 on success.
+wait_probes() {
+	local pid=$1 want=$2 left=$((${3:-30} * 20))
+	while [ "$left" -gt 0 ]; do
+		[ "$(probes_of "$pid")" -ge "$want" ] && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+		left=$((left - 1))
+	done
+	return 1
+}
+
+# wait_quiet [MAX_S]: waits (up to MAX_S, default 60) until no other process holds BPF
+# probes, so a measurement does not pay for someone else's tracing.  Prints a warning if it
+# gave up.
+wait_quiet() {
+	local left=$((${1:-60} * 4))
+	while [ "$(foreign_probes)" -gt 0 ] && [ "$left" -gt 0 ]; do
+		sleep 0.25
+		left=$((left - 1))
+	done
+	[ "$(foreign_probes)" -eq 0 ] || echo "bench: warning: other BPF probes are attached" >&2
+}
+
+# stop_pid PID: SIGINT (Ctrl-C) and wait for it.
+stop_pid() {
+	kill -INT "$1" 2>/dev/null
+	wait "$1" 2>/dev/null || true
+}
+
+machine_info() {
+	echo "kernel:  $(uname -r)"
+	echo "cpu:     $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
+	echo "memory:  $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+	echo "weft:    $("$WEFT" --version 2>/dev/null | head -1) ($WEFT)"
+	echo "bpftrace: $("$BPFTRACE" --version 2>/dev/null)"
+	echo "clang:   $(clang --version | head -1)"
+	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+}
