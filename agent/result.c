@@ -708,7 +708,7 @@ static bool table_compatible(const struct agent_table *a, const struct agent_tab
 		if (p->keys[i].render != q->keys[i].render)
 			return false;
 	for (int i = 0; i < p->naggs; i++) {
-		const struct agg_spec_plain *x = &p->aggs[i].spec, *y = &q->aggs[i].spec;
+		const struct agg_spec *x = &p->aggs[i].spec, *y = &q->aggs[i].spec;
 
 		if (x->kind != y->kind || x->lo != y->lo || x->hi != y->hi || x->step != y->step ||
 		    x->q != y->q || a->agg_slot[i] != b->agg_slot[i])

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "compiler/ast.h"
 
 #define ARENA_CHUNK 8192
@@ -567,4 +568,40 @@ void ast_dump(const struct ast_query *q, FILE *out)
 		int_print((int64_t)q->for_ns, UNIT_DURATION, out);
 		fputc('\n', out);
 	}
+}
+
+bool expr_equal(const struct expr *a, const struct expr *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->kind != b->kind || a->op != b->op || a->nargs != b->nargs)
+		return false;
+	switch (a->kind) {
+	case EXPR_INT:
+		if (a->ival != b->ival)
+			return false;
+		break;
+	case EXPR_FLOAT:
+		if (a->fval != b->fval)
+			return false;
+		break;
+	case EXPR_STR:
+		if (strcmp(a->sval, b->sval) != 0)
+			return false;
+		break;
+	case EXPR_NAME:
+	case EXPR_MEMBER:
+	case EXPR_CALL:
+		if (strcasecmp(a->sval, b->sval) != 0)
+			return false;
+		break;
+	default:
+		break;
+	}
+	if (!expr_equal(a->lhs, b->lhs) || !expr_equal(a->rhs, b->rhs))
+		return false;
+	for (int i = 0; i < a->nargs; i++)
+		if (!expr_equal(a->args[i], b->args[i]))
+			return false;
+	return true;
 }

@@ -183,6 +183,10 @@ char *arena_strdup(struct arena *a, const char *s);
 struct ast_query *ast_query_new(void);
 void ast_query_free(struct ast_query *q);
 
+/* Whether two expressions are the same expression as written: same structure, operators
+ * and constants; names compared case-insensitively (keywords and built-ins are). */
+bool expr_equal(const struct expr *a, const struct expr *b);
+
 /* Printing, for `weft explain --dump=parse|sema` and tests. */
 void ast_dump(const struct ast_query *q, FILE *out);
 void expr_print(const struct expr *e, FILE *out); /* as query text, fully parenthesized */

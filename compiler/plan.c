@@ -19,7 +19,7 @@
 #include <string.h>
 #include "compiler/plan.h"
 #include "compiler/sema.h"
-#include "kernel/weft_aggval.h"
+#include "aggregator/aggstate.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~7u)
 
@@ -107,63 +107,6 @@ static enum agg_kind fn_agg(enum func fn, double *q)
 	default:
 		return AGG_DISTINCT;
 	}
-}
-
-static uint32_t agg_value_size(const struct agg_spec_plain *sp)
-{
-	switch (sp->kind) {
-	case AGG_COUNT:
-		return WEFT_AGGVAL_COUNT_SIZE;
-	case AGG_SUM:
-		return WEFT_AGGVAL_SUM_SIZE;
-	case AGG_MIN:
-	case AGG_MAX:
-		return WEFT_AGGVAL_MIN_SIZE;
-	case AGG_AVG:
-		return WEFT_AGGVAL_AVG_SIZE;
-	case AGG_STDDEV:
-		return WEFT_AGGVAL_STDDEV_SIZE;
-	case AGG_HIST:
-		return WEFT_AGGVAL_HIST_SIZE;
-	case AGG_LHIST:
-		return WEFT_AGGVAL_LHIST_SIZE(sp->lo, sp->hi, sp->step);
-	case AGG_QUANTILE:
-		return WEFT_AGGVAL_QUANTILE_SIZE;
-	case AGG_DISTINCT:
-		return WEFT_AGGVAL_DISTINCT_SIZE;
-	default:
-		return 0;
-	}
-}
-
-static bool same_text(const struct expr *a, const struct expr *b)
-{
-	char *sa = NULL, *sb = NULL;
-	size_t la, lb;
-	FILE *fa, *fb;
-	bool same;
-
-	if (!a || !b)
-		return a == b;
-	fa = open_memstream(&sa, &la);
-	fb = open_memstream(&sb, &lb);
-	if (!fa || !fb) {
-		if (fa)
-			fclose(fa);
-		if (fb)
-			fclose(fb);
-		free(sa);
-		free(sb);
-		return false;
-	}
-	expr_print(a, fa);
-	expr_print(b, fb);
-	fclose(fa);
-	fclose(fb);
-	same = sa && sb && strcmp(sa, sb) == 0;
-	free(sa);
-	free(sb);
-	return same;
 }
 
 static int64_t const_of(const struct expr *e)
@@ -317,7 +260,7 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 			struct expr *e = q->items[i].e;
 
 			named = (e->kind == EXPR_NAME && e->bi == BI_ALIAS && -1 - e->aux == g) ||
-				same_text(e, q->groups[g].e);
+				expr_equal(e, q->groups[g].e);
 		}
 		if (!named) {
 			struct plan_column *c = &p->cols[p->ncols++];
@@ -351,12 +294,12 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 				a->spec.step = const_of(it->e->args[3]);
 			}
 			a->arg = it->e->nargs ? it->e->args[0] : NULL;
-			a->size = agg_value_size(&a->spec);
+			a->size = (uint32_t)agg_kernel_value_size(&a->spec);
 			/* quantiles of the same expression share one sketch */
 			if (a->spec.kind == AGG_QUANTILE)
 				for (int j = 0; j < p->naggs; j++)
 					if (p->aggs[j].spec.kind == AGG_QUANTILE &&
-					    same_text(p->aggs[j].arg, a->arg))
+					    expr_equal(p->aggs[j].arg, a->arg))
 						shared = j;
 			if (shared >= 0) {
 				a->offset = p->aggs[shared].offset;
@@ -374,7 +317,7 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 			if (it->e->kind == EXPR_NAME && it->e->bi == BI_ALIAS && it->e->aux < 0)
 				c->idx = -1 - it->e->aux;
 			for (int g = 0; g < q->ngroups && c->idx < 0; g++)
-				if (same_text(it->e, q->groups[g].e))
+				if (expr_equal(it->e, q->groups[g].e))
 					c->idx = g;
 			if (c->idx < 0)
 				c->idx = 0; /* sema guarantees a match */

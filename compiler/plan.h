@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "aggregator/aggregator.h"
+#include "aggregator/aggstate.h"
 #include "compiler/ast.h"
 #include "probes/probes.h"
 
@@ -62,11 +62,7 @@ struct plan_slot {
 
 struct plan_agg {
 	char name[64];  /* output column */
-	struct agg_spec_plain {
-		enum agg_kind kind;
-		int64_t lo, hi, step; /* lhist */
-		double q;             /* quantile */
-	} spec;
+	struct agg_spec spec; /* aggregator/aggstate.h */
 	uint32_t offset; /* in the kernel value struct */
 	uint32_t size;
 	struct expr *arg; /* NULL for count(); codegen only */

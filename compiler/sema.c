@@ -1020,30 +1020,6 @@ static bool contains_agg(const struct expr *e)
 	return false;
 }
 
-static bool expr_same(const struct expr *a, const struct expr *b)
-{
-	char *sa = NULL, *sb = NULL;
-	size_t la, lb;
-	FILE *fa = open_memstream(&sa, &la), *fb = open_memstream(&sb, &lb);
-	bool same = false;
-
-	if (fa && fb) {
-		expr_print(a, fa);
-		expr_print(b, fb);
-		fclose(fa);
-		fclose(fb);
-		fa = fb = NULL;
-		same = sa && sb && strcasecmp(sa, sb) == 0;
-	}
-	if (fa)
-		fclose(fa);
-	if (fb)
-		fclose(fb);
-	free(sa);
-	free(sb);
-	return same;
-}
-
 /* The column name of an expression without alias: its text ("args.count", "count()"). */
 static char *derived_name(struct sema *s, const struct expr *e)
 {
@@ -1218,7 +1194,7 @@ static int check_select(struct sema *s)
 		if (it->e->kind == EXPR_NAME && it->e->bi == BI_ALIAS && it->e->aux < 0)
 			is_key = true;
 		for (int g = 0; g < q->ngroups && !is_key; g++)
-			is_key = expr_same(it->e, q->groups[g].e);
+			is_key = expr_equal(it->e, q->groups[g].e);
 		if (!is_key) {
 			struct diag *d = diag_error(s->dl, DIAG_E_AGG_UNGROUPED, it->e->loc,
 						    "'%s' is neither an aggregate nor a group key",
@@ -1249,7 +1225,7 @@ static int check_order(struct sema *s)
 			}
 	}
 	for (int i = 0; i < q->nitems; i++)
-		if (expr_same(o, q->items[i].e)) {
+		if (expr_equal(o, q->items[i].e)) {
 			o->bi = BI_ALIAS;
 			o->aux = i;
 			o->ty = q->items[i].e->ty;

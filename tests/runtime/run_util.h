@@ -40,7 +40,8 @@ static inline bool wr_ready(void)
 		return false;
 	}
 	if (!bin || !*bin || !dir || !*dir) {
-		fprintf(stderr, "skipped: run through ctest (needs WEFT_BIN and WEFT_BINARY_DIR)\n");
+		fprintf(stderr,
+			"skipped: run through ctest (needs WEFT_BIN and WEFT_BINARY_DIR)\n");
 		return false;
 	}
 	return true;
@@ -81,11 +82,11 @@ struct wr_buf {
 
 struct wr_proc {
 	pid_t pid;
-	int in_fd;          /* its stdin; -1 once closed */
+	int in_fd; /* its stdin; -1 once closed */
 	int out_fd, err_fd; /* -1 at EOF */
 	struct wr_buf out, err;
-	int status;         /* exit code, 128 + signal if killed; -1 until reaped */
-	bool timed_out;     /* the deadline passed and it was SIGKILLed */
+	int status; /* exit code, 128 + signal if killed; -1 until reaped */
+	bool timed_out; /* the deadline passed and it was SIGKILLed */
 };
 
 static inline void wr_buf_add(struct wr_buf *b, const char *s, size_t n)
@@ -292,10 +293,10 @@ static inline int wr_weft_start(struct wr_proc *p, ...)
 }
 
 /* Runs `weft run ARGS...` to its end; returns its status (-errno if it could not start). */
-#define wr_weft_run(p, ...)                                                                        \
-	({                                                                                         \
-		int _rc = wr_weft_start((p), __VA_ARGS__, (char *)NULL);                           \
-		_rc ? _rc : wr_finish((p), WR_TIMEOUT_MS);                                         \
+#define wr_weft_run(p, ...)                                              \
+	({                                                               \
+		int _rc = wr_weft_start((p), __VA_ARGS__, (char *)NULL); \
+		_rc ? _rc : wr_finish((p), WR_TIMEOUT_MS);               \
 	})
 
 /*
@@ -349,13 +350,13 @@ enum wj_kind { WJ_NULL, WJ_BOOL, WJ_NUM, WJ_STR, WJ_ARR, WJ_OBJ };
 
 struct wj {
 	enum wj_kind kind;
-	char *name;       /* member name, in an object */
-	char *str;        /* WJ_STR: decoded; WJ_NUM: the literal */
-	bool b;           /* WJ_BOOL */
-	double num;       /* WJ_NUM */
-	bool is_int;      /* WJ_NUM without fraction or exponent, in range of long long */
-	long long ival;   /* WJ_NUM when is_int */
-	struct wj *kids;  /* WJ_ARR, WJ_OBJ */
+	char *name; /* member name, in an object */
+	char *str; /* WJ_STR: decoded; WJ_NUM: the literal */
+	bool b; /* WJ_BOOL */
+	double num; /* WJ_NUM */
+	bool is_int; /* WJ_NUM without fraction or exponent, in range of long long */
+	long long ival; /* WJ_NUM when is_int */
+	struct wj *kids; /* WJ_ARR, WJ_OBJ */
 	size_t nkids;
 };
 
@@ -366,8 +367,8 @@ struct wj_in {
 
 static inline void wj_ws(struct wj_in *in)
 {
-	while (in->s < in->end && (*in->s == ' ' || *in->s == '\t' || *in->s == '\n' ||
-				   *in->s == '\r'))
+	while (in->s < in->end &&
+	       (*in->s == ' ' || *in->s == '\t' || *in->s == '\n' || *in->s == '\r'))
 		in->s++;
 }
 
@@ -494,9 +495,9 @@ static inline int wj_number(struct wj_in *in, struct wj *v)
 		in->s++;
 	if (in->s >= in->end || *in->s < '0' || *in->s > '9')
 		return -1;
-	while (in->s < in->end && ((*in->s >= '0' && *in->s <= '9') || *in->s == '.' ||
-				   *in->s == 'e' || *in->s == 'E' || *in->s == '+' ||
-				   *in->s == '-')) {
+	while (in->s < in->end &&
+	       ((*in->s >= '0' && *in->s <= '9') || *in->s == '.' || *in->s == 'e' ||
+		*in->s == 'E' || *in->s == '+' || *in->s == '-')) {
 		if (*in->s == '.' || *in->s == 'e' || *in->s == 'E')
 			integer = false;
 		in->s++;
@@ -640,7 +641,10 @@ static inline long long wj_int_of(const struct wj *o, const char *name)
 
 	if (!v || v->kind != WJ_NUM || !v->is_int)
 		fail_msg("JSON member '%s' is %s, not an integer", name,
-			 !v ? "absent" : v->kind == WJ_NULL ? "null" : v->str ? v->str : "not a number");
+			 !v		    ? "absent" :
+			 v->kind == WJ_NULL ? "null" :
+			 v->str		    ? v->str :
+					      "not a number");
 	return v->ival;
 }
 
@@ -651,7 +655,9 @@ static inline double wj_num_of(const struct wj *o, const char *name)
 
 	if (!v || v->kind != WJ_NUM)
 		fail_msg("JSON member '%s' is %s, not a number", name,
-			 !v ? "absent" : v->kind == WJ_NULL ? "null" : "not a number");
+			 !v		    ? "absent" :
+			 v->kind == WJ_NULL ? "null" :
+					      "not a number");
 	return v->num;
 }
 
@@ -680,7 +686,8 @@ static inline void wr_json_lines(const struct wr_buf *b, struct wr_json *out)
 			struct wj *v = wj_parse(s, (size_t)(e - s));
 
 			if (!v)
-				fail_msg("weft printed a line that is not JSON: %.*s", (int)(e - s), s);
+				fail_msg("weft printed a line that is not JSON: %.*s", (int)(e - s),
+					 s);
 			out->v = realloc(out->v, (out->n + 1) * sizeof(*out->v));
 			if (!out->v)
 				abort();

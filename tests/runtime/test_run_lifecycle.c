@@ -61,7 +61,7 @@ static struct wj *bpftool(const char *a, const char *b)
 struct held {
 	struct ids progs, maps, links;
 	size_t perf_events; /* perf events (fds) of the pid */
-	bool uprobe_seen;   /* a uprobe perf event on `binary` */
+	bool uprobe_seen; /* a uprobe perf event on `binary` */
 };
 
 static void held_of(pid_t pid, const struct ids *progs_of_interest, const char *binary,
@@ -181,9 +181,10 @@ static void kill_and_check_gone(const char *query, const char *binary)
 		if (!after.perf_events && !after.progs.n && !after.links.n && !maps)
 			break;
 		if (wr_now_ms() >= end)
-			fail_msg("after SIGKILL: %zu perf events, %zu programs, %zu links, %zu maps "
-				 "of weft remain",
-				 after.perf_events, after.progs.n, after.links.n, maps);
+			fail_msg(
+				"after SIGKILL: %zu perf events, %zu programs, %zu links, %zu maps "
+				"of weft remain",
+				after.perf_events, after.progs.n, after.links.n, maps);
 		wr_sleep_ms(100);
 	}
 	if (binary)

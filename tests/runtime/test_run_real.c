@@ -109,8 +109,8 @@ static void test_python_function_entry(void **state)
 		if (strcmp(probe, entry) != 0 && strcmp(probe, line) != 0)
 			fail_msg("unexpected probe %s", probe);
 		if (wj_int_of(wr_row(w, r), "n") != N_PY)
-			fail_msg("%s: %lld calls of f, %d made", probe, wj_int_of(wr_row(w, r), "n"),
-				 N_PY);
+			fail_msg("%s: %lld calls of f, %d made", probe,
+				 wj_int_of(wr_row(w, r), "n"), N_PY);
 	}
 	wr_json_free(&j);
 	wr_free(&p);
@@ -215,11 +215,20 @@ static void test_redis_process_command(void **state)
 {
 	static const char incr[] = "*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n";
 	char port_s[16], pid_s[16], last[32], *batch;
-	char *redis_argv[] = { (char *)REDIS,	    (char *)"--port",	    port_s,
-			       (char *)"--bind",    (char *)"127.0.0.1",    (char *)"--save",
-			       (char *)"",	    (char *)"--appendonly", (char *)"no",
-			       (char *)"--dir",	    tmpdir,		    (char *)"--loglevel",
-			       (char *)"warning",   NULL };
+	char *redis_argv[] = { (char *)REDIS,
+			       (char *)"--port",
+			       port_s,
+			       (char *)"--bind",
+			       (char *)"127.0.0.1",
+			       (char *)"--save",
+			       (char *)"",
+			       (char *)"--appendonly",
+			       (char *)"no",
+			       (char *)"--dir",
+			       tmpdir,
+			       (char *)"--loglevel",
+			       (char *)"warning",
+			       NULL };
 	long long total0, incr0, total1, incr1, n;
 	struct wr_proc redis, p;
 	struct wr_buf replies = { 0 };

@@ -91,7 +91,8 @@ static void test_uprobe_count_sum(void **state)
 	(void)state;
 	if (!wr_ready())
 		skip();
-	w = run_one(&p, &j, N_CALLS, query_of("from uprobe:%W:wl_work select count() as n, sum(arg0) as s"),
+	w = run_one(&p, &j, N_CALLS,
+		    query_of("from uprobe:%W:wl_work select count() as n, sum(arg0) as s"),
 		    &printed);
 	assert_int_equal(printed, sum_ret(N_CALLS)); /* the workload did what we think */
 	assert_int_equal(wr_nrows(w), 1);
@@ -269,8 +270,8 @@ static void check_buckets(const struct wj *h, const struct bucket *want, size_t 
 static void test_quantiles_and_hists(void **state)
 {
 	static const struct quant_case cases[] = {
-		{ "p50", 50, 100 },	  { "p90", 90, 100 },	    { "p99", 99, 100 },
-		{ "p999", 999, 1000 },	  { "q25", 25, 100 },	    { "qmin", 1, 10000 },
+		{ "p50", 50, 100 },	   { "p90", 90, 100 }, { "p99", 99, 100 },
+		{ "p999", 999, 1000 },	   { "q25", 25, 100 }, { "qmin", 1, 10000 },
 		{ "qmax", 99999, 100000 }, { "q19", 2, 1000 },
 	};
 	struct bucket want[80];
@@ -321,9 +322,9 @@ static void test_quantiles_and_hists(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_uprobe_count_sum),    cmocka_unit_test(test_uretprobe_retval),
-		cmocka_unit_test(test_usdt_tick),	    cmocka_unit_test(test_usdt_group_by_probe),
-		cmocka_unit_test(test_span_uprobe),	    cmocka_unit_test(test_quantiles_and_hists),
+		cmocka_unit_test(test_uprobe_count_sum), cmocka_unit_test(test_uretprobe_retval),
+		cmocka_unit_test(test_usdt_tick),	 cmocka_unit_test(test_usdt_group_by_probe),
+		cmocka_unit_test(test_span_uprobe),	 cmocka_unit_test(test_quantiles_and_hists),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -111,7 +111,7 @@ measure() {
 		fi
 	fi
 	# cpu ns/call (median of 3), wall ns/call, count, calls, prog ns/run
-	printf '%s\t%s\t%s\t%s\t%s\n' "$(awk '{ print $5 }' <<<"$ev")" "$(awk '{ print $11 }' <<<"$ev")" \
+	printf '%s\t%s\t%s\t%s\t%s\n' "$(awk '{ print $6 }' <<<"$ev")" "$(awk '{ print $11 }' <<<"$ev")" \
 		"$cnt" "$calls" "$pns" >>"$log/$name.tsv"
 }
 
