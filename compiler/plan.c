@@ -408,7 +408,16 @@ struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 		return NULL;
 	}
 	if (q->order) {
-		p->order_col = p->first_item_col + q->order->aux;
+		if (q->order->aux >= 0) {
+			p->order_col = p->first_item_col + q->order->aux;
+		} else {
+			/* a group key: its column, prepended or selected */
+			for (int c = 0; c < p->ncols; c++)
+				if (!p->cols[c].is_agg && p->cols[c].idx == -1 - q->order->aux) {
+					p->order_col = c;
+					break;
+				}
+		}
 		p->order_desc = q->order_desc;
 	}
 	return p;

@@ -1231,6 +1231,16 @@ static int check_order(struct sema *s)
 			o->ty = q->items[i].e->ty;
 			return 0;
 		}
+	/* a group key is a column of the result too (shown even when not selected) */
+	for (int g = 0; g < q->ngroups && q->aggregating; g++)
+		if ((o->kind == EXPR_NAME && q->groups[g].alias &&
+		     strcmp(q->groups[g].alias, o->sval) == 0) ||
+		    expr_equal(o, q->groups[g].e)) {
+			o->bi = BI_ALIAS;
+			o->aux = -1 - g;
+			o->ty = q->groups[g].e->ty;
+			return 0;
+		}
 	{
 		const char *cands[AST_MAX_ITEMS], *near[1];
 		int nc = 0;
