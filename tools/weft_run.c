@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,6 +51,8 @@ static const char run_help[] =
 	"      --format FMT      text (default) or json: one JSON object per line, per window or\n"
 	"                        per stream row (docs/output.md)\n"
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
+	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
+	"                        4MiB); rows that find it full are counted and reported\n"
 	"  -v, --verbose         show the compile cache, libbpf and verifier detail\n"
 	"  -h, --help            this text\n"
 	"\n"
@@ -143,22 +146,74 @@ static int pidfd_of(pid_t pid)
 
 /* A stream has no window to carry its losses and notes: they are reported on stderr when it
  * ends, as a window's `lost:` and `notes:` lines would (never dropped silently). */
-static void report_stream_drops(struct agent_query *q)
+/* Streams have no windows, but the drop counters are kept per epoch all the same: flip
+ * once a second to read them, so that losses are reported while they happen. */
+static void stream_drops(struct run *r, struct agent_window_stats *acc, bool live)
 {
 	static const char *const names[] = WEFT_DROP_NAMES;
 	struct agent_window_stats st;
 
-	if (agent_query_window(q, NULL, &st) < 0)
+	if (agent_query_window(r->q, NULL, &st) < 0)
 		return;
+	for (int i = 0; i < WEFT_DROP_NR; i++) {
+		acc->drops[i] += st.drops[i];
+		if (live && st.drops[i] && WEFT_DROP_IS_LOSS(i))
+			fprintf(stderr, "weft: lost: %llu rows (%s) in the last second\n",
+				(unsigned long long)st.drops[i], names[i]);
+	}
+	acc->misses += st.misses;
+}
+
+/* The end of a stream: totals of what was lost, on stderr, and as a last JSON line. */
+static void stream_summary(struct run *r, const struct agent_window_stats *acc)
+{
+	static const char *const names[] = WEFT_DROP_NAMES;
+
+	if (r->fmt == AGENT_FMT_JSON) {
+		printf("{\"type\":\"end\",\"rows\":%llu,\"lost\":{", (unsigned long long)r->rows);
+		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
+			if (WEFT_DROP_IS_LOSS(i))
+				printf("%s\"%s\":%llu", n++ ? "," : "", names[i],
+				       (unsigned long long)acc->drops[i]);
+		printf("},\"notes\":{");
+		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
+			if (!WEFT_DROP_IS_LOSS(i))
+				printf("%s\"%s\":%llu", n++ ? "," : "", names[i],
+				       (unsigned long long)acc->drops[i]);
+		printf("},\"misses\":%llu}\n", (unsigned long long)acc->misses);
+		fflush(stdout);
+	}
+	/* and for people, on stderr, whatever the format */
 	for (int i = 0; i < WEFT_DROP_NR; i++)
-		if (st.drops[i])
+		if (acc->drops[i])
 			fprintf(stderr, "weft: %s: %llu %s (%s)\n",
 				WEFT_DROP_IS_LOSS(i) ? "lost" : "notes",
-				(unsigned long long)st.drops[i], WEFT_DROP_IS_LOSS(i) ? "rows" : "values",
-				names[i]);
-	if (st.misses)
+				(unsigned long long)acc->drops[i],
+				WEFT_DROP_IS_LOSS(i) ? "rows" : "values", names[i]);
+	if (acc->misses)
 		fprintf(stderr, "weft: lost: %llu events (bpf_recursion_miss)\n",
-			(unsigned long long)st.misses);
+			(unsigned long long)acc->misses);
+}
+
+/* "4MiB", "65536", "256KiB" -> bytes; 0 on a bad size. */
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return 0;
+	if (strcasecmp(end, "k") == 0 || strcmp(end, "KiB") == 0)
+		v <<= 10;
+	else if (strcasecmp(end, "m") == 0 || strcmp(end, "MiB") == 0)
+		v <<= 20;
+	else if (strcasecmp(end, "g") == 0 || strcmp(end, "GiB") == 0)
+		v <<= 30;
+	else if (*end)
+		return 0;
+	return v;
 }
 
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
@@ -173,6 +228,7 @@ int cmd_run(int argc, char **argv)
 		{ "file", required_argument, NULL, 'f' },   { "pid", required_argument, NULL, 'p' },
 		{ "cmd", required_argument, NULL, 'c' },    { "format", required_argument, NULL, 'F' },
 		{ "max-groups", required_argument, NULL, 'G' },
+		{ "ringbuf-size", required_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },	    { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -191,6 +247,7 @@ int cmd_run(int argc, char **argv)
 	sigset_t mask;
 	uint64_t start, tick, next_tick, next_window, end_at;
 	long max_groups = 0;
+	uint64_t ringbuf = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:p:c:vh", longopts, NULL)) != -1) {
@@ -226,6 +283,14 @@ int cmd_run(int argc, char **argv)
 			}
 			break;
 		}
+		case 'R':
+			ringbuf = parse_size(optarg);
+			if (ringbuf < 4096 || ringbuf > (1ULL << 30)) {
+				fprintf(stderr, "weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -284,6 +349,7 @@ int cmd_run(int argc, char **argv)
 	aopts.on_row = on_row;
 	aopts.row_ctx = &r;
 	aopts.max_groups = (uint32_t)max_groups;
+	aopts.ringbuf_bytes = (uint32_t)ringbuf;
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
 		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
@@ -315,7 +381,7 @@ int cmd_run(int argc, char **argv)
 	start = now_ns();
 	tick = res.plan->every_ns && res.plan->every_ns < TICK_MAX_NS ? res.plan->every_ns
 								       : TICK_MAX_NS;
-	next_tick = res.plan->aggregating ? start + tick : UINT64_MAX;
+	next_tick = start + tick; /* streams too: their drop counters are read every tick */
 	next_window = res.plan->every_ns ? start + res.plan->every_ns : UINT64_MAX;
 	end_at = res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX;
 	acc.start_ns = start;
@@ -347,6 +413,11 @@ int cmd_run(int argc, char **argv)
 				acc.start_ns = now_ns();
 				next_window += res.plan->every_ns;
 			}
+			continue;
+		}
+		if (!res.plan->aggregating && t >= next_tick) {
+			stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
+			next_tick += tick;
 			continue;
 		}
 		timeout = wake == UINT64_MAX ? 1000 : (int)((wake - t) / 1000000ULL) + 1;
@@ -398,7 +469,8 @@ out_stop:
 		agent_query_poll(r.q, 0);
 		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0)
 			fprintf(stderr, "weft: no events\n");
-		report_stream_drops(r.q);
+		stream_drops(&r, &acc, false);
+		stream_summary(&r, &acc);
 	}
 	agent_table_free(win);
 	agent_query_free(r.q);
