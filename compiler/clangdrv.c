@@ -280,14 +280,17 @@ static void rm_tmpdir(const char *dir)
 /* Runs clang; its stderr goes to errbuf.  0, or -EINVAL when clang failed. */
 static int run_clang(const char *dir, char *errbuf, size_t errsz)
 {
-	char src[4200], obj[4200], inc[4200];
+	char src[4200], obj[4200], inc[4200], prefix_map[4300];
 	const char *cp = clang_path();
 	char *argv[] = {
 		(char *)cp, "-target", "bpf", "-O2", "-g", "-D__TARGET_ARCH_x86",
 		"-I", inc, "-I", "/usr/include/x86_64-linux-gnu",
 		"-Wno-unused-value", "-Wno-unused-function", "-Wno-pointer-sign",
 		"-Wno-compare-distinct-pointer-types", "-Wno-address-of-packed-member",
-		"-fno-stack-protector", "-c", src, "-o", obj, NULL,
+		"-fno-stack-protector",
+		/* reproducible objects: no temporary path or working directory in the debug
+		 * info, so equal sources give equal bytes wherever they are compiled */
+		prefix_map, "-fdebug-compilation-dir=/weft", "-c", src, "-o", obj, NULL,
 	};
 	posix_spawn_file_actions_t fa;
 	int pipefd[2], status, rc;
@@ -297,6 +300,7 @@ static int run_clang(const char *dir, char *errbuf, size_t errsz)
 	snprintf(src, sizeof(src), "%s/query.bpf.c", dir);
 	snprintf(obj, sizeof(obj), "%s/query.bpf.o", dir);
 	snprintf(inc, sizeof(inc), "%s", dir);
+	snprintf(prefix_map, sizeof(prefix_map), "-fdebug-prefix-map=%s=/weft", dir);
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return -errno;
 	posix_spawn_file_actions_init(&fa);
