@@ -32,30 +32,30 @@
 #define AGENT_SPOOL_BYTES_DEFAULT (64ull << 20)
 
 struct agent_daemon_opts {
-	size_t sz;		  /* sizeof(struct agent_daemon_opts) */
-	const char *endpoint;	  /* the aggregator: tcp://HOST:PORT */
-	const char *server_key;	  /* its public key (Z85): the only peer this agent trusts */
-	const char *public_key;	  /* this agent's key pair (Z85) */
+	size_t sz; /* sizeof(struct agent_daemon_opts) */
+	const char *endpoint; /* the aggregator: tcp://HOST:PORT */
+	const char *server_key; /* its public key (Z85): the only peer this agent trusts */
+	const char *public_key; /* this agent's key pair (Z85) */
 	const char *secret_key;
-	const char *host;	  /* the name results are keyed by; NULL: gethostname() */
-	uint32_t spool_max;	  /* partials kept until acknowledged; 0: 4096 */
+	const char *host; /* the name results are keyed by; NULL: gethostname() */
+	uint32_t spool_max; /* partials kept until acknowledged; 0: 4096 */
 	uint64_t spool_max_bytes; /* and their bytes; 0: 64 MiB */
-	int stop_fd;		  /* becomes readable: shut down (a signalfd); -1: none */
-	bool verbose;		  /* full verifier logs in QueryError.detail */
+	int stop_fd; /* becomes readable: shut down (a signalfd); -1: none */
+	bool verbose; /* full verifier logs in QueryError.detail */
 };
 
 struct agent_daemon_stats {
-	uint64_t sent;		/* envelopes handed to ZeroMQ */
-	uint64_t received;	/* envelopes accepted */
-	uint64_t rejected;	/* malformed, out of sequence, or not for an agent */
-	uint64_t partials;	/* partials made (each window of each query) */
-	uint64_t resent;	/* partials sent again after a reconnect */
-	uint64_t spooled;	/* partials waiting for an Ack now */
+	uint64_t sent; /* envelopes handed to ZeroMQ */
+	uint64_t received; /* envelopes accepted */
+	uint64_t rejected; /* malformed, out of sequence, or not for an agent */
+	uint64_t partials; /* partials made (each window of each query) */
+	uint64_t resent; /* partials sent again after a reconnect */
+	uint64_t spooled; /* partials waiting for an Ack now */
 	uint64_t spool_bytes;
 	uint64_t spool_dropped; /* partials dropped because the spool was full */
-	uint64_t connects;	/* Welcomes received */
-	uint64_t queries;	/* running now */
-	bool connected;		/* welcomed on the current connection */
+	uint64_t connects; /* Welcomes received */
+	uint64_t queries; /* running now */
+	bool connected; /* welcomed on the current connection */
 };
 
 struct agent_daemon;

@@ -802,7 +802,8 @@ int agent_table_to_groups(const struct agent_table *t, Weft__Group ***out, size_
 		data += g->klen;
 		for (int a = 0; a < p->naggs; a++) {
 			struct agg_spec s = spec_of(&p->aggs[a]);
-			const uint8_t *st = (const uint8_t *)g->states + t->slots[t->agg_slot[a]].soff;
+			const uint8_t *st =
+				(const uint8_t *)g->states + t->slots[t->agg_slot[a]].soff;
 			ssize_t len = agg_state_encode(&s, st, data, agg_state_encoded_max(&s));
 
 			if (len < 0) {
@@ -913,7 +914,8 @@ int agent_table_add_groups(struct agent_table *t, Weft__Group *const *groups, si
 			continue; /* full (counted in overflow), or rc = -ENOMEM */
 		rc = wire_states_decode(t, w, first, st, tmp);
 		for (int s = 0; s < t->nslots && !rc; s++)
-			rc = agg_state_merge(&t->slots[s].spec, (uint8_t *)g->states + t->slots[s].soff,
+			rc = agg_state_merge(&t->slots[s].spec,
+					     (uint8_t *)g->states + t->slots[s].soff,
 					     st + t->slots[s].soff);
 	}
 out_free:

@@ -53,14 +53,14 @@ int aggd_store_default_path(char *buf, size_t sz);
 /* ---- the windows of one query (aggd_window.c) ---- */
 
 struct aggd_qwin_opts {
-	size_t sz;            /* sizeof(struct aggd_qwin_opts) */
-	uint64_t epoch_ns;    /* CLOCK_REALTIME start of window 0 */
-	uint64_t every_ns;    /* window length; 0: one window, closed when the query ends */
-	uint64_t end_ns;      /* the query ends here (`for`); 0: when stopped */
+	size_t sz; /* sizeof(struct aggd_qwin_opts) */
+	uint64_t epoch_ns; /* CLOCK_REALTIME start of window 0 */
+	uint64_t every_ns; /* window length; 0: one window, closed when the query ends */
+	uint64_t end_ns; /* the query ends here (`for`); 0: when stopped */
 	uint64_t lateness_ns; /* how long after its end a window waits for missing agents */
 	uint32_t keep_windows; /* closed windows retained (0: AGGD_KEEP_WINDOWS) */
-	uint64_t keep_ns;     /* ... and for how long after closing (0: AGGD_KEEP_NS) */
-	uint32_t max_groups;  /* groups per window table (0: the table's default) */
+	uint64_t keep_ns; /* ... and for how long after closing (0: AGGD_KEEP_NS) */
+	uint32_t max_groups; /* groups per window table (0: the table's default) */
 };
 
 /* One window as the emit callback sees it (valid during the call only). */
@@ -76,16 +76,16 @@ struct aggd_window_view {
 	const char *const *missing; /* members expected for it that did not report, sorted */
 	size_t nmissing;
 	uint32_t revision; /* 0 when first closed, +1 for each re-emission with late partials */
-	bool last;         /* the final window of the query */
+	bool last; /* the final window of the query */
 };
 
 typedef int (*aggd_emit_fn)(void *ctx, const struct aggd_window_view *w);
 
 /* What became of a partial handed to aggd_qwin_add(). */
 enum aggd_merge {
-	AGGD_MERGED,   /* into an open window */
-	AGGD_REVISED,  /* into a closed, retained window: it will be emitted again */
-	AGGD_LATE,     /* for a window no longer retained (or after the end): counted, dropped */
+	AGGD_MERGED, /* into an open window */
+	AGGD_REVISED, /* into a closed, retained window: it will be emitted again */
+	AGGD_LATE, /* for a window no longer retained (or after the end): counted, dropped */
 };
 
 struct aggd_qwin;
@@ -116,6 +116,11 @@ bool aggd_qwin_has_member(const struct aggd_qwin *q, const char *host);
  * that do not decode for this plan: nothing merged; or a window too far ahead), -ENOMEM.
  */
 int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns);
+/* A partial merged before a restart, read back from the store (after the closed windows
+ * were restored): merged without the bound on windows ahead, and not a revision. */
+int aggd_qwin_add_restored(struct aggd_qwin *q, const Weft__Partial *pt);
+/* The lowest window still held (open or retained); partials below it are too late. */
+uint64_t aggd_qwin_retained_from(const struct aggd_qwin *q);
 
 /*
  * Closes every window that is due, in order, and re-emits every retained window that late
@@ -124,15 +129,21 @@ int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
  * emitted, or -errno.
  */
 int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *ctx);
+/* Calls fn for every retained closed window with index >= from, as last emitted (a client
+ * that subscribes late or again).  Counts nothing.  Returns how many, or -errno. */
+int aggd_qwin_replay(struct aggd_qwin *q, uint64_t from, aggd_emit_fn fn, void *ctx);
 /* The query was cancelled at now_ns: the window holding now_ns (or a later one a member
  * already reported) is the last; windows close when the members have sent their last
  * partials or the lateness bound passes. */
 void aggd_qwin_stop(struct aggd_qwin *q, uint64_t now_ns);
 /* The final window was emitted. */
 bool aggd_qwin_done(const struct aggd_qwin *q);
-/* A closed window restored from the store (emitted before a restart with this revision). */
+/* A closed window restored from the store: emitted before a restart with this revision,
+ * holding merged (its groups, drops and hosts; may be NULL).  Call in window order, before
+ * aggd_qwin_add_restored() of the partials merged since.  0, -EINVAL (merged does not fit
+ * the plan) or -ENOMEM. */
 int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
-			     uint64_t closed_ns);
+			     uint64_t closed_ns, const Weft__Partial *merged);
 /* The first window not yet closed; windows before it that were never opened stay closed. */
 uint64_t aggd_qwin_next_close(const struct aggd_qwin *q);
 /* After a restart: no window closes by its deadline before until_ns, so that agents have
@@ -141,11 +152,11 @@ void aggd_qwin_hold(struct aggd_qwin *q, uint64_t until_ns);
 void aggd_qwin_skip_to(struct aggd_qwin *q, uint64_t index);
 
 struct aggd_qwin_stats {
-	uint64_t emitted;      /* results emitted, revisions included */
-	uint64_t revisions;    /* of which revisions */
+	uint64_t emitted; /* results emitted, revisions included */
+	uint64_t revisions; /* of which revisions */
 	uint64_t late_dropped; /* partials too late to merge */
-	uint64_t open;         /* windows open now */
-	uint64_t retained;     /* closed windows retained */
+	uint64_t open; /* windows open now */
+	uint64_t retained; /* closed windows retained */
 };
 void aggd_qwin_stats(const struct aggd_qwin *q, struct aggd_qwin_stats *st);
 
@@ -196,45 +207,50 @@ int aggd_store_windows_forget(struct aggd_store *s, uint64_t query_id, uint64_t 
 /* The highest sequence number merged from a sender instance (0: none). */
 int aggd_store_sender_get(struct aggd_store *s, const char *host, uint64_t instance,
 			  uint64_t *upto);
-int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t instance,
-			  uint64_t upto);
+int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t instance, uint64_t upto);
 
+/* A window emitted (again): its revision and its merged groups as a packed Weft__Partial,
+ * which replace the partials merged into it so far. */
 int aggd_store_window_emitted(struct aggd_store *s, uint64_t query_id, uint64_t window,
-			      uint32_t revision, uint64_t closed_ns);
+			      uint32_t revision, uint64_t closed_ns, const void *body, size_t len);
 int aggd_store_windows_load(struct aggd_store *s, uint64_t query_id,
 			    int (*fn)(void *ctx, uint64_t window, uint32_t revision,
-				      uint64_t closed_ns),
+				      uint64_t closed_ns, const void *body, size_t len),
 			    void *ctx);
 
 /* Small named integers: the parent link's instance and next sequence number. */
 int aggd_store_meta_get(struct aggd_store *s, const char *key, uint64_t *v); /* -ENOENT */
 int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v);
 
-/* The spool towards the parent: packed envelopes by sequence number, oldest first. */
-int aggd_store_spool_add(struct aggd_store *s, uint64_t seq, const void *env, size_t len);
-int aggd_store_spool_ack(struct aggd_store *s, uint64_t upto);
-/* Drops the oldest entries beyond max; returns how many were dropped, or -errno. */
-int aggd_store_spool_trim(struct aggd_store *s, uint64_t max);
-int aggd_store_spool_load(struct aggd_store *s, uint64_t after,
-			  int (*fn)(void *ctx, uint64_t seq, const void *env, size_t len),
+/*
+ * The spool towards the parent: packed Weft__Partials by a local id (oldest first), each with
+ * the seq of its latest transmission (tx; 0: not sent since the last Hello).  tx is written
+ * before the bytes leave, so that after a restart the parent's Welcome.last_seq tells which
+ * entries it merged.
+ */
+int aggd_store_spool_add(struct aggd_store *s, uint64_t id, const void *body, size_t len);
+int aggd_store_spool_tx(struct aggd_store *s, uint64_t id, uint64_t tx);
+int aggd_store_spool_del(struct aggd_store *s, uint64_t id);
+int aggd_store_spool_load(struct aggd_store *s,
+			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, const void *body,
+				    size_t len),
 			  void *ctx);
-int aggd_store_spool_count(struct aggd_store *s, uint64_t *n);
 
 /* ---- the daemon (aggd.c) ---- */
 
 struct aggd_opts {
-	size_t sz;             /* sizeof(struct aggd_opts) */
-	const char *listen;    /* ZeroMQ endpoint to bind, e.g. tcp://0.0.0.0:7470 */
-	const char *key_file;  /* this aggregator's key pair */
+	size_t sz; /* sizeof(struct aggd_opts) */
+	const char *listen; /* ZeroMQ endpoint to bind, e.g. tcp://0.0.0.0:7470 */
+	const char *key_file; /* this aggregator's key pair */
 	const char *allow_file; /* allow-list of peers */
-	const char *store;     /* path, ":memory:", or NULL for aggd_store_default_path() */
-	const char *parent;    /* endpoint of a parent aggregator, or NULL */
+	const char *store; /* path, ":memory:", or NULL for aggd_store_default_path() */
+	const char *parent; /* endpoint of a parent aggregator, or NULL */
 	const char *parent_key; /* the parent's public key file */
-	const char *name;      /* this aggregator's name (default: the host name) */
-	uint64_t lateness_ns;  /* 0: AGGD_DEFAULT_LATENESS_NS */
+	const char *name; /* this aggregator's name (default: the host name) */
+	uint64_t lateness_ns; /* 0: AGGD_DEFAULT_LATENESS_NS */
 	uint64_t heartbeat_ms; /* 0: AGGD_DEFAULT_HEARTBEAT_MS */
 	uint32_t keep_windows; /* 0: AGGD_KEEP_WINDOWS */
-	uint64_t spool_max;    /* partials spooled towards the parent (0: 4096) */
+	uint64_t spool_max; /* partials spooled towards the parent (0: 4096) */
 };
 
 struct aggd;
@@ -242,8 +258,10 @@ struct aggd;
 /* Loads keys and the allow-list, opens the store, binds, resumes stored queries.  NULL with
  * errno and a one-line reason in err. */
 struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz);
-/* Serves until stop_fd (e.g. a signalfd) becomes readable.  0, or -errno on a fatal error. */
-int aggd_run(struct aggd *a, int stop_fd);
+/* Serves until sig_fd (a signalfd) becomes readable with anything but SIGHUP, which reloads
+ * the allow-list instead; any other readable fd also stops it.  0, or -errno on a fatal
+ * error. */
+int aggd_run(struct aggd *a, int sig_fd);
 void aggd_free(struct aggd *a);
 
 /* ---- clients (aggd_client.c) ---- */
@@ -254,8 +272,8 @@ struct aggd_client_opts {
 	size_t sz;
 	const char *endpoint;
 	const char *server_key_file; /* the aggregator's public key */
-	const char *key_file;        /* this client's key pair */
-	int timeout_ms;              /* to connect and be welcomed (0: 5000) */
+	const char *key_file; /* this client's key pair */
+	int timeout_ms; /* to connect and be welcomed (0: 5000) */
 };
 
 /*
@@ -263,19 +281,24 @@ struct aggd_client_opts {
  * err: ETIMEDOUT (no answer), EACCES (the aggregator refused this client's key), or the
  * errors of reading the key files.
  */
-struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *err,
-					size_t errsz);
+struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *err, size_t errsz);
 void aggd_client_free(struct aggd_client *c);
 /* Sends one envelope (version and seq are set here).  0 or -errno. */
 int aggd_client_send(struct aggd_client *c, Weft__Envelope *e);
 /*
  * Waits up to timeout_ms for a message from the aggregator, sending heartbeats and, after a
- * reconnect, Hello and the subscriptions again.  1 with *out (wire_free() it), 0 on timeout,
- * -errno (-EPROTO: the aggregator restarted and forgot this client; handled internally).
+ * reconnect, Hello and the subscriptions again.  1 with *out (wire_free() it), 0 on timeout
+ * (or a signal), -errno.
  */
 int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
-/* Remembers a subscription, to renew after reconnects, and sends it.  0 or -errno. */
+/* Remembers a subscription, to renew after reconnects, and sends it: the aggregator sends
+ * every window it still retains, then each new one.  0 or -errno. */
 int aggd_client_subscribe(struct aggd_client *c, uint64_t query_id);
+/* Remembers a subscription made another way (Submit with follow), to renew it likewise. */
+int aggd_client_remember(struct aggd_client *c, uint64_t query_id);
+/* The caller has seen the windows before next_window: a renewed subscription asks the
+ * aggregator for the retained windows from there (nothing retained is missed). */
+void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t next_window);
 const char *aggd_client_server_name(const struct aggd_client *c);
 /* Messages from the aggregator that failed validation (counted, dropped). */
 uint64_t aggd_client_rejected(const struct aggd_client *c);

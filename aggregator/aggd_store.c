@@ -4,13 +4,17 @@
  * is merged twice and none that was acknowledged is lost.
  *
  *   queries   id, text, manifest, object, epoch, end, the parent's id; ended or not
- *   partials  every merged partial (packed Weft__Partial) of the windows still retained:
- *             a restart merges them again, so acknowledged data is never lost
+ *   partials  every merged partial (its packed envelope) of a window not yet emitted, or
+ *             merged since its last emission: a restart merges them again, so acknowledged
+ *             data is never lost
  *   senders   per (host, instance): the highest sequence number merged — written in the same
  *             transaction as the partials, so a restart never merges one twice
- *   windows   the windows emitted and their revision (a late partial after a restart is a
- *             revision, not a new window)
- *   spool     envelopes waiting for the parent aggregator's Ack (the tree)
+ *   windows   each window emitted and still retained: its revision and its merged groups (a
+ *             packed Weft__Partial), which replace the partials merged into it — so the
+ *             store holds one merged table per retained window, not every partial, and a
+ *             late partial after a restart is a revision, not a new window
+ *   spool     partials waiting for the parent aggregator's Ack (the tree), each with the seq
+ *             of its latest transmission
  *   meta      small integers: the schema version, the parent link's instance and sequence
  *
  * WAL journal, synchronous=FULL: a committed batch survives a crash of the process and of the
@@ -30,7 +34,7 @@
 #include "aggregator/aggd.h"
 #include "tools/log/log.h"
 
-#define STORE_SCHEMA 1
+#define STORE_SCHEMA 1 /* bump, and migrate, when a table changes */
 
 enum stmt {
 	ST_QUERY_ADD,
@@ -45,14 +49,14 @@ enum stmt {
 	ST_SENDER_GET,
 	ST_SENDER_SET,
 	ST_WINDOW_SET,
+	ST_WINDOW_PARTIALS,
 	ST_WINDOWS,
 	ST_META_GET,
 	ST_META_SET,
 	ST_SPOOL_ADD,
-	ST_SPOOL_ACK,
-	ST_SPOOL_TRIM,
+	ST_SPOOL_TX,
+	ST_SPOOL_DEL,
 	ST_SPOOL_LOAD,
-	ST_SPOOL_COUNT,
 	ST__COUNT
 };
 
@@ -64,8 +68,9 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_QUERY_END_WINDOWS] = "DELETE FROM windows WHERE query_id = ?",
 	[ST_QUERIES] = "SELECT id, query, manifest, object, epoch_ns, end_ns, parent_id"
 		       " FROM queries WHERE ended = 0 ORDER BY id",
-	[ST_PARTIAL_ADD] = "INSERT OR IGNORE INTO partials(query_id, win, host, instance, seq, body)"
-			   " VALUES(?, ?, ?, ?, ?, ?)",
+	[ST_PARTIAL_ADD] =
+		"INSERT OR IGNORE INTO partials(query_id, win, host, instance, seq, body)"
+		" VALUES(?, ?, ?, ?, ?, ?)",
 	[ST_PARTIALS] = "SELECT win, body FROM partials WHERE query_id = ? ORDER BY win, rowid",
 	[ST_FORGET_PARTIALS] = "DELETE FROM partials WHERE query_id = ? AND win < ?",
 	[ST_FORGET_WINDOWS] = "DELETE FROM windows WHERE query_id = ? AND win < ?",
@@ -73,18 +78,19 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_SENDER_SET] = "INSERT INTO senders(host, instance, upto, seen_ns) VALUES(?, ?, ?, ?)"
 			  " ON CONFLICT(host, instance) DO UPDATE SET upto = excluded.upto,"
 			  " seen_ns = excluded.seen_ns",
-	[ST_WINDOW_SET] = "INSERT INTO windows(query_id, win, revision, closed_ns) VALUES(?, ?, ?, ?)"
-			  " ON CONFLICT(query_id, win) DO UPDATE SET revision = excluded.revision",
-	[ST_WINDOWS] = "SELECT win, revision, closed_ns FROM windows WHERE query_id = ? ORDER BY win",
+	[ST_WINDOW_SET] = "INSERT INTO windows(query_id, win, revision, closed_ns, body)"
+			  " VALUES(?, ?, ?, ?, ?) ON CONFLICT(query_id, win) DO UPDATE SET"
+			  " revision = excluded.revision, body = excluded.body",
+	[ST_WINDOW_PARTIALS] = "DELETE FROM partials WHERE query_id = ? AND win = ?",
+	[ST_WINDOWS] = "SELECT win, revision, closed_ns, body FROM windows WHERE query_id = ?"
+		       " ORDER BY win",
 	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?",
 	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES(?, ?)"
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-	[ST_SPOOL_ADD] = "INSERT OR REPLACE INTO spool(seq, env) VALUES(?, ?)",
-	[ST_SPOOL_ACK] = "DELETE FROM spool WHERE seq <= ?",
-	[ST_SPOOL_TRIM] = "DELETE FROM spool WHERE seq IN (SELECT seq FROM spool ORDER BY seq"
-			  " LIMIT max(0, (SELECT count(*) FROM spool) - ?))",
-	[ST_SPOOL_LOAD] = "SELECT seq, env FROM spool WHERE seq > ? ORDER BY seq",
-	[ST_SPOOL_COUNT] = "SELECT count(*) FROM spool",
+	[ST_SPOOL_ADD] = "INSERT OR REPLACE INTO spool(id, tx, body) VALUES(?, 0, ?)",
+	[ST_SPOOL_TX] = "UPDATE spool SET tx = ? WHERE id = ?",
+	[ST_SPOOL_DEL] = "DELETE FROM spool WHERE id = ?",
+	[ST_SPOOL_LOAD] = "SELECT id, tx, body FROM spool ORDER BY id",
 };
 
 static const char schema_sql[] =
@@ -100,8 +106,10 @@ static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS senders(host TEXT NOT NULL, instance INTEGER NOT NULL,"
 	" upto INTEGER NOT NULL, seen_ns INTEGER NOT NULL, PRIMARY KEY(host, instance));"
 	"CREATE TABLE IF NOT EXISTS windows(query_id INTEGER NOT NULL, win INTEGER NOT NULL,"
-	" revision INTEGER NOT NULL, closed_ns INTEGER NOT NULL, PRIMARY KEY(query_id, win));"
-	"CREATE TABLE IF NOT EXISTS spool(seq INTEGER PRIMARY KEY, env BLOB NOT NULL);";
+	" revision INTEGER NOT NULL, closed_ns INTEGER NOT NULL, body BLOB NOT NULL,"
+	" PRIMARY KEY(query_id, win));"
+	"CREATE TABLE IF NOT EXISTS spool(id INTEGER PRIMARY KEY, tx INTEGER NOT NULL,"
+	" body BLOB NOT NULL);";
 
 struct aggd_store {
 	sqlite3 *db;
@@ -247,7 +255,8 @@ struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz)
 		}
 	}
 	rc = sqlite3_open_v2(path, &s->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+			     NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errsz, "cannot open %s: %s", path,
 			 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -276,8 +285,8 @@ struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz)
 		goto out_close;
 	}
 	for (int i = 0; i < ST__COUNT; i++) {
-		rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
-					NULL);
+		rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&s->st[i], NULL);
 		if (rc != SQLITE_OK) {
 			snprintf(err, errsz, "%s: %s", path, sqlite3_errmsg(s->db));
 			goto out_close;
@@ -497,8 +506,7 @@ int aggd_store_windows_forget(struct aggd_store *s, uint64_t query_id, uint64_t 
 	return step_done(s, st);
 }
 
-int aggd_store_sender_get(struct aggd_store *s, const char *host, uint64_t instance,
-			  uint64_t *upto)
+int aggd_store_sender_get(struct aggd_store *s, const char *host, uint64_t instance, uint64_t *upto)
 {
 	sqlite3_stmt *st = stmt(s, ST_SENDER_GET);
 	int rc;
@@ -511,8 +519,7 @@ int aggd_store_sender_get(struct aggd_store *s, const char *host, uint64_t insta
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_errno(rc);
 }
 
-int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t instance,
-			  uint64_t upto)
+int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t instance, uint64_t upto)
 {
 	sqlite3_stmt *st = stmt(s, ST_SENDER_SET);
 
@@ -524,20 +531,29 @@ int aggd_store_sender_set(struct aggd_store *s, const char *host, uint64_t insta
 }
 
 int aggd_store_window_emitted(struct aggd_store *s, uint64_t query_id, uint64_t window,
-			      uint32_t revision, uint64_t closed_ns)
+			      uint32_t revision, uint64_t closed_ns, const void *body, size_t len)
 {
 	sqlite3_stmt *st = stmt(s, ST_WINDOW_SET);
+	int rc;
 
 	sqlite3_bind_int64(st, 1, i64(query_id));
 	sqlite3_bind_int64(st, 2, i64(window));
 	sqlite3_bind_int64(st, 3, revision);
 	sqlite3_bind_int64(st, 4, i64(closed_ns));
+	sqlite3_bind_blob64(st, 5, body ? body : "", len, SQLITE_STATIC);
+	rc = step_done(s, st);
+	if (rc)
+		return rc;
+	/* the merged window stands for them now */
+	st = stmt(s, ST_WINDOW_PARTIALS);
+	sqlite3_bind_int64(st, 1, i64(query_id));
+	sqlite3_bind_int64(st, 2, i64(window));
 	return step_done(s, st);
 }
 
 int aggd_store_windows_load(struct aggd_store *s, uint64_t query_id,
 			    int (*fn)(void *ctx, uint64_t window, uint32_t revision,
-				      uint64_t closed_ns),
+				      uint64_t closed_ns, const void *body, size_t len),
 			    void *ctx)
 {
 	sqlite3_stmt *st = stmt(s, ST_WINDOWS);
@@ -548,7 +564,8 @@ int aggd_store_windows_load(struct aggd_store *s, uint64_t query_id,
 		sqlite3_int64 rev = sqlite3_column_int64(st, 1);
 		int frc = fn(ctx, u64(sqlite3_column_int64(st, 0)),
 			     rev < 0 || rev > UINT32_MAX ? 0 : (uint32_t)rev,
-			     u64(sqlite3_column_int64(st, 2)));
+			     u64(sqlite3_column_int64(st, 2)), sqlite3_column_blob(st, 3),
+			     (size_t)sqlite3_column_bytes(st, 3));
 
 		if (frc) {
 			sqlite3_reset(st);
@@ -583,44 +600,44 @@ int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v)
 	return step_done(s, st);
 }
 
-int aggd_store_spool_add(struct aggd_store *s, uint64_t seq, const void *env, size_t len)
+int aggd_store_spool_add(struct aggd_store *s, uint64_t id, const void *body, size_t len)
 {
 	sqlite3_stmt *st = stmt(s, ST_SPOOL_ADD);
 
-	sqlite3_bind_int64(st, 1, i64(seq));
-	sqlite3_bind_blob64(st, 2, env, len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 1, i64(id));
+	sqlite3_bind_blob64(st, 2, body ? body : "", len, SQLITE_STATIC);
 	return step_done(s, st);
 }
 
-int aggd_store_spool_ack(struct aggd_store *s, uint64_t upto)
+int aggd_store_spool_tx(struct aggd_store *s, uint64_t id, uint64_t tx)
 {
-	sqlite3_stmt *st = stmt(s, ST_SPOOL_ACK);
+	sqlite3_stmt *st = stmt(s, ST_SPOOL_TX);
 
-	sqlite3_bind_int64(st, 1, i64(upto));
+	sqlite3_bind_int64(st, 1, i64(tx));
+	sqlite3_bind_int64(st, 2, i64(id));
 	return step_done(s, st);
 }
 
-int aggd_store_spool_trim(struct aggd_store *s, uint64_t max)
+int aggd_store_spool_del(struct aggd_store *s, uint64_t id)
 {
-	sqlite3_stmt *st = stmt(s, ST_SPOOL_TRIM);
-	int rc;
+	sqlite3_stmt *st = stmt(s, ST_SPOOL_DEL);
 
-	sqlite3_bind_int64(st, 1, i64(max));
-	rc = step_done(s, st);
-	return rc ? rc : sqlite3_changes(s->db);
+	sqlite3_bind_int64(st, 1, i64(id));
+	return step_done(s, st);
 }
 
-int aggd_store_spool_load(struct aggd_store *s, uint64_t after,
-			  int (*fn)(void *ctx, uint64_t seq, const void *env, size_t len),
+int aggd_store_spool_load(struct aggd_store *s,
+			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, const void *body,
+				    size_t len),
 			  void *ctx)
 {
 	sqlite3_stmt *st = stmt(s, ST_SPOOL_LOAD);
 	int rc;
 
-	sqlite3_bind_int64(st, 1, i64(after));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int frc = fn(ctx, u64(sqlite3_column_int64(st, 0)), sqlite3_column_blob(st, 1),
-			     (size_t)sqlite3_column_bytes(st, 1));
+		int frc =
+			fn(ctx, u64(sqlite3_column_int64(st, 0)), u64(sqlite3_column_int64(st, 1)),
+			   sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2));
 
 		if (frc) {
 			sqlite3_reset(st);
@@ -629,14 +646,4 @@ int aggd_store_spool_load(struct aggd_store *s, uint64_t after,
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : sql_errno(rc);
-}
-
-int aggd_store_spool_count(struct aggd_store *s, uint64_t *n)
-{
-	sqlite3_stmt *st = stmt(s, ST_SPOOL_COUNT);
-	int rc = sqlite3_step(st);
-
-	*n = rc == SQLITE_ROW ? u64(sqlite3_column_int64(st, 0)) : 0;
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : sql_errno(rc);
 }

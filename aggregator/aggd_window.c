@@ -15,9 +15,9 @@
  * no longer retained is dropped and counted.  Retention is bounded by a number of windows
  * and an age.
  *
- * Merges are all-or-nothing: a partial is decoded into a scratch table first, so a hostile
- * state that does not decode leaves the window as it was.  Nothing here reads a clock: every
- * call that needs the time takes it, so tests drive time by hand.
+ * Merges are all-or-nothing: agent_table_add_groups() checks every group before it merges
+ * any, so a hostile state that does not decode leaves the window as it was.  Nothing here
+ * reads a clock: every call that needs the time takes it, so tests drive time by hand.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,9 +32,9 @@ struct strset {
 
 struct member {
 	char *host;
-	uint64_t from;    /* the first window it runs */
-	uint64_t last;    /* its last window (it sent last); UINT64_MAX: still running */
-	uint64_t hi;      /* highest window reported + 1; 0: none */
+	uint64_t from; /* the first window it runs */
+	uint64_t last; /* its last window (it sent last); UINT64_MAX: still running */
+	uint64_t hi; /* highest window reported + 1; 0: none */
 	bool alive, failed;
 };
 
@@ -43,8 +43,8 @@ struct win {
 	struct agent_table *t;
 	uint64_t drops[WEFT_DROP_NR];
 	uint64_t misses, overflow;
-	struct strset hosts;        /* merged into it */
-	struct strset sub_missing;  /* reported missing by child aggregators */
+	struct strset hosts; /* merged into it */
+	struct strset sub_missing; /* reported missing by child aggregators */
 	bool closed, dirty, last;
 	uint32_t revision;
 	uint64_t closed_ns;
@@ -53,7 +53,6 @@ struct win {
 struct aggd_qwin {
 	const struct plan *p;
 	struct aggd_qwin_opts o;
-	struct agent_table *scratch;
 	struct win **w; /* open and retained windows, by index */
 	size_t nw, wcap;
 	uint64_t next_close;
@@ -228,13 +227,8 @@ struct aggd_qwin *aggd_qwin_new(const struct plan *p, const struct aggd_qwin_opt
 		q->o.keep_ns = AGGD_KEEP_NS;
 	q->final = UINT64_MAX;
 	if (q->o.end_ns)
-		q->final = aggd_qwin_window_of(q, q->o.end_ns > q->o.epoch_ns ? q->o.end_ns - 1
-									   : q->o.epoch_ns);
-	q->scratch = agent_table_new(p, q->o.max_groups);
-	if (!q->scratch) {
-		free(q);
-		return NULL; /* errno set */
-	}
+		q->final = aggd_qwin_window_of(q, q->o.end_ns > q->o.epoch_ns ? q->o.end_ns - 1 :
+										q->o.epoch_ns);
 	return q;
 }
 
@@ -248,7 +242,6 @@ void aggd_qwin_free(struct aggd_qwin *q)
 	for (size_t i = 0; i < q->nm; i++)
 		free(q->m[i].host);
 	free(q->m);
-	agent_table_free(q->scratch);
 	free(q);
 }
 
@@ -389,7 +382,7 @@ static bool window_due(const struct aggd_qwin *q, uint64_t w, uint64_t now)
 	return finishing && alive && !alive_running;
 }
 
-int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
+static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring)
 {
 	struct member *m;
 	struct win *w;
@@ -400,7 +393,7 @@ int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 		return -EINVAL;
 	if (!q->o.every_ns && pt->window != 0)
 		return -EINVAL;
-	if (pt->window >= sat_add(q->next_close, AGGD_MAX_OPEN))
+	if (!restoring && pt->window >= sat_add(q->next_close, AGGD_MAX_OPEN))
 		return -EINVAL; /* far ahead of anything that can be running */
 
 	/* the sender's progress counts even when its data comes too late */
@@ -435,18 +428,15 @@ int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 		w = NULL;
 	}
 
-	agent_table_clear(q->scratch);
-	rc = agent_table_add_groups(q->scratch, pt->groups, pt->n_groups);
-	if (rc)
-		return rc < 0 ? rc : -EINVAL;
 	if (!w) {
 		w = win_get(q, pt->window, true);
 		if (!w)
 			return -ENOMEM;
 	}
-	rc = agent_table_merge(w->t, q->scratch);
+	/* checks every group before merging any: a refusal leaves the window unchanged */
+	rc = agent_table_add_groups(w->t, pt->groups, pt->n_groups);
 	if (rc)
-		return rc;
+		return rc < 0 ? rc : -EINVAL;
 	for (size_t i = 0; i < pt->n_drops && i < WEFT_DROP_NR; i++)
 		w->drops[i] += pt->drops[i];
 	w->misses += pt->misses;
@@ -464,10 +454,28 @@ int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 	if (pt->window + 1 > m->hi)
 		m->hi = pt->window + 1;
 	if (closed) {
-		w->dirty = true;
+		w->dirty = !restoring;
 		return AGGD_REVISED;
 	}
 	return AGGD_MERGED;
+}
+
+int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
+{
+	(void)now_ns;
+	return qwin_add(q, pt, false);
+}
+
+int aggd_qwin_add_restored(struct aggd_qwin *q, const Weft__Partial *pt)
+{
+	return qwin_add(q, pt, true);
+}
+
+uint64_t aggd_qwin_retained_from(const struct aggd_qwin *q)
+{
+	if (!q)
+		return 0;
+	return q->nw && q->w[0]->index < q->next_close ? q->w[0]->index : q->next_close;
 }
 
 /* The hosts expected for w that did not report it, and those child aggregators named. */
@@ -489,7 +497,7 @@ static int window_missing(const struct aggd_qwin *q, const struct win *w, struct
 	return 0;
 }
 
-static int window_emit(struct aggd_qwin *q, struct win *w, aggd_emit_fn fn, void *ctx)
+static int window_emit(struct aggd_qwin *q, struct win *w, aggd_emit_fn fn, void *ctx, bool count)
 {
 	struct strset missing = { 0 };
 	struct aggd_window_view v = { 0 };
@@ -513,9 +521,11 @@ static int window_emit(struct aggd_qwin *q, struct win *w, aggd_emit_fn fn, void
 	v.nmissing = missing.n;
 	v.revision = w->revision;
 	v.last = w->last;
-	q->st.emitted++;
-	if (w->revision)
-		q->st.revisions++;
+	if (count) {
+		q->st.emitted++;
+		if (w->revision)
+			q->st.revisions++;
+	}
 	rc = fn ? fn(ctx, &v) : 0;
 out:
 	strset_free(&missing);
@@ -550,7 +560,7 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 			continue;
 		w->dirty = false;
 		w->revision++;
-		rc = window_emit(q, w, fn, ctx);
+		rc = window_emit(q, w, fn, ctx, true);
 		if (rc && !first_err)
 			first_err = rc;
 		n++;
@@ -563,7 +573,7 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 		w->closed = true;
 		w->closed_ns = now_ns;
 		w->last = q->final != UINT64_MAX && w->index >= q->final;
-		rc = window_emit(q, w, fn, ctx);
+		rc = window_emit(q, w, fn, ctx, true);
 		if (rc && !first_err)
 			first_err = rc;
 		n++;
@@ -584,6 +594,25 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 		}
 	}
 	return first_err ? first_err : n;
+}
+
+int aggd_qwin_replay(struct aggd_qwin *q, uint64_t from, aggd_emit_fn fn, void *ctx)
+{
+	int n = 0, rc;
+
+	if (!q)
+		return -EINVAL;
+	for (size_t i = 0; i < q->nw; i++) {
+		struct win *w = q->w[i];
+
+		if (!w->closed || w->index < from)
+			continue;
+		rc = window_emit(q, w, fn, ctx, false);
+		if (rc)
+			return rc;
+		n++;
+	}
+	return n;
 }
 
 void aggd_qwin_stop(struct aggd_qwin *q, uint64_t now_ns)
@@ -610,15 +639,33 @@ bool aggd_qwin_done(const struct aggd_qwin *q)
 }
 
 int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
-			     uint64_t closed_ns)
+			     uint64_t closed_ns, const Weft__Partial *merged)
 {
 	struct win *w;
+	int rc;
 
 	if (!q)
 		return -EINVAL;
 	w = win_get(q, index, true);
 	if (!w)
 		return -ENOMEM;
+	if (merged) {
+		/* what the window held when it was emitted; no member's progress */
+		rc = agent_table_add_groups(w->t, merged->groups, merged->n_groups);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+		for (size_t i = 0; i < merged->n_drops && i < WEFT_DROP_NR; i++)
+			w->drops[i] += merged->drops[i];
+		w->misses += merged->misses;
+		w->overflow += merged->overflow;
+		for (size_t i = 0; i < merged->n_hosts; i++)
+			if (merged->hosts[i] && (rc = strset_add(&w->hosts, merged->hosts[i])))
+				return rc;
+		for (size_t i = 0; i < merged->n_missing; i++)
+			if (merged->missing[i] &&
+			    (rc = strset_add(&w->sub_missing, merged->missing[i])))
+				return rc;
+	}
 	w->closed = true;
 	w->dirty = false;
 	w->revision = revision;

@@ -48,7 +48,7 @@
 #define WIRE_HB_MAX_MS 3600000
 /* protobuf-c may allocate this much to decode len bytes: 8 x len covers every legitimate
  * message (a partial of tiny groups needs ~4 x; packed one-byte ids 8 x) */
-#define DECODE_BUDGET(len) ((size_t)(len) * 8 + (1u << 20))
+#define DECODE_BUDGET(len) ((size_t)(len)*8 + (1u << 20))
 
 #define SOCK_LINGER_MS 200
 #define SOCK_HWM 1000
@@ -144,11 +144,13 @@ bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body)
 	switch (role) {
 	case WIRE_ROLE_AGENT:
 	case WIRE_ROLE_AGGREGATOR: /* a child aggregator reports as an agent does */
-		return body == WEFT__ENVELOPE__BODY_HELLO || body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
+		return body == WEFT__ENVELOPE__BODY_HELLO ||
+		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 		       body == WEFT__ENVELOPE__BODY_PARTIAL ||
 		       body == WEFT__ENVELOPE__BODY_QUERY_ERROR;
 	case WIRE_ROLE_CLIENT:
-		return body == WEFT__ENVELOPE__BODY_HELLO || body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
+		return body == WEFT__ENVELOPE__BODY_HELLO ||
+		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 		       body == WEFT__ENVELOPE__BODY_SUBMIT ||
 		       body == WEFT__ENVELOPE__BODY_QUERY_STOP ||
 		       body == WEFT__ENVELOPE__BODY_STATUS_REQUEST ||
@@ -274,8 +276,8 @@ static bool check_strs(struct why *w, const char *field, char *const *v, size_t 
 	return true;
 }
 
-static bool check_bytes(struct why *w, const char *field, const ProtobufCBinaryData *b,
-			size_t min, size_t max)
+static bool check_bytes(struct why *w, const char *field, const ProtobufCBinaryData *b, size_t min,
+			size_t max)
 {
 	if (b->len && !b->data)
 		return bad(w, "%s: missing", field);
@@ -448,7 +450,8 @@ static bool check_body(struct why *w, const Weft__Envelope *e)
 		const Weft__QueryStart *q = e->query_start;
 
 		if (!check_query_id(w, "QueryStart", q->query_id) ||
-		    !check_str(w, "QueryStart.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE, false) ||
+		    !check_str(w, "QueryStart.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE,
+			       false) ||
 		    !check_bytes(w, "QueryStart.manifest", &q->manifest, 1, WIRE_MAX_OBJECT) ||
 		    !check_bytes(w, "QueryStart.object", &q->object, 1, WIRE_MAX_OBJECT))
 			return false;
@@ -475,13 +478,13 @@ static bool check_body(struct why *w, const Weft__Envelope *e)
 		return check_query_id(w, "Subscribe", e->subscribe->query_id);
 	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
 		return check_query_id(w, "QueryError", e->query_error->query_id) &&
-		       check_str(w, "QueryError.message", e->query_error->message,
-				 WIRE_MAX_STRING, TEXT_PROSE, true) &&
-		       check_str(w, "QueryError.detail", e->query_error->detail,
-				 WIRE_MAX_STRING, TEXT_PROSE, false);
+		       check_str(w, "QueryError.message", e->query_error->message, WIRE_MAX_STRING,
+				 TEXT_PROSE, true) &&
+		       check_str(w, "QueryError.detail", e->query_error->detail, WIRE_MAX_STRING,
+				 TEXT_PROSE, false);
 	case WEFT__ENVELOPE__BODY_ERROR:
-		return check_str(w, "Error.message", e->error->message, WIRE_MAX_STRING,
-				 TEXT_PROSE, true);
+		return check_str(w, "Error.message", e->error->message, WIRE_MAX_STRING, TEXT_PROSE,
+				 true);
 	default:
 		return bad(w, "no body (or one this version does not know)");
 	}
@@ -603,6 +606,52 @@ static void budget_free(void *data, void *ptr)
 	free(ptr);
 }
 
+/*
+ * Unknown fields, in every message of the tree: a newer peer's optional additions, which a v1
+ * receiver ignores — so they are dropped here, and a re-encoded message holds only what this
+ * version understands.  Field number 0 is not protobuf at all (protobuf-c lets a two-byte tag
+ * of 0 through); refused.
+ */
+static bool unknown_strip(ProtobufCMessage *m, unsigned depth, struct why *w)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	if (depth > 8)
+		return bad(w, "nested too deep");
+	for (unsigned i = 0; i < m->n_unknown_fields; i++)
+		if (m->unknown_fields[i].tag == 0)
+			return bad(w, "not a protobuf message (field 0 in %s)", d->short_name);
+	for (unsigned i = 0; i < m->n_unknown_fields; i++)
+		free(m->unknown_fields[i].data);
+	free(m->unknown_fields);
+	m->unknown_fields = NULL;
+	m->n_unknown_fields = 0;
+	for (unsigned f = 0; f < d->n_fields; f++) {
+		const ProtobufCFieldDescriptor *fd = &d->fields[f];
+		char *member = (char *)m + fd->offset;
+
+		if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(size_t *)((char *)m + fd->quantifier_offset);
+			ProtobufCMessage **v = *(ProtobufCMessage ***)member;
+
+			for (size_t i = 0; i < n; i++)
+				if (v && v[i] && !unknown_strip(v[i], depth + 1, w))
+					return false;
+			continue;
+		}
+		/* a oneof's members share their storage: only the one set is a message */
+		if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(uint32_t *)((char *)m + fd->quantifier_offset) != fd->id)
+			continue;
+		if (*(ProtobufCMessage **)member &&
+		    !unknown_strip(*(ProtobufCMessage **)member, depth + 1, w))
+			return false;
+	}
+	return true;
+}
+
 Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz)
 {
 	struct why w = { why, whysz };
@@ -632,12 +681,13 @@ Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz
 	}
 	e = weft__envelope__unpack(&a, len, buf);
 	if (!e) {
-		bad(&w, b.exceeded ? "too costly to decode (%zu bytes would need more than %zu)"
-				   : "not a valid Envelope (malformed, or a required field missing)",
+		bad(&w,
+		    b.exceeded ? "too costly to decode (%zu bytes would need more than %zu)" :
+				 "not a valid Envelope (malformed, or a required field missing)",
 		    len, DECODE_BUDGET(len));
 		return NULL;
 	}
-	if (!check_envelope(&w, e)) {
+	if (!unknown_strip(&e->base, 0, &w) || !check_envelope(&w, e)) {
 		wire_free(e);
 		return NULL;
 	}
@@ -693,15 +743,15 @@ static size_t varint_put(uint8_t *p, uint64_t v)
 	return n;
 }
 
-int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed,
-		       size_t plen, void **buf, size_t *len)
+int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed, size_t plen,
+		       void **buf, size_t *len)
 {
 	uint8_t head[40];
 	size_t h = 0;
 	uint8_t *p;
 
-	if (!buf || !len || (plen && !packed) || seq == 0 ||
-	    body < WEFT__ENVELOPE__BODY_HELLO || body > WEFT__ENVELOPE__BODY_ERROR)
+	if (!buf || !len || (plen && !packed) || seq == 0 || body < WEFT__ENVELOPE__BODY_HELLO ||
+	    body > WEFT__ENVELOPE__BODY_ERROR)
 		return -EINVAL;
 	/* fields in number order, as protobuf-c packs them: version, seq, the body */
 	head[h++] = (1 << 3) | 0;
@@ -897,14 +947,16 @@ int wire_allowlist_parse(const char *text, size_t len, struct wire_allowlist *al
 		memcpy(buf, text + off, n);
 		buf[n] = 0;
 		off += n + (nl ? 1 : 0);
-		if (strchr(buf, '#'))
-			*strchr(buf, '#') = 0;
+		/* '#' starts a comment only where a token starts: it is a Z85 character too */
 		role = strtok_r(buf, " \t\r", &save);
-		if (!role)
+		if (!role || role[0] == '#')
 			continue;
 		key = strtok_r(NULL, " \t\r", &save);
 		name = strtok_r(NULL, " \t\r", &save);
-		extra = strtok_r(NULL, " \t\r", &save);
+		if (name && name[0] == '#')
+			name = NULL, extra = NULL;
+		else if ((extra = strtok_r(NULL, " \t\r", &save)) && extra[0] == '#')
+			extra = NULL;
 		if (wire_role_parse(role) == WIRE_ROLE_NONE || !key || !wire_key_valid(key) ||
 		    extra || (name && !name_valid(name))) {
 			rc = -EINVAL;
@@ -1289,8 +1341,8 @@ void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, cons
 	return s;
 }
 
-void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub,
-			 const char *pub, const char *sec)
+void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub, const char *pub,
+			 const char *sec)
 {
 	void *s;
 	int err;

@@ -118,8 +118,8 @@ uint64_t wire_zap_accepted(const struct wire_zap *z); /* connections let in */
  * body's bytes.  The agent's spool keeps packed partials and stamps each transmission with
  * a fresh seq this way.  The body is not re-checked: validate it before packing.
  */
-int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed,
-		       size_t plen, void **buf, size_t *len);
+int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *packed, size_t plen,
+		       void **buf, size_t *len);
 /* wire_send() of bytes already encoded. */
 int wire_send_bytes(void *sock, const void *identity, size_t idlen, const void *buf, size_t len,
 		    bool dontwait);

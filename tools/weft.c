@@ -23,6 +23,13 @@ static const char usage_text[] =
 	"  explain [-f FILE | 'QUERY']   check a query and show its plan (no probes attached)\n"
 	"  list [PATTERN | BINARY]       list probes (tracepoints, syscalls; functions and USDT\n"
 	"                                probes of a binary or a process) and their fields\n"
+	"  agent --connect ENDPOINT ...  run this host's agent of a weft cluster\n"
+	"  aggregator --listen ENDPOINT  run a cluster aggregator: merges agents' windows\n"
+	"  submit --to ENDPOINT 'QUERY'  run a query on every agent of a cluster, print merged\n"
+	"                                results\n"
+	"  status --to ENDPOINT          list a cluster's agents and queries\n"
+	"  cancel --to ENDPOINT ID       stop a cluster query everywhere\n"
+	"  keygen [-o DIR] NAME          make a key pair for an agent, client or aggregator\n"
 	"  help [COMMAND]                this text, or a command's own help\n"
 	"  version                       print the version\n"
 	"\n"
@@ -180,6 +187,18 @@ int main(int argc, char **argv)
 		return cmd_list(argc, argv);
 	if (strcmp(cmd, "run") == 0)
 		return cmd_run(argc, argv);
+	if (strcmp(cmd, "agent") == 0)
+		return cmd_agent(argc, argv);
+	if (strcmp(cmd, "aggregator") == 0)
+		return cmd_aggregator(argc, argv);
+	if (strcmp(cmd, "submit") == 0)
+		return cmd_submit(argc, argv);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(argc, argv);
+	if (strcmp(cmd, "cancel") == 0)
+		return cmd_cancel(argc, argv);
+	if (strcmp(cmd, "keygen") == 0)
+		return cmd_keygen(argc, argv);
 	fprintf(stderr, "weft: unknown command '%s' (see `weft --help`)\n", cmd);
 	return WEFT_EXIT_USAGE;
 }

@@ -17,6 +17,12 @@
 int cmd_explain(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_aggregator(int argc, char **argv);
+int cmd_submit(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 
 /* Reads a query from -f FILE ("-": stdin) or takes the argument; malloc'd, NULL on error
  * (reported).  *name is "query" or the file name. */

@@ -8,17 +8,29 @@
  * other processes of a busy machine run on our CPU; the probe runs in our context, so its cost
  * is included) and wall time (CLOCK_MONOTONIC).
  *
+ * A control runs interleaved with the probed call, in batches of 1000 each, A B A B...: an
+ * equally cheap call nobody probes (getpid() for getppid(), evloop_control() for
+ * evloop_target()).  Both see the same machine at the same moment, so (probed - control)
+ * cancels the drift of a shared machine's load that separate runs cannot.  (For getppid the
+ * control is not free of tracing: once any syscall tracepoint is enabled every system call
+ * takes the kernel's slow path and visits the tracepoint; only the probed one runs the
+ * program.  So the difference measures what a tracer adds beyond that common dispatch.)
+ *
  *   evloop getppid N [REPS]   REPS rounds of N getppid() system calls (tracepoint
- *                             syscalls:sys_enter_getppid and raw_syscalls:sys_enter)
- *   evloop uprobe N [REPS]    REPS rounds of N calls of evloop_target() (uprobe target)
+ *                             syscalls:sys_enter_getppid and raw_syscalls:sys_enter),
+ *                             interleaved with N getpid() calls
+ *   evloop uprobe N [REPS]    REPS rounds of N calls of evloop_target() (uprobe target),
+ *                             interleaved with N calls of evloop_control()
  *   evloop rate R SECONDS [T] getppid() at R calls per second in all for SECONDS, from T
  *                             threads (default 1): a steady load (one thread makes at most
  *                             ~700k calls/s on this VM, so 1M/s needs two)
  *
- * Each round prints "round I: CPU ns/call (wall W)"; the last line is
- * "evloop MODE N REPS median M min L ns/call wall W calls C": M and L the median and minimum
- * of the rounds' CPU ns/call, W the median wall ns/call, C the total number of calls, which a
- * tracer's count must match.  Pin it with taskset: the numbers are per-CPU costs.
+ * Each round prints "round I: CPU ns/call (wall W) control B"; the last line is
+ * "evloop MODE N REPS median M min L ns/call wall W calls C control B diff D": M and L the
+ * median and minimum of the rounds' CPU ns per probed call, W the median wall ns per probed
+ * call, C the total number of probed calls (which a tracer's count must match), B the median
+ * CPU ns per control call and D the median of the rounds' (probed - control).  N is rounded
+ * down to a multiple of 1000.  Pin it with taskset: the numbers are per-CPU costs.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -30,11 +42,20 @@
 #include <unistd.h>
 
 #define REPS_MAX 1000
+#define BATCH 1000
 
 int evloop_target(int i);
+int evloop_control(int i);
 
 /* Not inlined and kept: uprobe:evloop:evloop_target must see every call. */
 __attribute__((noinline, used)) int evloop_target(int i)
+{
+	__asm__ volatile("" : : "r"(i) : "memory");
+	return i + 1;
+}
+
+/* The same code, never probed: the control of evloop_target. */
+__attribute__((noinline, used)) int evloop_control(int i)
 {
 	__asm__ volatile("" : : "r"(i) : "memory");
 	return i + 1;
@@ -72,12 +93,27 @@ static void loop_getppid(unsigned long n)
 		syscall(SYS_getppid);
 }
 
+static void loop_getpid(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		syscall(SYS_getpid);
+}
+
 static void loop_uprobe(unsigned long n)
 {
 	int acc = 0;
 
 	for (unsigned long i = 0; i < n; i++)
 		acc = evloop_target(acc);
+	__asm__ volatile("" : : "r"(acc));
+}
+
+static void loop_control(unsigned long n)
+{
+	int acc = 0;
+
+	for (unsigned long i = 0; i < n; i++)
+		acc = evloop_control(acc);
 	__asm__ volatile("" : : "r"(acc));
 }
 
@@ -133,9 +169,9 @@ static int run_rate(unsigned long rate, unsigned long seconds, unsigned long nth
 
 int main(int argc, char **argv)
 {
-	static double per_call[REPS_MAX], wall[REPS_MAX];
+	static double per_call[REPS_MAX], wall[REPS_MAX], control[REPS_MAX], diff[REPS_MAX];
 	unsigned long n, reps;
-	void (*loop)(unsigned long);
+	void (*loop)(unsigned long), (*ctl)(unsigned long);
 
 	if (argc < 3)
 		goto usage;
@@ -148,27 +184,47 @@ int main(int argc, char **argv)
 			goto usage;
 		return run_rate(n, reps, nthreads);
 	}
-	if (strcmp(argv[1], "getppid") == 0)
+	if (strcmp(argv[1], "getppid") == 0) {
 		loop = loop_getppid;
-	else if (strcmp(argv[1], "uprobe") == 0)
+		ctl = loop_getpid;
+	} else if (strcmp(argv[1], "uprobe") == 0) {
 		loop = loop_uprobe;
-	else
+		ctl = loop_control;
+	} else {
 		goto usage;
+	}
+	n -= n % BATCH;
 	if (n == 0 || reps == 0 || reps > REPS_MAX)
 		goto usage;
 
 	loop(n / 10 + 1); /* warm the caches and the branch predictors; not counted */
+	ctl(n / 10 + 1);
 	for (unsigned long r = 0; r < reps; r++) {
-		uint64_t w0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		uint64_t a_cpu = 0, a_wall = 0, b_cpu = 0;
 
-		loop(n);
-		per_call[r] = (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / (double)n;
-		wall[r] = (double)(now_ns() - w0) / (double)n;
-		printf("round %lu: %.1f ns/call (wall %.1f)\n", r, per_call[r], wall[r]);
+		for (unsigned long done = 0; done < n; done += BATCH) {
+			uint64_t w0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), c1, c2;
+
+			loop(BATCH);
+			c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			a_wall += now_ns() - w0;
+			a_cpu += c1 - c0;
+			c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			ctl(BATCH);
+			c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			b_cpu += c2 - c1;
+		}
+		per_call[r] = (double)a_cpu / (double)n;
+		wall[r] = (double)a_wall / (double)n;
+		control[r] = (double)b_cpu / (double)n;
+		diff[r] = per_call[r] - control[r];
+		printf("round %lu: %.1f ns/call (wall %.1f) control %.1f\n", r, per_call[r],
+		       wall[r], control[r]);
 	}
 	printf("evloop %s %lu %lu median %.1f", argv[1], n, reps, median_of(per_call, reps));
-	printf(" min %.1f ns/call wall %.1f calls %lu\n", per_call[0], median_of(wall, reps),
+	printf(" min %.1f ns/call wall %.1f calls %lu", per_call[0], median_of(wall, reps),
 	       n * reps + n / 10 + 1);
+	printf(" control %.1f diff %.1f\n", median_of(control, reps), median_of(diff, reps));
 	return 0;
 
 usage:

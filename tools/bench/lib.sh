@@ -42,14 +42,15 @@ bench_need() {
 	[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
 }
 
-# stats: numbers on stdin (one a line) -> "median p90 n"; nearest-rank p90; "- - 0" if none.
+# stats [DECIMALS]: numbers on stdin (one a line) -> "median p90 n"; nearest-rank p90;
+# "- - 0" if none.  DECIMALS defaults to 1.
 stats() {
-	sort -g | awk '{ v[++n] = $1 }
+	sort -g | awk -v d="${1:-1}" '{ v[++n] = $1 }
 	END {
 		if (!n) { print "- - 0"; exit }
 		med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 		r = int(0.9 * n); if (r < 0.9 * n) r++
-		printf "%.1f %.1f %d\n", med, v[r], n
+		printf "%.*f %.*f %d\n", d, med, d, v[r], n
 	}'
 }
 

@@ -1,0 +1,1233 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent daemon: one event loop over one DEALER socket, its monitor, and a stop fd.
+ *
+ * Connection states:
+ *     down      no socket; a new one is made when the back-off expires
+ *     hello     socket made, Hello sent (ZeroMQ delivers it once the handshake is done);
+ *               nothing else is sent until the Welcome, so that on every connection the
+ *               aggregator sees Hello first and then strictly increasing seqs
+ *     up        welcomed: heartbeats every Welcome.heartbeat_ms, spooled partials flow
+ * A disconnect (socket monitor; ZeroMQ's own heartbeats notice a silent peer) closes the
+ * socket, dropping whatever ZeroMQ still queued, and goes down.  That is deliberate: a new
+ * socket starts with an empty queue, so each connection delivers a prefix of what was sent
+ * on it, and Welcome.last_seq then tells exactly which partials arrived (docs/protocol.md).
+ *
+ * Queries: started -> (flip at least once a second, merge into the window's table; at each
+ * window end ship a Partial) -> ended (QueryStop or end time: detach, last flip, last Partial
+ * with last=true) -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
+ * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike.
+ *
+ * Seq: one counter per process (instance), taken at transmission: resends get a new seq, so
+ * the aggregator always sees them increase; a partial's identity on the wire is the
+ * (instance, seq) of its latest transmission.
+ *
+ * Ownership: the daemon owns its ZeroMQ context and sockets, every running query (its plan,
+ * table, agent_query) and the spool's buffers.  Nothing here exits or prints to stdout.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+#include "agent/agent.h"
+#include "agent/daemon.h"
+#include "agent/result.h"
+#include "aggregator/wire.h"
+#include "compiler/plan.h"
+#include "probes/probes.h"
+#include "tools/log/log.h"
+
+#define NS ((uint64_t)1000000000)
+#define MS ((uint64_t)1000000)
+#define FLIP_MAX_NS NS /* the kernel maps are flipped at least this often */
+#define WELCOME_TIMEOUT_NS (10 * NS) /* connected, Hello sent, no Welcome: start over */
+#define BACKOFF_MIN_NS (100 * MS)
+#define BACKOFF_MAX_NS (5 * NS)
+#define SHUTDOWN_ACK_WAIT_NS (2 * NS)
+#define ENDED_MEMORY 256 /* queries that ended here, so a repeated QueryStart is ignored */
+#define PARTIAL_ROOM 4096 /* bytes of an envelope besides the partial's groups */
+
+/* ---------------------------------------------------------------- the spool */
+
+struct spool_entry {
+	uint64_t seq; /* of its latest transmission on this connection; 0: not sent */
+	void *buf; /* a packed Weft__Partial */
+	size_t len;
+};
+
+struct agent_spool {
+	struct spool_entry *v; /* ring of cap entries; n of them from head */
+	size_t cap, head, n;
+	size_t nsent; /* entries [0, nsent) are sent: a prefix */
+	uint64_t bytes, dropped;
+	uint32_t max;
+	uint64_t max_bytes;
+};
+
+static struct spool_entry *spool_at(const struct agent_spool *s, size_t i)
+{
+	return &s->v[(s->head + i) % s->cap];
+}
+
+struct agent_spool *agent_spool_new(uint32_t max, uint64_t max_bytes)
+{
+	struct agent_spool *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->max = max ? max : AGENT_SPOOL_MAX_DEFAULT;
+	s->max_bytes = max_bytes ? max_bytes : AGENT_SPOOL_BYTES_DEFAULT;
+	return s;
+}
+
+static void spool_pop(struct agent_spool *s)
+{
+	struct spool_entry *e = spool_at(s, 0);
+
+	s->bytes -= e->len;
+	free(e->buf);
+	memset(e, 0, sizeof(*e));
+	s->head = (s->head + 1) % s->cap;
+	s->n--;
+	if (s->nsent)
+		s->nsent--;
+}
+
+void agent_spool_free(struct agent_spool *s)
+{
+	if (!s)
+		return;
+	while (s->n)
+		spool_pop(s);
+	free(s->v);
+	free(s);
+}
+
+static int spool_grow(struct agent_spool *s)
+{
+	size_t cap = s->cap ? s->cap * 2 : 64;
+	struct spool_entry *v;
+
+	if (cap > s->max)
+		cap = s->max;
+	v = calloc(cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++)
+		v[i] = *spool_at(s, i);
+	free(s->v);
+	s->v = v;
+	s->cap = cap;
+	s->head = 0;
+	return 0;
+}
+
+unsigned agent_spool_add(struct agent_spool *s, void *buf, size_t len)
+{
+	unsigned dropped = 0;
+
+	/* the newest always stays: dropping it instead would lose the freshest data */
+	while (s->n && (s->n >= s->max || s->bytes + len > s->max_bytes)) {
+		spool_pop(s);
+		s->dropped++;
+		dropped++;
+	}
+	if (s->n == s->cap && spool_grow(s)) {
+		/* no memory for the ring: this partial is the one lost */
+		free(buf);
+		s->dropped++;
+		return dropped + 1;
+	}
+	*spool_at(s, s->n) = (struct spool_entry){ .buf = buf, .len = len };
+	s->n++;
+	s->bytes += len;
+	return dropped;
+}
+
+const void *agent_spool_next(const struct agent_spool *s, size_t *len)
+{
+	const struct spool_entry *e;
+
+	if (s->nsent >= s->n)
+		return NULL;
+	e = spool_at(s, s->nsent);
+	*len = e->len;
+	return e->buf;
+}
+
+void agent_spool_mark_sent(struct agent_spool *s, uint64_t seq)
+{
+	if (s->nsent < s->n)
+		spool_at(s, s->nsent++)->seq = seq;
+}
+
+size_t agent_spool_ack(struct agent_spool *s, uint64_t upto)
+{
+	size_t k = 0;
+
+	while (s->nsent && spool_at(s, 0)->seq <= upto) {
+		spool_pop(s);
+		k++;
+	}
+	return k;
+}
+
+size_t agent_spool_rewind(struct agent_spool *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		spool_at(s, i)->seq = 0;
+	s->nsent = 0;
+	return s->n;
+}
+
+size_t agent_spool_count(const struct agent_spool *s)
+{
+	return s->n;
+}
+
+uint64_t agent_spool_bytes(const struct agent_spool *s)
+{
+	return s->bytes;
+}
+
+uint64_t agent_spool_dropped(const struct agent_spool *s)
+{
+	return s->dropped;
+}
+
+/* ---------------------------------------------------------------- state */
+
+struct dquery {
+	uint64_t id;
+	struct plan *plan;
+	struct agent_query *q;
+	struct agent_table *win;
+	uint64_t epoch, every, end; /* CLOCK_REALTIME ns; end UINT64_MAX: until QueryStop */
+	uint64_t window; /* the index being filled */
+	uint64_t close_at; /* its end (UINT64_MAX: every = 0, one window) */
+	uint64_t last_flip; /* CLOCK_MONOTONIC */
+	uint64_t drops[WEFT_DROP_NR], misses;
+	struct dquery *next;
+};
+
+enum conn_state { CONN_DOWN, CONN_HELLO, CONN_UP };
+
+struct agent_daemon {
+	struct agent_daemon_opts o;
+	char endpoint[512];
+	char server_key[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
+	char host[256], kernel[128];
+	char *features[16];
+	size_t nfeatures;
+	uint64_t instance;
+	uint64_t seq; /* the last seq this instance used */
+
+	void *zctx, *sock, *mon;
+	unsigned gen; /* socket generation: names the monitor endpoint */
+	enum conn_state state;
+	bool handshake_ok;
+	uint64_t hello_seq, hello_at, reconnect_at, backoff;
+	uint64_t hb_ns, next_hb;
+	struct wire_seq srv; /* the aggregator's seqs */
+	uint64_t srv_instance;
+	char srv_name[128];
+	bool auth_warned;
+
+	struct dquery *queries;
+	struct {
+		uint64_t id, epoch; /* ids alone repeat: a fresh aggregator store starts at 1 */
+	} ended[ENDED_MEMORY];
+	unsigned nended;
+	struct agent_spool *spool;
+	struct agent_daemon_stats st;
+};
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+static uint64_t real_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME);
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* ---------------------------------------------------------------- sending */
+
+/* A message that is not a partial: sent now if the socket takes it, else dropped (the
+ * next heartbeat or a repeated QueryStart covers it). */
+static int send_now(struct agent_daemon *d, Weft__Envelope *e)
+{
+	void *buf;
+	size_t len;
+	int rc;
+
+	if (!d->sock)
+		return -ENOTCONN;
+	e->version = WIRE_VERSION;
+	e->seq = d->seq + 1;
+	rc = wire_encode(e, &buf, &len);
+	if (rc) {
+		log_err("agent: cannot encode a %s: %s", wire_body_name(e->body_case),
+			strerror(-rc));
+		return rc;
+	}
+	rc = wire_send_bytes(d->sock, NULL, 0, buf, len, true);
+	free(buf);
+	if (rc) {
+		log_debug("agent: %s not sent: %s", wire_body_name(e->body_case), strerror(-rc));
+		return rc;
+	}
+	d->seq++;
+	d->st.sent++;
+	return 0;
+}
+
+static uint64_t *running_ids(struct agent_daemon *d, size_t *n)
+{
+	size_t k = 0;
+	uint64_t *v;
+
+	for (struct dquery *q = d->queries; q; q = q->next)
+		k++;
+	v = calloc(k + 1, sizeof(*v));
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (struct dquery *q = d->queries; q; q = q->next)
+		v[(*n)++] = q->id;
+	return v;
+}
+
+static void send_hello(struct agent_daemon *d)
+{
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__Hello h = WEFT__HELLO__INIT;
+
+	h.role = (char *)"agent";
+	h.host = d->host;
+	h.version = (char *)agent_version();
+	h.instance = d->instance;
+	h.kernel = d->kernel;
+	h.features = d->features;
+	h.n_features = d->nfeatures;
+	h.running = running_ids(d, &h.n_running);
+	e.body_case = WEFT__ENVELOPE__BODY_HELLO;
+	e.hello = &h;
+	if (send_now(d, &e) == 0)
+		d->hello_seq = d->seq;
+	free(h.running);
+}
+
+static void send_heartbeat(struct agent_daemon *d)
+{
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__Heartbeat h = WEFT__HEARTBEAT__INIT;
+
+	h.time_ns = real_ns();
+	h.running = running_ids(d, &h.n_running);
+	h.has_spooled = true;
+	h.spooled = agent_spool_count(d->spool);
+	h.has_spool_dropped = true;
+	h.spool_dropped = agent_spool_dropped(d->spool);
+	e.body_case = WEFT__ENVELOPE__BODY_HEARTBEAT;
+	e.heartbeat = &h;
+	send_now(d, &e);
+	free(h.running);
+}
+
+/* Cut s to at most max bytes, at a UTF-8 character boundary, in place. */
+static void utf8_cut(char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max)
+		return;
+	n = max;
+	while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	s[n] = 0;
+}
+
+/* Bytes that are not valid one-line-or-prose UTF-8 (verifier logs may hold anything)
+ * become '?', so the message passes the receiver's checks. */
+static void text_clean(char *s)
+{
+	for (unsigned char *u = (unsigned char *)s; *u; u++)
+		if ((*u < 0x20 && *u != '\n' && *u != '\t') || *u >= 0x7f)
+			*u = '?';
+}
+
+static void send_query_error(struct agent_daemon *d, uint64_t id, const char *msg,
+			     const char *detail)
+{
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__QueryError qe = WEFT__QUERY_ERROR__INIT;
+	char m[WIRE_MAX_STRING + 1], det[WIRE_MAX_STRING + 1];
+
+	snprintf(m, sizeof(m), "%s", msg && *msg ? msg : "failed");
+	snprintf(det, sizeof(det), "%s", detail ? detail : "");
+	text_clean(m);
+	text_clean(det);
+	utf8_cut(m, WIRE_MAX_STRING);
+	utf8_cut(det, WIRE_MAX_STRING);
+	log_warn("agent: query %" PRIu64 ": %s", id, m);
+	qe.query_id = id;
+	qe.message = m;
+	qe.detail = det[0] ? det : NULL;
+	e.body_case = WEFT__ENVELOPE__BODY_QUERY_ERROR;
+	e.query_error = &qe;
+	send_now(d, &e);
+}
+
+/* Partials go through the spool, in order, each transmission with a fresh seq. */
+static void spool_flush(struct agent_daemon *d)
+{
+	const void *buf;
+	size_t len;
+
+	while (d->state == CONN_UP && (buf = agent_spool_next(d->spool, &len))) {
+		void *env;
+		size_t elen;
+		int rc = wire_envelope_wrap(d->seq + 1, WEFT__ENVELOPE__BODY_PARTIAL, buf, len,
+					    &env, &elen);
+
+		if (rc) {
+			log_err("agent: cannot wrap a partial: %s", strerror(-rc));
+			return;
+		}
+		rc = wire_send_bytes(d->sock, NULL, 0, env, elen, true);
+		free(env);
+		if (rc)
+			return; /* -EAGAIN: the queue is full; the next round tries again */
+		d->seq++;
+		d->st.sent++;
+		agent_spool_mark_sent(d->spool, d->seq);
+	}
+}
+
+/* ---------------------------------------------------------------- partials */
+
+/*
+ * The groups that fit one envelope: a partial is cut at WIRE_MAX_BYTES (a window of tens of
+ * thousands of HyperLogLog groups could exceed it); the groups cut are reported as overflow.
+ */
+static size_t groups_that_fit(Weft__Group **g, size_t n, size_t room)
+{
+	size_t used = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t sz = weft__group__get_packed_size(g[i]);
+
+		used += sz + 1 + 10; /* tag and length */
+		if (used > room)
+			return i;
+	}
+	return n;
+}
+
+static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
+{
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__Partial p = WEFT__PARTIAL__INIT;
+	Weft__Group **groups = NULL;
+	size_t ngroups = 0, keep;
+	char why[256];
+	unsigned dropped;
+	void *buf;
+	int rc;
+
+	rc = agent_table_to_groups(q->win, &groups, &ngroups);
+	if (rc) {
+		log_err("agent: query %" PRIu64 " window %" PRIu64 ": %s", q->id, q->window,
+			strerror(-rc));
+		ngroups = 0; /* ship the losses at least */
+	}
+	keep = groups_that_fit(groups, ngroups, WIRE_MAX_BYTES - PARTIAL_ROOM);
+	if (keep < ngroups)
+		log_warn("agent: query %" PRIu64 " window %" PRIu64
+			 ": %zu of %zu groups do not fit one message; counted as overflow",
+			 q->id, q->window, ngroups - keep, ngroups);
+	p.query_id = q->id;
+	p.window = q->window;
+	p.host = d->host;
+	p.groups = groups;
+	p.n_groups = keep;
+	p.drops = q->drops;
+	p.n_drops = WEFT_DROP_NR;
+	p.has_misses = true;
+	p.misses = q->misses;
+	p.has_overflow = true;
+	p.overflow = agent_table_overflow(q->win) + (ngroups - keep);
+	p.has_last = last;
+	p.last = last;
+	e.version = WIRE_VERSION;
+	e.seq = 1; /* for the check only: the spool stamps each transmission */
+	e.body_case = WEFT__ENVELOPE__BODY_PARTIAL;
+	e.partial = &p;
+	if (wire_validate(&e, why, sizeof(why)) != 0) {
+		log_err("agent: query %" PRIu64 " window %" PRIu64 ": invalid partial: %s", q->id,
+			q->window, why);
+		goto out_free;
+	}
+	buf = malloc(weft__partial__get_packed_size(&p) + 1);
+	if (!buf) {
+		log_err("agent: query %" PRIu64 ": out of memory for a partial", q->id);
+		goto out_free;
+	}
+	dropped = agent_spool_add(d->spool, buf, weft__partial__pack(&p, buf));
+	if (dropped)
+		log_warn("agent: the spool is full (%zu partials, %" PRIu64
+			 " bytes): dropped the %u oldest; %" PRIu64 " dropped so far",
+			 agent_spool_count(d->spool), agent_spool_bytes(d->spool), dropped,
+			 agent_spool_dropped(d->spool));
+	d->st.partials++;
+	log_debug("agent: query %" PRIu64 " window %" PRIu64 ": %zu groups%s", q->id, q->window,
+		  keep, last ? " (last)" : "");
+out_free:
+	agent_groups_free(groups, ngroups);
+	agent_table_clear(q->win);
+	memset(q->drops, 0, sizeof(q->drops));
+	q->misses = 0;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+static void flip(struct dquery *q)
+{
+	struct agent_window_stats ws;
+	int rc = agent_query_window(q->q, q->win, &ws);
+
+	if (rc < 0)
+		log_warn("agent: query %" PRIu64 ": reading the window failed: %s", q->id,
+			 strerror(-rc));
+	for (int i = 0; i < WEFT_DROP_NR; i++)
+		q->drops[i] += ws.drops[i];
+	q->misses += ws.misses;
+	q->last_flip = mono_ns();
+}
+
+static void query_free(struct dquery *q)
+{
+	if (!q)
+		return;
+	agent_query_free(q->q);
+	agent_table_free(q->win);
+	plan_free(q->plan);
+	free(q);
+}
+
+static void remember_ended(struct agent_daemon *d, const struct dquery *q)
+{
+	unsigned i = d->nended++ % ENDED_MEMORY;
+
+	d->ended[i].id = q->id;
+	d->ended[i].epoch = q->epoch;
+}
+
+static bool has_ended(const struct agent_daemon *d, uint64_t id, uint64_t epoch)
+{
+	unsigned n = d->nended < ENDED_MEMORY ? d->nended : ENDED_MEMORY;
+
+	for (unsigned i = 0; i < n; i++)
+		if (d->ended[i].id == id && d->ended[i].epoch == epoch)
+			return true;
+	return false;
+}
+
+static void unlink_query(struct agent_daemon *d, struct dquery *q)
+{
+	for (struct dquery **pp = &d->queries; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			d->st.queries--;
+			return;
+		}
+}
+
+/* Detach, read what was in flight, ship the window.  last: the query ended on this host
+ * (false when the agent itself is shutting down: the query goes on elsewhere). */
+static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
+{
+	agent_query_stop(q->q);
+	flip(q);
+	ship_partial(d, q, last);
+	unlink_query(d, q);
+	if (last)
+		remember_ended(d, q);
+	log_info("agent: query %" PRIu64 " %s after window %" PRIu64, q->id,
+		 last ? "ended" : "detached", q->window);
+	query_free(q);
+}
+
+/* The window that holds realtime t. */
+static uint64_t window_of(const struct dquery *q, uint64_t t)
+{
+	if (!q->every || t < q->epoch)
+		return 0;
+	return (t - q->epoch) / q->every;
+}
+
+static void window_set(struct dquery *q, uint64_t w)
+{
+	q->window = w;
+	q->close_at = q->every ? add_sat(q->epoch, mul_sat(w + 1, q->every)) : UINT64_MAX;
+}
+
+/* Flips that are due: window ends, the query's end, the once-a-second merge.  Returns false
+ * when the query ended (and was freed). */
+static bool query_tick(struct agent_daemon *d, struct dquery *q)
+{
+	for (;;) {
+		uint64_t now = real_ns();
+
+		if (now >= q->end && q->end <= q->close_at) {
+			query_finish(d, q, true);
+			return false;
+		}
+		if (now >= q->close_at) {
+			uint64_t next;
+
+			flip(q);
+			ship_partial(d, q, false);
+			next = window_of(q, real_ns());
+			if (next > q->window + 1)
+				log_warn(
+					"agent: query %" PRIu64 ": windows %" PRIu64 "..%" PRIu64
+					" skipped (the agent was late); their events are in window "
+					"%" PRIu64,
+					q->id, q->window + 1, next - 1, q->window);
+			window_set(q, next > q->window ? next : q->window + 1);
+			continue;
+		}
+		if (mono_ns() - q->last_flip >= FLIP_MAX_NS)
+			flip(q);
+		return true;
+	}
+}
+
+/* Milliseconds until this query needs the loop again. */
+static uint64_t query_wait_ns(const struct dquery *q)
+{
+	uint64_t now = real_ns(), mono = mono_ns(), wait = FLIP_MAX_NS;
+	uint64_t due = q->close_at < q->end ? q->close_at : q->end;
+
+	if (mono - q->last_flip < FLIP_MAX_NS)
+		wait = FLIP_MAX_NS - (mono - q->last_flip);
+	else
+		wait = 0;
+	if (due != UINT64_MAX)
+		wait = due <= now ? 0 : (due - now < wait ? due - now : wait);
+	return wait;
+}
+
+static struct dquery *query_find(struct agent_daemon *d, uint64_t id)
+{
+	for (struct dquery *q = d->queries; q; q = q->next)
+		if (q->id == id)
+			return q;
+	return NULL;
+}
+
+static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
+{
+	struct agent_query_opts ao = { .sz = sizeof(ao) };
+	struct agent_err aerr;
+	struct dquery *q;
+	char err[512], msg[640];
+	uint64_t now = real_ns();
+	int rc;
+
+	q = query_find(d, m->query_id);
+	if (q && q->epoch != m->epoch_realtime_ns) {
+		/* the id was reused: an aggregator that lost its store forgot the old query */
+		log_warn("agent: query %" PRIu64 " started again with another epoch: the old one "
+			 "is dropped, the new one runs",
+			 m->query_id);
+		unlink_query(d, q);
+		query_free(q);
+	} else if (q || has_ended(d, m->query_id, m->epoch_realtime_ns)) {
+		log_debug("agent: query %" PRIu64 " is running or ended here: start ignored",
+			  m->query_id);
+		return;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		send_query_error(d, m->query_id, "out of memory", NULL);
+		return;
+	}
+	q->id = m->query_id;
+	err[0] = 0;
+	q->plan = manifest_read((const char *)m->manifest.data, m->manifest.len, err, sizeof(err));
+	if (!q->plan) {
+		snprintf(msg, sizeof(msg), "the manifest was refused: %s",
+			 err[0] ? err : strerror(errno));
+		send_query_error(d, q->id, msg, NULL);
+		goto out_free;
+	}
+	if (!q->plan->aggregating) {
+		send_query_error(d, q->id,
+				 "stream queries (a select without aggregates) are not supported "
+				 "in the cluster yet: run them on one host with `weft run`",
+				 NULL);
+		goto out_free;
+	}
+	if (q->plan->pid) {
+		send_query_error(d, q->id,
+				 "the query was compiled for one process (-p): process ids mean "
+				 "nothing on other hosts",
+				 NULL);
+		goto out_free;
+	}
+	q->epoch = m->epoch_realtime_ns;
+	q->every = q->plan->every_ns;
+	q->end = UINT64_MAX;
+	if (m->has_end_realtime_ns && m->end_realtime_ns)
+		q->end = m->end_realtime_ns;
+	else if (q->plan->for_ns)
+		q->end = add_sat(q->epoch, q->plan->for_ns);
+	q->win = agent_table_new(q->plan, 0);
+	if (!q->win) {
+		send_query_error(d, q->id, "cannot make the query's table", strerror(errno));
+		goto out_free;
+	}
+	window_set(q, window_of(q, now));
+	if (now >= q->end) {
+		/* over before it reached us (a late join): say so, with nothing in it */
+		window_set(q, window_of(q, q->end - (q->end > q->epoch ? 1 : 0)));
+		ship_partial(d, q, true);
+		remember_ended(d, q);
+		goto out_free;
+	}
+	ao.host = d->host;
+	ao.verbose = d->o.verbose;
+	rc = agent_query_start(q->plan, m->object.data, m->object.len, &ao, &q->q, &aerr);
+	if (rc) {
+		snprintf(msg, sizeof(msg), "%s%s", aerr.msg[0] ? aerr.msg : strerror(-rc),
+			 aerr.verifier ? " [E_VERIFIER]" :
+			 aerr.attach   ? " [E_ATTACH]" :
+					 "");
+		send_query_error(d, q->id, msg, aerr.detail);
+		goto out_free;
+	}
+	q->last_flip = mono_ns();
+	q->next = d->queries;
+	d->queries = q;
+	d->st.queries++;
+	if (q->every)
+		log_info("agent: query %" PRIu64 " running: %d probe%s, window %" PRIu64
+			 " of %" PRIu64 " ms",
+			 q->id, q->plan->nattach, q->plan->nattach == 1 ? "" : "s", q->window,
+			 q->every / MS);
+	else
+		log_info("agent: query %" PRIu64 " running: %d probe%s, one window", q->id,
+			 q->plan->nattach, q->plan->nattach == 1 ? "" : "s");
+	return;
+out_free:
+	query_free(q);
+}
+
+static void query_stop(struct agent_daemon *d, uint64_t id)
+{
+	struct dquery *q = query_find(d, id);
+
+	if (!q) {
+		log_debug("agent: stop of query %" PRIu64 ", which is not running here", id);
+		return;
+	}
+	query_finish(d, q, true);
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static void conn_close(struct agent_daemon *d)
+{
+	if (d->sock) {
+		int zero = 0;
+
+		zmq_socket_monitor(d->sock, NULL, 0);
+		/* linger 0: what ZeroMQ still queued dies with the socket (see the top) */
+		zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_close(d->sock);
+		d->sock = NULL;
+	}
+	if (d->mon) {
+		zmq_close(d->mon);
+		d->mon = NULL;
+	}
+}
+
+static void conn_down(struct agent_daemon *d, const char *why)
+{
+	uint64_t now = mono_ns();
+
+	if (d->state == CONN_UP)
+		log_warn("agent: lost the aggregator (%s); reconnecting, %zu partials spooled", why,
+			 agent_spool_count(d->spool));
+	else
+		log_debug("agent: connection attempt ended (%s)", why);
+	conn_close(d);
+	d->state = CONN_DOWN;
+	d->st.connected = false;
+	d->reconnect_at = now + d->backoff;
+	d->backoff = d->backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : d->backoff * 2;
+}
+
+static int conn_open(struct agent_daemon *d)
+{
+	char ep[96];
+	int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+		     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+		     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+	d->sock = wire_client_socket(d->zctx, d->endpoint, d->server_key, d->pub, d->sec);
+	if (!d->sock)
+		return -errno;
+	snprintf(ep, sizeof(ep), "inproc://weft-agent-monitor-%p-%u", (void *)d, d->gen++);
+	d->mon = zmq_socket(d->zctx, ZMQ_PAIR);
+	if (!d->mon || zmq_socket_monitor(d->sock, ep, events) != 0 || zmq_connect(d->mon, ep)) {
+		int rc = -errno;
+
+		conn_close(d);
+		return rc;
+	}
+	d->state = CONN_HELLO;
+	d->handshake_ok = false;
+	d->hello_at = mono_ns();
+	/* queued until the handshake completes: always the first message on the wire */
+	send_hello(d);
+	return 0;
+}
+
+static void on_monitor(struct agent_daemon *d)
+{
+	for (;;) {
+		zmq_msg_t m;
+		uint16_t ev = 0;
+		uint32_t val = 0;
+		int more = 0;
+		size_t sz = sizeof(more);
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, d->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return;
+		}
+		if (zmq_msg_size(&m) >= 6) {
+			memcpy(&ev, zmq_msg_data(&m), 2);
+			memcpy(&val, (uint8_t *)zmq_msg_data(&m) + 2, 4);
+		}
+		zmq_getsockopt(d->mon, ZMQ_RCVMORE, &more, &sz);
+		zmq_msg_close(&m);
+		while (more) { /* the endpoint frame */
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, d->mon, 0) < 0)
+				more = 0;
+			else
+				zmq_getsockopt(d->mon, ZMQ_RCVMORE, &more, &sz);
+			zmq_msg_close(&m);
+		}
+		switch (ev) {
+		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+			d->handshake_ok = true;
+			d->hello_at = mono_ns();
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+			if (!d->auth_warned)
+				log_warn(
+					"agent: the aggregator refused this agent's key (ZAP status "
+					"%u): is its public key in the aggregator's allow-list?",
+					val);
+			d->auth_warned = true;
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+			if (!d->auth_warned)
+				log_warn(
+					"agent: the CURVE handshake with %s failed: is --server-key "
+					"the aggregator's public key?",
+					d->endpoint);
+			d->auth_warned = true;
+			break;
+		case ZMQ_EVENT_DISCONNECTED:
+			conn_down(d, "disconnected");
+			return; /* the monitor socket is gone */
+		default:
+			break;
+		}
+	}
+}
+
+static void on_welcome(struct agent_daemon *d, const Weft__Welcome *w)
+{
+	uint64_t last = w->has_last_seq ? w->last_seq : 0;
+	size_t acked, resend;
+
+	if (last >= d->hello_seq && d->hello_seq) {
+		/* the aggregator counted our Hello as merged data: trust only what came before */
+		log_warn("agent: Welcome.last_seq %" PRIu64
+			 " is not below our Hello's seq %" PRIu64,
+			 last, d->hello_seq);
+		last = d->hello_seq - 1;
+	}
+	if (d->srv_instance && d->srv_instance != w->instance)
+		log_info("agent: the aggregator restarted (instance %016" PRIx64 ")", w->instance);
+	d->srv_instance = w->instance;
+	snprintf(d->srv_name, sizeof(d->srv_name), "%s", w->aggregator);
+	acked = agent_spool_ack(d->spool, last);
+	resend = agent_spool_rewind(d->spool);
+	d->st.resent += resend;
+	d->state = CONN_UP;
+	d->st.connected = true;
+	d->st.connects++;
+	d->backoff = BACKOFF_MIN_NS;
+	d->auth_warned = false;
+	d->hb_ns = w->heartbeat_ms * MS;
+	d->next_hb = mono_ns() + d->hb_ns;
+	log_info("agent: connected to aggregator %s as %s; %zu partials merged before, %zu to "
+		 "send",
+		 d->srv_name, d->host, acked, resend);
+	spool_flush(d);
+}
+
+static void on_message(struct agent_daemon *d, const void *buf, size_t len)
+{
+	char why[256];
+	Weft__Envelope *e = wire_decode(buf, len, why, sizeof(why));
+
+	if (!e) {
+		d->st.rejected++;
+		log_debug("agent: rejected %zu bytes from the aggregator: %s", len, why);
+		return;
+	}
+	if (!wire_body_from_server(e->body_case)) {
+		d->st.rejected++;
+		log_debug("agent: rejected a %s: not an aggregator's message",
+			  wire_body_name(e->body_case));
+		goto out_free;
+	}
+	if (d->state != CONN_UP && e->body_case != WEFT__ENVELOPE__BODY_WELCOME) {
+		d->st.rejected++;
+		log_debug("agent: rejected a %s before the Welcome", wire_body_name(e->body_case));
+		goto out_free;
+	}
+	if (!wire_seq_accept(&d->srv,
+			     e->body_case == WEFT__ENVELOPE__BODY_WELCOME ? e->welcome->instance :
+									    d->srv_instance,
+			     e->seq)) {
+		d->st.rejected++;
+		log_debug("agent: dropped a %s with seq %" PRIu64 " (last %" PRIu64 ")",
+			  wire_body_name(e->body_case), e->seq, d->srv.last);
+		goto out_free;
+	}
+	d->st.received++;
+	switch (e->body_case) {
+	case WEFT__ENVELOPE__BODY_WELCOME:
+		on_welcome(d, e->welcome);
+		break;
+	case WEFT__ENVELOPE__BODY_QUERY_START:
+		query_start(d, e->query_start);
+		break;
+	case WEFT__ENVELOPE__BODY_QUERY_STOP:
+		query_stop(d, e->query_stop->query_id);
+		break;
+	case WEFT__ENVELOPE__BODY_ACK:
+		agent_spool_ack(d->spool, e->ack->upto);
+		break;
+	case WEFT__ENVELOPE__BODY_ERROR:
+		log_warn("agent: the aggregator says: %s", e->error->message);
+		break;
+	default:
+		log_debug("agent: ignored a %s", wire_body_name(e->body_case));
+		break;
+	}
+out_free:
+	wire_free(e);
+}
+
+static void on_socket(struct agent_daemon *d)
+{
+	/* a bounded batch, so that windows and heartbeats are never starved */
+	for (int i = 0; i < 256 && d->sock; i++) {
+		zmq_msg_t m;
+		int more = 0;
+		size_t sz = sizeof(more);
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, d->sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return;
+		}
+		zmq_getsockopt(d->sock, ZMQ_RCVMORE, &more, &sz);
+		if (!more) {
+			on_message(d, zmq_msg_data(&m), zmq_msg_size(&m));
+			zmq_msg_close(&m);
+			continue;
+		}
+		/* one envelope is one part: a multipart message is malformed */
+		zmq_msg_close(&m);
+		while (more && d->sock) {
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, d->sock, 0) < 0)
+				more = 0;
+			else
+				zmq_getsockopt(d->sock, ZMQ_RCVMORE, &more, &sz);
+			zmq_msg_close(&m);
+		}
+		d->st.rejected++;
+		log_debug("agent: rejected a multipart message");
+	}
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+static void features_probe(struct agent_daemon *d)
+{
+	const struct probe_features *f = probe_features_get();
+	struct {
+		bool on;
+		const char *name;
+	} all[] = {
+		{ f && f->tracepoint && f->tracefs, "tracepoint" },
+		{ f && f->tracepoint && f->tracefs, "syscall" },
+		{ f && f->raw_tp, "raw_tracepoint" },
+		{ f && f->uprobe, "uprobe" },
+		{ f && f->uprobe, "usdt" },
+		{ f && f->kprobe, "kprobe" },
+		{ f && f->fentry, "fentry" },
+		{ f && f->perf_event, "profile" },
+		{ f && f->perf_event, "interval" },
+		{ f && f->ringbuf, "ringbuf" },
+		{ f && f->btf, "btf" },
+	};
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (all[i].on && d->nfeatures < sizeof(d->features) / sizeof(d->features[0]))
+			d->features[d->nfeatures++] = (char *)all[i].name;
+}
+
+struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
+{
+	struct agent_daemon *d;
+	struct utsname u;
+
+	if (!opts || !opts->endpoint || !*opts->endpoint ||
+	    strlen(opts->endpoint) >= sizeof(d->endpoint) || !wire_key_valid(opts->server_key) ||
+	    !wire_key_valid(opts->public_key) || !wire_key_valid(opts->secret_key)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	memcpy(&d->o, opts, opts->sz && opts->sz < sizeof(d->o) ? opts->sz : sizeof(d->o));
+	snprintf(d->endpoint, sizeof(d->endpoint), "%s", opts->endpoint);
+	memcpy(d->server_key, opts->server_key, WIRE_KEY_LEN + 1);
+	memcpy(d->pub, opts->public_key, WIRE_KEY_LEN + 1);
+	memcpy(d->sec, opts->secret_key, WIRE_KEY_LEN + 1);
+	d->o.endpoint = d->endpoint;
+	d->o.server_key = d->server_key;
+	d->o.public_key = d->pub;
+	d->o.secret_key = d->sec;
+	if (opts->host && *opts->host)
+		snprintf(d->host, sizeof(d->host), "%s", opts->host);
+	else if (gethostname(d->host, sizeof(d->host) - 1) != 0 || !d->host[0])
+		snprintf(d->host, sizeof(d->host), "localhost");
+	d->o.host = d->host;
+	if (uname(&u) == 0)
+		snprintf(d->kernel, sizeof(d->kernel), "%s", u.release);
+	features_probe(d);
+	do {
+		if (getrandom(&d->instance, sizeof(d->instance), 0) != sizeof(d->instance))
+			d->instance = mono_ns() ^ ((uint64_t)getpid() << 32);
+	} while (!d->instance);
+	d->backoff = BACKOFF_MIN_NS;
+	d->spool = agent_spool_new(opts->spool_max, opts->spool_max_bytes);
+	d->zctx = zmq_ctx_new();
+	if (!d->spool || !d->zctx) {
+		agent_daemon_free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return d;
+}
+
+static void tick(struct agent_daemon *d)
+{
+	uint64_t now = mono_ns();
+
+	for (struct dquery *q = d->queries, *next; q; q = next) {
+		next = q->next;
+		query_tick(d, q);
+	}
+	switch (d->state) {
+	case CONN_DOWN:
+		if (now >= d->reconnect_at) {
+			int rc = conn_open(d);
+
+			if (rc) {
+				log_warn("agent: cannot connect to %s: %s", d->endpoint,
+					 strerror(-rc));
+				conn_down(d, strerror(-rc));
+			}
+		}
+		break;
+	case CONN_HELLO:
+		if (d->handshake_ok && now - d->hello_at >= WELCOME_TIMEOUT_NS)
+			conn_down(d, "no Welcome in reply to Hello");
+		break;
+	case CONN_UP:
+		if (now >= d->next_hb) {
+			send_heartbeat(d);
+			d->next_hb = now + d->hb_ns;
+		}
+		spool_flush(d);
+		break;
+	}
+}
+
+static int wait_ms(struct agent_daemon *d)
+{
+	uint64_t now = mono_ns(), wait = FLIP_MAX_NS;
+
+	for (struct dquery *q = d->queries; q; q = q->next) {
+		uint64_t w = query_wait_ns(q);
+
+		if (w < wait)
+			wait = w;
+	}
+	if (d->state == CONN_DOWN)
+		wait = d->reconnect_at <= now ?
+			       0 :
+			       (d->reconnect_at - now < wait ? d->reconnect_at - now : wait);
+	if (d->state == CONN_UP)
+		wait = d->next_hb <= now ? 0 : (d->next_hb - now < wait ? d->next_hb - now : wait);
+	if (d->state == CONN_UP && agent_spool_next(d->spool, &(size_t){ 0 }))
+		wait = wait < 10 * MS ? wait : 10 * MS; /* the queue was full: retry soon */
+	return (int)((wait + MS - 1) / MS);
+}
+
+/* Detach every query, ship what each holds, and give the aggregator a moment to ack. */
+static void shutdown_queries(struct agent_daemon *d)
+{
+	uint64_t until;
+
+	while (d->queries)
+		query_finish(d, d->queries, false);
+	if (d->state != CONN_UP)
+		return;
+	spool_flush(d);
+	until = mono_ns() + SHUTDOWN_ACK_WAIT_NS;
+	while (d->state == CONN_UP && agent_spool_count(d->spool) && mono_ns() < until) {
+		zmq_pollitem_t it[2] = {
+			{ .socket = d->sock, .events = ZMQ_POLLIN },
+			{ .socket = d->mon, .events = ZMQ_POLLIN },
+		};
+
+		if (zmq_poll(it, 2, 50) < 0 && errno != EINTR)
+			break;
+		if (it[1].revents & ZMQ_POLLIN)
+			on_monitor(d);
+		if (d->sock && (it[0].revents & ZMQ_POLLIN))
+			on_socket(d);
+		spool_flush(d);
+	}
+	if (agent_spool_count(d->spool))
+		log_warn("agent: exiting with %zu partials not acknowledged",
+			 agent_spool_count(d->spool));
+}
+
+int agent_daemon_run(struct agent_daemon *d)
+{
+	if (!d)
+		return -EINVAL;
+	if (geteuid() != 0)
+		log_warn("agent: not running as root: loading BPF programs will fail");
+	log_info("agent: %s (instance %016" PRIx64 ") connecting to %s", d->host, d->instance,
+		 d->endpoint);
+	for (;;) {
+		zmq_pollitem_t it[3];
+		int n = 0, ism = -1, isock = -1, istop = -1, timeout;
+
+		tick(d);
+		timeout = wait_ms(d);
+		if (d->sock) {
+			isock = n;
+			it[n++] = (zmq_pollitem_t){ .socket = d->sock, .events = ZMQ_POLLIN };
+			ism = n;
+			it[n++] = (zmq_pollitem_t){ .socket = d->mon, .events = ZMQ_POLLIN };
+		}
+		if (d->o.stop_fd >= 0) {
+			istop = n;
+			it[n++] = (zmq_pollitem_t){ .fd = d->o.stop_fd, .events = ZMQ_POLLIN };
+		}
+		if (zmq_poll(it, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("agent: poll: %s", strerror(errno));
+			shutdown_queries(d);
+			return -errno;
+		}
+		if (istop >= 0 && (it[istop].revents & ZMQ_POLLIN))
+			break;
+		if (ism >= 0 && (it[ism].revents & ZMQ_POLLIN))
+			on_monitor(d);
+		if (isock >= 0 && d->sock && (it[isock].revents & ZMQ_POLLIN))
+			on_socket(d);
+	}
+	log_info("agent: stopping");
+	shutdown_queries(d);
+	return 0;
+}
+
+void agent_daemon_stats(const struct agent_daemon *d, struct agent_daemon_stats *st)
+{
+	if (!d || !st)
+		return;
+	*st = d->st;
+	st->spooled = agent_spool_count(d->spool);
+	st->spool_bytes = agent_spool_bytes(d->spool);
+	st->spool_dropped = agent_spool_dropped(d->spool);
+}
+
+void agent_daemon_free(struct agent_daemon *d)
+{
+	if (!d)
+		return;
+	while (d->queries) {
+		struct dquery *q = d->queries;
+
+		d->queries = q->next;
+		query_free(q);
+	}
+	conn_close(d);
+	if (d->zctx)
+		zmq_ctx_term(d->zctx);
+	agent_spool_free(d->spool);
+	explicit_bzero(d->sec, sizeof(d->sec));
+	free(d);
+}

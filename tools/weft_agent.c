@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft agent`: this host's member of a weft cluster.  Reads the key files, then hands over
+ * to the agent daemon (agent/daemon.h) until SIGINT or SIGTERM; on the way out every probe
+ * is detached and what the windows held is shipped.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include "agent/daemon.h"
+#include "aggregator/wire.h"
+#include "tools/weft.h"
+
+static const char agent_help[] =
+	"Usage: weft agent --connect ENDPOINT --server-key FILE --key FILE [OPTIONS]\n"
+	"\n"
+	"Runs this host's agent: connects out to a weft aggregator, runs the queries it\n"
+	"sends (compiled BPF objects: the agent never needs a compiler), and ships one\n"
+	"partial aggregate per window.  Runs until SIGINT or SIGTERM; then every probe is\n"
+	"detached and the last partials are shipped.  Needs root (it loads BPF programs).\n"
+	"\n"
+	"The connection is encrypted and authenticated with CURVE: the agent trusts only the\n"
+	"aggregator whose public key is in --server-key, and the aggregator lets the agent in\n"
+	"only if the agent's public key is in its allow-list (`weft keygen` makes key pairs;\n"
+	"docs/operations.md shows a deployment).  If the link drops, the agent reconnects by\n"
+	"itself and delivers the partials it kept meanwhile.\n"
+	"\n"
+	"Options:\n"
+	"  -c, --connect ENDPOINT  the aggregator, as tcp://HOST:PORT\n"
+	"  -s, --server-key FILE   the aggregator's public key (a file of `weft keygen`;\n"
+	"                          only its \"public\" line is read)\n"
+	"  -k, --key FILE          this agent's key pair (\"public\" and \"secret\" lines;\n"
+	"                          keep it mode 0600)\n"
+	"  -H, --host NAME         the name this host's results carry (default: the host name)\n"
+	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
+	"                          spool is full the oldest is dropped, counted and logged\n"
+	"      --spool-bytes SIZE  and their total size (default 64MiB; suffixes KiB, MiB, GiB)\n"
+	"  -v, --verbose           debug detail on stderr, including every rejected message\n"
+	"                          and the full verifier log of a query that fails to load\n"
+	"  -h, --help              this text\n"
+	"\n"
+	"Example:\n"
+	"  weft keygen agent1.key\n"
+	"  weft agent --connect tcp://aggregator.example:7411 --server-key aggregator.pub \\\n"
+	"             --key agent1.key\n"
+	"\n"
+	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys), 2 bad command\n"
+	"line.\n";
+
+/* "64MiB", "1048576", "512KiB": bytes, or 0 if malformed. */
+static uint64_t parse_size(const char *s)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t mult;
+	} units[] = { { "", 1 },
+		      { "B", 1 },
+		      { "KiB", 1ull << 10 },
+		      { "K", 1ull << 10 },
+		      { "MiB", 1ull << 20 },
+		      { "M", 1ull << 20 },
+		      { "GiB", 1ull << 30 },
+		      { "G", 1ull << 30 } };
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return 0;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].suffix) == 0)
+			return v && v <= UINT64_MAX / units[i].mult ? v * units[i].mult : 0;
+	return 0;
+}
+
+static int read_key(const char *opt, const char *path, char pub[WIRE_KEY_LEN + 1],
+		    char sec[WIRE_KEY_LEN + 1])
+{
+	int rc = wire_keyfile_read(path, pub, sec);
+
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOKEY)
+		fprintf(stderr, "weft: %s %s: no \"secret\" line (is it a public-key file?)\n", opt,
+			path);
+	else if (rc == -EINVAL)
+		fprintf(stderr,
+			"weft: %s %s: not a weft key file (\"public Z85\" and, for a key pair, "
+			"\"secret Z85\" of the same pair; `weft keygen` makes them)\n",
+			opt, path);
+	else
+		fprintf(stderr, "weft: %s %s: %s\n", opt, path, strerror(-rc));
+	return rc;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "connect", required_argument, NULL, 'c' },
+		{ "server-key", required_argument, NULL, 's' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "host", required_argument, NULL, 'H' },
+		{ "spool-max", required_argument, NULL, 'S' },
+		{ "spool-bytes", required_argument, NULL, 'B' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct agent_daemon_opts o = { .sz = sizeof(o), .stop_fd = -1 };
+	char srv_pub[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
+	const char *server_key = NULL, *key = NULL;
+	struct agent_daemon *d;
+	struct agent_daemon_stats st;
+	sigset_t mask;
+	int c, verbose = 0, rc, sfd;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:s:k:H:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o.endpoint = optarg;
+			break;
+		case 's':
+			server_key = optarg;
+			break;
+		case 'k':
+			key = optarg;
+			break;
+		case 'H':
+			if (!*optarg || strlen(optarg) > 255 || strpbrk(optarg, " \t\n\r")) {
+				fprintf(stderr, "weft: --host takes a name of 1 to 255 characters "
+						"without spaces\n");
+				return WEFT_EXIT_USAGE;
+			}
+			o.host = optarg;
+			break;
+		case 'S': {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || v < 1 || v > (1ul << 24)) {
+				fprintf(stderr, "weft: --spool-max takes 1 to 16777216\n");
+				return WEFT_EXIT_USAGE;
+			}
+			o.spool_max = (uint32_t)v;
+			break;
+		}
+		case 'B':
+			o.spool_max_bytes = parse_size(optarg);
+			if (o.spool_max_bytes < (1u << 20)) {
+				fprintf(stderr, "weft: --spool-bytes takes a size of at least 1MiB "
+						"(e.g. 256MiB)\n");
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(agent_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs(agent_help, stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "weft: agent takes no arguments ('%s')\n", argv[optind]);
+		return WEFT_EXIT_USAGE;
+	}
+	if (!o.endpoint || !server_key || !key) {
+		fprintf(stderr, "weft: agent needs --connect, --server-key and --key (see `weft "
+				"agent --help`)\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (strncmp(o.endpoint, "tcp://", 6) != 0 && strncmp(o.endpoint, "ipc://", 6) != 0) {
+		fprintf(stderr, "weft: --connect takes tcp://HOST:PORT, not '%s'\n", o.endpoint);
+		return WEFT_EXIT_USAGE;
+	}
+	tool_set_verbose(verbose + 1); /* a daemon says what it does: info by default */
+	if (read_key("--server-key", server_key, srv_pub, NULL) || read_key("--key", key, pub, sec))
+		return WEFT_EXIT_FAIL;
+	o.server_key = srv_pub;
+	o.public_key = pub;
+	o.secret_key = sec;
+	o.verbose = verbose > 0;
+
+	/* signals are read from a signalfd in the daemon's loop, never handled asynchronously */
+	signal(SIGHUP, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		fprintf(stderr, "weft: signalfd: %s\n", strerror(errno));
+		return WEFT_EXIT_FAIL;
+	}
+	o.stop_fd = sfd;
+	d = agent_daemon_new(&o);
+	explicit_bzero(sec, sizeof(sec));
+	if (!d) {
+		fprintf(stderr, "weft: cannot start the agent: %s\n", strerror(errno));
+		close(sfd);
+		return WEFT_EXIT_FAIL;
+	}
+	rc = agent_daemon_run(d);
+	agent_daemon_stats(d, &st);
+	fprintf(stderr,
+		"weft: agent stopped: %llu partials made, %llu resent after reconnects, %llu "
+		"dropped from a full spool, %llu messages rejected\n",
+		(unsigned long long)st.partials, (unsigned long long)st.resent,
+		(unsigned long long)st.spool_dropped, (unsigned long long)st.rejected);
+	agent_daemon_free(d);
+	close(sfd);
+	return rc ? WEFT_EXIT_FAIL : WEFT_EXIT_OK;
+}

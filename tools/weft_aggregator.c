@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft aggregator`: the middle of a weft cluster.  Parses the options, then hands over to
+ * the daemon (aggregator/aggd.h) until SIGINT or SIGTERM (exit 0); SIGHUP reloads the
+ * allow-list.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include "aggregator/aggd.h"
+#include "tools/weft.h"
+
+static const char aggregator_help[] =
+	"Usage: weft aggregator --key FILE --allow FILE [OPTIONS]\n"
+	"\n"
+	"Runs a cluster aggregator.  Agents (`weft agent`) connect to it and run the queries\n"
+	"clients submit (`weft submit`); each agent ships one partial aggregate per window,\n"
+	"and the aggregator merges them into one result per window for every client that\n"
+	"follows the query.  A window is emitted once every live agent running the query has\n"
+	"reported it, or when the lateness bound has passed after its end; the result names the\n"
+	"hosts merged into it and those missing.  A partial that arrives after its window was\n"
+	"emitted is merged and the window emitted again, with a higher revision, while the\n"
+	"window is retained (64 windows, at most 10 minutes); later ones are dropped and\n"
+	"counted.\n"
+	"\n"
+	"Queries, the partials merged into windows still retained, and each agent's position\n"
+	"are kept in an embedded SQLite store and committed before an agent's partials are\n"
+	"acknowledged: after a restart the aggregator resumes its queries, agents reconnect by\n"
+	"themselves and resend what was not acknowledged, and nothing is merged twice.\n"
+	"\n"
+	"Every connection is encrypted and authenticated with CURVE; only keys listed in the\n"
+	"allow-list get in, each with its role (docs/operations.md).\n"
+	"\n"
+	"Options:\n"
+	"  -l, --listen ENDPOINT   where agents and clients connect (default tcp://*:7470)\n"
+	"  -k, --key FILE          this aggregator's key pair (`weft keygen`; mode 0600)\n"
+	"  -a, --allow FILE        the allow-list: one 'ROLE PUBLIC-KEY [NAME]' per line, ROLE\n"
+	"                          agent, client or aggregator; '#' starts a comment.  SIGHUP\n"
+	"                          reloads it (new connections only)\n"
+	"  -s, --store PATH        the SQLite store (default /var/lib/weft/aggregator.sqlite\n"
+	"                          as root, else ~/.local/state/weft/aggregator.sqlite; the\n"
+	"                          directory is made mode 0700); ':memory:' keeps nothing\n"
+	"  -p, --parent ENDPOINT   report every closed window to a parent aggregator, as one\n"
+	"                          of its agents (a tree); the parent's allow-list must list\n"
+	"                          this aggregator's public key with the role aggregator\n"
+	"  -P, --parent-key FILE   the parent's public key (required with --parent)\n"
+	"  -n, --name NAME         this aggregator's name: in Welcome, in status, and the host\n"
+	"                          name of its partials at a parent (default: the host name)\n"
+	"  -L, --lateness D        how long after its end a window waits for agents that have\n"
+	"                          not reported (default 2s; 500ms, 10s, ...).  At a parent,\n"
+	"                          make it longer than the children's\n"
+	"      --heartbeat D       the heartbeat interval agents and clients are told to keep\n"
+	"                          (default 1s); a peer silent for 3 intervals is expired\n"
+	"      --keep N            closed windows retained per query for late partials\n"
+	"                          (default 64)\n"
+	"      --spool-max N       windows kept for the parent until acknowledged (default\n"
+	"                          4096); the oldest is dropped when full, counted\n"
+	"  -v, --verbose           log joins, windows and queries (-vv: every message)\n"
+	"  -h, --help              this text\n"
+	"\n"
+	"Example:\n"
+	"  weft keygen -o /etc/weft aggregator\n"
+	"  weft aggregator --key /etc/weft/aggregator.key --allow /etc/weft/allow -v\n"
+	"\n"
+	"Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (unreadable keys, a store in\n"
+	"use, an address in use), 2 bad command line.\n";
+
+static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || v == 0 || v > max) {
+		fprintf(stderr, "weft: %s takes a number from 1 to %" PRIu64 ", not '%s'\n", opt,
+			max, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int cmd_aggregator(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "allow", required_argument, NULL, 'a' },
+		{ "store", required_argument, NULL, 's' },
+		{ "parent", required_argument, NULL, 'p' },
+		{ "parent-key", required_argument, NULL, 'P' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "lateness", required_argument, NULL, 'L' },
+		{ "heartbeat", required_argument, NULL, 'B' },
+		{ "keep", required_argument, NULL, 'K' },
+		{ "spool-max", required_argument, NULL, 'S' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct aggd_opts o = { .sz = sizeof(o), .listen = "tcp://*:7470" };
+	struct aggd *a;
+	char err[1024];
+	sigset_t mask;
+	uint64_t v;
+	int c, verbose = 0, sfd, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:k:a:s:p:P:n:L:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			o.listen = optarg;
+			break;
+		case 'k':
+			o.key_file = optarg;
+			break;
+		case 'a':
+			o.allow_file = optarg;
+			break;
+		case 's':
+			o.store = optarg;
+			break;
+		case 'p':
+			o.parent = optarg;
+			break;
+		case 'P':
+			o.parent_key = optarg;
+			break;
+		case 'n':
+			if (!*optarg || strlen(optarg) >= AGGD_MAX_HOST ||
+			    strpbrk(optarg, " \t\n")) {
+				fprintf(stderr, "weft: --name takes a name without spaces\n");
+				return WEFT_EXIT_USAGE;
+			}
+			o.name = optarg;
+			break;
+		case 'L':
+			if (aggd_duration_parse(optarg, &o.lateness_ns) || !o.lateness_ns ||
+			    o.lateness_ns > 3600ULL * 1000000000ULL) {
+				fprintf(stderr,
+					"weft: --lateness takes a duration (500ms, 2s, ...; at "
+					"most 1h), not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		case 'B':
+			if (aggd_duration_parse(optarg, &v) || v < 10000000ULL ||
+			    v > 3600ULL * 1000000000ULL) {
+				fprintf(stderr,
+					"weft: --heartbeat takes a duration from 10ms to 1h, "
+					"not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			o.heartbeat_ms = v / 1000000ULL;
+			break;
+		case 'K':
+			if (parse_count("--keep", optarg, 100000, &v))
+				return WEFT_EXIT_USAGE;
+			o.keep_windows = (uint32_t)v;
+			break;
+		case 'S':
+			if (parse_count("--spool-max", optarg, 1000000, &v))
+				return WEFT_EXIT_USAGE;
+			o.spool_max = v;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(aggregator_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs(aggregator_help, stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "weft: aggregator takes no arguments ('%s')\n", argv[optind]);
+		return WEFT_EXIT_USAGE;
+	}
+	if (!o.key_file || !o.allow_file) {
+		fprintf(stderr, "weft: aggregator needs --key FILE and --allow FILE (see `weft "
+				"aggregator --help`)\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (!o.parent != !o.parent_key) {
+		fprintf(stderr, "weft: --parent and --parent-key go together\n");
+		return WEFT_EXIT_USAGE;
+	}
+	tool_set_verbose(verbose);
+
+	/* signals are read from a signalfd in the daemon's loop, never handled asynchronously */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		fprintf(stderr, "weft: signalfd: %s\n", strerror(errno));
+		return WEFT_EXIT_FAIL;
+	}
+
+	a = aggd_new(&o, err, sizeof(err));
+	if (!a) {
+		fprintf(stderr, "weft: aggregator: %s\n", err);
+		close(sfd);
+		return WEFT_EXIT_FAIL;
+	}
+	rc = aggd_run(a, sfd);
+	aggd_free(a);
+	close(sfd);
+	return rc ? WEFT_EXIT_FAIL : WEFT_EXIT_OK;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the cluster clients (`weft submit`, `weft status`, `weft cancel`) share: the
+ * connection options, their help text, connecting, and waiting for the aggregator's answer.
+ * Defined in weft_status.c.
+ */
+#ifndef WEFT_TOOL_CLUSTER_H
+#define WEFT_TOOL_CLUSTER_H
+#include <stdbool.h>
+#include "aggregator/aggd.h"
+
+struct tool_cluster {
+	const char *to, *server_key, *key;
+	int timeout_ms; /* 0: 5 s */
+	bool usage_error; /* a missing option, reported */
+};
+
+/* clang-format off */
+#define CLUSTER_LONGOPTS \
+	{ "to", required_argument, NULL, 'T' }, \
+	{ "server-key", required_argument, NULL, 'S' }, \
+	{ "key", required_argument, NULL, 'K' }, \
+	{ "timeout", required_argument, NULL, 'W' }
+/* clang-format on */
+
+#define CLUSTER_OPTIONS_HELP                                                                   \
+	"Connection (each may also come from the environment):\n"                              \
+	"      --to ENDPOINT      the aggregator, tcp://HOST:PORT ($WEFT_AGGREGATOR)\n"        \
+	"      --server-key FILE  its public key, a NAME.pub of `weft keygen`\n"               \
+	"                         ($WEFT_SERVER_KEY)\n"                                        \
+	"      --key FILE         this client's key pair, whose public key the aggregator's\n" \
+	"                         allow-list has as 'client KEY NAME' ($WEFT_KEY)\n"           \
+	"      --timeout D        to connect and for each answer (default 5s)\n"               \
+	"\n"                                                                                   \
+	"Options:\n"
+
+/* Handles a connection option (1), not one (0), or a bad value (-1, reported). */
+int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg);
+/* Connects and is welcomed; NULL with the reason reported (usage_error for a missing
+ * option). */
+struct aggd_client *tool_cluster_connect(struct tool_cluster *tc);
+/* The answer to the last request: a StatusReply or an Error.  1 with *out, 0 on timeout. */
+int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
+
+#endif

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft status`: a cluster's agents and queries, as the aggregator sees them.  Also the
+ * connection options every cluster client shares (tool_cluster_*), used by `weft submit`
+ * and `weft cancel` too (tools/weft_cluster.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "aggregator/aggd.h"
+#include "tools/weft.h"
+#include "tools/weft_cluster.h"
+
+/* clang-format off */
+static const char status_help[] =
+	"Usage: weft status --to ENDPOINT --server-key FILE --key FILE [OPTIONS] [ID]\n"
+	"\n"
+	"Asks a cluster aggregator for its agents and queries and prints them.\n"
+	"\n"
+	"Agents (and child aggregators): the host name results are keyed by, its role, whether\n"
+	"it is alive (it is expired after 3 silent heartbeat intervals), how long ago it was\n"
+	"last heard from, its weft version and kernel, the queries it runs, the partials it\n"
+	"holds unacknowledged, and the kernel features it has.\n"
+	"\n"
+	"Queries: the id, whether it runs or has ended, the windows emitted, the agents\n"
+	"running it, and the text; then, per query, the errors agents reported and the\n"
+	"partials that came too late to merge.  With ID, only that query.\n"
+	"\n"
+	CLUSTER_OPTIONS_HELP
+	"      --format FMT       text (default) or json (one object)\n"
+	"  -v, --verbose          debug detail on stderr\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Exit status: 0 success, 1 the aggregator could not be reached or refused this key,\n"
+	"2 bad command line.\n";
+/* clang-format on */
+
+/* ---- shared by the cluster clients ---- */
+
+int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg)
+{
+	switch (c) {
+	case 'T':
+		tc->to = arg;
+		return 1;
+	case 'S':
+		tc->server_key = arg;
+		return 1;
+	case 'K':
+		tc->key = arg;
+		return 1;
+	case 'W': {
+		uint64_t ns;
+
+		if (aggd_duration_parse(arg, &ns) || ns < 100000000ULL ||
+		    ns > 3600ULL * 1000000000ULL) {
+			fprintf(stderr,
+				"weft: --timeout takes a duration from 100ms to 1h, not '%s'\n",
+				arg);
+			return -1;
+		}
+		tc->timeout_ms = (int)(ns / 1000000ULL);
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+struct aggd_client *tool_cluster_connect(struct tool_cluster *tc)
+{
+	struct aggd_client_opts o = { .sz = sizeof(o) };
+	struct aggd_client *c;
+	char err[1024];
+
+	if (!tc->to)
+		tc->to = getenv("WEFT_AGGREGATOR");
+	if (!tc->server_key)
+		tc->server_key = getenv("WEFT_SERVER_KEY");
+	if (!tc->key)
+		tc->key = getenv("WEFT_KEY");
+	if (!tc->to || !tc->server_key || !tc->key) {
+		fprintf(stderr, "weft: missing %s (or $%s)\n",
+			!tc->to		? "--to ENDPOINT" :
+			!tc->server_key ? "--server-key FILE" :
+					  "--key FILE",
+			!tc->to		? "WEFT_AGGREGATOR" :
+			!tc->server_key ? "WEFT_SERVER_KEY" :
+					  "WEFT_KEY");
+		tc->usage_error = true;
+		return NULL;
+	}
+	o.endpoint = tc->to;
+	o.server_key_file = tc->server_key;
+	o.key_file = tc->key;
+	o.timeout_ms = tc->timeout_ms;
+	c = aggd_client_connect(&o, err, sizeof(err));
+	if (!c)
+		fprintf(stderr, "weft: %s\n", err);
+	return c;
+}
+
+/*
+ * Waits for the aggregator's answer to the message sent with seq: a StatusReply, or an
+ * Error.  Other messages (results of a subscription) are dropped.  1 with *out, 0 on
+ * timeout, -errno.
+ */
+int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out)
+{
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		long left;
+		int rc;
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		left = timeout_ms -
+		       ((t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L);
+		if (left <= 0)
+			return 0;
+		rc = aggd_client_recv(c, (int)left, out);
+		if (rc <= 0)
+			continue;
+		if ((*out)->body_case == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
+		    (*out)->body_case == WEFT__ENVELOPE__BODY_ERROR)
+			return 1;
+		wire_free(*out);
+		*out = NULL;
+	}
+}
+
+/* ---- printing ---- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* Query text on one line: runs of white space become one space. */
+static void one_line(FILE *f, const char *s, size_t max)
+{
+	size_t n = 0;
+	bool space = false;
+
+	for (; s && *s && n < max; s++) {
+		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+			space = n > 0;
+			continue;
+		}
+		if (space) {
+			fputc(' ', f);
+			n++;
+			space = false;
+		}
+		fputc(*s, f);
+		n++;
+	}
+	if (s && *s)
+		fputs("...", f);
+}
+
+static const char *query_state(const Weft__QueryStatus *q)
+{
+	if (q->ended)
+		return "ended";
+	return "running";
+}
+
+static void print_status_json(const Weft__StatusReply *r, FILE *f)
+{
+	fputs("{\"type\":\"status\",\"aggregator\":", f);
+	json_str(f, r->aggregator);
+	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
+	for (size_t i = 0; i < r->n_agents; i++) {
+		const Weft__AgentStatus *a = r->agents[i];
+
+		fputs(i ? ",{\"host\":" : "{\"host\":", f);
+		json_str(f, a->host);
+		fputs(",\"role\":", f);
+		json_str(f, a->role ? a->role : "agent");
+		fputs(",\"version\":", f);
+		json_str(f, a->version);
+		fputs(",\"kernel\":", f);
+		json_str(f, a->kernel);
+		fprintf(f,
+			",\"alive\":%s,\"last_seen_ms\":%" PRIu64 ",\"spooled\":%" PRIu64
+			",\"running\":[",
+			a->alive ? "true" : "false", a->last_seen_ms, a->spooled);
+		for (size_t j = 0; j < a->n_running; j++)
+			fprintf(f, "%s%" PRIu64, j ? "," : "", a->running[j]);
+		fputs("],\"features\":[", f);
+		for (size_t j = 0; j < a->n_features; j++) {
+			if (j)
+				fputc(',', f);
+			json_str(f, a->features[j]);
+		}
+		fputs("]}", f);
+	}
+	fputs("],\"queries\":[", f);
+	for (size_t i = 0; i < r->n_queries; i++) {
+		const Weft__QueryStatus *q = r->queries[i];
+
+		fprintf(f,
+			"%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"windows\":%" PRIu64
+			",\"revisions\":%" PRIu64 ",\"late_dropped\":%" PRIu64
+			",\"subscribers\":%" PRIu64 ",\"started_realtime_ns\":%" PRIu64
+			",\"end_realtime_ns\":%" PRIu64 ",\"every_ns\":%" PRIu64 ",\"query\":",
+			i ? "," : "", q->query_id, query_state(q), q->windows, q->revisions,
+			q->late_dropped, q->subscribers, q->started_realtime_ns, q->end_realtime_ns,
+			q->every_ns);
+		json_str(f, q->query);
+		fputs(",\"hosts\":[", f);
+		for (size_t j = 0; j < q->n_hosts; j++) {
+			if (j)
+				fputc(',', f);
+			json_str(f, q->hosts[j]);
+		}
+		fputs("],\"errors\":[", f);
+		for (size_t j = 0; j < q->n_errors; j++) {
+			if (j)
+				fputc(',', f);
+			json_str(f, q->errors[j]);
+		}
+		fputs("]}", f);
+	}
+	fputs("]}\n", f);
+}
+
+static int width_of(const char *s, int w)
+{
+	int n = (int)strlen(s ? s : "");
+
+	return n > w ? n : w;
+}
+
+static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *f)
+{
+	int wh = 4, wv = 7, wk = 6;
+
+	if (one_query)
+		fprintf(f, "aggregator %s\n", r->aggregator);
+	else
+		fprintf(f, "aggregator %s: %zu agent%s, %zu quer%s, %" PRIu64 " rejected\n",
+			r->aggregator, r->n_agents, r->n_agents == 1 ? "" : "s", r->n_queries,
+			r->n_queries == 1 ? "y" : "ies", r->rejected);
+	if (r->n_agents) {
+		for (size_t i = 0; i < r->n_agents; i++) {
+			wh = width_of(r->agents[i]->host, wh);
+			wv = width_of(r->agents[i]->version, wv);
+			wk = width_of(r->agents[i]->kernel, wk);
+		}
+		fprintf(f, "\n%-*s  %-10s  %-5s  %9s  %-*s  %-*s  %-7s  %7s  %s\n", wh, "HOST",
+			"ROLE", "ALIVE", "LAST SEEN", wv, "VERSION", wk, "KERNEL", "QUERIES",
+			"SPOOLED", "FEATURES");
+		for (size_t i = 0; i < r->n_agents; i++) {
+			const Weft__AgentStatus *a = r->agents[i];
+			char seen[32], qs[64] = "-";
+			size_t n = 0;
+
+			snprintf(seen, sizeof(seen), "%.1fs", (double)a->last_seen_ms / 1000.0);
+			for (size_t j = 0; j < a->n_running && n + 24 < sizeof(qs); j++)
+				n += (size_t)snprintf(qs + n, sizeof(qs) - n, "%s%" PRIu64,
+						      j ? "," : "", a->running[j]);
+			fprintf(f, "%-*s  %-10s  %-5s  %9s  %-*s  %-*s  %-7s  %7" PRIu64 "  ", wh,
+				a->host, a->role ? a->role : "agent", a->alive ? "yes" : "no", seen,
+				wv, a->version, wk, a->kernel ? a->kernel : "", qs, a->spooled);
+			for (size_t j = 0; j < a->n_features; j++)
+				fprintf(f, "%s%s", j ? "," : "", a->features[j]);
+			fputc('\n', f);
+		}
+	}
+	if (r->n_queries) {
+		fprintf(f, "\n%4s  %-7s  %7s  %-20s  %s\n", "ID", "STATE", "WINDOWS", "HOSTS",
+			"QUERY");
+		for (size_t i = 0; i < r->n_queries; i++) {
+			const Weft__QueryStatus *q = r->queries[i];
+			char hosts[256] = "-";
+			size_t n = 0;
+
+			for (size_t j = 0; j < q->n_hosts && n + 8 < sizeof(hosts); j++)
+				n += (size_t)snprintf(hosts + n, sizeof(hosts) - n, "%s%s",
+						      j ? "," : "", q->hosts[j]);
+			fprintf(f, "%4" PRIu64 "  %-7s  %7" PRIu64 "  %-20s  ", q->query_id,
+				query_state(q), q->windows, hosts);
+			one_line(f, q->query, 200);
+			fputc('\n', f);
+			if (q->revisions || q->late_dropped)
+				fprintf(f,
+					"      %" PRIu64 " revised window%s, %" PRIu64
+					" late partial%s dropped\n",
+					q->revisions, q->revisions == 1 ? "" : "s", q->late_dropped,
+					q->late_dropped == 1 ? "" : "s");
+			for (size_t j = 0; j < q->n_errors; j++) {
+				fputs("      error: ", f);
+				one_line(f, q->errors[j], 300);
+				fputc('\n', f);
+			}
+		}
+	}
+}
+
+int cmd_status(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLUSTER_LONGOPTS,
+		{ "format", required_argument, NULL, 'F' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tool_cluster tc = { 0 };
+	struct aggd_client *cl;
+	Weft__Envelope e, *reply = NULL;
+	Weft__StatusRequest req;
+	bool json = false;
+	uint64_t id = 0;
+	int c, rc, verbose = 0, status = WEFT_EXIT_OK;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		rc = tool_cluster_opt(&tc, c, optarg);
+		if (rc < 0)
+			return WEFT_EXIT_USAGE;
+		if (rc)
+			continue;
+		switch (c) {
+		case 'F':
+			if (strcmp(optarg, "json") == 0 || strcmp(optarg, "text") == 0) {
+				json = strcmp(optarg, "json") == 0;
+				break;
+			}
+			fprintf(stderr, "weft: --format takes text or json, not '%s'\n", optarg);
+			return WEFT_EXIT_USAGE;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(status_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs(status_help, stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "weft: status takes at most one query id\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (optind < argc) {
+		char *end;
+
+		errno = 0;
+		id = strtoull(argv[optind], &end, 10);
+		if (errno || *end || !id) {
+			fprintf(stderr, "weft: '%s' is not a query id\n", argv[optind]);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	tool_set_verbose(verbose);
+	cl = tool_cluster_connect(&tc);
+	if (!cl)
+		return tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+	weft__status_request__init(&req);
+	if (id) {
+		req.has_query_id = true;
+		req.query_id = id;
+	}
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REQUEST;
+	e.status_request = &req;
+	rc = aggd_client_send(cl, &e);
+	if (rc == 0)
+		rc = tool_cluster_reply(cl, tc.timeout_ms ? tc.timeout_ms : 5000, &reply);
+	if (rc <= 0) {
+		fprintf(stderr, "weft: no status from %s: %s\n", tc.to,
+			rc ? strerror(-rc) : "no answer in time");
+		status = WEFT_EXIT_FAIL;
+	} else if (reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+		fprintf(stderr, "weft: %s: %s\n", tc.to, reply->error->message);
+		status = WEFT_EXIT_FAIL;
+	} else if (json) {
+		print_status_json(reply->status_reply, stdout);
+	} else {
+		print_status_text(reply->status_reply, id != 0, stdout);
+	}
+	wire_free(reply);
+	aggd_client_free(cl);
+	return status;
+}

@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft submit`: runs a query on every agent of a cluster.  The query is compiled here (to
+ * PASS_CLANG, exactly as `weft run` compiles it, with the same diagnostics), and the object
+ * and manifest go to the aggregator, which starts them on every agent (agents never
+ * compile).  Then, unless --no-follow, each merged window is printed as `weft run` prints
+ * one (docs/output.md), followed by the hosts merged into it and those missing, until the
+ * query's last window or Ctrl-C, which only detaches: the query keeps running on the
+ * cluster until its `for` ends or `weft cancel` stops it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+#include "agent/agent.h"
+#include "agent/result.h"
+#include "aggregator/aggd.h"
+#include "compiler/compiler.h"
+#include "compiler/plan.h"
+#include "tools/weft.h"
+#include "tools/weft_cluster.h"
+
+/* clang-format off */
+static const char submit_help[] =
+	"Usage: weft submit --to ENDPOINT --server-key FILE --key FILE [OPTIONS] 'QUERY'\n"
+	"       weft submit --to ENDPOINT --server-key FILE --key FILE [OPTIONS] -f FILE\n"
+	"       weft submit --to ENDPOINT --server-key FILE --key FILE --attach ID\n"
+	"\n"
+	"Runs QUERY on every agent of a cluster and prints the merged result of each window.\n"
+	"The query is compiled here (errors are reported exactly as `weft run` reports them);\n"
+	"the aggregator sends the compiled object to every agent, and to agents that join\n"
+	"later, and merges their partial aggregates window by window.\n"
+	"\n"
+	"Each window is printed as `weft run` prints one (docs/output.md), then a line naming\n"
+	"the hosts merged into it and the hosts missing from it (alive agents that did not\n"
+	"report before the aggregator's lateness bound, and expired agents that ran the\n"
+	"query).  A window printed again with \"revision N\" holds partials that came late.\n"
+	"Printing stops after the query's last window.  Ctrl-C only detaches: the query keeps\n"
+	"running until its `for` ends or `weft cancel` stops it (`--attach ID` follows it\n"
+	"again).  If the connection drops, weft reconnects and asks for the windows it missed.\n"
+	"\n"
+	"Only queries with aggregates run on a cluster; a stream of rows (a select without\n"
+	"aggregates) runs on one host with `weft run`.\n"
+	"\n"
+	CLUSTER_OPTIONS_HELP
+	"  -f, --file FILE        read the query from FILE ('-' for standard input)\n"
+	"      --format FMT       text (default) or json: one JSON object per window, with the\n"
+	"                         members of docs/output.md and query_id, revision, last,\n"
+	"                         hosts, missing, late_dropped, results_dropped\n"
+	"      --no-follow        submit, print the query's id on standard output and return\n"
+	"      --attach ID        submit nothing: follow query ID, submitted earlier (e.g.\n"
+	"                         after Ctrl-C), from the oldest window the aggregator still\n"
+	"                         retains\n"
+	"  -v, --verbose          show the compile cache and debug detail\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Example:\n"
+	"  weft submit --to tcp://agg.example:7470 --server-key aggregator.pub \\\n"
+	"              --key alice.key 'from syscall:write group by host\n"
+	"              select sum(args.count) every 10s'\n"
+	"\n"
+	"Exit status: 0 the query ended (or --no-follow, or detached by Ctrl-C), 1 the\n"
+	"aggregator could not be reached or refused the query, 2 bad command line, 3 the\n"
+	"query has errors.\n";
+/* clang-format on */
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A CLOCK_REALTIME instant as CLOCK_MONOTONIC, which agent_window_stats speaks. */
+static uint64_t real_to_mono(uint64_t t)
+{
+	uint64_t real = clock_ns(CLOCK_REALTIME), mono = clock_ns(CLOCK_MONOTONIC);
+
+	if (!t)
+		return 0;
+	if (t >= real)
+		return mono + (t - real);
+	return real - t < mono ? mono - (real - t) : 1;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void json_list(FILE *f, const char *name, char *const *v, size_t n)
+{
+	fprintf(f, ",\"%s\":[", name);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, v[i]);
+	}
+	fputc(']', f);
+}
+
+static void text_list(FILE *f, char *const *v, size_t n)
+{
+	if (!n)
+		fputs("none", f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s%s", i ? ", " : "", v[i]);
+}
+
+/*
+ * One merged window: the table rebuilt from the wire, printed by agent_table_print(); then
+ * the cluster's part (hosts, missing, revision, what was lost on the way).
+ */
+static int print_result(const struct plan *p, const Weft__Result *r, enum agent_format fmt)
+{
+	struct agent_window_stats st = { 0 };
+	struct agent_table *t = agent_table_new(p, 0);
+	uint64_t overflow;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+	int rc;
+
+	if (!t)
+		return -errno;
+	rc = agent_table_add_groups(t, r->groups, r->n_groups);
+	if (rc) {
+		fprintf(stderr, "weft: window %" PRIu64 ": groups that do not fit this query: %s\n",
+			r->window, strerror(-rc));
+		agent_table_free(t);
+		return rc;
+	}
+	st.index = r->window;
+	st.start_ns = real_to_mono(r->start_realtime_ns);
+	st.end_ns = real_to_mono(r->end_realtime_ns);
+	for (size_t i = 0; i < r->n_drops && i < WEFT_DROP_NR; i++)
+		st.drops[i] = r->drops[i];
+	st.misses = r->misses;
+	st.groups = r->n_groups;
+	overflow = r->overflow + agent_table_overflow(t);
+
+	m = open_memstream(&buf, &len);
+	if (!m) {
+		agent_table_free(t);
+		return -ENOMEM;
+	}
+	rc = agent_table_print(t, fmt, &st, m);
+	fclose(m);
+	agent_table_free(t);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	if (fmt == AGENT_FMT_JSON) {
+		/* the window object of docs/output.md, its overflow the cluster's, plus the
+		 * cluster's members */
+		char *at = NULL;
+
+		for (char *s = buf; (s = strstr(s, ",\"overflow\":")); s++)
+			at = s;
+		if (!at) {
+			free(buf);
+			return -EPROTO;
+		}
+		*at = 0;
+		fputs(buf, stdout);
+		fprintf(stdout,
+			",\"overflow\":%" PRIu64 ",\"query_id\":%" PRIu64 ",\"revision\":%" PRIu32
+			",\"last\":%s",
+			overflow, r->query_id, r->revision, r->last ? "true" : "false");
+		json_list(stdout, "hosts", r->hosts, r->n_hosts);
+		json_list(stdout, "missing", r->missing, r->n_missing);
+		fprintf(stdout, ",\"late_dropped\":%" PRIu64 ",\"results_dropped\":%" PRIu64 "}\n",
+			r->late_dropped, r->results_dropped);
+	} else {
+		fputs(buf, stdout);
+		fputs("hosts: ", stdout);
+		text_list(stdout, r->hosts, r->n_hosts);
+		if (r->n_missing) {
+			fputs("; missing: ", stdout);
+			text_list(stdout, r->missing, r->n_missing);
+		}
+		if (r->revision)
+			printf("; revision %" PRIu32 " (late partials merged)", r->revision);
+		if (r->last)
+			fputs("; last window", stdout);
+		fputc('\n', stdout);
+		if (r->overflow)
+			printf("lost: %" PRIu64 " groups (agent_table_full) on the way\n",
+			       r->overflow);
+		if (r->late_dropped)
+			printf("notes: %" PRIu64 " partials of this query came too late to merge\n",
+			       r->late_dropped);
+		if (r->results_dropped)
+			printf("notes: %" PRIu64 " results were not delivered to this client (too "
+			       "slow)\n",
+			       r->results_dropped);
+	}
+	free(buf);
+	fflush(stdout);
+	return 0;
+}
+
+static char *manifest_bytes(const struct plan *p, size_t *len)
+{
+	char *buf = NULL;
+	FILE *m = open_memstream(&buf, len);
+	int rc;
+
+	if (!m)
+		return NULL;
+	rc = manifest_write(p, m);
+	if (fclose(m) != 0 || rc) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/*
+ * Prints the results of query id until its last window, Ctrl-C (detach) or a refusal.
+ * p: the query's plan, or NULL to take it from the manifest of the first result (--attach).
+ */
+static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enum agent_format fmt,
+		  int sfd, const char *to)
+{
+	struct plan *own = NULL;
+	int rc, status = WEFT_EXIT_OK;
+
+	aggd_client_remember(cl, id);
+	for (;;) {
+		Weft__Envelope *m = NULL;
+
+		if (sfd >= 0) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				fprintf(stderr,
+					"weft: detached; query %" PRIu64 " keeps running "
+					"(`weft cancel --to %s %" PRIu64 "` stops it)\n",
+					id, to, id);
+				break;
+			}
+		}
+		rc = aggd_client_recv(cl, 200, &m);
+		if (rc < 0) {
+			fprintf(stderr, "weft: %s: %s\n", to, strerror(-rc));
+			status = WEFT_EXIT_FAIL;
+			break;
+		}
+		if (rc == 0)
+			continue;
+		if (m->body_case == WEFT__ENVELOPE__BODY_RESULT && m->result->query_id == id) {
+			bool last = m->result->last;
+
+			if (!p && m->result->has_manifest) {
+				char err[256] = "";
+
+				own = manifest_read((const char *)m->result->manifest.data,
+						    m->result->manifest.len, err, sizeof(err));
+				if (!own || !own->aggregating) {
+					fprintf(stderr,
+						"weft: query %" PRIu64 ": its manifest does "
+						"not read: %s\n",
+						id, err[0] ? err : "not an aggregating query");
+					wire_free(m);
+					status = WEFT_EXIT_FAIL;
+					break;
+				}
+				p = own;
+			}
+			if (!p) {
+				wire_free(m); /* cannot happen: the first result has the manifest */
+				continue;
+			}
+			if (print_result(p, m->result, fmt))
+				status = WEFT_EXIT_FAIL;
+			aggd_client_progress(cl, id, m->result->window + 1);
+			wire_free(m);
+			if (last)
+				break;
+			continue;
+		}
+		if (m->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+			/* an answer to our request (no such query) ends it; an agent's failure
+			 * to run the query does not: the others go on */
+			fprintf(stderr, "weft: %s\n", m->error->message);
+			if (m->error->has_in_reply_to) {
+				wire_free(m);
+				status = WEFT_EXIT_FAIL;
+				break;
+			}
+		}
+		wire_free(m);
+	}
+	plan_free(own);
+	return status;
+}
+
+/* --attach ID: follow a query submitted earlier, from its oldest retained window. */
+static int submit_attach(struct tool_cluster *tc, uint64_t id, enum agent_format fmt)
+{
+	struct aggd_client *cl;
+	Weft__Envelope *reply = NULL;
+	sigset_t mask;
+	int sfd, rc, status;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	cl = tool_cluster_connect(tc);
+	if (!cl) {
+		if (sfd >= 0)
+			close(sfd);
+		return tc->usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+	}
+	/* from window 0: the aggregator replays what it retains, then follows */
+	rc = aggd_client_subscribe(cl, id);
+	if (rc == 0)
+		rc = tool_cluster_reply(cl, tc->timeout_ms ? tc->timeout_ms : 5000, &reply);
+	if (rc <= 0 || reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+		fprintf(stderr, "weft: %s: %s\n", tc->to,
+			rc < 0	? strerror(-rc) :
+			rc == 0 ? "no answer in time" :
+				  reply->error->message);
+		status = WEFT_EXIT_FAIL;
+	} else {
+		fprintf(stderr, "weft: following query %" PRIu64 " on %s\n", id,
+			reply->status_reply->aggregator);
+		status = follow(cl, id, NULL, fmt, sfd, tc->to);
+	}
+	wire_free(reply);
+	aggd_client_free(cl);
+	if (sfd >= 0)
+		close(sfd);
+	return status;
+}
+
+int cmd_submit(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLUSTER_LONGOPTS,
+		{ "file", required_argument, NULL, 'f' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "no-follow", no_argument, NULL, 'N' },
+		{ "attach", required_argument, NULL, 'A' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tool_cluster tc = { 0 };
+	struct compile_opts copts = { .sz = sizeof(copts) };
+	struct compile_result res = { 0 };
+	struct aggd_client *cl = NULL;
+	enum agent_format fmt = AGENT_FMT_TEXT;
+	Weft__Envelope e, *reply = NULL;
+	Weft__Submit sub;
+	struct diag_list dl;
+	const char *file = NULL, *name;
+	char *src, *manifest = NULL;
+	size_t manifest_len = 0;
+	bool follow_it = true;
+	uint64_t id = 0, attach = 0;
+	sigset_t mask;
+	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:vh", longopts, NULL)) != -1) {
+		rc = tool_cluster_opt(&tc, c, optarg);
+		if (rc < 0)
+			return WEFT_EXIT_USAGE;
+		if (rc)
+			continue;
+		switch (c) {
+		case 'f':
+			file = optarg;
+			break;
+		case 'F':
+			if (strcmp(optarg, "json") == 0)
+				fmt = AGENT_FMT_JSON;
+			else if (strcmp(optarg, "text") == 0)
+				fmt = AGENT_FMT_TEXT;
+			else {
+				fprintf(stderr, "weft: --format takes text or json, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		case 'N':
+			follow_it = false;
+			break;
+		case 'A': {
+			char *end;
+
+			errno = 0;
+			attach = strtoull(optarg, &end, 10);
+			if (errno || *end || !attach) {
+				fprintf(stderr, "weft: --attach takes a query id, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		}
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(submit_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs(submit_help, stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "weft: submit takes one query (quote it)\n");
+		return WEFT_EXIT_USAGE;
+	}
+	tool_set_verbose(verbose);
+	if (attach) {
+		if (file || optind < argc || !follow_it) {
+			fprintf(stderr, "weft: --attach follows a running query: no query text, -f "
+					"or --no-follow with it\n");
+			return WEFT_EXIT_USAGE;
+		}
+		return submit_attach(&tc, attach, fmt);
+	}
+	src = tool_read_query(file, optind < argc ? argv[optind] : NULL, &name);
+	if (!src)
+		return WEFT_EXIT_USAGE;
+
+	/* compiled here, exactly as weft run compiles: agents never need a compiler */
+	copts.verbose = verbose > 0;
+	diag_list_init(&dl, src, name);
+	rc = compiler_run(src, &copts, PASS_CLANG, &dl, &res);
+	diag_print(&dl, stderr, isatty(2));
+	if (rc) {
+		status = diag_has_errors(&dl) ? WEFT_EXIT_QUERY : WEFT_EXIT_FAIL;
+		if (!diag_has_errors(&dl))
+			fprintf(stderr, "weft: %s\n", strerror(-rc));
+		goto out;
+	}
+	if (!res.plan->aggregating) {
+		fprintf(stderr, "weft: a select without aggregates is a stream of rows, which the "
+				"cluster does not merge: run it on one host with `weft run`\n");
+		status = WEFT_EXIT_QUERY;
+		goto out;
+	}
+	manifest = manifest_bytes(res.plan, &manifest_len);
+	if (!manifest) {
+		fprintf(stderr, "weft: cannot write the query's manifest\n");
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	cl = tool_cluster_connect(&tc);
+	if (!cl) {
+		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+		goto out;
+	}
+	weft__submit__init(&sub);
+	sub.query = src;
+	sub.manifest.data = (uint8_t *)manifest;
+	sub.manifest.len = manifest_len;
+	sub.object.data = res.object;
+	sub.object.len = res.object_sz;
+	sub.has_follow = true;
+	sub.follow = follow_it;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_SUBMIT;
+	e.submit = &sub;
+	rc = aggd_client_send(cl, &e);
+	if (rc == 0)
+		rc = tool_cluster_reply(cl, tc.timeout_ms > 10000 ? tc.timeout_ms : 10000, &reply);
+	if (rc <= 0) {
+		fprintf(stderr, "weft: no answer from %s to the submit: %s\n", tc.to,
+			rc ? strerror(-rc) : "timed out");
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+	if (reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+		fprintf(stderr, "weft: %s: %s\n", tc.to, reply->error->message);
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+	if (reply->status_reply->n_queries != 1) {
+		fprintf(stderr, "weft: %s answered the submit without a query id\n", tc.to);
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+	{
+		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
+
+		id = qs->query_id;
+		fprintf(stderr, "weft: query %" PRIu64 " runs on %s: sent to %zu agent%s", id,
+			reply->status_reply->aggregator, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
+		for (size_t i = 0; i < qs->n_hosts; i++)
+			fprintf(stderr, "%s%s", i ? ", " : " (", qs->hosts[i]);
+		fprintf(stderr, "%s; `weft cancel --to %s %" PRIu64 "` stops it\n",
+			qs->n_hosts ? ")" : "", tc.to, id);
+	}
+	if (!follow_it) {
+		printf("%" PRIu64 "\n", id);
+		goto out;
+	}
+	status = follow(cl, id, res.plan, fmt, sfd, tc.to);
+
+out:
+	wire_free(reply);
+	aggd_client_free(cl);
+	if (sfd >= 0)
+		close(sfd);
+	free(manifest);
+	compile_result_free(&res);
+	diag_list_free(&dl);
+	free(src);
+	return status;
+}
