@@ -457,6 +457,33 @@ static void emit_lit_str(struct cg *c, const char *s)
 	emit(c, "\"");
 }
 
+/* `probe = 'NAME'` / `probe like 'GLOB'`: the cookies of the attach points so named.  A name
+ * that matches none of the query's probes is an error, not a silent `false`. */
+static void emit_probe_match(struct cg *c, const struct expr *e, const char *pat, bool glob)
+{
+	int n = 0;
+
+	emit(c, "({ __u64 _c = %s; (0", prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)"
+							 : "bpf_get_attach_cookie(ctx)");
+	for (int i = 0; i < c->p->nattach; i++) {
+		const char *name = c->p->attach[i].target.name;
+
+		if (glob ? probe_glob_match(pat, name) : strcmp(pat, name) == 0) {
+			emit(c, " || _c == %lluULL", (unsigned long long)c->p->attach[i].cookie);
+			n++;
+		}
+	}
+	emit(c, "); })");
+	if (n == 0 && !c->err) {
+		struct diag *d = diag_error(c->dl, DIAG_E_PROBE_NO_MATCH, e->loc,
+					    "no probe of this query is named '%s'", pat);
+
+		diag_fix(d, "the query's probes are named like %s",
+			 c->p->nattach ? c->p->attach[0].target.name : "?");
+		c->err = -EINVAL;
+	}
+}
+
 /* An integer-valued expression (also booleans), as an __s64 C expression. */
 static void emit_int(struct cg *c, const struct expr *e)
 {
@@ -526,6 +553,10 @@ static void emit_expr(struct cg *c, const struct expr *e)
 		emit(c, "))");
 		return;
 	case EXPR_LIKE:
+		if (e->lhs->kind == EXPR_NAME && e->lhs->bi == BI_PROBE) {
+			emit_probe_match(c, e, e->rhs->sval, true);
+			return;
+		}
 		emit(c, "WEFT_LIKE(");
 		emit_str_ref(c, e->lhs, &sz);
 		emit(c, ", %u, ", sz);
@@ -565,6 +596,14 @@ static void emit_expr(struct cg *c, const struct expr *e)
 		return;
 	case OP_EQ:
 	case OP_NE:
+		if ((e->lhs->bi == BI_PROBE && e->rhs->kind == EXPR_STR) ||
+		    (e->rhs->bi == BI_PROBE && e->lhs->kind == EXPR_STR)) {
+			emit(c, e->op == OP_NE ? "(!" : "(");
+			emit_probe_match(c, e, e->lhs->kind == EXPR_STR ? e->lhs->sval : e->rhs->sval,
+					 false);
+			emit(c, ")");
+			return;
+		}
 		if (e->lhs->ty.kind == TY_STR) {
 			emit(c, e->op == OP_NE ? "(!" : "(");
 			emit_str_eq(c, e->lhs, e->rhs);

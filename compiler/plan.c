@@ -378,6 +378,53 @@ static int plan_stream(struct plan *p, struct ast_query *q, struct diag_list *dl
 	return 0;
 }
 
+/* `probe = 'NAME'` and `probe like 'GLOB'` must name some attach point of the query. */
+static int check_probe_names(const struct plan *p, const struct expr *e, struct diag_list *dl)
+{
+	const char *pat = NULL;
+	bool glob = false;
+	int rc = 0;
+
+	if (!e)
+		return 0;
+	if (e->kind == EXPR_LIKE && e->lhs->bi == BI_PROBE && e->rhs->kind == EXPR_STR) {
+		pat = e->rhs->sval;
+		glob = true;
+	} else if (e->kind == EXPR_BINARY && (e->op == OP_EQ || e->op == OP_NE)) {
+		if (e->lhs->bi == BI_PROBE && e->rhs->kind == EXPR_STR)
+			pat = e->rhs->sval;
+		else if (e->rhs->bi == BI_PROBE && e->lhs->kind == EXPR_STR)
+			pat = e->lhs->sval;
+	}
+	if (pat) {
+		int n = 0;
+
+		for (int i = 0; i < p->nattach; i++)
+			n += glob ? probe_glob_match(pat, p->attach[i].target.name)
+				  : strcmp(pat, p->attach[i].target.name) == 0;
+		if (n == 0) {
+			const char *names[PROBE_MAX_TARGETS], *near[1];
+			struct diag *d = diag_error(dl, DIAG_E_PROBE_NO_MATCH, e->loc,
+						    "no probe of this query is named '%s'", pat);
+			int k = p->nattach < PROBE_MAX_TARGETS ? p->nattach : PROBE_MAX_TARGETS;
+
+			for (int i = 0; i < k; i++)
+				names[i] = p->attach[i].target.name;
+			if (!glob && diag_near(pat, names, k, near, 1) == 1)
+				diag_fix(d, "did you mean '%s'?", near[0]);
+			else
+				diag_fix(d, "the query's probes are named like '%s'", names[0]);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	rc |= check_probe_names(p, e->lhs, dl);
+	rc |= check_probe_names(p, e->rhs, dl);
+	for (int i = 0; i < e->nargs; i++)
+		rc |= check_probe_names(p, e->args[i], dl);
+	return rc;
+}
+
 struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 {
 	struct plan *p = calloc(1, sizeof(*p));
@@ -400,6 +447,13 @@ struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 			p->has_spans = true;
 	p->query = dl->src ? strdup(dl->src) : strdup("");
 	rc = p->query ? plan_probes(p, q, dl) : -ENOMEM;
+	if (!rc) {
+		rc = check_probe_names(p, q->where, dl);
+		for (int i = 0; !rc && i < q->nitems; i++)
+			rc = check_probe_names(p, q->items[i].e, dl);
+		for (int i = 0; !rc && i < q->ngroups; i++)
+			rc = check_probe_names(p, q->groups[i].e, dl);
+	}
 	if (!rc)
 		rc = q->aggregating ? plan_aggregating(p, q, dl) : plan_stream(p, q, dl);
 	if (rc) {

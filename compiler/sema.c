@@ -835,6 +835,11 @@ static int check_call(struct sema *s, struct expr *e)
 	}
 }
 
+static bool is_probe(const struct expr *e)
+{
+	return e->kind == EXPR_NAME && e->bi == BI_PROBE;
+}
+
 static int check_binary(struct sema *s, struct expr *e)
 {
 	struct type *l, *r;
@@ -873,6 +878,15 @@ static int check_binary(struct sema *s, struct expr *e)
 	case OP_GT:
 	case OP_GE: {
 		bool lnum = is_num(l) || l->kind == TY_PTR, rnum = is_num(r) || r->kind == TY_PTR;
+
+		/* `probe = 'NAME'`: the attach points of that name (codegen turns the name
+		 * into their cookies) */
+		if ((e->op == OP_EQ || e->op == OP_NE) &&
+		    ((is_probe(e->lhs) && e->rhs->kind == EXPR_STR) ||
+		     (is_probe(e->rhs) && e->lhs->kind == EXPR_STR))) {
+			e->ty = ty_bool;
+			return 0;
+		}
 
 		if ((lnum && rnum) || (l->kind == TY_STR && r->kind == TY_STR)) {
 			if (l->kind == TY_STR && e->op != OP_EQ && e->op != OP_NE) {
@@ -958,6 +972,10 @@ static int check_expr(struct sema *s, struct expr *e)
 	case EXPR_LIKE:
 		if (check_expr(s, e->lhs) | check_expr(s, e->rhs))
 			return -EINVAL;
+		if (is_probe(e->lhs) && e->rhs->kind == EXPR_STR) {
+			e->ty = ty_bool;
+			return 0;
+		}
 		if (e->lhs->ty.kind != TY_STR) {
 			struct diag *d = diag_error(s->dl, DIAG_E_LIKE_TYPE, e->lhs->loc,
 						    "`like` matches strings");
