@@ -794,9 +794,9 @@ static void parent_welcome(struct aggd *a, const Weft__Welcome *w)
 	par->hb_ms = w->heartbeat_ms;
 	par->next_hb = mono_ns();
 	par->welcomed = true;
-	log_info("aggregator: welcomed by the parent %s (%s); %zu spooled partials to send",
-		 w->aggregator, a->o.parent, par->nrows);
-	(void)dropped;
+	log_info("aggregator: welcomed by the parent %s (%s); %zu spooled partials merged "
+		 "before, %zu to send",
+		 w->aggregator, a->o.parent, dropped, par->nrows);
 	parent_flush(a);
 }
 
@@ -1058,8 +1058,7 @@ static int parent_open(struct aggd *a, char *err, size_t errsz)
 		snprintf(err, errsz, "reading the spool from the store: %s", strerror(-rc));
 		return rc;
 	}
-	for (size_t i = 0; i < par->nrows; i++)
-		par->rows[i].tx = par->rows[i].tx; /* kept: the Welcome decides */
+	/* the rows keep their tx seqs: the parent's Welcome says which of them it merged */
 	par->sock = wire_client_socket(a->zctx, a->o.parent, par->pub, a->pub, a->sec);
 	if (!par->sock) {
 		snprintf(err, errsz, "--parent %s: %s", a->o.parent, strerror(errno));

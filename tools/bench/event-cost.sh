@@ -23,7 +23,8 @@
 # tracer at a time: attached together, one program of the set pays ~70 ns more than it does
 # alone and the others less (docs/performance.md), so a together run misleads.
 #
-# Usage: tools/bench/event-cost.sh [ROUNDS]   (default 5; root; see lib.sh)
+# Usage: tools/bench/event-cost.sh [ROUNDS]   (default 5; 0 with BENCH_BPF_STATS=K runs only
+#        the K stats rounds; root; see lib.sh)
 #   BENCH_TP_N / BENCH_UP_N: calls per evloop round (default 1000000 / 50000).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -164,6 +165,7 @@ printf '%-7s %-6s %-12s %9s %9s %9s %9s %9s %9s\n' probe agg tracer "ns/call" "u
 for c in $configs; do
 	IFS=. read -r probe agg tracer <<<"$c"
 	f=$log/$c.tsv
+	[ -f "$f" ] || f=/dev/null # ROUNDS=0: only the BPF stats rounds ran
 	cpu=$(cut -f1 "$f" | stats | cut -d' ' -f1)
 	base=$(cut -f2 "$f" | stats | cut -d' ' -f1)
 	added=$(awk -F'\t' '{ print $1 - $2 }' "$f" | stats | cut -d' ' -f1)

@@ -96,9 +96,22 @@ wait_quiet() {
 	[ "$(foreign_probes)" -eq 0 ] || echo "bench: warning: other BPF probes are attached" >&2
 }
 
-# stop_pid PID: SIGINT (Ctrl-C) and wait for it.
+# stop_pid PID: SIGINT (Ctrl-C) and wait for it.  A background job of a script starts with
+# SIGINT ignored, and a tracer that installs its handler late (bpftrace) loses a SIGINT sent
+# before that: so SIGINT again after 3 s, SIGTERM (which both tracers also handle) after 6 s,
+# SIGKILL after 15 s.
 stop_pid() {
+	local t=0
 	kill -INT "$1" 2>/dev/null
+	while kill -0 "$1" 2>/dev/null && [ "$(awk '{ print $3 }' /proc/"$1"/stat 2>/dev/null)" != Z ]; do
+		sleep 0.1
+		t=$((t + 1))
+		case $t in
+		30) kill -INT "$1" 2>/dev/null ;;
+		60) kill -TERM "$1" 2>/dev/null ;;
+		150) kill -KILL "$1" 2>/dev/null ;;
+		esac
+	done
 	wait "$1" 2>/dev/null || true
 }
 
