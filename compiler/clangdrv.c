@@ -36,6 +36,8 @@ extern char **environ;
 #define CACHE_MAX_ENTRIES 256
 #define OBJ_MAX (64u << 20)
 #define CLANG_ERR_MAX 4096
+/* Changes whenever run_clang()'s arguments change: objects built otherwise are not reused. */
+#define CLANG_ARGS_ID "bpf -O2 -g x86 cwd=tmp debug-dir=. v2"
 
 static const char *clang_path(void)
 {
@@ -95,6 +97,7 @@ static void cache_key(const char *source, char out[33])
 	const char *cp = clang_path();
 
 	hash_str(&h, WEFT_VERSION);
+	hash_str(&h, CLANG_ARGS_ID);
 	hash_str(&h, source);
 	for (const struct kernel_embed_file *f = kernel_embed_files; f->name; f++) {
 		hash_str(&h, f->name);
@@ -280,7 +283,7 @@ static void rm_tmpdir(const char *dir)
 /* Runs clang; its stderr goes to errbuf.  0, or -EINVAL when clang failed. */
 static int run_clang(const char *dir, char *errbuf, size_t errsz)
 {
-	char src[4200], obj[4200], inc[4200], prefix_map[4300];
+	char inc[4200];
 	const char *cp = clang_path();
 	char *argv[] = {
 		(char *)cp, "-target", "bpf", "-O2", "-g", "-D__TARGET_ARCH_x86",
@@ -288,24 +291,23 @@ static int run_clang(const char *dir, char *errbuf, size_t errsz)
 		"-Wno-unused-value", "-Wno-unused-function", "-Wno-pointer-sign",
 		"-Wno-compare-distinct-pointer-types", "-Wno-address-of-packed-member",
 		"-fno-stack-protector",
-		/* reproducible objects: no temporary path or working directory in the debug
-		 * info, so equal sources give equal bytes wherever they are compiled */
-		prefix_map, "-fdebug-compilation-dir=/weft", "-c", src, "-o", obj, NULL,
+		/* reproducible objects: clang runs in the temporary directory on relative
+		 * names, so no temporary path is recorded; the BTF line info still finds the
+		 * source (it reads the line texts the verifier quotes from the file) */
+		"-fdebug-compilation-dir=.", "-c", "query.bpf.c", "-o", "query.bpf.o", NULL,
 	};
 	posix_spawn_file_actions_t fa;
 	int pipefd[2], status, rc;
 	pid_t pid;
 	size_t off = 0;
 
-	snprintf(src, sizeof(src), "%s/query.bpf.c", dir);
-	snprintf(obj, sizeof(obj), "%s/query.bpf.o", dir);
-	snprintf(inc, sizeof(inc), "%s", dir);
-	snprintf(prefix_map, sizeof(prefix_map), "-fdebug-prefix-map=%s=/weft", dir);
+	snprintf(inc, sizeof(inc), ".");
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return -errno;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_addchdir_np(&fa, dir);
 	rc = posix_spawnp(&pid, cp, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);

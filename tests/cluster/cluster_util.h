@@ -183,8 +183,13 @@ static inline struct cl_proc *cl_spawn(struct cl *cl, const char *name, const ch
 	memset(p, 0, sizeof(*p));
 	p->status = -1;
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	snprintf(p->out, sizeof(p->out), "%s/%s.out", cl->dir, name);
-	snprintf(p->err, sizeof(p->err), "%s/%s.err", cl->dir, name);
+	{
+		char dir[sizeof(cl->dir)]; /* p lives inside cl: no overlapping snprintf */
+
+		memcpy(dir, cl->dir, sizeof(dir));
+		snprintf(p->out, sizeof(p->out), "%s/%s.out", dir, name);
+		snprintf(p->err, sizeof(p->err), "%s/%s.err", dir, name);
+	}
 	if (netns) {
 		full[n++] = (char *)"ip";
 		full[n++] = (char *)"netns";

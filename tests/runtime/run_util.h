@@ -91,6 +91,8 @@ struct wr_proc {
 
 static inline void wr_buf_add(struct wr_buf *b, const char *s, size_t n)
 {
+	if (n > ((size_t)1 << 40))
+		abort(); /* a negative length cast: a bug in the caller */
 	if (b->len + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 32;
 

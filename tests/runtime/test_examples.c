@@ -103,20 +103,25 @@ static void expect_ok(const struct out *o)
 	expect(o, "weft: attached");
 }
 
-/* A child that burns CPU and makes system calls until killed. */
+/* Burns CPU until killed: the frame the profile must find (not inlined at any -O). */
+__attribute__((noinline, used)) void busy_child_loop(void);
+__attribute__((noinline, used)) void busy_child_loop(void)
+{
+	volatile unsigned long x = 0;
+
+	for (;;) {
+		for (int i = 0; i < 100000; i++)
+			x += i;
+		getppid();
+	}
+}
+
 static pid_t busy_child(void)
 {
 	pid_t pid = fork();
 
-	if (pid == 0) {
-		volatile unsigned long x = 0;
-
-		for (;;) {
-			for (int i = 0; i < 100000; i++)
-				x += i;
-			getppid();
-		}
-	}
+	if (pid == 0)
+		busy_child_loop();
 	return pid;
 }
 
@@ -264,7 +269,7 @@ static void test_profile(void **state)
 	waitpid(busy, NULL, 0);
 	expect_ok(&o);
 	expect(&o, "samples");
-	expect(&o, "busy_child"); /* the child's frames are symbolized */
+	expect(&o, "busy_child_loop"); /* the child's frames are symbolized */
 }
 
 static void test_host(void **state)

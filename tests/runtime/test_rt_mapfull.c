@@ -78,7 +78,7 @@ static void test_map_full_counted(void **state)
 {
 	struct rt_prog p = { 0 };
 	struct result r = { 0 };
-	struct rt_wl wl;
+	struct rt_wl wl = { .pid = -1, .go_fd = -1 };
 	char obj[PATH_MAX];
 	__u32 ksz, vsz;
 	int running;

@@ -142,7 +142,7 @@ static void run_span(__u32 table, int attach_end, int squat, struct result *r)
 	const char *const no_end[] = { "p_end", NULL };
 	struct setup_arg arg = { .table = table };
 	struct rt_prog p = { 0 };
-	struct rt_wl wl;
+	struct rt_wl wl = { .pid = -1, .go_fd = -1 };
 	char obj[PATH_MAX];
 	int running;
 

@@ -94,7 +94,7 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 	struct rx rx = { 0 };
 	uint64_t drops[WEFT_DROP_NR] = { 0 };
 	struct setup_arg arg = { .ring_bytes = ring_bytes };
-	struct rt_wl wl;
+	struct rt_wl wl = { .pid = -1, .go_fd = -1 };
 	char obj[PATH_MAX], src[sizeof(prog_src) + 64];
 	int running, n;
 

@@ -223,7 +223,7 @@ static void test_window_exactly_once(void **state)
 	struct rt_prog p = { 0 };
 	struct totals t = { 0 };
 	uint64_t drops[WEFT_DROP_NR] = { 0 }, misses = 0, t0, flip_ns = 0, flip_max = 0;
-	struct rt_wl wl;
+	struct rt_wl wl = { .pid = -1, .go_fd = -1 };
 	char obj[PATH_MAX], src[sizeof(prog_src) + 64];
 	unsigned int flips = 0;
 	int running;

@@ -230,6 +230,13 @@ agent_sample() {
 			r, h }' "/proc/$pid/status"
 }
 
+# map_kib PID: kernel memory of the BPF maps PID holds (memlock of /proc/PID/fdinfo), KiB;
+# not in its RSS
+map_kib() {
+	cat /proc/"$1"/fdinfo/* 2>/dev/null |
+		awk '/^map_type/ { m = 1 } /^memlock/ && m { s += $2; m = 0 } END { printf "%d\n", s / 1024 }'
+}
+
 cmd_agent() {
 	local secs=${1:-60} groups=${2:-1000} apid lpid spid idle ship hz
 	local q='from syscall:read group by comm, pid select count(), sum(args.count) every 1s'
@@ -262,6 +269,7 @@ cmd_agent() {
 	sleep 5 # the query started, windows flowing
 	ship=$(agent_sample "$apid" "$secs")
 	echo "shipping '$q' over $groups cbench-load processes, ${secs}s: $ship"
+	echo "BPF maps of the agent (kernel memory, not in RSS): $(map_kib "$apid") KiB"
 	echo "groups per window (last 5 windows, all hosts):" \
 		"$(tail -5 "$BENCH_OUT/agent-results.json" | grep -o '"groups":[0-9]*' | tr '\n' ' ')"
 	echo "logs: $BENCH_OUT"

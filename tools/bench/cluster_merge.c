@@ -6,6 +6,8 @@
  * and on_partial()), minus ZeroMQ and CURVE (cluster_sim measures those, end to end):
  *
  *   decode   wire_decode(): protobuf-c unpack and every check of docs/protocol.md
+ *   unpack   (experiment) protobuf-c's unpack and free alone, malloc'd as wire_decode() does
+ *   arena    (experiment) the same unpack into a bump arena, freed at once
  *   add      agent_table_add_groups() alone: key and state validation, hash lookup, merge
  *   merge    wire_decode() + aggd_qwin_add() (which calls agent_table_add_groups()) +
  *            wire_free(): the daemon's in-memory work per partial
@@ -190,6 +192,70 @@ static struct span phase_decode(struct bench *b)
 			wire_free(e);
 		}
 	span_add(&sp, t0);
+	return sp;
+}
+
+/* Experiments (not what the daemon runs): protobuf-c's unpack alone, with malloc as
+ * wire_decode() uses it, and with a bump arena freed at once — the share of wire_decode()
+ * that its checks cost, and the share that one allocation per field costs. */
+static struct span phase_unpack(struct bench *b)
+{
+	struct mark t0 = mark_now();
+	struct span sp = { 0 };
+
+	for (uint32_t w = 0; w < b->windows; w++)
+		for (uint32_t a = 0; a < b->agents; a++) {
+			Weft__Envelope *e = weft__envelope__unpack(NULL, b->envlen[a], b->env[a]);
+
+			if (!e)
+				exit(1);
+			weft__envelope__free_unpacked(e, NULL);
+		}
+	span_add(&sp, t0);
+	return sp;
+}
+
+struct arena {
+	uint8_t *p;
+	size_t used, cap;
+};
+
+static void *bump_alloc(void *data, size_t size)
+{
+	struct arena *ar = data;
+	size_t at = (ar->used + 15) & ~(size_t)15;
+
+	if (at + size > ar->cap)
+		return NULL;
+	ar->used = at + size;
+	return ar->p + at;
+}
+
+static void bump_free(void *data, void *ptr)
+{
+	(void)data;
+	(void)ptr;
+}
+
+static struct span phase_arena(struct bench *b)
+{
+	struct arena ar = { .cap = 8 * b->envlen[0] + (1u << 20) };
+	ProtobufCAllocator al = { .alloc = bump_alloc, .free = bump_free, .allocator_data = &ar };
+	struct mark t0;
+	struct span sp = { 0 };
+
+	ar.p = malloc(ar.cap);
+	if (!ar.p)
+		exit(1);
+	t0 = mark_now();
+	for (uint32_t w = 0; w < b->windows; w++)
+		for (uint32_t a = 0; a < b->agents; a++) {
+			ar.used = 0; /* everything of the last message, freed at once */
+			if (!weft__envelope__unpack(&al, b->envlen[a], b->env[a]))
+				exit(1);
+		}
+	span_add(&sp, t0);
+	free(ar.p);
 	return sp;
 }
 
@@ -558,8 +624,16 @@ int main(int argc, char **argv)
 		.cpu = 0,
 		.store_dir = "/var/tmp",
 	};
-	const char *names[] = { "decode", "add", "merge", "store", "all" };
-	double wall[5][64], cpu[5][64], emit_wall[64], emit_cpu[64];
+	static const struct {
+		const char *name;
+		struct span (*fn)(struct bench *b);
+	} ph[] = {
+		{ "decode", phase_decode }, { "unpack", phase_unpack }, { "arena", phase_arena },
+		{ "add", phase_add },	    { "merge", phase_merge },	{ "store", phase_store },
+		{ "all", phase_all },
+	};
+	enum { NPH = sizeof(ph) / sizeof(ph[0]) };
+	double wall[NPH][64], cpu[NPH][64], emit_wall[64], emit_cpu[64];
 	uint64_t egroups = 0, ebytes = 0, rows, bytes = 0;
 	cpu_set_t set;
 	int opt;
@@ -628,36 +702,30 @@ int main(int argc, char **argv)
 	       b.batch, b.store_dir, b.page_size ? " (experiment: page size set)" : "", b.cpu,
 	       b.rounds);
 	for (uint32_t r = 0; r < b.rounds; r++) {
-		struct span sp[6] = { { 0 } };
+		struct span e = { 0 };
 
-		if (phase_on(&b, names[0]))
-			sp[0] = phase_decode(&b);
-		if (phase_on(&b, names[1]))
-			sp[1] = phase_add(&b);
-		if (phase_on(&b, names[2]))
-			sp[2] = phase_merge(&b);
-		if (phase_on(&b, names[3]))
-			sp[3] = phase_store(&b);
-		if (phase_on(&b, names[4]))
-			sp[4] = phase_all(&b);
-		if (phase_on(&b, "emit"))
-			sp[5] = phase_emit(&b, &egroups, &ebytes);
-		for (int p = 0; p < 5; p++) {
-			wall[p][r] = sp[p].wall;
-			cpu[p][r] = sp[p].cpu;
+		for (int p = 0; p < NPH; p++) {
+			struct span sp = { 0 };
+
+			if (phase_on(&b, ph[p].name))
+				sp = ph[p].fn(&b);
+			wall[p][r] = sp.wall;
+			cpu[p][r] = sp.cpu;
 		}
-		emit_wall[r] = sp[5].wall;
-		emit_cpu[r] = sp[5].cpu;
+		if (phase_on(&b, "emit"))
+			e = phase_emit(&b, &egroups, &ebytes);
+		emit_wall[r] = e.wall;
+		emit_cpu[r] = e.cpu;
 	}
 	printf("  %-8s %14s %14s %12s %12s %12s\n", "phase", "rows/s (wall)", "rows/s (cpu)",
 	       "us/partial", "(cpu)", "MB/s (wall)");
-	for (int p = 0; p < 5; p++) {
+	for (int p = 0; p < NPH; p++) {
 		double w = median(wall[p], b.rounds), c = median(cpu[p], b.rounds);
 		double np = (double)b.agents * b.windows;
 
-		if (!phase_on(&b, names[p]))
+		if (!phase_on(&b, ph[p].name))
 			continue;
-		printf("  %-8s %14.0f %14.0f %12.1f %12.1f %12.1f\n", names[p], (double)rows / w,
+		printf("  %-8s %14.0f %14.0f %12.1f %12.1f %12.1f\n", ph[p].name, (double)rows / w,
 		       (double)rows / c, w * 1e6 / np, c * 1e6 / np,
 		       (double)bytes * b.windows / w / 1e6);
 	}
