@@ -56,15 +56,20 @@ machine_ticks() {
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
 }
 
-# quiet_wait: until the machine's other load is under 10% of one core over 2 s
+# quiet_wait: until the machine's load is under 10% of one core for 3 samples of 2 s in a row
 quiet_wait() {
-	local left=${CBENCH_QUIET:-1800} a b hz
+	local left=${CBENCH_QUIET:-1800} a b hz n=0
 	hz=$(getconf CLK_TCK)
 	while :; do
 		a=$(machine_ticks)
 		sleep 2
 		b=$(machine_ticks)
-		[ $(((b - a) * 100 / hz / 2)) -lt 10 ] && return 0
+		if [ $(((b - a) * 100 / hz / 2)) -lt 10 ]; then
+			n=$((n + 1))
+			[ "$n" -ge 3 ] && return 0
+		else
+			n=0
+		fi
 		left=$((left - 2))
 		if [ "$left" -le 0 ]; then
 			echo "cluster.sh: warning: the machine is busy; measuring anyway" >&2

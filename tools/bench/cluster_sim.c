@@ -652,7 +652,7 @@ static void agents_serve(struct sim *s, uint64_t deadline_ns, uint64_t *next_swe
 {
 	struct epoll_event ev[256];
 	uint64_t now = mono();
-	int timeout = deadline_ns > now ? (int)((deadline_ns - now) / 1000000ULL) : 0;
+	int timeout = deadline_ns > now ? (int)((deadline_ns - now + 999999ULL) / 1000000ULL) : 0;
 	int n;
 
 	if (timeout > 10)
@@ -767,8 +767,8 @@ static double ms(uint64_t ns)
 static void report_windows(struct sim *s, FILE *out)
 {
 	uint64_t off = real() - mono(); /* CLOCK_REALTIME - CLOCK_MONOTONIC */
-	uint64_t lat[MAX_WINDOWS], late[MAX_WINDOWS];
-	size_t nl = 0, full = 0, bad = 0;
+	uint64_t lat[MAX_WINDOWS], late[MAX_WINDOWS], whole[MAX_WINDOWS] = { 0 };
+	size_t nl = 0, full = 0, bad = 0, nw = 0, nwhole = 0;
 
 	fprintf(out, "%6s %6s %9s %11s %11s %7s %6s %7s %4s %s\n", "window", "sent", "send_ms",
 		"lat_last_ms", "lat_end_ms", "groups", "hosts", "missing", "rev", "count");
@@ -791,6 +791,10 @@ static void report_windows(struct sim *s, FILE *out)
 			rec->window, w ? w->sent : 0, w && w->sent ? ms(w->t_last - w->t_first) : 0,
 			lat_last, lat_end, rec->groups, rec->hosts, rec->missing, rec->revision,
 			rec->count, complete ? (count_ok ? " ok" : " WRONG") : "");
+		/* the first result, of any revision, holding every host's partial */
+		if (w && rec->hosts == s->n && rec->count == s->expect_count &&
+		    !whole[rec->window] && rec->t_mono > w->t_last)
+			whole[rec->window] = rec->t_mono - w->t_last;
 		if (complete) {
 			full++;
 			bad += !count_ok;
@@ -802,6 +806,13 @@ static void report_windows(struct sim *s, FILE *out)
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
+	for (size_t w = 0; w < MAX_WINDOWS; w++) {
+		if (s->ws[w].sent != s->n)
+			continue;
+		nw++;
+		if (whole[w])
+			whole[nwhole++] = whole[w];
+	}
 	fprintf(out,
 		"windows complete (all %u hosts, none missing, revision 0): %zu of %zu results; "
 		"count() totals wrong: %zu (expected %" PRIu64 " per window)\n",
@@ -817,6 +828,14 @@ static void report_windows(struct sim *s, FILE *out)
 			"latency, window end -> Result received: median %.1f ms, p90 %.1f ms, "
 			"max %.1f ms\n",
 			ms(late[nl / 2]), ms(late[(nl * 9 + 9) / 10 - 1]), ms(late[nl - 1]));
+	}
+	if (nwhole) {
+		qsort(whole, nwhole, sizeof(*whole), cmp_u64);
+		fprintf(out,
+			"latency, last partial sent -> first Result with every host (any revision): "
+			"%zu of %zu windows, median %.1f ms, p90 %.1f ms, max %.1f ms\n",
+			nwhole, nw, ms(whole[nwhole / 2]), ms(whole[(nwhole * 9 + 9) / 10 - 1]),
+			ms(whole[nwhole - 1]));
 	}
 }
 
