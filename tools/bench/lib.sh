@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
 # Shared by the weft-vs-bpftrace benchmark drivers (tools/bench/*.sh): where the binaries are,
 # statistics (median, p90), waiting for a tracer's probes to be live, and the results file.
 # Sourced, not run.  Needs root, a build with -DWEFT_BENCH=ON, bpftrace, bpftool and jq.
@@ -44,6 +45,7 @@ bench_need() {
 
 # stats [DECIMALS]: numbers on stdin (one a line) -> "median p90 n"; nearest-rank p90;
 # "- - 0" if none.  DECIMALS defaults to 1.
+# shellcheck disable=SC2120 # DECIMALS is optional
 stats() {
 	sort -g | awk -v d="${1:-1}" '{ v[++n] = $1 }
 	END {
@@ -64,11 +66,10 @@ probes_of() {
 	bpftool perf 2>/dev/null | awk -v p="$1" '$1 == "pid" && $2 == p { n++ } END { print n + 0 }'
 }
 
-# foreign_probes PID...: attachments held by processes other than the given ones (other
-# people's tracers running on this machine would add their cost to ours).
+# foreign_probes: BPF perf-event attachments on this machine, called before a measurement
+# starts its tracer (other people's tracers would add their cost to ours).
 foreign_probes() {
-	bpftool perf 2>/dev/null | awk -v ps=" $* " '$1 == "pid" && index(ps, " " $2 " ") == 0 { n++ }
-		END { print n + 0 }'
+	bpftool perf 2>/dev/null | awk '$1 == "pid" { n++ } END { print n + 0 }'
 }
 
 # wait_probes PID N [TIMEOUT_S]: until PID holds N attachments (the kernel's view of
