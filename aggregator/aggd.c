@@ -157,6 +157,8 @@ struct aggd {
 	bool txn;
 	bool acks_due;
 	uint64_t next_tick;
+	uint64_t next_ckpt; /* CLOCK_MONOTONIC: the earliest next checkpoint */
+	size_t ckpt_windows, ckpt_members; /* written by the checkpoint in progress */
 	uint64_t start_mono;
 };
 
@@ -260,10 +262,17 @@ static struct peer *peer_new(struct aggd *a, const uint8_t *rid, size_t len)
 	return p;
 }
 
+static void txn_begin(struct aggd *a);
+
 static void peer_free(struct aggd *a, struct peer *p)
 {
 	struct peer **pp = &a->buckets[rid_hash(p->rid, p->ridlen)];
 
+	if (p->ack_due) {
+		/* merged, not acknowledged yet: the next checkpoint commits how far */
+		txn_begin(a);
+		aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
+	}
 	while (*pp && *pp != p)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -568,26 +577,50 @@ static void txn_begin(struct aggd *a)
 		a->txn = true;
 }
 
-/* Commits the batch; acknowledges what it persisted. */
+static int query_checkpoint(struct aggd *a, struct query *q);
+
+/*
+ * A checkpoint: writes, into the open transaction, the seq merged up to of every sender with
+ * partials to acknowledge and the windows and members changed since the last checkpoint;
+ * commits; then acknowledges.  Every commit is a checkpoint, so a committed seq never runs
+ * ahead of the windows holding its partials: after a crash, what was acknowledged is in the
+ * store and what was not is resent by its agent and merged once.  The daemon checkpoints at
+ * most every AGGD_CHECKPOINT_NS under load, so the store's writes follow the number of
+ * windows changed, not the number of partials merged.
+ */
 static void txn_commit(struct aggd *a)
 {
-	int rc;
+	int rc = 0;
 
+	a->next_ckpt = mono_ns() + AGGD_CHECKPOINT_NS;
+	a->ckpt_windows = a->ckpt_members = 0;
+	for (struct peer *p = a->peers; p && !rc; p = p->next)
+		if (p->ack_due) {
+			txn_begin(a);
+			rc = aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
+		}
+	for (size_t i = 0; i < a->nq && !rc; i++)
+		rc = query_checkpoint(a, a->q[i]);
 	if (!a->txn)
 		return;
 	a->txn = false;
-	rc = aggd_store_commit(a->store);
+	if (rc)
+		aggd_store_rollback(a->store);
+	else
+		rc = aggd_store_commit(a->store);
 	if (rc) {
-		/* nothing of this batch is acknowledged: the senders keep their partials and,
-		 * after a restart of ours, resend them; in this process they are merged already */
-		log_err("aggregator: the store did not commit (%s): partials of this batch stay "
-			"unacknowledged",
+		/* nothing is acknowledged: the senders keep their partials, which are merged
+		 * here; the next checkpoint writes everything again */
+		log_err("aggregator: the store did not commit (%s): partials stay "
+			"unacknowledged until the next checkpoint",
 			strerror(-rc));
-		for (struct peer *p = a->peers; p; p = p->next)
-			p->ack_due = false;
-		a->acks_due = false;
+		for (size_t i = 0; i < a->nq; i++)
+			aggd_qwin_changed_all(a->q[i]->qw);
 		return;
 	}
+	if (a->ckpt_windows || a->ckpt_members)
+		log_debug("aggregator: checkpoint: %zu windows, %zu members written",
+			  a->ckpt_windows, a->ckpt_members);
 	if (!a->acks_due)
 		return;
 	a->acks_due = false;
@@ -1267,6 +1300,84 @@ static void result_send(struct aggd *a, struct query *q, const struct aggd_windo
 	}
 }
 
+/* A window as one Partial: what the store keeps of it, and what goes to the parent. */
+static void window_partial(struct aggd *a, struct query *q, const struct aggd_window_view *v,
+			   Weft__Group **groups, size_t ngroups, Weft__Partial *pt)
+{
+	weft__partial__init(pt);
+	pt->query_id = q->parent_id ? q->parent_id : q->id;
+	pt->window = v->index;
+	pt->host = a->name;
+	pt->n_groups = ngroups;
+	pt->groups = groups;
+	pt->n_drops = WEFT_DROP_NR;
+	pt->drops = (uint64_t *)v->drops;
+	pt->has_misses = true;
+	pt->misses = v->misses;
+	pt->has_overflow = true;
+	pt->overflow = v->overflow;
+	pt->n_hosts = v->nhosts;
+	pt->hosts = (char **)v->hosts;
+	pt->n_missing = v->nmissing;
+	pt->missing = (char **)v->missing;
+	pt->has_last = true;
+	pt->last = v->last;
+}
+
+struct ckpt_ctx {
+	struct aggd *a;
+	struct query *q;
+};
+
+static int ckpt_window(void *ctx, const struct aggd_window_view *v)
+{
+	struct ckpt_ctx *c = ctx;
+	Weft__Group **groups = NULL;
+	size_t ngroups = 0, len;
+	Weft__Partial pt;
+	void *body;
+	int rc;
+
+	rc = agent_table_to_groups(v->table, &groups, &ngroups);
+	if (rc)
+		return rc;
+	window_partial(c->a, c->q, v, groups, ngroups, &pt);
+	len = weft__partial__get_packed_size(&pt);
+	body = malloc(len ? len : 1);
+	if (body) {
+		weft__partial__pack(&pt, body);
+		txn_begin(c->a);
+		rc = aggd_store_snapshot_set(c->a->store, c->q->id, v->index, body, len);
+		free(body);
+		c->a->ckpt_windows++;
+	} else {
+		rc = -ENOMEM;
+	}
+	agent_groups_free(groups, ngroups);
+	return rc;
+}
+
+static int ckpt_member(void *ctx, const struct aggd_member_view *m)
+{
+	struct ckpt_ctx *c = ctx;
+	struct aggd_stored_member sm = {
+		.host = m->host, .from = m->from, .last = m->last, .hi = m->hi, .failed = m->failed
+	};
+
+	txn_begin(c->a);
+	c->a->ckpt_members++;
+	if (m->gone)
+		return aggd_store_member_del(c->a->store, c->q->id, m->host);
+	return aggd_store_member_set(c->a->store, c->q->id, &sm);
+}
+
+static int query_checkpoint(struct aggd *a, struct query *q)
+{
+	struct ckpt_ctx c = { a, q };
+
+	return aggd_qwin_checkpoint(q->qw, ckpt_window, ckpt_member, &c);
+}
+
 static int emit_window(void *ctx, const struct aggd_window_view *v)
 {
 	struct emit_ctx *c = ctx;
@@ -1301,30 +1412,13 @@ static int emit_window(void *ctx, const struct aggd_window_view *v)
 	result_send(a, q, v, groups, ngroups, NULL);
 
 	{
-		/* the window as merged so far, once: it replaces its partials in the store
+		/* the window as merged so far, once: it replaces its snapshot in the store
 		 * and, the first time, goes to the parent as this subtree's partial */
 		Weft__Partial pt;
 		void *body;
 		size_t len;
 
-		weft__partial__init(&pt);
-		pt.query_id = q->parent_id ? q->parent_id : q->id;
-		pt.window = v->index;
-		pt.host = a->name;
-		pt.n_groups = ngroups;
-		pt.groups = groups;
-		pt.n_drops = WEFT_DROP_NR;
-		pt.drops = (uint64_t *)v->drops;
-		pt.has_misses = true;
-		pt.misses = v->misses;
-		pt.has_overflow = true;
-		pt.overflow = v->overflow;
-		pt.n_hosts = v->nhosts;
-		pt.hosts = (char **)v->hosts;
-		pt.n_missing = v->nmissing;
-		pt.missing = (char **)v->missing;
-		pt.has_last = true;
-		pt.last = v->last;
+		window_partial(a, q, v, groups, ngroups, &pt);
 		len = weft__partial__get_packed_size(&pt);
 		body = malloc(len ? len : 1);
 		txn_begin(a);
@@ -1505,8 +1599,7 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 	}
 }
 
-static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env, const void *raw,
-		       size_t rawlen)
+static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 {
 	const Weft__Partial *pt = env->partial;
 	struct query *q;
@@ -1517,15 +1610,12 @@ static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		p->ack_due = a->acks_due = true;
 		return;
 	}
+	q = query_find(a, pt->query_id);
 	if (strcmp(pt->host, p->host) != 0) {
 		a->rejected++;
 		log_warn("aggregator: %s sent a partial for host %s: refused", peer_label(p),
 			 pt->host);
-		return;
-	}
-	q = query_find(a, pt->query_id);
-	txn_begin(a);
-	if (!q) {
+	} else if (!q) {
 		log_info("aggregator: %s sent a partial of query %" PRIu64 ", which is not running "
 			 "here: stopping it there",
 			 p->host, pt->query_id);
@@ -1550,15 +1640,13 @@ static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env
 				  "%" PRIu64 "%s",
 				  q->id, pt->n_groups, p->host, pt->window,
 				  rc == AGGD_REVISED ? " (late: a revision follows)" : "");
-			aggd_store_partial_add(a->store, q->id, pt->window, p->host, p->instance,
-					       env->seq, raw, rawlen);
 			if (rc == AGGD_REVISED && q->parent_id)
 				partial_forward(a, q, pt);
 		}
 	}
-	/* merged, refused or too late: either way it is settled and acknowledged */
+	/* merged, refused or too late: either way it is settled, and acknowledged after the
+	 * next checkpoint (txn_commit()) */
 	p->upto = env->seq;
-	aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
 	p->ack_due = a->acks_due = true;
 }
 
@@ -1917,7 +2005,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		}
 		break;
 	case WEFT__ENVELOPE__BODY_PARTIAL:
-		on_partial(a, p, e, zmq_msg_data(body), zmq_msg_size(body));
+		on_partial(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
 		on_query_error(a, p, e->query_error);
@@ -2072,7 +2160,7 @@ static void tick(struct aggd *a, bool full)
 struct restore {
 	struct aggd *a;
 	struct query *q;
-	size_t partials, bad;
+	size_t snapshots, members, bad;
 };
 
 static int restore_window(void *ctx, uint64_t window, uint32_t revision, uint64_t closed_ns,
@@ -2095,20 +2183,38 @@ static int restore_window(void *ctx, uint64_t window, uint32_t revision, uint64_
 	return rc == -ENOMEM ? rc : 0;
 }
 
-static int restore_partial(void *ctx, uint64_t window, const void *body, size_t len)
+static int restore_snapshot(void *ctx, uint64_t window, const void *body, size_t len)
 {
 	struct restore *r = ctx;
-	char why[128];
-	Weft__Envelope *e = wire_decode(body, len, why, sizeof(why));
+	Weft__Partial *pt = weft__partial__unpack(NULL, len, body);
+	int rc = -EINVAL;
 
-	(void)window;
-	if (!e || e->body_case != WEFT__ENVELOPE__BODY_PARTIAL ||
-	    aggd_qwin_add_restored(r->q->qw, e->partial) < 0)
+	if (pt && pt->window == window)
+		rc = aggd_qwin_restore_snapshot(r->q->qw, pt);
+	if (rc)
 		r->bad++;
 	else
-		r->partials++;
-	wire_free(e);
-	return 0;
+		r->snapshots++;
+	if (pt)
+		weft__partial__free_unpacked(pt, NULL);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+static int restore_member(void *ctx, const struct aggd_stored_member *sm)
+{
+	struct restore *r = ctx;
+	struct aggd_member_view m = { .host = sm->host,
+				      .from = sm->from,
+				      .last = sm->last,
+				      .hi = sm->hi,
+				      .failed = sm->failed };
+	int rc = aggd_qwin_restore_member(r->q->qw, &m);
+
+	if (rc)
+		r->bad++;
+	else
+		r->members++;
+	return rc == -ENOMEM ? rc : 0;
 }
 
 static int restore_query(void *ctx, const struct aggd_stored_query *sq)
@@ -2130,8 +2236,9 @@ static int restore_query(void *ctx, const struct aggd_stored_query *sq)
 		query_free(r.q);
 		return -ENOMEM;
 	}
+	aggd_store_members_load(a->store, sq->id, restore_member, &r);
 	aggd_store_windows_load(a->store, sq->id, restore_window, &r);
-	aggd_store_partials_load(a->store, sq->id, restore_partial, &r);
+	aggd_store_snapshots_load(a->store, sq->id, restore_snapshot, &r);
 	/* windows older than retention that nobody will see: not emitted (empty) */
 	lo = aggd_qwin_window_of(r.q->qw, now);
 	lo = lo > (a->o.keep_windows ? a->o.keep_windows : AGGD_KEEP_WINDOWS) ?
@@ -2143,10 +2250,10 @@ static int restore_query(void *ctx, const struct aggd_stored_query *sq)
 		       now + a->o.lateness_ns +
 			       (uint64_t)a->o.heartbeat_ms * 1000000ULL * AGGD_EXPIRE_BEATS);
 	aggd_qwin_stats(r.q->qw, &st);
-	log_info("aggregator: resumed query %" PRIu64 "%s: %zu partials merged again, next "
-		 "window %" PRIu64 "%s",
-		 r.q->id, r.q->parent_id ? " (from the parent)" : "", r.partials,
-		 aggd_qwin_next_close(r.q->qw), r.bad ? " (some stored partials unreadable)" : "");
+	log_info("aggregator: resumed query %" PRIu64 "%s: %zu members, %zu windows in progress, "
+		 "next window %" PRIu64 "%s",
+		 r.q->id, r.q->parent_id ? " (from the parent)" : "", r.members, r.snapshots,
+		 aggd_qwin_next_close(r.q->qw), r.bad ? " (some stored records unreadable)" : "");
 	r.q->forgot_below = 0;
 	return 0;
 }
@@ -2286,7 +2393,11 @@ int aggd_run(struct aggd *a, int sig_fd)
 		zmq_pollitem_t items[4];
 		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, rc;
 		uint64_t now = mono_ns();
-		long timeout = now >= a->next_tick ? 0 : (long)((a->next_tick - now) / 1000000ULL);
+		/* the next tick, or the next checkpoint when one is pending */
+		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
+					a->next_ckpt :
+					a->next_tick;
+		long timeout = now >= wake ? 0 : (long)((wake - now + 999999ULL) / 1000000ULL);
 
 		items[n++] = (zmq_pollitem_t){ .socket = a->sock, .events = ZMQ_POLLIN };
 		if (sig_fd >= 0) {
@@ -2327,8 +2438,10 @@ int aggd_run(struct aggd *a, int sig_fd)
 		/* ZMQ_POLLIN on a ZeroMQ socket is level-triggered for zmq_poll: drain a batch */
 		if (items[0].revents & ZMQ_POLLIN)
 			router_batch(a);
-		/* the batch's writes, then its Acks; windows completed by it close at once */
-		txn_commit(a);
+		/* a checkpoint, then the Acks it allows: at most every AGGD_CHECKPOINT_NS, so
+		 * that under load one holds many batches; windows completed close at once */
+		if ((a->txn || a->acks_due) && mono_ns() >= a->next_ckpt)
+			txn_commit(a);
 		if (mono_ns() >= a->next_tick) {
 			tick(a, true);
 			a->next_tick = mono_ns() + TICK_NS;
@@ -2344,10 +2457,12 @@ void aggd_free(struct aggd *a)
 {
 	if (!a)
 		return;
-	if (a->txn)
+	if (a->store && (a->txn || a->acks_due))
 		txn_commit(a);
 	while (a->peers)
 		peer_free(a, a->peers);
+	if (a->store && a->txn)
+		txn_commit(a); /* what peer_free() wrote */
 	for (size_t i = 0; i < a->nq; i++)
 		query_free(a->q[i]);
 	free(a->q);

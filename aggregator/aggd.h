@@ -38,6 +38,9 @@
 #define AGGD_EXPIRE_BEATS 3 /* a peer silent for 3 heartbeat intervals is expired */
 #define AGGD_KEEP_WINDOWS 64 /* closed windows retained per query, for late partials */
 #define AGGD_KEEP_NS (600ULL * 1000000000ULL) /* ... and for at most 10 minutes */
+/* Under load, checkpoints to the store (and so Acks) come at most this often: a checkpoint
+ * writes each changed window once, however many partials it merged */
+#define AGGD_CHECKPOINT_NS 50000000ULL /* 50 ms */
 #define AGGD_MAX_OPEN 256 /* open windows per query; partials further ahead are refused */
 #define AGGD_MAX_QUERIES 1024 /* running queries */
 #define AGGD_MAX_HOST 256 /* bytes of a host name, NUL included */
@@ -116,9 +119,6 @@ bool aggd_qwin_has_member(const struct aggd_qwin *q, const char *host);
  * that do not decode for this plan: nothing merged; or a window too far ahead), -ENOMEM.
  */
 int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns);
-/* A partial merged before a restart, read back from the store (after the closed windows
- * were restored): merged without the bound on windows ahead, and not a revision. */
-int aggd_qwin_add_restored(struct aggd_qwin *q, const Weft__Partial *pt);
 /* The lowest window still held (open or retained); partials below it are too late. */
 uint64_t aggd_qwin_retained_from(const struct aggd_qwin *q);
 
@@ -138,12 +138,38 @@ int aggd_qwin_replay(struct aggd_qwin *q, uint64_t from, aggd_emit_fn fn, void *
 void aggd_qwin_stop(struct aggd_qwin *q, uint64_t now_ns);
 /* The final window was emitted. */
 bool aggd_qwin_done(const struct aggd_qwin *q);
-/* A closed window restored from the store: emitted before a restart with this revision,
- * holding merged (its groups, drops and hosts; may be NULL).  Call in window order, before
- * aggd_qwin_add_restored() of the partials merged since.  0, -EINVAL (merged does not fit
- * the plan) or -ENOMEM. */
+/*
+ * Checkpoints: what changed since the last aggd_qwin_checkpoint(), for the store.  win_fn is
+ * called for every window merged into since then and not emitted since (the view's missing
+ * are the hosts child aggregators named missing, not the computed ones; revision and last
+ * are not set), mem_fn for every member added or changed (its window progress included).
+ * Windows emitted by aggd_qwin_tick() need no checkpoint: the emitted record holds them.
+ * A callback's error stops the walk and is returned; what was not written stays changed.
+ */
+struct aggd_member_view {
+	const char *host;
+	uint64_t from, last, hi;
+	bool failed;
+	bool gone; /* forgotten (aggd_qwin_member_forget()): to delete; only host is set */
+};
+int aggd_qwin_checkpoint(struct aggd_qwin *q, aggd_emit_fn win_fn,
+			 int (*mem_fn)(void *ctx, const struct aggd_member_view *m), void *ctx);
+/* A checkpoint was not committed: every window holding data and every member is changed. */
+void aggd_qwin_changed_all(struct aggd_qwin *q);
+/*
+ * Restoring after a restart, in this order: the members, then the closed windows in window
+ * order, then the snapshots.  A restored member is not alive, but until the hold
+ * (aggd_qwin_hold()) ends it counts as alive for completeness, so that windows wait for it
+ * to reconnect; aggd_qwin_member() with alive makes it alive.  A closed window was emitted
+ * before the restart with this revision, holding merged (its groups, drops and hosts; may be
+ * NULL).  A snapshot is a window's merged state at the last checkpoint: an open window's,
+ * or a closed one's merged into after its emission, which is then emitted again (a
+ * revision).  0, -EINVAL (merged does not fit the plan) or -ENOMEM.
+ */
+int aggd_qwin_restore_member(struct aggd_qwin *q, const struct aggd_member_view *m);
 int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
 			     uint64_t closed_ns, const Weft__Partial *merged);
+int aggd_qwin_restore_snapshot(struct aggd_qwin *q, const Weft__Partial *merged);
 /* The first window not yet closed; windows before it that were never opened stay closed. */
 uint64_t aggd_qwin_next_close(const struct aggd_qwin *q);
 /* After a restart: no window closes by its deadline before until_ns, so that agents have
@@ -194,14 +220,25 @@ int aggd_store_query_end(struct aggd_store *s, uint64_t id);
 int aggd_store_queries_load(struct aggd_store *s,
 			    int (*fn)(void *ctx, const struct aggd_stored_query *q), void *ctx);
 
-/* A merged partial: its packed Weft__Partial, kept until its window leaves retention. */
-int aggd_store_partial_add(struct aggd_store *s, uint64_t query_id, uint64_t window,
-			   const char *host, uint64_t instance, uint64_t seq, const void *body,
-			   size_t len);
-int aggd_store_partials_load(struct aggd_store *s, uint64_t query_id,
-			     int (*fn)(void *ctx, uint64_t window, const void *body, size_t len),
-			     void *ctx);
-/* Forgets the partials and emitted-window records of windows < window. */
+/* A window's merged state at a checkpoint (a packed Weft__Partial), until it is emitted. */
+int aggd_store_snapshot_set(struct aggd_store *s, uint64_t query_id, uint64_t window,
+			    const void *body, size_t len);
+int aggd_store_snapshots_load(struct aggd_store *s, uint64_t query_id,
+			      int (*fn)(void *ctx, uint64_t window, const void *body, size_t len),
+			      void *ctx);
+
+/* A sender expected for a query's windows (see aggd_qwin_member()). */
+struct aggd_stored_member {
+	const char *host;
+	uint64_t from, last, hi;
+	bool failed;
+};
+int aggd_store_member_set(struct aggd_store *s, uint64_t query_id,
+			  const struct aggd_stored_member *m);
+int aggd_store_member_del(struct aggd_store *s, uint64_t query_id, const char *host);
+int aggd_store_members_load(struct aggd_store *s, uint64_t query_id,
+			    int (*fn)(void *ctx, const struct aggd_stored_member *m), void *ctx);
+/* Forgets the snapshots and emitted-window records of windows < window. */
 int aggd_store_windows_forget(struct aggd_store *s, uint64_t query_id, uint64_t window);
 
 /* The highest sequence number merged from a sender instance (0: none). */

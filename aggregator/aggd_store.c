@@ -4,22 +4,27 @@
  * is merged twice and none that was acknowledged is lost.
  *
  *   queries   id, text, manifest, object, epoch, end, the parent's id; ended or not
- *   partials  every merged partial (its packed envelope) of a window not yet emitted, or
- *             merged since its last emission: a restart merges them again, so acknowledged
- *             data is never lost
+ *   snapshots per (query, window): the window's merged state (a packed Weft__Partial) as of
+ *             the last checkpoint, for windows open, or closed and merged into since their
+ *             last emission — a restart resumes them, so acknowledged data is never lost
+ *   members   per (query, host): the senders expected for the query's windows and how far
+ *             each has reported, so that after a restart a window is not closed as complete
+ *             before those who have not reconnected yet report it (or are named missing)
  *   senders   per (host, instance): the highest sequence number merged — written in the same
- *             transaction as the partials, so a restart never merges one twice
+ *             transaction as the snapshots that hold those partials, so a restart never
+ *             merges one twice
  *   windows   each window emitted and still retained: its revision and its merged groups (a
- *             packed Weft__Partial), which replace the partials merged into it — so the
- *             store holds one merged table per retained window, not every partial, and a
- *             late partial after a restart is a revision, not a new window
+ *             packed Weft__Partial), which replace its snapshot — so a late partial after a
+ *             restart is a revision, not a new window
  *   spool     partials waiting for the parent aggregator's Ack (the tree), each with the seq
  *             of its latest transmission
  *   meta      small integers: the schema version, the parent link's instance and sequence
  *
- * WAL journal, synchronous=FULL: a committed batch survives a crash of the process and of the
- * machine.  The daemon groups the writes of one batch of messages into one transaction (one
- * fsync) and acknowledges only after the commit.  The store is opened in exclusive locking
+ * What is written does not grow with the number of agents: a checkpoint writes each window
+ * changed since the last one once, however many partials were merged into it (the daemon
+ * checkpoints at most every AGGD_CHECKPOINT_NS and acknowledges partials only after the
+ * checkpoint holding them committed).  WAL journal, synchronous=FULL: a committed checkpoint
+ * survives a crash of the process and of the machine.  The store is opened in exclusive locking
  * mode, so two aggregators can never share one by mistake.
  */
 #include <errno.h>
@@ -34,22 +39,28 @@
 #include "aggregator/aggd.h"
 #include "tools/log/log.h"
 
-#define STORE_SCHEMA 1 /* bump, and migrate, when a table changes */
+/* bump, and migrate, when a table changes.  2: merged snapshots of open windows and the
+ * members of each query replace schema 1's table of every partial */
+#define STORE_SCHEMA 2
 
 enum stmt {
 	ST_QUERY_ADD,
 	ST_QUERY_END,
-	ST_QUERY_END_PARTIALS,
+	ST_QUERY_END_SNAPSHOTS,
 	ST_QUERY_END_WINDOWS,
+	ST_QUERY_END_MEMBERS,
 	ST_QUERIES,
-	ST_PARTIAL_ADD,
-	ST_PARTIALS,
-	ST_FORGET_PARTIALS,
+	ST_SNAPSHOT_SET,
+	ST_SNAPSHOTS,
+	ST_MEMBER_SET,
+	ST_MEMBER_DEL,
+	ST_MEMBERS,
+	ST_FORGET_SNAPSHOTS,
 	ST_FORGET_WINDOWS,
 	ST_SENDER_GET,
 	ST_SENDER_SET,
 	ST_WINDOW_SET,
-	ST_WINDOW_PARTIALS,
+	ST_WINDOW_SNAPSHOT,
 	ST_WINDOWS,
 	ST_META_GET,
 	ST_META_SET,
@@ -64,15 +75,22 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_QUERY_ADD] = "INSERT INTO queries(query, manifest, object, epoch_ns, end_ns, parent_id)"
 			 " VALUES(?, ?, ?, ?, ?, ?)",
 	[ST_QUERY_END] = "UPDATE queries SET ended = 1, object = x'' WHERE id = ?",
-	[ST_QUERY_END_PARTIALS] = "DELETE FROM partials WHERE query_id = ?",
+	[ST_QUERY_END_SNAPSHOTS] = "DELETE FROM snapshots WHERE query_id = ?",
 	[ST_QUERY_END_WINDOWS] = "DELETE FROM windows WHERE query_id = ?",
+	[ST_QUERY_END_MEMBERS] = "DELETE FROM members WHERE query_id = ?",
 	[ST_QUERIES] = "SELECT id, query, manifest, object, epoch_ns, end_ns, parent_id"
 		       " FROM queries WHERE ended = 0 ORDER BY id",
-	[ST_PARTIAL_ADD] =
-		"INSERT OR IGNORE INTO partials(query_id, win, host, instance, seq, body)"
-		" VALUES(?, ?, ?, ?, ?, ?)",
-	[ST_PARTIALS] = "SELECT win, body FROM partials WHERE query_id = ? ORDER BY win, rowid",
-	[ST_FORGET_PARTIALS] = "DELETE FROM partials WHERE query_id = ? AND win < ?",
+	[ST_SNAPSHOT_SET] = "INSERT INTO snapshots(query_id, win, body) VALUES(?, ?, ?)"
+			    " ON CONFLICT(query_id, win) DO UPDATE SET body = excluded.body",
+	[ST_SNAPSHOTS] = "SELECT win, body FROM snapshots WHERE query_id = ? ORDER BY win",
+	[ST_MEMBER_SET] = "INSERT INTO members(query_id, host, from_win, last_win, hi, failed)"
+			  " VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(query_id, host) DO UPDATE SET"
+			  " from_win = excluded.from_win, last_win = excluded.last_win,"
+			  " hi = excluded.hi, failed = excluded.failed",
+	[ST_MEMBER_DEL] = "DELETE FROM members WHERE query_id = ? AND host = ?",
+	[ST_MEMBERS] = "SELECT host, from_win, last_win, hi, failed FROM members"
+		       " WHERE query_id = ? ORDER BY host",
+	[ST_FORGET_SNAPSHOTS] = "DELETE FROM snapshots WHERE query_id = ? AND win < ?",
 	[ST_FORGET_WINDOWS] = "DELETE FROM windows WHERE query_id = ? AND win < ?",
 	[ST_SENDER_GET] = "SELECT upto FROM senders WHERE host = ? AND instance = ?",
 	[ST_SENDER_SET] = "INSERT INTO senders(host, instance, upto, seen_ns) VALUES(?, ?, ?, ?)"
@@ -81,7 +99,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_WINDOW_SET] = "INSERT INTO windows(query_id, win, revision, closed_ns, body)"
 			  " VALUES(?, ?, ?, ?, ?) ON CONFLICT(query_id, win) DO UPDATE SET"
 			  " revision = excluded.revision, body = excluded.body",
-	[ST_WINDOW_PARTIALS] = "DELETE FROM partials WHERE query_id = ? AND win = ?",
+	[ST_WINDOW_SNAPSHOT] = "DELETE FROM snapshots WHERE query_id = ? AND win = ?",
 	[ST_WINDOWS] = "SELECT win, revision, closed_ns, body FROM windows WHERE query_id = ?"
 		       " ORDER BY win",
 	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?",
@@ -99,10 +117,12 @@ static const char schema_sql[] =
 	" query TEXT NOT NULL, manifest BLOB NOT NULL, object BLOB NOT NULL,"
 	" epoch_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
 	" parent_id INTEGER NOT NULL DEFAULT 0, ended INTEGER NOT NULL DEFAULT 0);"
-	"CREATE TABLE IF NOT EXISTS partials(query_id INTEGER NOT NULL, win INTEGER NOT NULL,"
-	" host TEXT NOT NULL, instance INTEGER NOT NULL, seq INTEGER NOT NULL,"
-	" body BLOB NOT NULL, PRIMARY KEY(query_id, host, instance, seq));"
-	"CREATE INDEX IF NOT EXISTS partials_win ON partials(query_id, win);"
+	"DROP TABLE IF EXISTS partials;" /* schema 1: its open windows are not carried over */
+	"CREATE TABLE IF NOT EXISTS snapshots(query_id INTEGER NOT NULL, win INTEGER NOT NULL,"
+	" body BLOB NOT NULL, PRIMARY KEY(query_id, win));"
+	"CREATE TABLE IF NOT EXISTS members(query_id INTEGER NOT NULL, host TEXT NOT NULL,"
+	" from_win INTEGER NOT NULL, last_win INTEGER NOT NULL, hi INTEGER NOT NULL,"
+	" failed INTEGER NOT NULL, PRIMARY KEY(query_id, host));"
 	"CREATE TABLE IF NOT EXISTS senders(host TEXT NOT NULL, instance INTEGER NOT NULL,"
 	" upto INTEGER NOT NULL, seen_ns INTEGER NOT NULL, PRIMARY KEY(host, instance));"
 	"CREATE TABLE IF NOT EXISTS windows(query_id INTEGER NOT NULL, win INTEGER NOT NULL,"
@@ -306,7 +326,7 @@ struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz)
 		e = EPROTO;
 		goto out_close;
 	}
-	if (!schema && aggd_store_meta_set(s, "schema", STORE_SCHEMA)) {
+	if (schema < STORE_SCHEMA && aggd_store_meta_set(s, "schema", STORE_SCHEMA)) {
 		snprintf(err, errsz, "%s: %s", path, sqlite3_errmsg(s->db));
 		goto out_close;
 	}
@@ -409,8 +429,8 @@ int aggd_store_query_add(struct aggd_store *s, struct aggd_stored_query *q)
 
 int aggd_store_query_end(struct aggd_store *s, uint64_t id)
 {
-	static const enum stmt which[] = { ST_QUERY_END, ST_QUERY_END_PARTIALS,
-					   ST_QUERY_END_WINDOWS };
+	static const enum stmt which[] = { ST_QUERY_END, ST_QUERY_END_SNAPSHOTS,
+					   ST_QUERY_END_WINDOWS, ST_QUERY_END_MEMBERS };
 	int rc = 0;
 
 	for (size_t i = 0; i < sizeof(which) / sizeof(which[0]) && !rc; i++) {
@@ -454,26 +474,22 @@ int aggd_store_queries_load(struct aggd_store *s,
 	return rc == SQLITE_DONE ? 0 : sql_errno(rc);
 }
 
-int aggd_store_partial_add(struct aggd_store *s, uint64_t query_id, uint64_t window,
-			   const char *host, uint64_t instance, uint64_t seq, const void *body,
-			   size_t len)
+int aggd_store_snapshot_set(struct aggd_store *s, uint64_t query_id, uint64_t window,
+			    const void *body, size_t len)
 {
-	sqlite3_stmt *st = stmt(s, ST_PARTIAL_ADD);
+	sqlite3_stmt *st = stmt(s, ST_SNAPSHOT_SET);
 
 	sqlite3_bind_int64(st, 1, i64(query_id));
 	sqlite3_bind_int64(st, 2, i64(window));
-	sqlite3_bind_text(st, 3, host, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, i64(instance));
-	sqlite3_bind_int64(st, 5, i64(seq));
-	sqlite3_bind_blob64(st, 6, body ? body : "", len, SQLITE_STATIC);
+	sqlite3_bind_blob64(st, 3, body ? body : "", len, SQLITE_STATIC);
 	return step_done(s, st);
 }
 
-int aggd_store_partials_load(struct aggd_store *s, uint64_t query_id,
-			     int (*fn)(void *ctx, uint64_t window, const void *body, size_t len),
-			     void *ctx)
+int aggd_store_snapshots_load(struct aggd_store *s, uint64_t query_id,
+			      int (*fn)(void *ctx, uint64_t window, const void *body, size_t len),
+			      void *ctx)
 {
-	sqlite3_stmt *st = stmt(s, ST_PARTIALS);
+	sqlite3_stmt *st = stmt(s, ST_SNAPSHOTS);
 	int rc;
 
 	sqlite3_bind_int64(st, 1, i64(query_id));
@@ -490,9 +506,61 @@ int aggd_store_partials_load(struct aggd_store *s, uint64_t query_id,
 	return rc == SQLITE_DONE ? 0 : sql_errno(rc);
 }
 
+int aggd_store_member_set(struct aggd_store *s, uint64_t query_id,
+			  const struct aggd_stored_member *m)
+{
+	sqlite3_stmt *st = stmt(s, ST_MEMBER_SET);
+
+	sqlite3_bind_int64(st, 1, i64(query_id));
+	sqlite3_bind_text(st, 2, m->host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, i64(m->from));
+	sqlite3_bind_int64(st, 4, i64(m->last));
+	sqlite3_bind_int64(st, 5, i64(m->hi));
+	sqlite3_bind_int(st, 6, m->failed);
+	return step_done(s, st);
+}
+
+int aggd_store_member_del(struct aggd_store *s, uint64_t query_id, const char *host)
+{
+	sqlite3_stmt *st = stmt(s, ST_MEMBER_DEL);
+
+	sqlite3_bind_int64(st, 1, i64(query_id));
+	sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
+	return step_done(s, st);
+}
+
+int aggd_store_members_load(struct aggd_store *s, uint64_t query_id,
+			    int (*fn)(void *ctx, const struct aggd_stored_member *m), void *ctx)
+{
+	sqlite3_stmt *st = stmt(s, ST_MEMBERS);
+	int rc;
+
+	sqlite3_bind_int64(st, 1, i64(query_id));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct aggd_stored_member m = {
+			.host = (const char *)sqlite3_column_text(st, 0),
+			.from = u64(sqlite3_column_int64(st, 1)),
+			.last = u64(sqlite3_column_int64(st, 2)),
+			.hi = u64(sqlite3_column_int64(st, 3)),
+			.failed = sqlite3_column_int(st, 4) != 0,
+		};
+		int frc;
+
+		if (!m.host)
+			continue;
+		frc = fn(ctx, &m);
+		if (frc) {
+			sqlite3_reset(st);
+			return frc;
+		}
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : sql_errno(rc);
+}
+
 int aggd_store_windows_forget(struct aggd_store *s, uint64_t query_id, uint64_t window)
 {
-	sqlite3_stmt *st = stmt(s, ST_FORGET_PARTIALS);
+	sqlite3_stmt *st = stmt(s, ST_FORGET_SNAPSHOTS);
 	int rc;
 
 	sqlite3_bind_int64(st, 1, i64(query_id));
@@ -544,8 +612,8 @@ int aggd_store_window_emitted(struct aggd_store *s, uint64_t query_id, uint64_t 
 	rc = step_done(s, st);
 	if (rc)
 		return rc;
-	/* the merged window stands for them now */
-	st = stmt(s, ST_WINDOW_PARTIALS);
+	/* the emitted window holds all its snapshot held, and more */
+	st = stmt(s, ST_WINDOW_SNAPSHOT);
 	sqlite3_bind_int64(st, 1, i64(query_id));
 	sqlite3_bind_int64(st, 2, i64(window));
 	return step_done(s, st);

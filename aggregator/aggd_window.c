@@ -36,6 +36,8 @@ struct member {
 	uint64_t last; /* its last window (it sent last); UINT64_MAX: still running */
 	uint64_t hi; /* highest window reported + 1; 0: none */
 	bool alive, failed;
+	bool restored; /* read back from the store, not reconnected yet */
+	bool ckpt; /* changed since the last checkpoint */
 };
 
 struct win {
@@ -46,6 +48,7 @@ struct win {
 	struct strset hosts; /* merged into it */
 	struct strset sub_missing; /* reported missing by child aggregators */
 	bool closed, dirty, last;
+	bool ckpt; /* merged into since the last checkpoint or emission */
 	uint32_t revision;
 	uint64_t closed_ns;
 };
@@ -62,6 +65,7 @@ struct aggd_qwin {
 	uint64_t hold_ns; /* no window closes by its deadline before this */
 	struct member *m;
 	size_t nm, mcap;
+	struct strset gone; /* members forgotten since the last checkpoint */
 	struct aggd_qwin_stats st;
 };
 
@@ -242,6 +246,7 @@ void aggd_qwin_free(struct aggd_qwin *q)
 	for (size_t i = 0; i < q->nm; i++)
 		free(q->m[i].host);
 	free(q->m);
+	strset_free(&q->gone);
 	free(q);
 }
 
@@ -300,8 +305,12 @@ int aggd_qwin_member(struct aggd_qwin *q, const char *host, uint64_t from_window
 	m = member_find(q, host);
 	if (m) {
 		m->alive = alive;
-		if (alive)
+		if (alive) {
+			m->restored = false;
+			if (m->failed)
+				m->ckpt = true;
 			m->failed = false; /* a restarted agent was sent the query again */
+		}
 		return 0;
 	}
 	if (q->nm == q->mcap) {
@@ -321,6 +330,7 @@ int aggd_qwin_member(struct aggd_qwin *q, const char *host, uint64_t from_window
 	m->from = from_window;
 	m->last = UINT64_MAX;
 	m->alive = alive;
+	m->ckpt = true;
 	q->nm++;
 	return 0;
 }
@@ -329,8 +339,10 @@ void aggd_qwin_member_fail(struct aggd_qwin *q, const char *host)
 {
 	struct member *m = q && host ? member_find(q, host) : NULL;
 
-	if (m)
+	if (m && !m->failed) {
 		m->failed = true;
+		m->ckpt = true;
+	}
 }
 
 void aggd_qwin_member_forget(struct aggd_qwin *q, const char *host)
@@ -339,8 +351,15 @@ void aggd_qwin_member_forget(struct aggd_qwin *q, const char *host)
 
 	if (!m)
 		return;
+	strset_add(&q->gone, m->host); /* at worst (ENOMEM) it is restored, and missing */
 	free(m->host);
 	*m = q->m[--q->nm];
+}
+
+/* A restored member counts as alive until the restart's hold ends: it may reconnect. */
+static bool member_alive(const struct aggd_qwin *q, const struct member *m, uint64_t now)
+{
+	return m->alive || (m->restored && now < q->hold_ns);
 }
 
 static bool member_expected(const struct member *m, uint64_t w)
@@ -365,7 +384,7 @@ static bool window_due(const struct aggd_qwin *q, uint64_t w, uint64_t now)
 	for (size_t i = 0; i < q->nm; i++) {
 		const struct member *m = &q->m[i];
 
-		if (!m->alive)
+		if (!member_alive(q, m, now))
 			continue;
 		alive++;
 		if (!m->failed && m->last == UINT64_MAX)
@@ -382,7 +401,7 @@ static bool window_due(const struct aggd_qwin *q, uint64_t w, uint64_t now)
 	return finishing && alive && !alive_running;
 }
 
-static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring)
+int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 {
 	struct member *m;
 	struct win *w;
@@ -393,7 +412,8 @@ static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring
 		return -EINVAL;
 	if (!q->o.every_ns && pt->window != 0)
 		return -EINVAL;
-	if (!restoring && pt->window >= sat_add(q->next_close, AGGD_MAX_OPEN))
+	(void)now_ns;
+	if (pt->window >= sat_add(q->next_close, AGGD_MAX_OPEN))
 		return -EINVAL; /* far ahead of anything that can be running */
 
 	/* the sender's progress counts even when its data comes too late */
@@ -405,8 +425,10 @@ static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring
 			return rc;
 		m = member_find(q, pt->host);
 	}
-	if (pt->last && (m->last == UINT64_MAX || pt->window > m->last))
+	if (pt->last && (m->last == UINT64_MAX || pt->window > m->last)) {
 		m->last = pt->window;
+		m->ckpt = true;
+	}
 	if (q->stopping && !q->done && pt->window > q->final && pt->window <= sat_add(q->final, 1))
 		q->final = pt->window; /* a sender whose clock runs ahead ended one window later */
 
@@ -414,8 +436,10 @@ static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring
 		w = win_get(q, pt->window, false);
 		if (!w || !w->closed) {
 			q->st.late_dropped++;
-			if (pt->window + 1 > m->hi)
+			if (pt->window + 1 > m->hi) {
 				m->hi = pt->window + 1;
+				m->ckpt = true;
+			}
 			return AGGD_LATE;
 		}
 		closed = true;
@@ -451,24 +475,16 @@ static int qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, bool restoring
 	for (size_t i = 0; i < pt->n_missing; i++)
 		if (pt->missing[i] && (rc = strset_add(&w->sub_missing, pt->missing[i])))
 			return rc;
-	if (pt->window + 1 > m->hi)
+	if (pt->window + 1 > m->hi) {
 		m->hi = pt->window + 1;
+		m->ckpt = true;
+	}
+	w->ckpt = true;
 	if (closed) {
-		w->dirty = !restoring;
+		w->dirty = true;
 		return AGGD_REVISED;
 	}
 	return AGGD_MERGED;
-}
-
-int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
-{
-	(void)now_ns;
-	return qwin_add(q, pt, false);
-}
-
-int aggd_qwin_add_restored(struct aggd_qwin *q, const Weft__Partial *pt)
-{
-	return qwin_add(q, pt, true);
 }
 
 uint64_t aggd_qwin_retained_from(const struct aggd_qwin *q)
@@ -563,6 +579,8 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 		rc = window_emit(q, w, fn, ctx, true);
 		if (rc && !first_err)
 			first_err = rc;
+		if (!rc)
+			w->ckpt = false; /* the emitted record holds it */
 		n++;
 	}
 	while (!q->done && window_due(q, q->next_close, now_ns)) {
@@ -576,6 +594,8 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 		rc = window_emit(q, w, fn, ctx, true);
 		if (rc && !first_err)
 			first_err = rc;
+		if (!rc)
+			w->ckpt = false;
 		n++;
 		q->next_close++;
 		if (w->last)
@@ -638,6 +658,27 @@ bool aggd_qwin_done(const struct aggd_qwin *q)
 	return q && q->done;
 }
 
+/* Merges a window's merged state read back from the store: no member's progress. */
+static int win_restore_state(struct win *w, const Weft__Partial *merged)
+{
+	int rc;
+
+	rc = agent_table_add_groups(w->t, merged->groups, merged->n_groups);
+	if (rc)
+		return rc < 0 ? rc : -EINVAL;
+	for (size_t i = 0; i < merged->n_drops && i < WEFT_DROP_NR; i++)
+		w->drops[i] += merged->drops[i];
+	w->misses += merged->misses;
+	w->overflow += merged->overflow;
+	for (size_t i = 0; i < merged->n_hosts; i++)
+		if (merged->hosts[i] && (rc = strset_add(&w->hosts, merged->hosts[i])))
+			return rc;
+	for (size_t i = 0; i < merged->n_missing; i++)
+		if (merged->missing[i] && (rc = strset_add(&w->sub_missing, merged->missing[i])))
+			return rc;
+	return 0;
+}
+
 int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
 			     uint64_t closed_ns, const Weft__Partial *merged)
 {
@@ -649,23 +690,9 @@ int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revis
 	w = win_get(q, index, true);
 	if (!w)
 		return -ENOMEM;
-	if (merged) {
-		/* what the window held when it was emitted; no member's progress */
-		rc = agent_table_add_groups(w->t, merged->groups, merged->n_groups);
-		if (rc)
-			return rc < 0 ? rc : -EINVAL;
-		for (size_t i = 0; i < merged->n_drops && i < WEFT_DROP_NR; i++)
-			w->drops[i] += merged->drops[i];
-		w->misses += merged->misses;
-		w->overflow += merged->overflow;
-		for (size_t i = 0; i < merged->n_hosts; i++)
-			if (merged->hosts[i] && (rc = strset_add(&w->hosts, merged->hosts[i])))
-				return rc;
-		for (size_t i = 0; i < merged->n_missing; i++)
-			if (merged->missing[i] &&
-			    (rc = strset_add(&w->sub_missing, merged->missing[i])))
-				return rc;
-	}
+	/* what the window held when it was emitted */
+	if (merged && (rc = win_restore_state(w, merged)))
+		return rc;
 	w->closed = true;
 	w->dirty = false;
 	w->revision = revision;
@@ -681,6 +708,117 @@ int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revis
 			q->w[i]->closed = true;
 			q->w[i]->closed_ns = closed_ns;
 		}
+	return 0;
+}
+
+int aggd_qwin_restore_snapshot(struct aggd_qwin *q, const Weft__Partial *merged)
+{
+	struct win *w;
+	bool closed;
+
+	if (!q || !merged || (!q->o.every_ns && merged->window != 0))
+		return -EINVAL;
+	closed = merged->window < q->next_close;
+	w = win_get(q, merged->window, !closed);
+	if (!w)
+		return closed ? 0 : -ENOMEM; /* closed and no longer retained: nothing to revise */
+	if (closed) {
+		/* merged into after it was emitted: the snapshot holds all of it, emitted again */
+		struct agent_table *t = agent_table_new(q->p, q->o.max_groups);
+
+		if (!t)
+			return -ENOMEM;
+		agent_table_free(w->t);
+		w->t = t;
+		memset(w->drops, 0, sizeof(w->drops));
+		w->misses = w->overflow = 0;
+		strset_free(&w->hosts);
+		strset_free(&w->sub_missing);
+		w->dirty = true;
+	}
+	return win_restore_state(w, merged);
+}
+
+int aggd_qwin_restore_member(struct aggd_qwin *q, const struct aggd_member_view *v)
+{
+	struct member *m;
+	int rc;
+
+	if (!q || !v || !v->host)
+		return -EINVAL;
+	rc = aggd_qwin_member(q, v->host, v->from, false);
+	if (rc)
+		return rc;
+	m = member_find(q, v->host);
+	m->from = v->from;
+	m->last = v->last;
+	m->hi = v->hi;
+	m->failed = v->failed;
+	m->restored = true;
+	m->ckpt = false; /* as stored */
+	return 0;
+}
+
+void aggd_qwin_changed_all(struct aggd_qwin *q)
+{
+	if (!q)
+		return;
+	for (size_t i = 0; i < q->nm; i++)
+		q->m[i].ckpt = true;
+	for (size_t i = 0; i < q->nw; i++)
+		if (!q->w[i]->closed || q->w[i]->dirty)
+			q->w[i]->ckpt = true;
+}
+
+int aggd_qwin_checkpoint(struct aggd_qwin *q, aggd_emit_fn win_fn,
+			 int (*mem_fn)(void *ctx, const struct aggd_member_view *m), void *ctx)
+{
+	int rc;
+
+	if (!q)
+		return -EINVAL;
+	while (q->gone.n) {
+		struct aggd_member_view v = { .host = q->gone.v[q->gone.n - 1], .gone = true };
+
+		if (mem_fn && (rc = mem_fn(ctx, &v)))
+			return rc;
+		free(q->gone.v[--q->gone.n]);
+	}
+	for (size_t i = 0; i < q->nm; i++) {
+		struct member *m = &q->m[i];
+		struct aggd_member_view v = { .host = m->host,
+					      .from = m->from,
+					      .last = m->last,
+					      .hi = m->hi,
+					      .failed = m->failed };
+
+		if (!m->ckpt)
+			continue;
+		if (mem_fn && (rc = mem_fn(ctx, &v)))
+			return rc;
+		m->ckpt = false;
+	}
+	for (size_t i = 0; i < q->nw; i++) {
+		struct win *w = q->w[i];
+		struct aggd_window_view v = { 0 };
+
+		if (!w->ckpt)
+			continue;
+		v.index = w->index;
+		v.start_ns = window_start(q, w->index);
+		v.end_ns = window_end(q, w->index);
+		v.table = w->t;
+		memcpy(v.drops, w->drops, sizeof(v.drops));
+		v.misses = w->misses;
+		v.overflow = w->overflow + agent_table_overflow(w->t);
+		v.hosts = (const char *const *)w->hosts.v;
+		v.nhosts = w->hosts.n;
+		v.missing = (const char *const *)w->sub_missing.v;
+		v.nmissing = w->sub_missing.n;
+		if (win_fn && (rc = win_fn(ctx, &v)))
+			return rc;
+		w->ckpt = false;
+	}
 	return 0;
 }
 

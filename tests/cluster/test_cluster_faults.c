@@ -247,18 +247,6 @@ static void test_aggregator_restart(void **state)
 }
 
 /* Whether the aggregator logged (-vv) a merged partial of host for a window >= w. */
-static bool merged_from(struct cl_proc *agg, const char *host, long long w)
-{
-	char *log = cl_slurp(agg->err), needle[64];
-	bool found = false;
-
-	snprintf(needle, sizeof(needle), " groups of %s for window ", host);
-	for (char *s = strstr(log, needle); s && !found; s = strstr(s + 1, needle))
-		found = strtoll(s + strlen(needle), NULL, 10) >= w;
-	free(log);
-	return found;
-}
-
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -268,14 +256,9 @@ static uint64_t mono_ns(void)
 }
 
 /*
- * Quarantined check (KNOWN BUG, reported): after a restart, the aggregator makes the
- * senders of the restored partials members that are alive (aggregator/aggd_window.c,
- * qwin_add() with restoring), and remembers no other member, so rule 1 closes the open
- * windows at once, before any agent is back: emitted without host c, which is not even
- * named missing (docs/protocol.md: windows that ended while it was down are emitted
- * after it, complete).  They are revised when c resends, so the sums stay exact.  Each
- * first close after the restart (its -v log line) must account for every host, merged or
- * missing; enforced with WEFT_CLUSTER_STRICT=1 until the bug is fixed.
+ * After a restart, the aggregator knows every member of the query from its store and waits
+ * for those not reconnected yet until its restart hold ends: each first close after the
+ * restart (its -v log line) must account for every host, merged or named missing.
  */
 static void check_complete_after_restart(struct cl_proc *agg, int nhosts)
 {
@@ -291,23 +274,39 @@ static void check_complete_after_restart(struct cl_proc *agg, int nhosts)
 			continue;
 		if (hosts + missing != nhosts) {
 			bad++;
-			print_message(
-				"KNOWN BUG: after the restart a window closed with %d hosts and "
-				"%d missing, of %d\n",
-				hosts, missing, nhosts);
+			print_message("after the restart a window closed with %d hosts and "
+				      "%d missing, of %d\n",
+				      hosts, missing, nhosts);
 		}
 	}
 	free(log);
-	if (bad && getenv("WEFT_CLUSTER_STRICT"))
+	if (bad)
 		fail_msg("%d windows closed incomplete after the restart", bad);
+}
+
+/* Whether a checkpoint was committed after the aggregator merged host's partial for a window
+ * >= w (both -v log lines). */
+static bool checkpointed_after(struct cl_proc *agg, const char *host, long long w)
+{
+	char *log = cl_slurp(agg->err), needle[64], *at = NULL;
+	bool found;
+
+	snprintf(needle, sizeof(needle), " groups of %s for window ", host);
+	for (char *s = strstr(log, needle); s && !at; s = strstr(s + 1, needle))
+		if (strtoll(s + strlen(needle), NULL, 10) >= w)
+			at = s;
+	found = at && strstr(at, "aggregator: checkpoint: ");
+	free(log);
+	return found;
 }
 
 /*
  * The aggregator dies while windows are open with partials merged into them: agent c is
  * stopped (alive, but silent for this query), so no window after it stopped can close
- * before the long lateness; a and b report the calls made meanwhile.  Restarted, the
- * aggregator merges those stored partials again into the open windows, once: when c
- * resumes and the windows close, every host's count is exact.
+ * before the long lateness; a and b report the calls made meanwhile, and a checkpoint
+ * writes the open windows holding them.  Restarted, the aggregator resumes those windows from
+ * the store; when c resumes and the windows close, every host's count is exact (nothing
+ * acknowledged lost, nothing merged twice) and every window accounts for all three hosts.
  */
 static void test_aggregator_restart_open_windows(void **state)
 {
@@ -322,7 +321,7 @@ static void test_aggregator_restart_open_windows(void **state)
 	struct cl_proc *agg, *agents[3], *sub;
 	char comm[32], log[32], *text, *s;
 	long long start0, w_n2;
-	long remerged;
+	long members, resumed;
 	struct cl_res r;
 	uint64_t id;
 
@@ -351,22 +350,24 @@ static void test_aggregator_restart_open_windows(void **state)
 	cl_workload(cl, comm, NULL, n2, 3);
 	w_n2 = ((long long)mono_ns() - start0) / 1000000000ll;
 	assert_true(
-		CL_WAIT(merged_from(agg, "a", w_n2) && merged_from(agg, "b", w_n2), CL_WAIT_MS));
+		CL_WAIT(checkpointed_after(agg, "a", w_n2) && checkpointed_after(agg, "b", w_n2),
+			CL_WAIT_MS));
 	assert_true(cl_file_sum(sub->out, "n", "a", NULL) == (long long)n1);
 	assert_int_equal(cl_stop(agg, SIGKILL, 5000), 128 + SIGKILL);
 
-	/* restarted: the partials of the open windows are merged again from the store */
+	/* restarted: the open windows and the members are read back from the store */
 	agg = cl_aggregator(cl, "agg", NULL, "agg2", opts);
-	cl_expect_log(agg, "partials merged again", CL_WAIT_MS);
+	cl_expect_log(agg, "windows in progress", CL_WAIT_MS);
 	text = cl_slurp(agg->err);
 	s = strstr(text, "resumed query ");
 	assert_non_null(s);
-	s = strchr(s, ':');
-	assert_non_null(s);
-	remerged = strtol(s + 1, NULL, 10);
+	assert_int_equal(sscanf(strchr(s, ':'), ": %ld members, %ld windows", &members, &resumed),
+			 2);
 	free(text);
-	print_message("aggregator restart: %ld partials of open windows merged again\n", remerged);
-	assert_true(remerged >= 2);
+	print_message("aggregator restart: %ld members, %ld open windows resumed\n", members,
+		      resumed);
+	assert_int_equal(members, 3);
+	assert_true(resumed >= 1);
 	assert_int_equal(kill(agents[2]->pid, SIGCONT), 0);
 	for (int i = 0; i < 3; i++)
 		cl_expect_log(agents[i], "the aggregator restarted", CL_WAIT_MS);

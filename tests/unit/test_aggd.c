@@ -612,6 +612,9 @@ struct loaded {
 	int nspool;
 	uint64_t partial_wins[8];
 	int npartials;
+	char members[8][64];
+	uint64_t member_hi[8];
+	int nmembers;
 };
 
 static int load_p(void *ctx, uint64_t w, const void *body, size_t len)
@@ -621,6 +624,18 @@ static int load_p(void *ctx, uint64_t w, const void *body, size_t len)
 	assert_int_equal(len, 2);
 	assert_memory_equal(body, w == 5 ? "p5" : "p6", 2);
 	l->partial_wins[l->npartials++] = w;
+	return 0;
+}
+
+static int load_m(void *ctx, const struct aggd_stored_member *m)
+{
+	struct loaded *l = ctx;
+
+	assert_int_equal(m->from, 3);
+	assert_int_equal(m->last, UINT64_MAX);
+	assert_true(m->failed == (strcmp(m->host, "b") == 0));
+	snprintf(l->members[l->nmembers], sizeof(l->members[0]), "%s", m->host);
+	l->member_hi[l->nmembers++] = m->hi;
 	return 0;
 }
 
@@ -706,10 +721,22 @@ static void test_store_roundtrip(void **state)
 
 	assert_int_equal(aggd_store_begin(s), 0);
 	assert_int_equal(aggd_store_sender_set(s, "a", 0x8000000000000001ULL, 41), 0);
-	assert_int_equal(aggd_store_partial_add(s, 2, 5, "a", 0x8000000000000001ULL, 41, "p5", 2),
-			 0);
-	assert_int_equal(aggd_store_partial_add(s, 2, 6, "a", 0x8000000000000001ULL, 42, "p6", 2),
-			 0);
+	assert_int_equal(aggd_store_snapshot_set(s, 2, 5, "p5", 2), 0);
+	assert_int_equal(aggd_store_snapshot_set(s, 2, 6, "xx", 2), 0);
+	assert_int_equal(aggd_store_snapshot_set(s, 2, 6, "p6", 2), 0); /* replaces */
+	{
+		struct aggd_stored_member ma = { "a", 3, UINT64_MAX, 7, false };
+		struct aggd_stored_member mb = { "b", 3, UINT64_MAX, 5, true };
+		struct aggd_stored_member mc = { "c", 3, UINT64_MAX, 1, false };
+
+		assert_int_equal(aggd_store_member_set(s, 2, &ma), 0);
+		ma.hi = 8;
+		assert_int_equal(aggd_store_member_set(s, 2, &ma), 0);
+		assert_int_equal(aggd_store_member_set(s, 2, &mb), 0);
+		assert_int_equal(aggd_store_member_set(s, 2, &mc), 0);
+		assert_int_equal(aggd_store_member_set(s, 1, &mc), 0); /* of the ended query */
+		assert_int_equal(aggd_store_member_del(s, 2, "c"), 0);
+	}
 	assert_int_equal(aggd_store_window_emitted(s, 2, 5, 0, EPOCH, "w0", 2), 0);
 	assert_int_equal(aggd_store_window_emitted(s, 2, 5, 3, EPOCH, "w3", 2), 0);
 	assert_int_equal(aggd_store_commit(s), 0);
@@ -742,14 +769,22 @@ static void test_store_roundtrip(void **state)
 	assert_int_equal(v, 41);
 	assert_int_equal(aggd_store_sender_get(s, "a", 1, &v), 0);
 	assert_int_equal(v, 0);
-	/* emitting window 5 replaced its partial; window 6's stays until it is emitted */
-	assert_int_equal(aggd_store_partials_load(s, 2, load_p, &l), 0);
+	/* emitting window 5 replaced its snapshot; window 6's stays until it is emitted */
+	assert_int_equal(aggd_store_snapshots_load(s, 2, load_p, &l), 0);
 	assert_int_equal(l.npartials, 1);
 	assert_int_equal(l.partial_wins[0], 6);
 	assert_int_equal(aggd_store_window_emitted(s, 2, 6, 0, EPOCH, "w0", 2), 0);
 	l.npartials = 0;
-	assert_int_equal(aggd_store_partials_load(s, 2, load_p, &l), 0);
+	assert_int_equal(aggd_store_snapshots_load(s, 2, load_p, &l), 0);
 	assert_int_equal(l.npartials, 0);
+	assert_int_equal(aggd_store_snapshot_set(s, 2, 7, "p6", 2), 0);
+	/* members: a updated, b, c deleted */
+	assert_int_equal(aggd_store_members_load(s, 2, load_m, &l), 0);
+	assert_int_equal(l.nmembers, 2);
+	assert_string_equal(l.members[0], "a");
+	assert_int_equal(l.member_hi[0], 8);
+	assert_string_equal(l.members[1], "b");
+	assert_int_equal(l.member_hi[1], 5);
 	assert_int_equal(aggd_store_windows_load(s, 2, load_w, &l), 0);
 	assert_int_equal(l.nwins, 2);
 	assert_int_equal(l.wins[0], 5);
@@ -763,26 +798,39 @@ static void test_store_roundtrip(void **state)
 	assert_int_equal(l.spool_tx[0], 1234);
 	assert_int_equal(l.spool_ids[1], 3);
 	assert_int_equal(l.spool_tx[1], 0);
-	/* forgetting windows below 6 drops window 5's partial and record */
+	/* forgetting windows below 6 drops window 5's snapshot and record */
+	assert_int_equal(aggd_store_snapshot_set(s, 2, 5, "p5", 2), 0);
 	assert_int_equal(aggd_store_windows_forget(s, 2, 6), 0);
 	l.nwins = 0;
 	assert_int_equal(aggd_store_windows_load(s, 2, load_w, &l), 0);
 	assert_int_equal(l.nwins, 1);
 	assert_int_equal(l.wins[0], 6);
+	/* ... but not the snapshot of window 7 */
+	l.npartials = 0;
+	assert_int_equal(aggd_store_snapshots_load(s, 2, load_p, &l), 0);
+	assert_int_equal(l.npartials, 1);
+	assert_int_equal(l.partial_wins[0], 7);
 	/* a new query never reuses an id, even of an ended one */
 	q1.id = 0;
 	assert_int_equal(aggd_store_query_end(s, 2), 0);
+	/* ending a query forgets its snapshots and members */
+	l.npartials = l.nmembers = 0;
+	assert_int_equal(aggd_store_snapshots_load(s, 2, load_p, &l), 0);
+	assert_int_equal(aggd_store_members_load(s, 2, load_m, &l), 0);
+	assert_int_equal(l.npartials + l.nmembers, 0);
 	assert_int_equal(aggd_store_query_add(s, &q1), 0);
 	assert_int_equal(q1.id, 3);
 	aggd_store_close(s);
 	rm_store();
 }
 
-/* What a restart does: the closed windows and the merged partials read back from the store
- * give the same windows, and a late partial after the restart is a revision. */
+/* What a restart does: the members, the closed windows and the snapshots of the last
+ * checkpoint read back from the store give the same windows; windows wait for members that
+ * have not reconnected until the hold ends, then name them missing; a late partial after the
+ * restart is a revision. */
 struct restore_ctx {
 	struct aggd_qwin *q;
-	int n;
+	int windows, snapshots, members;
 };
 
 static int restore_w(void *ctx, uint64_t w, uint32_t rev, uint64_t closed, const void *body,
@@ -795,22 +843,45 @@ static int restore_w(void *ctx, uint64_t w, uint32_t rev, uint64_t closed, const
 	assert_non_null(pt);
 	rc = aggd_qwin_restore_closed(r->q, w, rev, closed, pt);
 	weft__partial__free_unpacked(pt, NULL);
+	r->windows++;
 	return rc;
 }
 
-/* What the daemon stores when it emits a window: its merged groups, drops and hosts. */
-static struct {
-	void *body;
-	size_t len;
-} emitted_body;
+static int restore_s(void *ctx, uint64_t w, const void *body, size_t len)
+{
+	struct restore_ctx *r = ctx;
+	Weft__Partial *pt = weft__partial__unpack(NULL, len, body);
+	int rc;
 
-static int on_emit_store(void *ctx, const struct aggd_window_view *v)
+	assert_non_null(pt);
+	assert_int_equal(pt->window, w);
+	rc = aggd_qwin_restore_snapshot(r->q, pt);
+	weft__partial__free_unpacked(pt, NULL);
+	r->snapshots++;
+	return rc;
+}
+
+static int restore_m(void *ctx, const struct aggd_stored_member *sm)
+{
+	struct restore_ctx *r = ctx;
+	struct aggd_member_view m = { .host = sm->host,
+				      .from = sm->from,
+				      .last = sm->last,
+				      .hi = sm->hi,
+				      .failed = sm->failed };
+
+	r->members++;
+	return aggd_qwin_restore_member(r->q, &m);
+}
+
+/* A window as the daemon stores it (emitted or at a checkpoint): merged groups, drops and
+ * hosts as a packed Partial. */
+static void view_pack(const struct aggd_window_view *v, void **body, size_t *len)
 {
 	Weft__Partial pt;
 	Weft__Group **g = NULL;
 	size_t ng = 0;
 
-	on_emit(ctx, v);
 	assert_int_equal(agent_table_to_groups(v->table, &g, &ng), 0);
 	weft__partial__init(&pt);
 	pt.query_id = 1;
@@ -822,43 +893,81 @@ static int on_emit_store(void *ctx, const struct aggd_window_view *v)
 	pt.drops = (uint64_t *)v->drops;
 	pt.n_hosts = v->nhosts;
 	pt.hosts = (char **)v->hosts;
-	emitted_body.len = weft__partial__get_packed_size(&pt);
-	emitted_body.body = malloc(emitted_body.len);
-	assert_non_null(emitted_body.body);
-	weft__partial__pack(&pt, emitted_body.body);
+	pt.n_missing = v->nmissing;
+	pt.missing = (char **)v->missing;
+	*len = weft__partial__get_packed_size(&pt);
+	*body = malloc(*len ? *len : 1);
+	assert_non_null(*body);
+	weft__partial__pack(&pt, *body);
 	agent_groups_free(g, ng);
+}
+
+static struct aggd_store *emit_store;
+
+static int on_emit_store(void *ctx, const struct aggd_window_view *v)
+{
+	void *body;
+	size_t len;
+
+	on_emit(ctx, v);
+	view_pack(v, &body, &len);
+	assert_int_equal(aggd_store_window_emitted(emit_store, 1, v->index, v->revision, v->end_ns,
+						   body, len),
+			 0);
+	free(body);
 	return 0;
 }
 
-static int restore_p(void *ctx, uint64_t w, const void *body, size_t len)
-{
-	struct restore_ctx *r = ctx;
-	char why[128];
-	Weft__Envelope *e = wire_decode(body, len, why, sizeof(why));
-	int rc;
+struct ckpt {
+	struct aggd_store *s;
+	int windows, members, gone;
+};
 
-	(void)w;
-	assert_non_null(e);
-	rc = aggd_qwin_add_restored(r->q, e->partial);
-	wire_free(e);
-	r->n++;
-	return rc < 0 ? rc : 0;
-}
-
-static void store_partial(struct aggd_store *s, Weft__Partial *pt, uint64_t seq)
+static int ckpt_w(void *ctx, const struct aggd_window_view *v)
 {
-	Weft__Envelope e;
-	void *buf;
+	struct ckpt *c = ctx;
+	void *body;
 	size_t len;
 
-	weft__envelope__init(&e);
-	e.version = WIRE_VERSION;
-	e.seq = seq;
-	e.body_case = WEFT__ENVELOPE__BODY_PARTIAL;
-	e.partial = pt;
-	assert_int_equal(wire_encode(&e, &buf, &len), 0);
-	assert_int_equal(aggd_store_partial_add(s, 1, pt->window, pt->host, 7, seq, buf, len), 0);
-	free(buf);
+	view_pack(v, &body, &len);
+	assert_int_equal(aggd_store_snapshot_set(c->s, 1, v->index, body, len), 0);
+	free(body);
+	c->windows++;
+	return 0;
+}
+
+static int ckpt_m(void *ctx, const struct aggd_member_view *m)
+{
+	struct ckpt *c = ctx;
+	struct aggd_stored_member sm = { m->host, m->from, m->last, m->hi, m->failed };
+
+	if (m->gone) {
+		c->gone++;
+		return aggd_store_member_del(c->s, 1, m->host);
+	}
+	c->members++;
+	return aggd_store_member_set(c->s, 1, &sm);
+}
+
+static void checkpoint(struct aggd_qwin *q, struct ckpt *c, int windows, int members, int gone)
+{
+	c->windows = c->members = c->gone = 0;
+	assert_int_equal(aggd_qwin_checkpoint(q, ckpt_w, ckpt_m, c), 0);
+	assert_int_equal(c->windows, windows);
+	assert_int_equal(c->members, members);
+	assert_int_equal(c->gone, gone);
+}
+
+static struct aggd_qwin *restart(struct fixture *f, struct aggd_store *s, struct restore_ctx *r)
+{
+	struct aggd_qwin *q = qwin(f, 0, 0);
+
+	memset(r, 0, sizeof(*r));
+	r->q = q;
+	assert_int_equal(aggd_store_members_load(s, 1, restore_m, r), 0);
+	assert_int_equal(aggd_store_windows_load(s, 1, restore_w, r), 0);
+	assert_int_equal(aggd_store_snapshots_load(s, 1, restore_s, r), 0);
+	return q;
 }
 
 static void test_restore(void **state)
@@ -867,40 +976,61 @@ static void test_restore(void **state)
 	char *path = store_path(), err[256];
 	struct aggd_store *s = aggd_store_open(path, err, sizeof(err));
 	struct aggd_qwin *q = qwin(f, 0, 0);
-	struct restore_ctx r = { 0 };
-	Weft__Partial *pa0, *pa1;
+	struct restore_ctx r;
+	struct ckpt c = { .s = s };
 	uint64_t t = EPOCH + S + LATE;
 
 	(void)state;
 	assert_non_null(s);
+	emit_store = s;
 	aggd_qwin_member(q, "a", 0, true);
 	aggd_qwin_member(q, "b", 0, true);
-	/* window 0 closed with a only; window 1 open with a */
-	pa0 = partial(f, "a", 0, ev_a, 4, false);
-	pa1 = partial(f, "a", 1, ev_a, 2, false);
-
-	assert_int_equal(aggd_qwin_add(q, pa0, t), AGGD_MERGED);
-	store_partial(s, pa0, 1);
-	em_clear(f);
+	aggd_qwin_member(q, "gone", 0, true);
+	checkpoint(q, &c, 0, 3, 0);
+	checkpoint(q, &c, 0, 0, 0); /* nothing changed */
+	aggd_qwin_member_forget(q, "gone");
+	/* window 0: a only, checkpointed, then closed by its deadline */
+	assert_int_equal(aggd_qwin_add(q, partial(f, "a", 0, ev_a, 4, false), t), AGGD_MERGED);
+	checkpoint(q, &c, 1, 1, 1); /* window 0, a's progress, "gone" deleted */
 	assert_int_equal(aggd_qwin_tick(q, t, on_emit_store, f), 1);
-	assert_int_equal(
-		aggd_store_window_emitted(s, 1, 0, 0, t, emitted_body.body, emitted_body.len), 0);
-	free(emitted_body.body);
-	assert_int_equal(aggd_qwin_add(q, pa1, t), AGGD_MERGED);
-	store_partial(s, pa1, 2);
+	checkpoint(q, &c, 0, 0, 0); /* the emitted record holds window 0 */
+	/* window 1: a, checkpointed; a's second partial for it is not */
+	assert_int_equal(aggd_qwin_add(q, partial(f, "a", 1, ev_a, 2, false), t), AGGD_MERGED);
+	checkpoint(q, &c, 1, 1, 0);
+	assert_int_equal(aggd_qwin_add(q, partial(f, "a", 1, ev_a, 1, false), t), AGGD_MERGED);
 	aggd_qwin_free(q);
 
-	/* the restart */
-	q = qwin(f, 0, 0);
-	r.q = q;
-	assert_int_equal(aggd_store_windows_load(s, 1, restore_w, &r), 0);
-	assert_int_equal(aggd_store_partials_load(s, 1, restore_p, &r), 0);
-	assert_int_equal(r.n, 1); /* window 0's partial was replaced by the window */
+	/* a restart where b does not come back: window 1 waits for it during the hold, then
+	 * closes by its deadline, naming it missing */
+	q = restart(f, s, &r);
+	assert_int_equal(r.members, 2);
+	assert_int_equal(r.windows, 1);
+	assert_int_equal(r.snapshots, 1); /* window 0's was replaced by its emitted record */
 	assert_int_equal(aggd_qwin_next_close(q), 1);
+	aggd_qwin_hold(q, EPOCH + 2 * S + LATE + 1);
 	aggd_qwin_member(q, "a", 0, true);
-	aggd_qwin_member(q, "b", 0, true);
-	/* held: window 1 does not close by its deadline before agents are back */
+	assert_int_equal(tick(f, q, EPOCH + 2 * S + LATE), 0);
+	assert_int_equal(tick(f, q, EPOCH + 2 * S + LATE + 1), 1);
+	assert_int_equal(f->em[0].index, 1);
+	assert_string_equal(f->em[0].hosts, "a");
+	assert_string_equal(f->em[0].missing, "b");
+	{
+		/* as of the checkpoint: a's unacknowledged second partial is resent by a */
+		struct ev two[] = { { 10, 10 }, { 10, 10 } };
+		struct agent_table *ref = reference(f, two, 2);
+
+		assert_true(agent_table_equal(f->em[0].t, ref));
+		agent_table_free(ref);
+	}
+	aggd_qwin_free(q);
+
+	/* the same restart where b comes back */
+	q = restart(f, s, &r);
 	aggd_qwin_hold(q, EPOCH + 100 * S);
+	aggd_qwin_member(q, "a", 0, true);
+	/* a reported window 1 before the restart; b, restored, is waited for */
+	assert_int_equal(tick(f, q, EPOCH + S + LATE), 0);
+	aggd_qwin_member(q, "b", 0, true);
 	assert_int_equal(tick(f, q, EPOCH + 2 * S + LATE), 0);
 	/* b's late partial for window 0 is a revision of what was emitted before */
 	assert_int_equal(aggd_qwin_add(q, partial(f, "b", 0, ev_b, 3, false), t), AGGD_REVISED);
@@ -917,6 +1047,7 @@ static void test_restore(void **state)
 	assert_int_equal(f->em[1].index, 1);
 	assert_int_equal(f->em[1].revision, 0);
 	assert_string_equal(f->em[1].hosts, "a,b");
+	assert_string_equal(f->em[1].missing, "");
 	{
 		struct ev both[] = { { 10, 10 }, { 10, 10 }, { 10, 10 }, { 20, 20 }, { 20, 20 } };
 		struct agent_table *ref = reference(f, both, 5);
@@ -928,6 +1059,26 @@ static void test_restore(void **state)
 	em_clear(f);
 	assert_int_equal(aggd_qwin_replay(q, 1, on_emit, f), 1);
 	assert_int_equal(f->em[0].index, 1);
+	aggd_qwin_free(q);
+
+	/* a revision merged and checkpointed but not emitted before a restart is emitted after
+	 * it, from the snapshot */
+	q = restart(f, s, &r);
+	aggd_qwin_member(q, "b", 0, true);
+	assert_int_equal(aggd_qwin_add(q, partial(f, "b", 0, ev_b, 3, false), t), AGGD_REVISED);
+	checkpoint(q, &c, 1, 1, 0);
+	aggd_qwin_free(q);
+	q = restart(f, s, &r);
+	assert_int_equal(r.snapshots, 2);
+	assert_int_equal(tick(f, q, EPOCH + S), 1);
+	assert_int_equal(f->em[0].index, 0);
+	assert_int_equal(f->em[0].revision, 1);
+	{
+		struct agent_table *ref = reference(f, ev_ab, 7);
+
+		assert_true(agent_table_equal(f->em[0].t, ref));
+		agent_table_free(ref);
+	}
 	aggd_qwin_free(q);
 	aggd_store_close(s);
 	rm_store();

@@ -11,7 +11,8 @@
  *   add      agent_table_add_groups() alone: key and state validation, hash lookup, merge
  *   merge    wire_decode() + aggd_qwin_add() (which calls agent_table_add_groups()) +
  *            wire_free(): the daemon's in-memory work per partial
- *   store    aggd_store_partial_add() of the envelope's bytes + aggd_store_sender_set(), one
+ *   store    what checkpoints write (aggd_store_sender_set(), aggd_store_member_set() per
+ *            partial, aggd_store_snapshot_set() of the window per batch), one
  *            transaction (synchronous=FULL, one fsync) per batch, plus what closing a window
  *            writes (aggd_store_window_emitted(), forgetting old windows)
  *   emit     per window: agent_table_to_groups() of the merged table + wire_encode() of the
@@ -313,6 +314,7 @@ struct emit_ctx {
 	struct aggd_store *store; /* NULL: no store writes */
 	bool encode; /* encode the Result */
 	uint64_t groups, bytes;
+	bool snapshot; /* a checkpoint's snapshot, not an emitted window */
 };
 
 /* What the daemon's emit_window() does with a closed window. */
@@ -368,8 +370,10 @@ static int emit(void *ctx, const struct aggd_window_view *v)
 		body = malloc(len);
 		if (body) {
 			weft__partial__pack(&pt, body);
-			rc = aggd_store_window_emitted(c->store, 1, v->index, v->revision, 0, body,
-						       len);
+			rc = c->snapshot ?
+				     aggd_store_snapshot_set(c->store, 1, v->index, body, len) :
+				     aggd_store_window_emitted(c->store, 1, v->index, v->revision,
+							       0, body, len);
 			free(body);
 		}
 	}
@@ -382,7 +386,7 @@ static int emit(void *ctx, const struct aggd_window_view *v)
 static struct span phase_merge(struct bench *b)
 {
 	struct aggd_qwin *q = qwin_make(b);
-	struct emit_ctx c = { b, NULL, false, 0, 0 };
+	struct emit_ctx c = { b, NULL, false, 0, 0, false };
 	struct mark t0 = mark_now();
 	struct span sp = { 0 };
 	uint64_t now = 1000000000ULL;
@@ -464,8 +468,23 @@ static void store_drop(struct aggd_store *s, const char *path)
 	unlink(p);
 }
 
-/* The store's writes alone: per partial its bytes and its sender's upto, a commit per
- * batch; per window the merged window row (replacing its partials) and forgetting. */
+/* What the daemon's checkpoint writes for a member whose progress changed. */
+static int ckpt_member(void *ctx, const struct aggd_member_view *m)
+{
+	struct emit_ctx *c = ctx;
+	struct aggd_stored_member sm = { m->host, m->from, m->last, m->hi, m->failed };
+
+	return m->gone ? aggd_store_member_del(c->store, 1, m->host) :
+			 aggd_store_member_set(c->store, 1, &sm);
+}
+
+/*
+ * The store's writes alone, as the daemon's checkpoints make them (aggd.c, txn_commit()):
+ * one checkpoint per batch of partials (what arrives in AGGD_CHECKPOINT_NS), writing the
+ * sender's seq and member progress of each partial of the batch and the open window's merged
+ * state once (here: a full window's, the largest it gets), then a commit; per window the
+ * emitted record (replacing its snapshot) and forgetting old windows.
+ */
 static struct span phase_store(struct bench *b)
 {
 	char path[512], host[32];
@@ -477,29 +496,28 @@ static struct span phase_store(struct bench *b)
 
 	for (uint32_t w = 0; w < b->windows; w++) {
 		for (uint32_t a = 0; a < b->agents; a++) {
+			struct aggd_stored_member m = { host, 0, UINT64_MAX, w + 1, false };
+
 			snprintf(host, sizeof(host), "sim%04u", a);
 			if (!inbatch)
 				aggd_store_begin(s);
 			seq++;
-			if (aggd_store_partial_add(s, 1, w, host, 1, seq, b->env[a],
-						   b->envlen[a]) ||
-			    aggd_store_sender_set(s, host, 1, seq))
+			if (aggd_store_sender_set(s, host, 1, seq) ||
+			    aggd_store_member_set(s, 1, &m))
 				exit(1);
-			if (++inbatch == b->batch) {
-				if (aggd_store_commit(s))
+			if (++inbatch == b->batch || a + 1 == b->agents) {
+				if (aggd_store_snapshot_set(s, 1, w, b->merged, b->merged_len) ||
+				    aggd_store_commit(s))
 					exit(1);
 				inbatch = 0;
 			}
 		}
-		if (!inbatch)
-			aggd_store_begin(s);
+		aggd_store_begin(s);
 		aggd_store_window_emitted(s, 1, w, 0, 0, b->merged, b->merged_len);
 		if (w >= AGGD_KEEP_WINDOWS)
 			aggd_store_windows_forget(s, 1, w - AGGD_KEEP_WINDOWS);
-		inbatch++;
 		if (aggd_store_commit(s))
 			exit(1);
-		inbatch = 0;
 	}
 	span_add(&sp, t0);
 	store_drop(s, path);
@@ -510,7 +528,7 @@ static struct span phase_store(struct bench *b)
 static struct span phase_emit(struct bench *b, uint64_t *groups, uint64_t *bytes)
 {
 	struct aggd_qwin *q = qwin_make(b);
-	struct emit_ctx c = { b, NULL, true, 0, 0 };
+	struct emit_ctx c = { b, NULL, true, 0, 0, false };
 	struct span sp = { 0 };
 	uint64_t now = 1000000000ULL;
 	char why[256];
@@ -537,13 +555,19 @@ static struct span phase_emit(struct bench *b, uint64_t *groups, uint64_t *bytes
 	return sp;
 }
 
-/* Everything, interleaved as aggd_run() does it: the whole per-partial cost. */
+/*
+ * Everything, interleaved as aggd_run() does it: the whole per-partial cost.  A checkpoint
+ * (sender seqs, the changed windows' merged state and members' progress, a commit) after
+ * each batch of partials, then a tick, which closes and emits the window once all agents
+ * reported it.
+ */
 static struct span phase_all(struct bench *b)
 {
 	char path[512], why[256];
 	struct aggd_store *s = store_make(b, path, sizeof(path));
 	struct aggd_qwin *q = qwin_make(b);
-	struct emit_ctx c = { b, s, true, 0, 0 };
+	struct emit_ctx c = { b, s, true, 0, 0, false };
+	struct emit_ctx ck = { b, s, false, 0, 0, true };
 	struct mark t0 = mark_now();
 	struct span sp = { 0 };
 	uint64_t now = 1000000000ULL, seq = 0;
@@ -556,23 +580,26 @@ static struct span phase_all(struct bench *b)
 			if (!e)
 				exit(1);
 			e->partial->window = w;
-			if (!inbatch)
-				aggd_store_begin(s);
 			if (aggd_qwin_add(q, e->partial, now) != AGGD_MERGED)
 				exit(1);
 			seq++;
-			aggd_store_partial_add(s, 1, w, e->partial->host, 1, seq, b->env[a],
-					       b->envlen[a]);
+			if (!inbatch)
+				aggd_store_begin(s);
 			aggd_store_sender_set(s, e->partial->host, 1, seq);
 			wire_free(e);
 			if (++inbatch == b->batch || a + 1 == b->agents) {
-				/* the daemon ticks after each batch, in the same transaction */
+				if (aggd_qwin_checkpoint(q, emit, ckpt_member, &ck) ||
+				    aggd_store_commit(s))
+					exit(1);
+				inbatch = 0;
+				/* the window closes when its last partial is in: emitted, its record
+				 * written (committed with the next checkpoint) */
+				aggd_store_begin(s);
 				aggd_qwin_tick(q, now, emit, &c);
 				if (w >= AGGD_KEEP_WINDOWS)
 					aggd_store_windows_forget(s, 1, w - AGGD_KEEP_WINDOWS);
 				if (aggd_store_commit(s))
 					exit(1);
-				inbatch = 0;
 			}
 		}
 	}
