@@ -5,11 +5,11 @@
  * Decoding is a small pipeline, each step bounding the next: the length (at most
  * WIRE_MAX_BYTES); a scan of the envelope's top-level fields (well-formed protobuf, exactly
  * one body field on the wire: protobuf-c would silently keep the last of several); protobuf-c's
- * unpack under an allocation budget (a few bytes of hostile input must not become gigabytes
- * of pointer arrays: empty repeated messages cost 2 bytes on the wire and ~64 in memory); and
- * finally the checks of weft.proto's rules on the decoded tree — version, seq, every string's
- * length and character set, every count, every id.  The same checks run before encoding, so
- * a peer never sends what it would itself reject.
+ * unpack into an arena under an allocation budget (a few bytes of hostile input must not
+ * become gigabytes of pointer arrays: empty repeated messages cost 2 bytes on the wire and ~64
+ * in memory); and finally the checks of weft.proto's rules on the decoded tree — version, seq,
+ * every string's length and character set, every count, every id.  The same checks run before
+ * encoding, so a peer never sends what it would itself reject.
  *
  * The ZAP handler is ZeroMQ's authentication hook (RFC 27): a thread with a REP socket on
  * inproc://zeromq.zap.01 in the daemon's context, asked once per CURVE handshake whether the
@@ -27,6 +27,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +48,18 @@
 #define WIRE_MAX_DROPS 64 /* enum weft_drop has 9; room for newer peers */
 #define WIRE_HB_MIN_MS 10
 #define WIRE_HB_MAX_MS 3600000
-/* protobuf-c may allocate this much to decode len bytes: 8 x len covers every legitimate
- * message (a partial of tiny groups needs ~4 x; packed one-byte ids 8 x) */
+/* decoding len bytes may take this much memory (wire_decode()'s arena, padding included):
+ * 8 x len covers every message weft makes (a partial of its smallest groups needs 7.7 x at
+ * worst: see the arena; packed one-byte ids 8 x) */
 #define DECODE_BUDGET(len) ((size_t)(len)*8 + (1u << 20))
 
 #define SOCK_LINGER_MS 200
 #define SOCK_HWM 1000
 #define SOCK_HEARTBEAT_IVL_MS 2000
 #define SOCK_HEARTBEAT_TIMEOUT_MS 6000
+#define SOCK_KEEPALIVE_IDLE_S 30 /* the server's TCP keepalive: a dead client is closed after */
+#define SOCK_KEEPALIVE_INTVL_S 10 /* 30 s idle + 3 unanswered probes 10 s apart */
+#define SOCK_KEEPALIVE_CNT 3
 #define SOCK_RECONNECT_MS 200
 #define SOCK_RECONNECT_MAX_MS 5000
 
@@ -374,7 +380,8 @@ static bool check_partial(struct why *w, const Weft__Partial *m)
 	       check_str(w, "Partial.host", m->host, WIRE_MAX_STRING, TEXT_NAME, true) &&
 	       check_groups(w, "Partial", m->groups, m->n_groups) &&
 	       check_drops(w, "Partial", m->n_drops, m->drops) &&
-	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true);
+	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
+	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true);
 }
 
 static bool check_result(struct why *w, const Weft__Result *m)
@@ -583,27 +590,176 @@ static bool scan_envelope(const uint8_t *p, size_t len, unsigned *nbodies, struc
 	return true;
 }
 
-/* protobuf-c allocations, bounded per decode. */
-struct budget {
-	size_t left;
-	bool exceeded;
+/*
+ * The decode arena: everything protobuf-c allocates for one message is bumped out of a few
+ * big chunks and freed at once by wire_free() — a Partial of 1000 groups is ~5000
+ * allocations, which malloc()/free() one by one cost more than the rest of the unpack.
+ *
+ * The budget: the chunks' total size (headers, alignment padding and unused ends included)
+ * never exceeds DECODE_BUDGET(len); an allocation that would need more fails the unpack with
+ * the same "too costly" as before.  What protobuf-c frees during the unpack (its scratch
+ * arrays of scanned fields, ~32-64 bytes per field of the largest message) stays in the arena
+ * until wire_free(), counted once, as the budget always counted it.  The first chunk holds
+ * 6 x len, enough for most Partials (cluster_merge's, 1000 groups of 50 bytes, take 4.5 x),
+ * so that a common message takes one malloc() and one free(); the following ones double; an
+ * allocation of a quarter of the next chunk or more gets a chunk of its own (the current one
+ * goes on serving small ones, so that little is left unused at a chunk's end); no chunk is
+ * larger than what is left of the budget.
+ *
+ * Ownership: the first chunk opens with the struct wire_arena, which holds the envelope
+ * wire_decode() returns; wire_free(e) finds the arena from e by container_of.  This does not
+ * rely on protobuf-c allocating the envelope first: the envelope it unpacked (wherever it is
+ * in the arena) is copied into the arena's own slot, which is safe because a message tree
+ * has no pointer back into its root, and the copy left behind is never used again.  So every
+ * part of a decoded message lives until wire_free() of its envelope; nobody may free(),
+ * realloc() or keep a part of it (the callers only read, or copy what they keep).
+ *
+ * Alignment: every allocation starts at a multiple of alignof(max_align_t) (16), as
+ * malloc()'s do, whatever protobuf-c puts there.  The price is padding, counted in the
+ * budget: a group of weft's smallest kind (an 8-byte key slot, one count state: 24 bytes on
+ * the wire) takes ~184 bytes here against ~162 by protobuf-c's count, protobuf-c's scratch
+ * included; at the worst group counts for the scratch (just past 16 x (2^k - 1)) that is
+ * 7.7 x the message, still within 8 x + 1 MiB.  Hand-made groups of 2- or 4-byte keys,
+ * which weft's plans never make, could now be refused past ~65,000 groups.  Under
+ * AddressSanitizer the unused end of each chunk, the padding after each allocation, the
+ * abandoned envelope and the stripped unknown fields are poisoned, so that an overflow or a
+ * stale pointer into the arena is still reported.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_ASAN 1
+#endif
+#endif
+#ifdef ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#define arena_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define arena_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define arena_poison(p, n) ((void)(p), (void)(n))
+#define arena_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+#define ARENA_ALIGN _Alignof(max_align_t)
+/* wraps around for n > SIZE_MAX - 15: arena_alloc() checks */
+#define ARENA_ROUND(n) (((n) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
+#define ARENA_MAGIC 0x77697265u /* "wire" */
+/* the first chunk: what most Partials decode to, with room for small messages */
+#define ARENA_FIRST(len) (ARENA_ROUND(sizeof(struct wire_arena)) + (size_t)(len)*6 + 512)
+
+/* Every chunk but the first (which holds the struct wire_arena instead) opens with this. */
+struct arena_chunk {
+	struct arena_chunk *next;
+};
+#define ARENA_CHUNK_HDR ARENA_ROUND(sizeof(struct arena_chunk))
+
+struct wire_arena {
+	unsigned magic;
+	bool exceeded; /* an allocation went over the budget */
+	bool nomem; /* malloc() failed */
+	struct arena_chunk *chunks; /* the chunks after the first, newest first */
+	uint8_t *at, *end; /* the free space of the chunk being bumped */
+	size_t left; /* the budget not yet taken by chunks */
+	size_t grow; /* the size of the next chunk */
+	Weft__Envelope env; /* what wire_decode() returns */
 };
 
-static void *budget_alloc(void *data, size_t size)
+static void *arena_chunk_new(struct wire_arena *ar, size_t size)
 {
-	struct budget *b = data;
+	struct arena_chunk *c;
 
-	if (size > b->left) {
-		b->exceeded = true;
+	if (size > ar->left) {
+		ar->exceeded = true;
 		return NULL; /* protobuf-c fails the unpack cleanly */
 	}
-	b->left -= size;
-	return malloc(size);
+	c = malloc(size);
+	if (!c) {
+		ar->nomem = true;
+		return NULL;
+	}
+	ar->left -= size;
+	c->next = ar->chunks;
+	ar->chunks = c;
+	return (uint8_t *)c + ARENA_CHUNK_HDR;
 }
 
-static void budget_free(void *data, void *ptr)
+static void *arena_alloc(void *data, size_t size)
 {
-	free(ptr);
+	struct wire_arena *ar = data;
+	size_t need = ARENA_ROUND(size);
+	uint8_t *p;
+
+	if (need < size || need > SIZE_MAX - ARENA_CHUNK_HDR) { /* cannot be in the budget */
+		ar->exceeded = true;
+		return NULL;
+	}
+	if (need <= (size_t)(ar->end - ar->at)) {
+		p = ar->at;
+		ar->at += need;
+		arena_unpoison(p, size);
+		return p;
+	}
+	if (need + ARENA_CHUNK_HDR > ar->left) {
+		ar->exceeded = true;
+		return NULL; /* protobuf-c fails the unpack cleanly */
+	}
+	if (need >= ar->grow / 4) { /* a chunk of its own: the current one goes on */
+		p = arena_chunk_new(ar, ARENA_CHUNK_HDR + need);
+	} else {
+		/* grow >= 2 x the first chunk, so csz >= need + the header */
+		size_t csz = ar->grow < ar->left ? ar->grow : ar->left;
+
+		p = arena_chunk_new(ar, csz);
+		if (!p)
+			return NULL;
+		ar->grow = ar->grow <= SIZE_MAX / 2 ? ar->grow * 2 : SIZE_MAX;
+		ar->at = p + need;
+		ar->end = (uint8_t *)ar->chunks + csz;
+		arena_poison(ar->at, (size_t)(ar->end - ar->at));
+	}
+	if (p) {
+		arena_unpoison(p, size);
+		arena_poison(p + size, need - size);
+	}
+	return p;
+}
+
+static void arena_free_one(void *data, void *ptr)
+{
+	/* everything goes at once, in wire_free() */
+	(void)data;
+	(void)ptr;
+}
+
+/* A new arena of at most budget bytes, in its first chunk; NULL if malloc() fails. */
+static struct wire_arena *arena_new(size_t len, size_t budget)
+{
+	size_t first = ARENA_FIRST(len) < budget ? ARENA_FIRST(len) : budget;
+	struct wire_arena *ar = malloc(first);
+
+	if (!ar)
+		return NULL;
+	memset(ar, 0, sizeof(*ar));
+	ar->magic = ARENA_MAGIC;
+	ar->left = budget - first;
+	ar->grow = 2 * first;
+	ar->at = (uint8_t *)ar + ARENA_ROUND(sizeof(*ar));
+	ar->end = (uint8_t *)ar + first;
+	arena_poison(ar->at, (size_t)(ar->end - ar->at));
+	return ar;
+}
+
+static void arena_free(struct wire_arena *ar)
+{
+	struct arena_chunk *c = ar->chunks, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	*(volatile unsigned *)&ar->magic = 0; /* a second wire_free() finds no arena */
+	free(ar);
 }
 
 /*
@@ -621,9 +777,11 @@ static bool unknown_strip(ProtobufCMessage *m, unsigned depth, struct why *w)
 	for (unsigned i = 0; i < m->n_unknown_fields; i++)
 		if (m->unknown_fields[i].tag == 0)
 			return bad(w, "not a protobuf message (field 0 in %s)", d->short_name);
+	/* in the arena: dropped, not freed (poisoned, for AddressSanitizer) */
 	for (unsigned i = 0; i < m->n_unknown_fields; i++)
-		free(m->unknown_fields[i].data);
-	free(m->unknown_fields);
+		arena_poison(m->unknown_fields[i].data, m->unknown_fields[i].len);
+	if (m->n_unknown_fields)
+		arena_poison(m->unknown_fields, m->n_unknown_fields * sizeof(*m->unknown_fields));
 	m->unknown_fields = NULL;
 	m->n_unknown_fields = 0;
 	for (unsigned f = 0; f < d->n_fields; f++) {
@@ -655,8 +813,8 @@ static bool unknown_strip(ProtobufCMessage *m, unsigned depth, struct why *w)
 Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz)
 {
 	struct why w = { why, whysz };
-	struct budget b = { .left = DECODE_BUDGET(len) };
-	ProtobufCAllocator a = { .alloc = budget_alloc, .free = budget_free, .allocator_data = &b };
+	ProtobufCAllocator a = { .alloc = arena_alloc, .free = arena_free_one };
+	struct wire_arena *ar;
 	Weft__Envelope *e;
 	unsigned nbodies;
 
@@ -679,16 +837,31 @@ Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz
 			bad(&w, "no body (or one this version does not know)");
 		return NULL;
 	}
-	e = weft__envelope__unpack(&a, len, buf);
-	if (!e) {
-		bad(&w,
-		    b.exceeded ? "too costly to decode (%zu bytes would need more than %zu)" :
-				 "not a valid Envelope (malformed, or a required field missing)",
-		    len, DECODE_BUDGET(len));
+	ar = arena_new(len, DECODE_BUDGET(len));
+	if (!ar) {
+		bad(&w, "out of memory");
 		return NULL;
 	}
+	a.allocator_data = ar;
+	e = weft__envelope__unpack(&a, len, buf);
+	if (!e) {
+		if (ar->nomem)
+			bad(&w, "out of memory");
+		else
+			bad(&w,
+			    ar->exceeded ?
+				    "too costly to decode (%zu bytes would need more than %zu)" :
+				    "not a valid Envelope (malformed, or a required field missing)",
+			    len, DECODE_BUDGET(len));
+		arena_free(ar);
+		return NULL;
+	}
+	/* into the arena's own slot, where wire_free() will look for it */
+	ar->env = *e;
+	arena_poison(e, sizeof(*e));
+	e = &ar->env;
 	if (!unknown_strip(&e->base, 0, &w) || !check_envelope(&w, e)) {
-		wire_free(e);
+		arena_free(ar);
 		return NULL;
 	}
 	return e;
@@ -696,10 +869,17 @@ Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz
 
 void wire_free(Weft__Envelope *e)
 {
-	ProtobufCAllocator a = { .alloc = budget_alloc, .free = budget_free };
+	struct wire_arena *ar;
 
-	if (e)
-		weft__envelope__free_unpacked(e, &a);
+	if (!e)
+		return;
+	ar = (struct wire_arena *)((char *)e - offsetof(struct wire_arena, env));
+	if (ar->magic != ARENA_MAGIC) {
+		/* not from wire_decode(), or freed already: leaked rather than corrupt the heap */
+		log_err("wire: wire_free() of an envelope wire_decode() did not return");
+		return;
+	}
+	arena_free(ar);
 }
 
 int wire_encode(const Weft__Envelope *e, void **buf, size_t *len)
@@ -1296,18 +1476,34 @@ static int set_int(void *s, int opt, int v)
 	return zmq_setsockopt(s, opt, &v, sizeof(v));
 }
 
-/* What both ends share: bounded queues and messages, a short linger, and ZMTP heartbeats
- * so a peer that vanished without a FIN (cable, firewall) is noticed and reconnected. */
-static int common_opts(void *s)
+/*
+ * What both ends share: bounded queues and messages, a short linger.  Dead peers (gone
+ * without a FIN: cable, firewall) are noticed differently at each end:
+ *   - a client sends ZMTP heartbeats and reconnects when the server stops answering them;
+ *   - the server sends none and asks for no TTL, but uses TCP keepalive to close dead
+ *     connections; liveness itself is the protocol's Heartbeat.  ZMTP heartbeat and TTL
+ *     timers would cost the server's I/O thread a scan of every connection's timers for each
+ *     message received (libzmq cancels a timer by a linear search), a few percent of its time
+ *     with 1,000 agents and growing with their number.
+ */
+static int common_opts(void *s, bool server)
 {
 	int64_t max = WIRE_MAX_BYTES;
 
 	if (set_int(s, ZMQ_LINGER, SOCK_LINGER_MS) || set_int(s, ZMQ_SNDHWM, SOCK_HWM) ||
 	    set_int(s, ZMQ_RCVHWM, SOCK_HWM) ||
-	    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max)) ||
-	    set_int(s, ZMQ_HEARTBEAT_IVL, SOCK_HEARTBEAT_IVL_MS) ||
-	    set_int(s, ZMQ_HEARTBEAT_TIMEOUT, SOCK_HEARTBEAT_TIMEOUT_MS) ||
-	    set_int(s, ZMQ_HEARTBEAT_TTL, SOCK_HEARTBEAT_TIMEOUT_MS) || set_int(s, ZMQ_IPV6, 1))
+	    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max)) || set_int(s, ZMQ_IPV6, 1))
+		return -1;
+	if (server) {
+		if (set_int(s, ZMQ_TCP_KEEPALIVE, 1) ||
+		    set_int(s, ZMQ_TCP_KEEPALIVE_IDLE, SOCK_KEEPALIVE_IDLE_S) ||
+		    set_int(s, ZMQ_TCP_KEEPALIVE_INTVL, SOCK_KEEPALIVE_INTVL_S) ||
+		    set_int(s, ZMQ_TCP_KEEPALIVE_CNT, SOCK_KEEPALIVE_CNT))
+			return -1;
+		return 0;
+	}
+	if (set_int(s, ZMQ_HEARTBEAT_IVL, SOCK_HEARTBEAT_IVL_MS) ||
+	    set_int(s, ZMQ_HEARTBEAT_TIMEOUT, SOCK_HEARTBEAT_TIMEOUT_MS))
 		return -1;
 	return 0;
 }
@@ -1327,7 +1523,7 @@ void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, cons
 		return NULL;
 	/* ROUTER_MANDATORY: a send to a gone or full peer fails (EHOSTUNREACH, EAGAIN)
 	 * instead of vanishing, so the daemon can count and expire */
-	if (common_opts(s) || set_int(s, ZMQ_ROUTER_MANDATORY, 1) ||
+	if (common_opts(s, true) || set_int(s, ZMQ_ROUTER_MANDATORY, 1) ||
 	    set_int(s, ZMQ_CURVE_SERVER, 1) ||
 	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, WIRE_KEY_LEN + 1) ||
 	    (pub && zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, WIRE_KEY_LEN + 1)) ||
@@ -1355,7 +1551,7 @@ void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pu
 	s = zmq_socket(zctx, ZMQ_DEALER);
 	if (!s)
 		return NULL;
-	if (common_opts(s) || set_int(s, ZMQ_RECONNECT_IVL, SOCK_RECONNECT_MS) ||
+	if (common_opts(s, false) || set_int(s, ZMQ_RECONNECT_IVL, SOCK_RECONNECT_MS) ||
 	    set_int(s, ZMQ_RECONNECT_IVL_MAX, SOCK_RECONNECT_MAX_MS) ||
 	    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, WIRE_KEY_LEN + 1) ||
 	    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, WIRE_KEY_LEN + 1) ||

@@ -36,6 +36,9 @@ enum wire_role wire_role_parse(const char *s); /* WIRE_ROLE_NONE if unknown */
 
 /* Decodes and validates one message.  NULL with a reason in why (always set). */
 Weft__Envelope *wire_decode(const void *buf, size_t len, char *why, size_t whysz);
+/* The whole message at once: its parts live in one arena, so never free(), realloc() or keep
+ * a part of a decoded message (copy what must outlive it); wire_free() only what wire_decode()
+ * returned. */
 void wire_free(Weft__Envelope *e);
 
 /* Packs e (version and seq as set by the caller) into a malloc'd buffer.  0 or -errno. */

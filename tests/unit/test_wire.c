@@ -532,6 +532,13 @@ static void b_partial_hosts(struct full *f)
 {
 	f->strs[0] = "a b\x01";
 }
+static void b_partial_missing(struct full *f)
+{
+	/* a child aggregator's partial names hosts missing: checked like a Result's */
+	f->partial.missing = f->strs + 2;
+	f->partial.n_missing = 1;
+	f->strs[2] = "";
+}
 static void b_result_id(struct full *f)
 {
 	f->result.query_id = 0;
@@ -602,6 +609,7 @@ static const struct breakage breakages[] = {
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Group.key: 65537 bytes", b_partial_key_long },
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.drops: 65 entries", b_partial_drops },
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.hosts: control character", b_partial_hosts },
+	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.missing: empty", b_partial_missing },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.query_id: 0", b_result_id },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: empty", b_result_missing },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "AgentStatus.role", b_reply_role },
@@ -835,6 +843,357 @@ static void test_decode_budget(void **state)
 	wire_free(e);
 	free(b);
 	free(body);
+}
+
+/*
+ * wire_decode() unpacks into an arena (one block per few thousand protobuf-c allocations).
+ * What must hold: every field of a large message comes back exactly, aligned as malloc()
+ * aligns, whichever way the arena had to grow (a first block too small for thousands of tiny
+ * groups; one array larger than a quarter of a block); the unknown fields of every level are
+ * gone, so that what is re-encoded is the message without them; the densest partial weft
+ * makes still fits the budget; and the budget still refuses what would cost too much, with
+ * its reason and figures.
+ */
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* as malloc() aligns: for anything */
+static bool aligned(const void *p)
+{
+	return ((uintptr_t)p & (_Alignof(max_align_t) - 1)) == 0;
+}
+
+#define ARENA_GROUPS 12000
+#define ARENA_BIG 100000 /* one state this long */
+
+static uint8_t arena_byte(size_t g, size_t s, size_t i)
+{
+	return (uint8_t)(g * 31 + s * 7 + i * 13 + 1);
+}
+
+/* Group g: mostly tiny (a key of 0 to 8 bytes, 0 to 3 states of 1 to 8 bytes: ~8 times
+ * their size once decoded, more than the arena's first block holds), every 50th with
+ * states of up to 40 bytes, and one state of ARENA_BIG bytes in the middle group. */
+static size_t arena_key_len(size_t g)
+{
+	return g % 5 == 0 ? 1 : g % 9;
+}
+
+static size_t arena_nstates(size_t g)
+{
+	return g == ARENA_GROUPS / 2 ? 2 : g % 4;
+}
+
+static size_t arena_state_len(size_t g, size_t s)
+{
+	if (g == ARENA_GROUPS / 2 && s == 0)
+		return ARENA_BIG;
+	return 1 + (g * 13 + s) % (g % 50 == 0 ? 40 : 8);
+}
+
+static void test_decode_arena(void **state)
+{
+	static char *hosts[] = { "node-7", "node-8" }, *missing[] = { "node-9" };
+	static uint64_t drops[9] = { 1, 0, 3, 0, 0, 0, 0, 0, 9 };
+	Weft__Partial head = WEFT__PARTIAL__INIT, full;
+	Weft__Group *gs = calloc(ARENA_GROUPS, sizeof(*gs)),
+		    **gp = calloc(ARENA_GROUPS, sizeof(*gp));
+	ProtobufCBinaryData *sts = calloc(ARENA_GROUPS * 3, sizeof(*sts));
+	size_t cap = 64 * ARENA_GROUPS + ARENA_BIG + 4096, blen, elen, clen, rlen, unknowns = 0;
+	uint8_t *body = malloc(cap), *gbuf = malloc(ARENA_BIG + 4096), *env, *clean, *raw;
+	void *again;
+	Weft__Envelope *d;
+	char why[256];
+
+	assert_non_null(gs);
+	assert_non_null(gp);
+	assert_non_null(sts);
+	assert_non_null(body);
+	assert_non_null(gbuf);
+	head.query_id = 77;
+	head.window = 5;
+	head.host = "node-7";
+	head.n_drops = 9;
+	head.drops = drops;
+	head.has_misses = true;
+	head.misses = 1234;
+	head.has_overflow = true;
+	head.overflow = 5;
+	head.n_hosts = 2;
+	head.hosts = hosts;
+	head.n_missing = 1;
+	head.missing = missing;
+	head.has_last = true;
+	head.last = true;
+	for (size_t g = 0; g < ARENA_GROUPS; g++) {
+		weft__group__init(&gs[g]);
+		gp[g] = &gs[g];
+		gs[g].key.len = arena_key_len(g);
+		gs[g].key.data = malloc(gs[g].key.len + 1);
+		assert_non_null(gs[g].key.data);
+		for (size_t i = 0; i < gs[g].key.len; i++)
+			gs[g].key.data[i] = arena_byte(g, 9, i);
+		gs[g].n_states = arena_nstates(g);
+		gs[g].states = gs[g].n_states ? &sts[g * 3] : NULL;
+		for (size_t s = 0; s < gs[g].n_states; s++) {
+			gs[g].states[s].len = arena_state_len(g, s);
+			gs[g].states[s].data = malloc(gs[g].states[s].len);
+			assert_non_null(gs[g].states[s].data);
+			for (size_t i = 0; i < gs[g].states[s].len; i++)
+				gs[g].states[s].data[i] = arena_byte(g, s, i);
+		}
+	}
+
+	/* the partial's own fields, then each group with unknown fields of its own appended
+	 * (a varint field 9 in every third, a length-delimited field 100 in every fifth), then
+	 * an unknown fixed64 field 50 of the partial */
+	blen = weft__partial__pack(&head, body);
+	for (size_t g = 0; g < ARENA_GROUPS; g++) {
+		size_t gl = weft__group__pack(&gs[g], gbuf);
+
+		if (g % 3 == 0) {
+			gbuf[gl++] = 9 << 3;
+			gl += put_varint(gbuf + gl, g);
+			unknowns++;
+		}
+		if (g % 5 == 0) {
+			gl += put_varint(gbuf + gl, 100 << 3 | 2);
+			gbuf[gl++] = 3;
+			memcpy(gbuf + gl, "xyz", 3);
+			gl += 3;
+			unknowns++;
+		}
+		body[blen++] = 4 << 3 | 2;
+		blen += put_varint(body + blen, gl);
+		memcpy(body + blen, gbuf, gl);
+		blen += gl;
+		assert_true(blen + 64 < cap);
+	}
+	blen += put_varint(body + blen, 50 << 3 | 1);
+	memset(body + blen, 0xee, 8);
+	blen += 8;
+	assert_true(unknowns > ARENA_GROUPS / 3);
+	assert_int_equal(
+		wire_envelope_wrap(9, WEFT__ENVELOPE__BODY_PARTIAL, body, blen, &again, &elen), 0);
+	/* and an unknown varint field 40 of the envelope */
+	env = realloc(again, elen + 3);
+	assert_non_null(env);
+	env[elen++] = (uint8_t)(40 << 3 | 0x80);
+	env[elen++] = 40 >> 4;
+	env[elen++] = 1;
+
+	/* the same message without any unknown field, as protobuf-c packs it */
+	full = head;
+	full.n_groups = ARENA_GROUPS;
+	full.groups = gp;
+	clen = weft__partial__get_packed_size(&full);
+	raw = malloc(clen);
+	assert_non_null(raw);
+	weft__partial__pack(&full, raw);
+	assert_int_equal(wire_envelope_wrap(9, WEFT__ENVELOPE__BODY_PARTIAL, raw, clen,
+					    (void **)&clean, &clen),
+			 0);
+	free(raw);
+
+	d = wire_decode(env, elen, why, sizeof(why));
+	if (!d)
+		fail_msg("%s", why);
+	assert_true(aligned(d));
+	assert_int_equal(d->base.n_unknown_fields, 0);
+	assert_int_equal(d->seq, 9);
+	assert_int_equal(d->body_case, WEFT__ENVELOPE__BODY_PARTIAL);
+	assert_true(aligned(d->partial));
+	assert_int_equal(d->partial->base.n_unknown_fields, 0);
+	assert_null(d->partial->base.unknown_fields);
+	assert_int_equal(d->partial->query_id, 77);
+	assert_int_equal(d->partial->window, 5);
+	assert_string_equal(d->partial->host, "node-7");
+	assert_true(aligned(d->partial->host));
+	assert_int_equal(d->partial->n_drops, 9);
+	assert_true(aligned(d->partial->drops));
+	assert_memory_equal(d->partial->drops, drops, sizeof(drops));
+	assert_true(d->partial->has_misses && d->partial->misses == 1234);
+	assert_true(d->partial->has_overflow && d->partial->overflow == 5);
+	assert_int_equal(d->partial->n_hosts, 2);
+	assert_string_equal(d->partial->hosts[0], "node-7");
+	assert_string_equal(d->partial->hosts[1], "node-8");
+	assert_true(aligned(d->partial->hosts) && aligned(d->partial->hosts[1]));
+	assert_int_equal(d->partial->n_missing, 1);
+	assert_string_equal(d->partial->missing[0], "node-9");
+	assert_true(d->partial->has_last && d->partial->last);
+	assert_int_equal(d->partial->n_groups, ARENA_GROUPS);
+	assert_true(aligned(d->partial->groups));
+	for (size_t g = 0; g < ARENA_GROUPS; g++) {
+		const Weft__Group *x = d->partial->groups[g];
+
+		assert_true(aligned(x));
+		assert_int_equal(x->base.n_unknown_fields, 0);
+		assert_null(x->base.unknown_fields);
+		assert_int_equal(x->key.len, arena_key_len(g));
+		if (x->key.len) {
+			assert_true(aligned(x->key.data));
+			assert_memory_equal(x->key.data, gs[g].key.data, x->key.len);
+		}
+		assert_int_equal(x->n_states, arena_nstates(g));
+		if (x->n_states)
+			assert_true(aligned(x->states));
+		for (size_t s = 0; s < x->n_states; s++) {
+			assert_int_equal(x->states[s].len, arena_state_len(g, s));
+			assert_true(aligned(x->states[s].data));
+			assert_memory_equal(x->states[s].data, gs[g].states[s].data,
+					    x->states[s].len);
+		}
+	}
+	assert_int_equal(wire_encode(d, &again, &rlen), 0);
+	assert_int_equal(rlen, clen);
+	assert_memory_equal(again, clean, clen);
+	free(again);
+
+	/* two messages at once, freed in either order: each its own arena */
+	{
+		Weft__Envelope *d2 = wire_decode(clean, clen, why, sizeof(why));
+
+		assert_non_null(d2);
+		wire_free(d);
+		assert_int_equal(d2->partial->n_groups, ARENA_GROUPS);
+		assert_memory_equal(d2->partial->groups[ARENA_GROUPS / 2]->states[0].data,
+				    gs[ARENA_GROUPS / 2].states[0].data, ARENA_BIG);
+		wire_free(d2);
+	}
+
+	for (size_t g = 0; g < ARENA_GROUPS; g++) {
+		free(gs[g].key.data);
+		for (size_t s = 0; s < gs[g].n_states; s++)
+			free(gs[g].states[s].data);
+	}
+	free(gs);
+	free(gp);
+	free(sts);
+	free(body);
+	free(gbuf);
+	free(env);
+	free(clean);
+}
+
+/* An array that is a large part of the message (60,000 query ids of one byte each, packed:
+ * 8 bytes each decoded) comes back whole. */
+static void test_decode_arena_big_array(void **state)
+{
+	size_t n = 60000, len = 0, elen;
+	uint8_t *b = malloc(n + 64);
+	void *env;
+	Weft__Envelope *d;
+	char why[256];
+
+	assert_non_null(b);
+	/* Heartbeat{time_ns 1, running: packed n ids 1..127} */
+	b[len++] = 1 << 3;
+	b[len++] = 1;
+	b[len++] = 2 << 3 | 2;
+	len += put_varint(b + len, n);
+	for (size_t i = 0; i < n; i++)
+		b[len++] = (uint8_t)(1 + i % 127);
+	assert_int_equal(wire_envelope_wrap(3, WEFT__ENVELOPE__BODY_HEARTBEAT, b, len, &env, &elen),
+			 0);
+	d = wire_decode(env, elen, why, sizeof(why));
+	if (!d)
+		fail_msg("%s", why);
+	assert_int_equal(d->heartbeat->time_ns, 1);
+	assert_int_equal(d->heartbeat->n_running, n);
+	assert_true(aligned(d->heartbeat->running));
+	for (size_t i = 0; i < n; i++)
+		if (d->heartbeat->running[i] != 1 + i % 127)
+			fail_msg("running[%zu] = %llu", i,
+				 (unsigned long long)d->heartbeat->running[i]);
+	wire_free(d);
+	free(env);
+	free(b);
+}
+
+/* Over the budget: 20,000 empty groups (4 bytes each on the wire, over 100 decoded with
+ * protobuf-c's scratch: less than twice the bound, so a looser bound would let them through)
+ * are refused with the budget's reason, which names the size and the bound: 8 x len + 1 MiB.
+ * The first thousand alone decode. */
+static void test_decode_arena_budget(void **state)
+{
+	size_t n = 20000, len = 0, elen;
+	uint8_t *b = malloc(4 * n + 64);
+	void *env;
+	Weft__Envelope *d;
+	char why[256], want[256];
+
+	assert_non_null(b);
+	/* Partial{query_id 1, window 0, host "h", groups: n x {key ""}} */
+	memcpy(b, "\x08\x01\x10\x00\x1a\x01h", 7);
+	len = 7;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(b + len, "\x22\x02\x0a\x00", 4);
+		len += 4;
+	}
+	assert_int_equal(wire_envelope_wrap(1, WEFT__ENVELOPE__BODY_PARTIAL, b, len, &env, &elen),
+			 0);
+	assert_null(wire_decode(env, elen, why, sizeof(why)));
+	snprintf(want, sizeof(want), "too costly to decode (%zu bytes would need more than %zu)",
+		 elen, elen * 8 + (1u << 20));
+	assert_string_equal(why, want);
+	free(env);
+	/* the same groups, fewer: within the budget */
+	assert_int_equal(
+		wire_envelope_wrap(1, WEFT__ENVELOPE__BODY_PARTIAL, b, 7 + 4 * 1000, &env, &elen),
+		0);
+	d = wire_decode(env, elen, why, sizeof(why));
+	if (!d)
+		fail_msg("%s", why);
+	assert_int_equal(d->partial->n_groups, 1000);
+	assert_int_equal(d->partial->groups[999]->key.len, 0);
+	wire_free(d);
+	free(env);
+	free(b);
+}
+
+/* The densest partial weft makes: groups of one 8-byte key slot and one count state (24 bytes
+ * on the wire), as many as make protobuf-c's scratch the largest (16 x (2^14 - 1) + 1): ~7.7 x
+ * the message in the arena, within the budget of 8 x + 1 MiB. */
+static void test_decode_arena_densest(void **state)
+{
+	size_t n = 16 * ((1u << 14) - 1) + 1, len = 0, elen;
+	uint8_t *b = malloc(24 * n + 64);
+	void *env;
+	Weft__Envelope *d;
+	char why[256];
+
+	assert_non_null(b);
+	memcpy(b, "\x08\x01\x10\x00\x1a\x01h", 7);
+	len = 7;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = i * 0x9e3779b97f4a7c15ull, one = 1;
+
+		memcpy(b + len, "\x22\x16\x0a\x08", 4);
+		memcpy(b + len + 4, &key, 8);
+		memcpy(b + len + 12, "\x12\x0a\x01\x00", 4); /* AGG_WIRE_VERSION, count */
+		memcpy(b + len + 16, &one, 8);
+		len += 24;
+	}
+	assert_int_equal(wire_envelope_wrap(1, WEFT__ENVELOPE__BODY_PARTIAL, b, len, &env, &elen),
+			 0);
+	d = wire_decode(env, elen, why, sizeof(why));
+	if (!d)
+		fail_msg("%s", why);
+	assert_int_equal(d->partial->n_groups, n);
+	assert_int_equal(d->partial->groups[n - 1]->key.len, 8);
+	assert_int_equal(d->partial->groups[n - 1]->states[0].len, 10);
+	wire_free(d);
+	free(env);
+	free(b);
 }
 
 /* ---- roles, sequence numbers ---- */
@@ -1444,6 +1803,10 @@ int main(void)
 		cmocka_unit_test(test_envelope_shape),
 		cmocka_unit_test(test_truncated_and_random),
 		cmocka_unit_test(test_decode_budget),
+		cmocka_unit_test(test_decode_arena),
+		cmocka_unit_test(test_decode_arena_big_array),
+		cmocka_unit_test(test_decode_arena_densest),
+		cmocka_unit_test(test_decode_arena_budget),
 		cmocka_unit_test(test_roles_and_bodies),
 		cmocka_unit_test(test_seq),
 		cmocka_unit_test(test_keys),

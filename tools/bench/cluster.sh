@@ -143,6 +143,7 @@ perf_aggregator() {
 	# DWARF unwinding: the daemon is built without frame pointers
 	(sleep 8 && perf record --call-graph dwarf,16384 -F 299 -p "$AGG_PID" \
 		-o "$BENCH_OUT/$2.perf.data" -- sleep "$1" >/dev/null 2>&1) &
+	PERF_PID=$!
 }
 
 # perf_report NAME: where the aggregator's time went, by phase (the library functions the
@@ -150,7 +151,7 @@ perf_aggregator() {
 perf_report() {
 	local data=$BENCH_OUT/$1.perf.data f
 	[ "${CBENCH_PERF:-0}" = 1 ] || return 0
-	wait
+	wait "$PERF_PID" # not a bare wait: that would wait for the report's tee too
 	echo "perf: $data"
 	echo "  by thread:"
 	perf report -i "$data" --no-children -g none --sort comm --stdio 2>/dev/null |
