@@ -24,30 +24,30 @@
 #include "compiler/plan.h"
 #include "kernel/weft_abi.h"
 
-struct agent_table;    /* agent/result.h */
+struct agent_table; /* agent/result.h */
 struct agent_resolver; /* agent/result.h */
 
 const char *agent_version(void);
 
 struct agent_err {
-	char msg[512];     /* one line: what failed */
+	char msg[512]; /* one line: what failed */
 	char detail[8192]; /* e.g. the generated line the verifier rejected and its message;
 			    * the full verifier log with opts.verbose */
-	bool verifier;     /* the kernel's verifier rejected a program (E_VERIFIER) */
-	bool attach;       /* a probe could not be attached (E_ATTACH) */
+	bool verifier; /* the kernel's verifier rejected a program (E_VERIFIER) */
+	bool attach; /* a probe could not be attached (E_ATTACH) */
 };
 
 /* Called for each stream record (after the weft_rec_hdr) by agent_query_poll(). */
 typedef int (*agent_row_fn)(void *ctx, const struct plan *p, const void *rec, size_t len);
 
 struct agent_query_opts {
-	size_t sz;          /* sizeof(struct agent_query_opts) */
-	pid_t pid;          /* -p: only this process (its thread group); 0: all */
-	bool verbose;       /* full verifier log in agent_err.detail */
-	const char *host;   /* this host's name for `host` (NULL: gethostname) */
+	size_t sz; /* sizeof(struct agent_query_opts) */
+	pid_t pid; /* -p: only this process (its thread group); 0: all */
+	bool verbose; /* full verifier log in agent_err.detail */
+	const char *host; /* this host's name for `host` (NULL: gethostname) */
 	agent_row_fn on_row; /* streams */
 	void *row_ctx;
-	uint32_t max_groups;  /* 0: the plan's */
+	uint32_t max_groups; /* 0: the plan's */
 	uint32_t ringbuf_bytes; /* 0: the plan's */
 };
 
@@ -59,11 +59,11 @@ int agent_query_start(const struct plan *p, const void *obj, size_t obj_sz,
 
 /* Losses and notes of one window, by enum weft_drop, plus events the kernel skipped. */
 struct agent_window_stats {
-	uint64_t index;       /* 0, 1, 2, ... */
+	uint64_t index; /* 0, 1, 2, ... */
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
 	uint64_t drops[WEFT_DROP_NR];
-	uint64_t misses;      /* bpf recursion misses (events not seen at all) */
-	uint64_t groups;      /* groups read from the kernel */
+	uint64_t misses; /* bpf recursion misses (events not seen at all) */
+	uint64_t groups; /* groups read from the kernel */
 };
 
 /* Ends the current window: its groups are merged into `into` (which may hold earlier

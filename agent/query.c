@@ -33,7 +33,7 @@ struct agent_query {
 	const struct plan *plan;
 	struct bpf_object *obj;
 	struct bpfrt *rt;
-	struct probe_links links;     /* span starts and plain probes */
+	struct probe_links links; /* span starts and plain probes */
 	struct probe_links end_links; /* span ends */
 	struct sym_cache *syms;
 	struct agent_resolver resolver;
@@ -116,8 +116,8 @@ static char *res_stack(void *ctx, int64_t id, bool user, uint32_t pid)
 		return NULL;
 	for (int i = 0; i < n; i++) {
 		char buf[256];
-		int rc = user ? sym_user(q->syms, (pid_t)pid, ips[i], buf, sizeof(buf))
-			      : sym_kernel(q->syms, ips[i], buf, sizeof(buf));
+		int rc = user ? sym_user(q->syms, (pid_t)pid, ips[i], buf, sizeof(buf)) :
+				sym_kernel(q->syms, ips[i], buf, sizeof(buf));
 
 		if (rc < 0)
 			snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)ips[i]);
@@ -171,7 +171,8 @@ static void explain_verifier(const char *log, struct agent_err *err, bool verbos
 	for (p = begin; p && p < end; p = memchr(p, '\n', end - p), p = p ? p + 1 : NULL) {
 		if (p[0] == ';' && p[1] == ' ')
 			src = p + 2;
-		else if (strncmp(p, "processed ", 10) == 0 || strncmp(p, "verification time", 17) == 0)
+		else if (strncmp(p, "processed ", 10) == 0 ||
+			 strncmp(p, "verification time", 17) == 0)
 			break;
 		else if (p[0] != '\n' && p[0] != '-' && !(p[0] >= '0' && p[0] <= '9'))
 			msg = p;
@@ -193,15 +194,15 @@ static void explain_verifier(const char *log, struct agent_err *err, bool verbos
 	}
 	if (off < sizeof(err->detail))
 		off += snprintf(err->detail + off, sizeof(err->detail) - off, "%s",
-				verbose ? "" : "  (-v shows the whole verifier log; "
-					       "weft explain --dump=codegen shows the program)\n");
+				verbose ? "" :
+					  "  (-v shows the whole verifier log; "
+					  "weft explain --dump=codegen shows the program)\n");
 	if (verbose && off < sizeof(err->detail))
 		snprintf(err->detail + off, sizeof(err->detail) - off, "%.*s", (int)(end - begin),
 			 begin);
 }
 
-static int size_maps(struct bpf_object *obj, const struct plan *p,
-		     const struct agent_query_opts *o)
+static int size_maps(struct bpf_object *obj, const struct plan *p, const struct agent_query_opts *o)
 {
 	uint32_t groups = o->max_groups ? o->max_groups : p->max_groups;
 	uint32_t ring = o->ringbuf_bytes ? o->ringbuf_bytes : p->ringbuf_bytes;
@@ -262,8 +263,9 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	else if (gethostname(q->host, sizeof(q->host) - 1) != 0)
 		snprintf(q->host, sizeof(q->host), "localhost");
 	q->syms = sym_cache_new();
-	q->resolver = (struct agent_resolver){ .ctx = q, .stack = res_stack, .usym = res_usym,
-					       .ksym = res_ksym, .host = q->host };
+	q->resolver = (struct agent_resolver){
+		.ctx = q, .stack = res_stack, .usym = res_usym, .ksym = res_ksym, .host = q->host
+	};
 
 	bpfrt_libbpf_setup();
 	q->obj = bpf_object__open_mem(objbuf, obj_sz, &oo);
@@ -298,10 +300,12 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		if (err) {
 			err->verifier = verifier;
 			if (verifier) {
-				set_err(err, "the kernel's verifier rejected the generated program");
+				set_err(err,
+					"the kernel's verifier rejected the generated program");
 				explain_verifier(load_log, err, o.verbose);
 			} else {
-				set_err(err, "cannot load the query's BPF object: %s", strerror(-rc));
+				set_err(err, "cannot load the query's BPF object: %s",
+					strerror(-rc));
 				if (load_log)
 					snprintf(err->detail, sizeof(err->detail), "%s", load_log);
 			}

@@ -74,7 +74,8 @@ struct wire_allowlist {
 int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line);
 void wire_allowlist_free(struct wire_allowlist *al);
 /* The role of a public key (Z85), or WIRE_ROLE_NONE. */
-enum wire_role wire_allowlist_role(const struct wire_allowlist *al, const char *z85, const char **name);
+enum wire_role wire_allowlist_role(const struct wire_allowlist *al, const char *z85,
+				   const char **name);
 
 /*
  * Sockets.  wire_server_socket(): a ROUTER bound to endpoint, CURVE server with sec, whose
@@ -90,8 +91,8 @@ struct wire_zap *wire_zap_start(void *zctx, const struct wire_allowlist *al);
 void wire_zap_stop(struct wire_zap *z);
 uint64_t wire_zap_rejected(const struct wire_zap *z); /* connections refused */
 void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, const char *sec);
-void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub,
-			 const char *pub, const char *sec);
+void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub, const char *pub,
+			 const char *sec);
 
 /* Sends one envelope (non-blocking when dontwait); for ROUTER sockets identity is the peer's
  * routing id, else NULL.  0, -EAGAIN (peer's queue full), or -errno. */

@@ -15,13 +15,13 @@
 /* ---- types (set by sema) ---- */
 enum type_kind {
 	TY_NONE = 0, /* not yet typed */
-	TY_INT,      /* integer of `size` bytes, `is_signed` */
-	TY_BOOL,     /* result of a comparison or logic operator */
-	TY_STR,      /* bounded string of at most `size` bytes including NUL */
-	TY_PTR,      /* address: `user` says which address space */
-	TY_STACK,    /* a stack id: `user` for ustack, else kstack */
-	TY_FLOAT,    /* only constants (quantile levels) */
-	TY_AGG,      /* value of an aggregate */
+	TY_INT, /* integer of `size` bytes, `is_signed` */
+	TY_BOOL, /* result of a comparison or logic operator */
+	TY_STR, /* bounded string of at most `size` bytes including NUL */
+	TY_PTR, /* address: `user` says which address space */
+	TY_STACK, /* a stack id: `user` for ustack, else kstack */
+	TY_FLOAT, /* only constants (quantile levels) */
+	TY_AGG, /* value of an aggregate */
 };
 
 struct type {
@@ -33,23 +33,35 @@ struct type {
 
 /* ---- expressions ---- */
 enum expr_kind {
-	EXPR_INT,    /* ival; unit says how it was written */
-	EXPR_FLOAT,  /* fval */
-	EXPR_STR,    /* sval */
-	EXPR_NAME,   /* sval: a built-in field, an argN, or a select alias */
+	EXPR_INT, /* ival; unit says how it was written */
+	EXPR_FLOAT, /* fval */
+	EXPR_STR, /* sval */
+	EXPR_NAME, /* sval: a built-in field, an argN, or a select alias */
 	EXPR_MEMBER, /* lhs . sval (args.count) */
-	EXPR_CALL,   /* sval(args...): a function or an aggregate */
-	EXPR_UNARY,  /* op lhs */
+	EXPR_CALL, /* sval(args...): a function or an aggregate */
+	EXPR_UNARY, /* op lhs */
 	EXPR_BINARY, /* lhs op rhs */
-	EXPR_LIKE,   /* lhs like rhs(string literal) */
-	EXPR_IN,     /* lhs in (args...) */
+	EXPR_LIKE, /* lhs like rhs(string literal) */
+	EXPR_IN, /* lhs in (args...) */
 };
 
 enum expr_op {
 	OP_NONE,
-	OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD,
-	OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
-	OP_AND, OP_OR, OP_NOT, OP_NEG,
+	OP_ADD,
+	OP_SUB,
+	OP_MUL,
+	OP_DIV,
+	OP_MOD,
+	OP_EQ,
+	OP_NE,
+	OP_LT,
+	OP_LE,
+	OP_GT,
+	OP_GE,
+	OP_AND,
+	OP_OR,
+	OP_NOT,
+	OP_NEG,
 };
 
 enum int_unit { UNIT_NONE, UNIT_DURATION, UNIT_SIZE };
@@ -57,9 +69,20 @@ enum int_unit { UNIT_NONE, UNIT_DURATION, UNIT_SIZE };
 /* What a name resolved to (sema). */
 enum builtin {
 	BI_NONE,
-	BI_TIME, BI_PID, BI_TID, BI_UID, BI_COMM, BI_CPU, BI_CGROUP, BI_HOST, BI_PROBE,
-	BI_USTACK, BI_KSTACK, BI_RETVAL, BI_DURATION,
-	BI_ARG,   /* argN: aux = N */
+	BI_TIME,
+	BI_PID,
+	BI_TID,
+	BI_UID,
+	BI_COMM,
+	BI_CPU,
+	BI_CGROUP,
+	BI_HOST,
+	BI_PROBE,
+	BI_USTACK,
+	BI_KSTACK,
+	BI_RETVAL,
+	BI_DURATION,
+	BI_ARG, /* argN: aux = N */
 	BI_FIELD, /* args.F: aux = field index in the source's probe catalog entry */
 	BI_ALIAS, /* a select alias: aux = item index */
 	BI__COUNT
@@ -69,10 +92,26 @@ enum builtin {
 enum func {
 	FN_NONE,
 	/* scalar functions */
-	FN_STR, FN_LOG2, FN_BUCKET, FN_USYM, FN_KSYM,
+	FN_STR,
+	FN_LOG2,
+	FN_BUCKET,
+	FN_USYM,
+	FN_KSYM,
 	/* aggregates */
-	FN_COUNT, FN_SUM, FN_MIN, FN_MAX, FN_AVG, FN_STDDEV, FN_HIST, FN_LHIST,
-	FN_QUANTILE, FN_P50, FN_P90, FN_P99, FN_P999, FN_DISTINCT,
+	FN_COUNT,
+	FN_SUM,
+	FN_MIN,
+	FN_MAX,
+	FN_AVG,
+	FN_STDDEV,
+	FN_HIST,
+	FN_LHIST,
+	FN_QUANTILE,
+	FN_P50,
+	FN_P90,
+	FN_P99,
+	FN_P999,
+	FN_DISTINCT,
 	FN__COUNT
 };
 #define FN_IS_AGG(f) ((f) >= FN_COUNT && (f) < FN__COUNT)
@@ -93,7 +132,7 @@ struct expr {
 	struct type ty;
 	enum builtin bi;
 	enum func fn;
-	int aux;      /* BI_ARG index, BI_FIELD index, BI_ALIAS item */
+	int aux; /* BI_ARG index, BI_FIELD index, BI_ALIAS item */
 	int agg_slot; /* FN_IS_AGG: index into the plan's aggregate list, else -1 */
 	bool is_const;
 
@@ -111,11 +150,11 @@ struct probe_spec {
 	enum probe_kind kind;
 	char *parts[PROBE_MAX_PARTS];
 	int nparts;
-	uint64_t offset;    /* uprobe/kprobe +OFF */
+	uint64_t offset; /* uprobe/kprobe +OFF */
 	bool has_offset;
-	uint64_t hz;        /* profile */
+	uint64_t hz; /* profile */
 	uint64_t period_ns; /* interval */
-	bool wild;          /* some part contains '*' or '?' */
+	bool wild; /* some part contains '*' or '?' */
 
 	/* set by sema: the resolved attach points (probes/probes.h) */
 	struct probe_set *set;
@@ -163,7 +202,7 @@ struct ast_query {
 	struct src_loc limit_loc;
 	uint64_t every_ns; /* 0: once, at the end */
 	struct src_loc every_loc;
-	uint64_t for_ns;   /* 0: until interrupted */
+	uint64_t for_ns; /* 0: until interrupted */
 	struct src_loc for_loc;
 
 	/* sema */

@@ -286,15 +286,31 @@ static int run_clang(const char *dir, char *errbuf, size_t errsz)
 	char inc[4200];
 	const char *cp = clang_path();
 	char *argv[] = {
-		(char *)cp, "-target", "bpf", "-O2", "-g", "-D__TARGET_ARCH_x86",
-		"-I", inc, "-I", "/usr/include/x86_64-linux-gnu",
-		"-Wno-unused-value", "-Wno-unused-function", "-Wno-pointer-sign",
-		"-Wno-compare-distinct-pointer-types", "-Wno-address-of-packed-member",
+		(char *)cp,
+		"-target",
+		"bpf",
+		"-O2",
+		"-g",
+		"-D__TARGET_ARCH_x86",
+		"-I",
+		inc,
+		"-I",
+		"/usr/include/x86_64-linux-gnu",
+		"-Wno-unused-value",
+		"-Wno-unused-function",
+		"-Wno-pointer-sign",
+		"-Wno-compare-distinct-pointer-types",
+		"-Wno-address-of-packed-member",
 		"-fno-stack-protector",
 		/* reproducible objects: clang runs in the temporary directory on relative
 		 * names, so no temporary path is recorded; the BTF line info still finds the
 		 * source (it reads the line texts the verifier quotes from the file) */
-		"-fdebug-compilation-dir=.", "-c", "query.bpf.c", "-o", "query.bpf.o", NULL,
+		"-fdebug-compilation-dir=.",
+		"-c",
+		"query.bpf.c",
+		"-o",
+		"query.bpf.o",
+		NULL,
 	};
 	posix_spawn_file_actions_t fa;
 	int pipefd[2], status, rc;

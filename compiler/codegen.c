@@ -35,13 +35,13 @@
 
 struct temp {
 	const struct expr *e;
-	uint32_t off;  /* in scratch s[] */
+	uint32_t off; /* in scratch s[] */
 	uint32_t size;
 };
 
 struct saved {
 	const struct expr *e;
-	uint32_t off;  /* in the span entry's b[] */
+	uint32_t off; /* in the span entry's b[] */
 	uint32_t size;
 	bool is_str;
 };
@@ -56,7 +56,7 @@ struct cg {
 	const struct plan_prog *prog;
 	const struct probe_target *tgt; /* representative target (its fields) */
 	const struct source *src;
-	bool span_end;   /* end program of a span: start-side values come from the entry */
+	bool span_end; /* end program of a span: start-side values come from the entry */
 	bool span_start; /* start program of a span */
 
 	struct temp temps[MAX_TEMPS];
@@ -86,9 +86,8 @@ static void emit(struct cg *c, const char *fmt, ...)
 
 static bool is_end_leaf(const struct expr *e)
 {
-	return e->kind == EXPR_NAME &&
-	       (e->bi == BI_DURATION || e->bi == BI_RETVAL || e->bi == BI_USTACK ||
-		e->bi == BI_KSTACK);
+	return e->kind == EXPR_NAME && (e->bi == BI_DURATION || e->bi == BI_RETVAL ||
+					e->bi == BI_USTACK || e->bi == BI_KSTACK);
 }
 
 static bool mentions_end(const struct expr *e)
@@ -311,8 +310,8 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 		if (!f)
 			return;
 		if (f->kind == FIELD_DATA_LOC)
-			emit(c, "\tweft_tp_str_loc(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
-			     t->size);
+			emit(c, "\tweft_tp_str_loc(e, ctx, %u, &sc->s[%u], %u);\n", f->offset,
+			     t->off, t->size);
 		else
 			emit(c, "\tweft_tp_str(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
 			     t->size < f->size + 1u ? t->size : f->size + 1u);
@@ -327,7 +326,8 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 
 			emit(c, "\t__builtin_memcpy(&sc->s[%u], ", t->off);
 			emit_str_ref(c, a, &asz);
-			emit(c, ", %u);\n\tsc->s[%u] = 0;\n", (asz < sz ? asz : sz), t->off + sz - 1);
+			emit(c, ", %u);\n\tsc->s[%u] = 0;\n", (asz < sz ? asz : sz),
+			     t->off + sz - 1);
 			return;
 		}
 		emit(c, "\tweft_str_%s(e, &sc->s[%u], %u, (const void *)(",
@@ -361,8 +361,8 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 		emit(c, "(__s64)weft_cgroup()");
 		return;
 	case BI_PROBE:
-		emit(c, prog_is_usdt(c) ? "(__s64)bpf_usdt_cookie(ctx)"
-					: "(__s64)bpf_get_attach_cookie(ctx)");
+		emit(c, prog_is_usdt(c) ? "(__s64)bpf_usdt_cookie(ctx)" :
+					  "(__s64)bpf_get_attach_cookie(ctx)");
 		return;
 	case BI_USTACK:
 		emit(c, "weft_ustack(ctx, e)");
@@ -386,7 +386,8 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 		return;
 	case BI_ARG:
 		if (prog_is_usdt(c))
-			emit(c, "({ long _a = 0; bpf_usdt_arg(ctx, %d, &_a); (__s64)_a; })", e->aux);
+			emit(c, "({ long _a = 0; bpf_usdt_arg(ctx, %d, &_a); (__s64)_a; })",
+			     e->aux);
 		else
 			emit(c, "WEFT_ARG%d(ctx)", e->aux);
 		return;
@@ -463,8 +464,8 @@ static void emit_probe_match(struct cg *c, const struct expr *e, const char *pat
 {
 	int n = 0;
 
-	emit(c, "({ __u64 _c = %s; (0", prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)"
-							 : "bpf_get_attach_cookie(ctx)");
+	emit(c, "({ __u64 _c = %s; (0",
+	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
 	for (int i = 0; i < c->p->nattach; i++) {
 		const char *name = c->p->attach[i].target.name;
 
@@ -599,7 +600,8 @@ static void emit_expr(struct cg *c, const struct expr *e)
 		if ((e->lhs->bi == BI_PROBE && e->rhs->kind == EXPR_STR) ||
 		    (e->rhs->bi == BI_PROBE && e->lhs->kind == EXPR_STR)) {
 			emit(c, e->op == OP_NE ? "(!" : "(");
-			emit_probe_match(c, e, e->lhs->kind == EXPR_STR ? e->lhs->sval : e->rhs->sval,
+			emit_probe_match(c, e,
+					 e->lhs->kind == EXPR_STR ? e->lhs->sval : e->rhs->sval,
 					 false);
 			emit(c, ")");
 			return;
@@ -695,23 +697,22 @@ static void emit_store_value(struct cg *c, const char *base, uint32_t off, uint3
 	emit_int(c, e);
 	emit(c, ";\n");
 	/* user stacks and symbols carry the process, for symbolization (plan.c: 16 bytes) */
-	if (size == 16 && ((e->ty.kind == TY_STACK && e->ty.user) ||
-			   (e->kind == EXPR_CALL && e->fn == FN_USYM)))
+	if (size == 16 &&
+	    ((e->ty.kind == TY_STACK && e->ty.user) || (e->kind == EXPR_CALL && e->fn == FN_USYM)))
 		emit(c, "\t*(__s64 *)&%s[%u] = (__s64)weft_pid();\n", base, off + 8);
 }
 
 static void emit_agg_update(struct cg *c, const struct plan_agg *a)
 {
 	static const char *const fn[AGG__COUNT] = {
-		[AGG_COUNT] = "count",	 [AGG_SUM] = "sum",	    [AGG_MIN] = "min",
-		[AGG_MAX] = "max",	 [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
-		[AGG_HIST] = "hist",	 [AGG_QUANTILE] = "quantile",
+		[AGG_COUNT] = "count", [AGG_SUM] = "sum",	    [AGG_MIN] = "min",
+		[AGG_MAX] = "max",     [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
+		[AGG_HIST] = "hist",   [AGG_QUANTILE] = "quantile",
 	};
 	static const char *const ty[AGG__COUNT] = {
-		[AGG_COUNT] = "count",	 [AGG_SUM] = "sum",	    [AGG_MIN] = "minmax",
-		[AGG_MAX] = "minmax",	 [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
-		[AGG_HIST] = "hist",	 [AGG_QUANTILE] = "quantile",
-		[AGG_DISTINCT] = "distinct",
+		[AGG_COUNT] = "count", [AGG_SUM] = "sum",	    [AGG_MIN] = "minmax",
+		[AGG_MAX] = "minmax",  [AGG_AVG] = "avg",	    [AGG_STDDEV] = "stddev",
+		[AGG_HIST] = "hist",   [AGG_QUANTILE] = "quantile", [AGG_DISTINCT] = "distinct",
 	};
 
 	switch (a->spec.kind) {
@@ -722,15 +723,16 @@ static void emit_agg_update(struct cg *c, const struct plan_agg *a)
 	case AGG_LHIST:
 		emit(c, "\tweft_aggval_lhist_add((__u64 *)&v->b[%u], ", a->offset);
 		emit_int(c, a->arg);
-		emit(c, ", %lldLL, %lldLL, %lldLL);\n", (long long)a->spec.lo, (long long)a->spec.hi,
-		     (long long)a->spec.step);
+		emit(c, ", %lldLL, %lldLL, %lldLL);\n", (long long)a->spec.lo,
+		     (long long)a->spec.hi, (long long)a->spec.step);
 		return;
 	case AGG_DISTINCT:
 		if (a->arg->ty.kind == TY_STR) {
 			uint32_t sz;
 
-			emit(c, "\tweft_aggval_distinct_add_hash((struct weft_aggval_distinct *)&v->b[%u], "
-				"weft_hash_str(",
+			emit(c,
+			     "\tweft_aggval_distinct_add_hash((struct weft_aggval_distinct *)&v->b[%u], "
+			     "weft_hash_str(",
 			     a->offset);
 			emit_str_ref(c, a->arg, &sz);
 			emit(c, ", %u));\n", sz);
@@ -742,8 +744,8 @@ static void emit_agg_update(struct cg *c, const struct plan_agg *a)
 		emit(c, ");\n");
 		return;
 	default:
-		emit(c, "\tweft_aggval_%s_add((struct weft_aggval_%s *)&v->b[%u], ", fn[a->spec.kind],
-		     ty[a->spec.kind], a->offset);
+		emit(c, "\tweft_aggval_%s_add((struct weft_aggval_%s *)&v->b[%u], ",
+		     fn[a->spec.kind], ty[a->spec.kind], a->offset);
 		emit_int(c, a->arg);
 		emit(c, ");\n");
 	}
@@ -842,7 +844,10 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	c->ntemps = 0;
 	c->temps_size = 0;
 
-	emit(c, "\n/* %s%s */\n", c->tgt->name, c->span_end ? " (span end)" : c->span_start ? " (span start)" : "");
+	emit(c, "\n/* %s%s */\n", c->tgt->name,
+	     c->span_end   ? " (span end)" :
+	     c->span_start ? " (span start)" :
+			     "");
 	emit(c, "SEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
 	emit(c, "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n");
 	if (c->p->aggregating && !c->span_start && !plan_keyed(c->p))
@@ -991,7 +996,8 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 
 		for (int k = 0; k < p->nkeys; k++)
 			keyed |= p->keys[k].kernel;
-		emit(c, "struct wkey {\n\t__u8 b[%u];\n} __attribute__((aligned(8)));\n", p->key_size);
+		emit(c, "struct wkey {\n\t__u8 b[%u];\n} __attribute__((aligned(8)));\n",
+		     p->key_size);
 		emit(c, "struct wval {\n\t__u8 b[%u];\n} __attribute__((aligned(8)));\n",
 		     p->value_size);
 		if (keyed)
@@ -1000,13 +1006,15 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 		else
 			emit(c, "WEFT_AGG_ARRAY(weft_agg, struct wval);\n");
 	} else {
-		emit(c, "struct wrec {\n\tstruct weft_rec_hdr h;\n\t__u8 b[%u];\n} "
-			"__attribute__((aligned(8)));\n",
+		emit(c,
+		     "struct wrec {\n\tstruct weft_rec_hdr h;\n\t__u8 b[%u];\n} "
+		     "__attribute__((aligned(8)));\n",
 		     p->event_size ? p->event_size : 8);
 	}
 	if (spans) {
-		emit(c, "struct wspan {\n\tstruct weft_span_hdr h;\n\t__u8 b[%u];\n} "
-			"__attribute__((aligned(8)));\n",
+		emit(c,
+		     "struct wspan {\n\tstruct weft_span_hdr h;\n\t__u8 b[%u];\n} "
+		     "__attribute__((aligned(8)));\n",
 		     span_entry ? span_entry : 8);
 		for (int s = 0; s < q->nsources; s++)
 			if (q->sources[s].is_span)
@@ -1020,8 +1028,9 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 		emit(c, "\tstruct wspan span;\n");
 	emit(c, "\t__u8 s[%u];\n} __attribute__((aligned(8)));\n",
 	     c->max_temps_size ? c->max_temps_size : 8);
-	emit(c, "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, 1);\n"
-		"\t__type(key, __u32);\n\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
+	emit(c,
+	     "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, 1);\n"
+	     "\t__type(key, __u32);\n\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
 	fputs(body, c->out);
 	if (fclose(c->out) != 0)
 		rc = -EIO;

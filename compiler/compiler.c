@@ -15,7 +15,7 @@
 #include "compiler/codegen.h"
 
 static const char *const pass_names[PASS__COUNT] = {
-	[PASS_PARSE] = "parse", [PASS_SEMA] = "sema",	[PASS_PLAN] = "plan",
+	[PASS_PARSE] = "parse",	    [PASS_SEMA] = "sema",   [PASS_PLAN] = "plan",
 	[PASS_CODEGEN] = "codegen", [PASS_CLANG] = "clang",
 };
 
@@ -99,8 +99,7 @@ int compiler_run(const char *src, const struct compile_opts *opts, enum compile_
 	if (last == PASS_CODEGEN)
 		return 0;
 
-	rc = clang_compile(res->bpf_source, &o, dl, &res->object, &res->object_sz,
-			   &res->cache_hit);
+	rc = clang_compile(res->bpf_source, &o, dl, &res->object, &res->object_sz, &res->cache_hit);
 	if (rc)
 		return rc;
 	dump(&o, PASS_CLANG, res);

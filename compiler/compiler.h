@@ -24,10 +24,10 @@ const char *compile_pass_name(enum compile_pass p);
 enum compile_pass compile_pass_lookup(const char *name); /* PASS__COUNT if unknown */
 
 struct compile_opts {
-	size_t sz;       /* sizeof(struct compile_opts) */
-	pid_t pid;       /* -p PID: libraries resolve through its maps; 0: none */
-	unsigned dump;   /* bit (1 << pass): print the tree/plan after that pass */
-	FILE *dump_out;  /* NULL: stdout */
+	size_t sz; /* sizeof(struct compile_opts) */
+	pid_t pid; /* -p PID: libraries resolve through its maps; 0: none */
+	unsigned dump; /* bit (1 << pass): print the tree/plan after that pass */
+	FILE *dump_out; /* NULL: stdout */
 	bool verbose;
 	const char *cache_dir; /* NULL: default (~/.cache/weft or /var/cache/weft) */
 };
@@ -38,8 +38,8 @@ struct plan;
 struct compile_result {
 	struct ast_query *ast;
 	struct plan *plan;
-	char *bpf_source;  /* PASS_CODEGEN */
-	void *object;      /* PASS_CLANG: BPF ELF bytes */
+	char *bpf_source; /* PASS_CODEGEN */
+	void *object; /* PASS_CLANG: BPF ELF bytes */
 	size_t object_sz;
 	bool cache_hit;
 };

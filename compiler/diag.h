@@ -44,7 +44,7 @@ struct diag {
 };
 
 struct diag_list {
-	const char *src;  /* query text, borrowed */
+	const char *src; /* query text, borrowed */
 	const char *name; /* "query" or the file name, borrowed */
 	struct diag *v;
 	int n, cap;
@@ -58,8 +58,8 @@ void diag_list_free(struct diag_list *dl);
  * failure the message is replaced by a static one. */
 struct diag *diag_error(struct diag_list *dl, enum diag_tag tag, struct src_loc loc,
 			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-struct diag *diag_warn(struct diag_list *dl, enum diag_tag tag, struct src_loc loc,
-		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+struct diag *diag_warn(struct diag_list *dl, enum diag_tag tag, struct src_loc loc, const char *fmt,
+		       ...) __attribute__((format(printf, 4, 5)));
 void diag_fix(struct diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 bool diag_has_errors(const struct diag_list *dl);

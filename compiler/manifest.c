@@ -61,7 +61,9 @@ int manifest_write(const struct plan *p, FILE *out)
 {
 	fprintf(out, "weft-manifest %u\nquery ", PLAN_VERSION);
 	put_str(out, p->query ? p->query : "");
-	fprintf(out, "\nmode %s every=%" PRIu64 " for=%" PRIu64 " pid=%d order=%d desc=%d limit=%" PRId64 "\n",
+	fprintf(out,
+		"\nmode %s every=%" PRIu64 " for=%" PRIu64 " pid=%d order=%d desc=%d limit=%" PRId64
+		"\n",
 		p->aggregating ? "aggregate" : "stream", p->every_ns, p->for_ns, (int)p->pid,
 		p->order_col, p->order_desc, p->limit);
 	fprintf(out, "sizes key=%u value=%u event=%u groups=%u spans=%u ringbuf=%u spansave=%u\n",
@@ -82,12 +84,12 @@ int manifest_write(const struct plan *p, FILE *out)
 		const struct probe_target *t = &a->target;
 
 		fprintf(out,
-			"attach prog=%d source=%d target=%d end=%d cookie=%" PRIu64 " kind=%d pid=%d hz=%" PRIu64
-			" period=%" PRIu64 " offset=%" PRIu64 " symoff=%" PRIu64
-			" nargs=%d retval=%d tp=%d",
-			a->prog, a->source, a->target_idx, a->is_end, a->cookie, t->kind, (int)t->pid,
-			t->hz, t->period_ns, t->offset, t->sym_offset, t->nargs, t->has_retval,
-			t->tp_id);
+			"attach prog=%d source=%d target=%d end=%d cookie=%" PRIu64
+			" kind=%d pid=%d hz=%" PRIu64 " period=%" PRIu64 " offset=%" PRIu64
+			" symoff=%" PRIu64 " nargs=%d retval=%d tp=%d",
+			a->prog, a->source, a->target_idx, a->is_end, a->cookie, t->kind,
+			(int)t->pid, t->hz, t->period_ns, t->offset, t->sym_offset, t->nargs,
+			t->has_retval, t->tp_id);
 		put_kv(out, "name", t->name);
 		put_kv(out, "category", t->category);
 		put_kv(out, "event", t->event);
@@ -110,7 +112,9 @@ int manifest_write(const struct plan *p, FILE *out)
 
 		fprintf(out, "agg ");
 		put_str(out, a->name);
-		fprintf(out, " kind=%s offset=%u size=%u lo=%" PRId64 " hi=%" PRId64 " step=%" PRId64 " q=%.17g\n",
+		fprintf(out,
+			" kind=%s offset=%u size=%u lo=%" PRId64 " hi=%" PRId64 " step=%" PRId64
+			" q=%.17g\n",
 			agg_kind_name(a->spec.kind), a->offset, a->size, a->spec.lo, a->spec.hi,
 			a->spec.step, a->spec.q);
 	}
@@ -263,35 +267,35 @@ static int check_keys(struct reader *r, char **tok, int n, int from, const char 
 	return 0;
 }
 
-#define NEED_I64(name, lo, hi, dst)                                                        \
-	do {                                                                               \
-		const char *v_ = kv(tok, n, 1, name);                                      \
-		int64_t x_;                                                                \
-		if (!v_)                                                                   \
-			return fail(r, "missing %s", name);                                \
-		if (get_i64(r, v_, lo, hi, &x_))                                           \
-			return -EINVAL;                                                    \
-		dst = x_;                                                                  \
+#define NEED_I64(name, lo, hi, dst)                         \
+	do {                                                \
+		const char *v_ = kv(tok, n, 1, name);       \
+		int64_t x_ = 0;                             \
+		if (!v_)                                    \
+			return fail(r, "missing %s", name); \
+		if (get_i64(r, v_, lo, hi, &x_))            \
+			return -EINVAL;                     \
+		dst = x_;                                   \
 	} while (0)
 
-#define NEED_U64(name, dst)                                                                \
-	do {                                                                               \
-		const char *v_ = kv(tok, n, 1, name);                                      \
-		uint64_t x_;                                                               \
-		if (!v_)                                                                   \
-			return fail(r, "missing %s", name);                                \
-		if (get_u64(r, v_, &x_))                                                   \
-			return -EINVAL;                                                    \
-		dst = x_;                                                                  \
+#define NEED_U64(name, dst)                                 \
+	do {                                                \
+		const char *v_ = kv(tok, n, 1, name);       \
+		uint64_t x_ = 0;                            \
+		if (!v_)                                    \
+			return fail(r, "missing %s", name); \
+		if (get_u64(r, v_, &x_))                    \
+			return -EINVAL;                     \
+		dst = x_;                                   \
 	} while (0)
 
-#define NEED_STR(name, dst)                                                                \
-	do {                                                                               \
-		const char *v_ = kv(tok, n, 1, name);                                      \
-		if (!v_)                                                                   \
-			return fail(r, "missing %s", name);                                \
-		if (get_str(r, v_, dst, sizeof(dst)))                                      \
-			return -EINVAL;                                                    \
+#define NEED_STR(name, dst)                                 \
+	do {                                                \
+		const char *v_ = kv(tok, n, 1, name);       \
+		if (!v_)                                    \
+			return fail(r, "missing %s", name); \
+		if (get_str(r, v_, dst, sizeof(dst)))       \
+			return -EINVAL;                     \
 	} while (0)
 
 static int lookup_render(const char *s)
@@ -341,7 +345,7 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 	if (n == 0)
 		return 0;
 	if (*state == 0) {
-		int64_t v;
+		int64_t v = 0;
 
 		if (n != 2 || strcmp(tok[0], "weft-manifest") != 0)
 			return fail(r, "not a weft manifest");
@@ -375,7 +379,7 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return 0;
 	}
 	if (strcmp(tok[0], "mode") == 0) {
-		static const char *const keys[] = { "every", "for",   "pid",   "order",
+		static const char *const keys[] = { "every", "for",   "pid", "order",
 						    "desc",  "limit", NULL };
 
 		if (n < 2 || check_keys(r, tok, n, 2, keys))
@@ -393,7 +397,7 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return 0;
 	}
 	if (strcmp(tok[0], "sizes") == 0) {
-		static const char *const keys[] = { "key",   "value",   "event",    "groups",
+		static const char *const keys[] = { "key",   "value",	"event",    "groups",
 						    "spans", "ringbuf", "spansave", NULL };
 
 		if (check_keys(r, tok, n, 1, keys))
@@ -435,12 +439,12 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return 0;
 	}
 	if (strcmp(tok[0], "attach") == 0) {
-		static const char *const keys[] = {
-			"prog",	  "source", "target", "end",	  "cookie", "kind",    "pid",
-			"hz",	  "period", "offset", "symoff",	  "nargs",  "retval",  "tp",
-			"name",	  "category", "event", "binary",  "symbol", "provider", "usdt",
-			NULL
-		};
+		static const char *const keys[] = { "prog",   "source", "target", "end",
+						    "cookie", "kind",	"pid",	  "hz",
+						    "period", "offset", "symoff", "nargs",
+						    "retval", "tp",	"name",	  "category",
+						    "event",  "binary", "symbol", "provider",
+						    "usdt",   NULL };
 		struct plan_attach *a;
 
 		if (p->nattach == MANIFEST_MAX_ATTACH)
@@ -518,9 +522,8 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		a->spec.q = strtod(kvs, &end);
 		if (end == kvs || *end || !(a->spec.q >= 0 && a->spec.q < 1))
 			return fail(r, "bad q");
-		if (a->spec.kind == AGG_LHIST &&
-		    (a->spec.step <= 0 || a->spec.lo >= a->spec.hi ||
-		     (a->spec.hi - a->spec.lo) / a->spec.step > 1024))
+		if (a->spec.kind == AGG_LHIST && (a->spec.step <= 0 || a->spec.lo >= a->spec.hi ||
+						  (a->spec.hi - a->spec.lo) / a->spec.step > 1024))
 			return fail(r, "bad lhist bounds");
 		if (a->offset + a->size > PLAN_MAX_VALUE_SIZE)
 			return fail(r, "aggregate outside the value");

@@ -26,10 +26,10 @@
 const char *render_name(enum render r)
 {
 	static const char *const names[RENDER__COUNT] = {
-		[RENDER_INT] = "int",	    [RENDER_UINT] = "uint",	[RENDER_HEX] = "hex",
-		[RENDER_STR] = "str",	    [RENDER_USTACK] = "ustack", [RENDER_KSTACK] = "kstack",
-		[RENDER_USYM] = "usym",	    [RENDER_KSYM] = "ksym",	[RENDER_PROBE] = "probe",
-		[RENDER_HOST] = "host",	    [RENDER_BOOL] = "bool",
+		[RENDER_INT] = "int",	[RENDER_UINT] = "uint",	    [RENDER_HEX] = "hex",
+		[RENDER_STR] = "str",	[RENDER_USTACK] = "ustack", [RENDER_KSTACK] = "kstack",
+		[RENDER_USYM] = "usym", [RENDER_KSYM] = "ksym",	    [RENDER_PROBE] = "probe",
+		[RENDER_HOST] = "host", [RENDER_BOOL] = "bool",
 	};
 
 	return (unsigned)r < RENDER__COUNT ? names[r] : "?";
@@ -172,10 +172,12 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 					struct plan_prog *pr;
 
 					if (p->nprogs == PLAN_MAX_PROGS) {
-						diag_fix(diag_error(dl, DIAG_E_TOO_MANY, sp->loc,
-								    "the query needs more than %d distinct BPF programs",
-								    PLAN_MAX_PROGS),
-							 "narrow the wildcard");
+						diag_fix(
+							diag_error(
+								dl, DIAG_E_TOO_MANY, sp->loc,
+								"the query needs more than %d distinct BPF programs",
+								PLAN_MAX_PROGS),
+							"narrow the wildcard");
 						return -EINVAL;
 					}
 					prog = p->nprogs++;
@@ -285,9 +287,9 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 			snprintf(a->name, sizeof(a->name), "%s", c->name);
 			a->spec.kind = fn_agg(it->e->fn, &a->spec.q);
 			if (it->e->fn == FN_QUANTILE)
-				a->spec.q = it->e->args[1]->kind == EXPR_FLOAT
-						    ? it->e->args[1]->fval
-						    : (double)const_of(it->e->args[1]);
+				a->spec.q = it->e->args[1]->kind == EXPR_FLOAT ?
+						    it->e->args[1]->fval :
+						    (double)const_of(it->e->args[1]);
 			if (a->spec.kind == AGG_LHIST) {
 				a->spec.lo = const_of(it->e->args[1]);
 				a->spec.hi = const_of(it->e->args[2]);
@@ -400,8 +402,8 @@ static int check_probe_names(const struct plan *p, const struct expr *e, struct 
 		int n = 0;
 
 		for (int i = 0; i < p->nattach; i++)
-			n += glob ? probe_glob_match(pat, p->attach[i].target.name)
-				  : strcmp(pat, p->attach[i].target.name) == 0;
+			n += glob ? probe_glob_match(pat, p->attach[i].target.name) :
+				    strcmp(pat, p->attach[i].target.name) == 0;
 		if (n == 0) {
 			const char *names[PROBE_MAX_TARGETS], *near[1];
 			struct diag *d = diag_error(dl, DIAG_E_PROBE_NO_MATCH, e->loc,
@@ -510,8 +512,8 @@ static void explain_agg(const struct plan_agg *a, FILE *out)
 	if (a->spec.kind == AGG_QUANTILE)
 		fprintf(out, "(q=%g)", a->spec.q);
 	if (a->spec.kind == AGG_LHIST)
-		fprintf(out, "(%lld..%lld step %lld)", (long long)a->spec.lo,
-			(long long)a->spec.hi, (long long)a->spec.step);
+		fprintf(out, "(%lld..%lld step %lld)", (long long)a->spec.lo, (long long)a->spec.hi,
+			(long long)a->spec.step);
 }
 
 void plan_explain(const struct plan *p, FILE *out)
@@ -531,12 +533,14 @@ void plan_explain(const struct plan *p, FILE *out)
 
 	fprintf(out, "kernel: per event, on the CPU that fired\n");
 	if (p->has_spans)
-		fprintf(out, "  span matching: start saved in a hash of %u entries (by %s), "
-			     "matched at the end; starts that find the table full are counted\n",
+		fprintf(out,
+			"  span matching: start saved in a hash of %u entries (by %s), "
+			"matched at the end; starts that find the table full are counted\n",
 			p->max_spans, "thread or `on` key");
 	if (p->aggregating) {
-		fprintf(out, "  aggregation map: per-CPU hash, 2 epochs x %u groups, key %u B, "
-			     "value %u B\n",
+		fprintf(out,
+			"  aggregation map: per-CPU hash, 2 epochs x %u groups, key %u B, "
+			"value %u B\n",
 			p->max_groups, p->key_size, p->value_size);
 		for (int i = 0; i < p->nkeys; i++) {
 			const struct plan_slot *k = &p->keys[i];
@@ -559,8 +563,9 @@ void plan_explain(const struct plan *p, FILE *out)
 				shared ? " shared sketch" : "");
 		}
 	} else {
-		fprintf(out, "  stream: one %u-byte record per event into a %u KiB ring buffer; "
-			     "records lost to a full buffer are counted\n",
+		fprintf(out,
+			"  stream: one %u-byte record per event into a %u KiB ring buffer; "
+			"records lost to a full buffer are counted\n",
 			p->event_size, p->ringbuf_bytes >> 10);
 		for (int i = 0; i < p->nfields; i++) {
 			const struct plan_slot *f = &p->fields[i];
@@ -590,7 +595,8 @@ void plan_explain(const struct plan *p, FILE *out)
 			if (!p->keys[i].kernel)
 				fprintf(out, "  add key %s (this host's name)\n", p->keys[i].name);
 		for (int i = 0; i < p->nkeys; i++)
-			if (p->keys[i].render == RENDER_USTACK || p->keys[i].render == RENDER_KSTACK ||
+			if (p->keys[i].render == RENDER_USTACK ||
+			    p->keys[i].render == RENDER_KSTACK ||
 			    p->keys[i].render == RENDER_USYM || p->keys[i].render == RENDER_KSYM)
 				fprintf(out, "  symbolize key %s\n", p->keys[i].name);
 		for (int i = 0; i < p->naggs; i++) {
@@ -598,7 +604,8 @@ void plan_explain(const struct plan *p, FILE *out)
 
 			if (k == AGG_QUANTILE || k == AGG_DISTINCT || k == AGG_AVG ||
 			    k == AGG_STDDEV)
-				fprintf(out, "  finalize %s (%s)\n", p->aggs[i].name, agg_kind_name(k));
+				fprintf(out, "  finalize %s (%s)\n", p->aggs[i].name,
+					agg_kind_name(k));
 		}
 	} else {
 		fprintf(out, "  poll the ring buffer, render each record as a row\n");

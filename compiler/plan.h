@@ -36,16 +36,16 @@
 
 /* How the agent turns a kernel value into text. */
 enum render {
-	RENDER_INT,    /* signed decimal */
-	RENDER_UINT,   /* unsigned decimal */
-	RENDER_HEX,    /* pointers */
-	RENDER_STR,    /* NUL-terminated bytes */
+	RENDER_INT, /* signed decimal */
+	RENDER_UINT, /* unsigned decimal */
+	RENDER_HEX, /* pointers */
+	RENDER_STR, /* NUL-terminated bytes */
 	RENDER_USTACK, /* stack id in the user stack map, symbolized */
 	RENDER_KSTACK, /* stack id in the kernel stack map, symbolized */
-	RENDER_USYM,   /* user address, symbolized */
-	RENDER_KSYM,   /* kernel address, symbolized */
-	RENDER_PROBE,  /* attach-point index (bpf cookie), rendered as the probe name */
-	RENDER_HOST,   /* added by the agent: the host name */
+	RENDER_USYM, /* user address, symbolized */
+	RENDER_KSYM, /* kernel address, symbolized */
+	RENDER_PROBE, /* attach-point index (bpf cookie), rendered as the probe name */
+	RENDER_HOST, /* added by the agent: the host name */
 	RENDER_BOOL,
 	RENDER__COUNT
 };
@@ -56,12 +56,12 @@ struct plan_slot {
 	enum render render;
 	uint32_t offset; /* in the key / event record */
 	uint32_t size;
-	bool kernel;     /* false: filled by the agent (host), occupies no kernel bytes */
-	struct expr *e;  /* codegen only; NULL after manifest_read */
+	bool kernel; /* false: filled by the agent (host), occupies no kernel bytes */
+	struct expr *e; /* codegen only; NULL after manifest_read */
 };
 
 struct plan_agg {
-	char name[64];  /* output column */
+	char name[64]; /* output column */
 	struct agg_spec spec; /* aggregator/aggstate.h */
 	uint32_t offset; /* in the kernel value struct */
 	uint32_t size;
@@ -71,19 +71,19 @@ struct plan_agg {
 /* One attach point: a target of a source, with the program that runs there. */
 struct plan_attach {
 	struct probe_target target; /* copied, with fields = NULL (see target_idx) */
-	int source;   /* index of the source in the query */
+	int source; /* index of the source in the query */
 	int target_idx; /* index in that source's probe set (codegen finds the fields there) */
-	bool is_end;  /* the end probe of a span */
-	int prog;     /* index into progs */
+	bool is_end; /* the end probe of a span */
+	int prog; /* index into progs */
 	uint64_t cookie; /* = index of this attach point; the `probe` builtin */
 };
 
 struct plan_prog {
-	char name[32];     /* BPF program (function) name: "wp0", "wp1", ... */
+	char name[32]; /* BPF program (function) name: "wp0", "wp1", ... */
 	enum probe_kind kind;
 	int source;
 	bool is_end;
-	int first_attach;  /* a representative attach point (its field layout) */
+	int first_attach; /* a representative attach point (its field layout) */
 };
 
 struct plan_column {
@@ -133,7 +133,7 @@ struct plan {
 	bool order_desc;
 	int64_t limit; /* 0: none */
 	uint64_t every_ns, for_ns;
-	pid_t pid;     /* -p: the traced process; 0: all */
+	pid_t pid; /* -p: the traced process; 0: all */
 };
 
 /* Builds the plan of a checked query.  NULL with diagnostics (bounds) or errno. */

@@ -24,7 +24,7 @@
 #define MAX_STR 256
 #define DEFAULT_STR 64
 #define MAX_LHIST_BUCKETS 1000
-#define MIN_WINDOW_NS 10000000ULL            /* 10 ms */
+#define MIN_WINDOW_NS 10000000ULL /* 10 ms */
 #define MAX_WINDOW_NS (24ULL * 3600 * 1000000000ULL) /* a day */
 
 enum sema_ctx { CTX_WHERE, CTX_ON, CTX_GROUP, CTX_SELECT, CTX_ORDER };
@@ -34,9 +34,9 @@ struct sema {
 	struct diag_list *dl;
 	pid_t pid;
 	enum sema_ctx ctx;
-	int agg_depth;  /* > 0 inside an aggregate's arguments */
-	int on_source;  /* CTX_ON: the span source being checked */
-	bool on_end;    /* CTX_ON: checking against the end probe */
+	int agg_depth; /* > 0 inside an aggregate's arguments */
+	int on_source; /* CTX_ON: the span source being checked */
+	bool on_end; /* CTX_ON: checking against the end probe */
 };
 
 static const struct type ty_none = { TY_NONE, 0, false, false };
@@ -75,15 +75,15 @@ struct func_def {
 };
 
 static const struct func_def funcs[] = {
-	{ "str", FN_STR, 1, 2 },	 { "log2", FN_LOG2, 1, 1 },
-	{ "bucket", FN_BUCKET, 2, 2 },	 { "usym", FN_USYM, 1, 1 },
-	{ "ksym", FN_KSYM, 1, 1 },	 { "count", FN_COUNT, 0, 0 },
-	{ "sum", FN_SUM, 1, 1 },	 { "min", FN_MIN, 1, 1 },
-	{ "max", FN_MAX, 1, 1 },	 { "avg", FN_AVG, 1, 1 },
-	{ "stddev", FN_STDDEV, 1, 1 },	 { "hist", FN_HIST, 1, 1 },
-	{ "lhist", FN_LHIST, 4, 4 },	 { "quantile", FN_QUANTILE, 2, 2 },
-	{ "p50", FN_P50, 1, 1 },	 { "p90", FN_P90, 1, 1 },
-	{ "p99", FN_P99, 1, 1 },	 { "p999", FN_P999, 1, 1 },
+	{ "str", FN_STR, 1, 2 },	   { "log2", FN_LOG2, 1, 1 },
+	{ "bucket", FN_BUCKET, 2, 2 },	   { "usym", FN_USYM, 1, 1 },
+	{ "ksym", FN_KSYM, 1, 1 },	   { "count", FN_COUNT, 0, 0 },
+	{ "sum", FN_SUM, 1, 1 },	   { "min", FN_MIN, 1, 1 },
+	{ "max", FN_MAX, 1, 1 },	   { "avg", FN_AVG, 1, 1 },
+	{ "stddev", FN_STDDEV, 1, 1 },	   { "hist", FN_HIST, 1, 1 },
+	{ "lhist", FN_LHIST, 4, 4 },	   { "quantile", FN_QUANTILE, 2, 2 },
+	{ "p50", FN_P50, 1, 1 },	   { "p90", FN_P90, 1, 1 },
+	{ "p99", FN_P99, 1, 1 },	   { "p999", FN_P999, 1, 1 },
 	{ "distinct", FN_DISTINCT, 1, 1 },
 };
 
@@ -179,8 +179,7 @@ static struct probe_set *resolve_as(struct sema *s, const struct probe_spec *spe
 
 static int resolve_spec(struct sema *s, struct probe_spec *spec)
 {
-	spec->set = resolve_as(s, spec, spec->kind, (const char *const *)spec->parts,
-			       spec->nparts);
+	spec->set = resolve_as(s, spec, spec->kind, (const char *const *)spec->parts, spec->nparts);
 	return spec->set ? 0 : -EINVAL;
 }
 
@@ -293,8 +292,8 @@ static int check_sources(struct sema *s)
 
 static bool kind_has_args(enum probe_kind k)
 {
-	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT ||
-	       k == PROBE_KPROBE || k == PROBE_KRETPROBE;
+	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT || k == PROBE_KPROBE ||
+	       k == PROBE_KRETPROBE;
 }
 
 static bool kind_is_user(enum probe_kind k)
@@ -370,8 +369,7 @@ static int check_member(struct sema *s, struct expr *e)
 	const char *fname = e->sval;
 
 	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0) {
-		diag_fix(diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc,
-				    "only `args` has fields"),
+		diag_fix(diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc, "only `args` has fields"),
 			 "write args.FIELD for a tracepoint field");
 		return -EINVAL;
 	}
@@ -402,18 +400,20 @@ static int check_member(struct sema *s, struct expr *e)
 					d = diag_error(s->dl, DIAG_E_FIELD_UNKNOWN, e->loc,
 						       "%s has no field '%s'", tg->name, fname);
 				} else {
-					d = diag_error(s->dl, DIAG_E_FIELD_NOT_COMMON, e->loc,
-						       "field '%s' is not in every probe: %s lacks it",
-						       fname, tg->name);
+					d = diag_error(
+						s->dl, DIAG_E_FIELD_NOT_COMMON, e->loc,
+						"field '%s' is not in every probe: %s lacks it",
+						fname, tg->name);
 				}
 				list_fields(d, tg);
 				return -EINVAL;
 			}
 			ft = field_type(f);
 			if (ft.kind == TY_NONE) {
-				diag_error(s->dl, DIAG_E_FIELD_UNKNOWN, e->loc,
-					   "field '%s' of %s is an array (%s), which queries cannot use",
-					   fname, tg->name, f->ctype);
+				diag_error(
+					s->dl, DIAG_E_FIELD_UNKNOWN, e->loc,
+					"field '%s' of %s is an array (%s), which queries cannot use",
+					fname, tg->name, f->ctype);
 				return -EINVAL;
 			}
 			if (t.kind == TY_NONE) {
@@ -446,8 +446,9 @@ static int check_argn(struct sema *s, struct expr *e, int idx)
 		if (!sp->set)
 			return -EINVAL;
 		if (!kind_has_args(sp->kind)) {
-			struct diag *d = diag_error(s->dl, DIAG_E_ARG_INDEX, e->loc,
-						    "%s probes have no argN", probe_kind_name(sp->kind));
+			struct diag *d =
+				diag_error(s->dl, DIAG_E_ARG_INDEX, e->loc,
+					   "%s probes have no argN", probe_kind_name(sp->kind));
 
 			if (sp->kind == PROBE_TRACEPOINT || sp->kind == PROBE_SYSCALL)
 				list_fields(d, &sp->set->v[0]);
@@ -785,9 +786,11 @@ static int check_call(struct sema *s, struct expr *e)
 
 		if (!const_int(e->args[1], &lo) || !const_int(e->args[2], &hi) ||
 		    !const_int(e->args[3], &step) || lo >= hi || step <= 0) {
-			diag_fix(diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
-					    "lhist(e, lo, hi, step) needs constants with lo < hi and step > 0"),
-				 "e.g. lhist(args.count, 0, 4096, 256)");
+			diag_fix(
+				diag_error(
+					s->dl, DIAG_E_LHIST_ARGS, e->loc,
+					"lhist(e, lo, hi, step) needs constants with lo < hi and step > 0"),
+				"e.g. lhist(args.count, 0, 4096, 256)");
 			return -EINVAL;
 		}
 		if ((hi - lo) / step > MAX_LHIST_BUCKETS) {
@@ -817,14 +820,18 @@ static int check_call(struct sema *s, struct expr *e)
 				       "%s() takes a number, not %s", f->name,
 				       type_name(&a0->ty, buf, sizeof(buf)));
 			if (a0->ty.kind == TY_STR)
-				diag_fix(d, "to count per string, group by it: group by ... select count()");
+				diag_fix(
+					d,
+					"to count per string, group by it: group by ... select count()");
 			return -EINVAL;
 		}
 		if (f->fn == FN_QUANTILE) {
 			if (!const_num(e->args[1], &q) || !(q > 0 && q < 1)) {
-				diag_fix(diag_error(s->dl, DIAG_E_QUANTILE_RANGE, e->args[1]->loc,
-						    "quantile(e, q): q must be a constant between 0 and 1 (exclusive)"),
-					 "e.g. quantile(duration, 0.95), or p50/p90/p99/p999");
+				diag_fix(
+					diag_error(
+						s->dl, DIAG_E_QUANTILE_RANGE, e->args[1]->loc,
+						"quantile(e, q): q must be a constant between 0 and 1 (exclusive)"),
+					"e.g. quantile(duration, 0.95), or p50/p90/p99/p999");
 				return -EINVAL;
 			}
 		}
@@ -866,9 +873,11 @@ static int check_binary(struct sema *s, struct expr *e)
 	case OP_AND:
 	case OP_OR:
 		if (l->kind != TY_BOOL)
-			return type_error(s, DIAG_E_TYPE_BOOL, e->lhs, "`and`/`or` need conditions", l);
+			return type_error(s, DIAG_E_TYPE_BOOL, e->lhs, "`and`/`or` need conditions",
+					  l);
 		if (r->kind != TY_BOOL)
-			return type_error(s, DIAG_E_TYPE_BOOL, e->rhs, "`and`/`or` need conditions", r);
+			return type_error(s, DIAG_E_TYPE_BOOL, e->rhs, "`and`/`or` need conditions",
+					  r);
 		e->ty = ty_bool;
 		return 0;
 	case OP_EQ:
@@ -898,18 +907,20 @@ static int check_binary(struct sema *s, struct expr *e)
 			e->ty = ty_bool;
 			return 0;
 		}
-		struct diag *d = diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc,
-					    "cannot compare %s with %s", type_name(l, b1, sizeof(b1)),
-					    type_name(r, b2, sizeof(b2)));
+		struct diag *d =
+			diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc, "cannot compare %s with %s",
+				   type_name(l, b1, sizeof(b1)), type_name(r, b2, sizeof(b2)));
 		if (l->kind == TY_PTR && r->kind == TY_STR)
 			diag_fix(d, "read the string first: str(%s) = ...", "FIELD");
 		return -EINVAL;
 	}
 	default: /* arithmetic */
 		if (!is_num(l))
-			return type_error(s, DIAG_E_TYPE_ARITH, e->lhs, "arithmetic needs numbers", l);
+			return type_error(s, DIAG_E_TYPE_ARITH, e->lhs, "arithmetic needs numbers",
+					  l);
 		if (!is_num(r))
-			return type_error(s, DIAG_E_TYPE_ARITH, e->rhs, "arithmetic needs numbers", r);
+			return type_error(s, DIAG_E_TYPE_ARITH, e->rhs, "arithmetic needs numbers",
+					  r);
 		if ((e->op == OP_DIV || e->op == OP_MOD) && const_int(e->rhs, &v) && v == 0) {
 			diag_error(s->dl, DIAG_E_DIV_ZERO, e->rhs->loc, "division by zero");
 			return -EINVAL;
@@ -1004,8 +1015,9 @@ static int check_expr(struct sema *s, struct expr *e)
 					   "the items of `in (...)` must be constants");
 				return -EINVAL;
 			}
-			bool ok = e->lhs->ty.kind == TY_STR ? a->kind == EXPR_STR
-							    : (is_num(&e->lhs->ty) && const_int(a, &v));
+			bool ok = e->lhs->ty.kind == TY_STR ?
+					  a->kind == EXPR_STR :
+					  (is_num(&e->lhs->ty) && const_int(a, &v));
 			if (!ok) {
 				char b1[32], b2[32];
 
@@ -1163,8 +1175,8 @@ static int check_select(struct sema *s)
 		for (int j = 0; j < i; j++)
 			if (q->items[i].name && q->items[j].name &&
 			    strcmp(q->items[i].name, q->items[j].name) == 0) {
-				struct src_loc loc = q->items[i].alias ? q->items[i].alias_loc
-								       : q->items[i].e->loc;
+				struct src_loc loc = q->items[i].alias ? q->items[i].alias_loc :
+									 q->items[i].e->loc;
 
 				diag_fix(diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
 						    "two columns named '%s'", q->items[i].name),
@@ -1188,8 +1200,9 @@ static int check_select(struct sema *s)
 			return -EINVAL;
 		}
 		if (q->order) {
-			diag_fix(diag_error(s->dl, DIAG_E_ORDER_STREAM, q->order_loc,
-					    "`order by` on a stream: events are printed as they come"),
+			diag_fix(diag_error(
+					 s->dl, DIAG_E_ORDER_STREAM, q->order_loc,
+					 "`order by` on a stream: events are printed as they come"),
 				 "aggregate (group by ... select count()) to order results");
 			return -EINVAL;
 		}
@@ -1272,7 +1285,9 @@ static int check_order(struct sema *s)
 		if (o->kind == EXPR_NAME && diag_near(o->sval, cands, nc, near, 1) == 1)
 			diag_fix(d, "did you mean '%s'?", near[0]);
 		else
-			diag_fix(d, "order by a select item or its alias (select count() as n ... order by n)");
+			diag_fix(
+				d,
+				"order by a select item or its alias (select count() as n ... order by n)");
 	}
 	return -EINVAL;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds
-# weft twice (release and ASan+UBSan), runs every ctest in both (unit, compiler, runtime
+# weft twice (release and ASan+UBSan) after checking that every C file is formatted with the
+# repo's .clang-format, runs every ctest in both (unit, compiler, runtime
 # against the real kernel), then builds the libFuzzer targets and runs each for a bounded
 # time.  Exit status 0 only if everything passed.
 set -euo pipefail
@@ -18,6 +19,10 @@ build() { # dir, cmake args...
 	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 	cmake --build "$dir" -j"$JOBS"
 }
+
+echo "== formatting (.clang-format)"
+find agent aggregator compiler kernel probes tests tools -name '*.[ch]' -print0 |
+	xargs -0 clang-format --dry-run -Werror
 
 echo "== release build and tests"
 build build

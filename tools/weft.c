@@ -69,7 +69,9 @@ static void log_sink(enum weft_log_level level, const char *msg)
 
 void tool_set_verbose(int level)
 {
-	weft_log_set_level(level >= 2 ? WEFT_LOG_DEBUG : level == 1 ? WEFT_LOG_INFO : WEFT_LOG_WARN);
+	weft_log_set_level(level >= 2 ? WEFT_LOG_DEBUG :
+			   level == 1 ? WEFT_LOG_INFO :
+					WEFT_LOG_WARN);
 }
 
 int tool_parse_pid(const char *s)
@@ -112,7 +114,8 @@ char *tool_read_query(const char *file, const char *arg, const char **name)
 		return buf;
 	}
 	if (arg) {
-		fprintf(stderr, "weft: give the query either as an argument or with -f, not both\n");
+		fprintf(stderr,
+			"weft: give the query either as an argument or with -f, not both\n");
 		return NULL;
 	}
 	f = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");

@@ -10,7 +10,7 @@
 
 /* Exit statuses, as documented in `weft --help`. */
 #define WEFT_EXIT_OK 0
-#define WEFT_EXIT_FAIL 1  /* the query ran but something failed */
+#define WEFT_EXIT_FAIL 1 /* the query ran but something failed */
 #define WEFT_EXIT_USAGE 2 /* bad command line */
 #define WEFT_EXIT_QUERY 3 /* the query has errors */
 

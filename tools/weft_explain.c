@@ -35,9 +35,12 @@ static const char explain_help[] =
 int cmd_explain(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "file", required_argument, NULL, 'f' }, { "pid", required_argument, NULL, 'p' },
-		{ "dump", required_argument, NULL, 'd' }, { "manifest", no_argument, NULL, 'm' },
-		{ "verbose", no_argument, NULL, 'v' },	  { "help", no_argument, NULL, 'h' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "dump", required_argument, NULL, 'd' },
+		{ "manifest", no_argument, NULL, 'm' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct compile_opts opts = { .sz = sizeof(opts) };
@@ -65,7 +68,8 @@ int cmd_explain(int argc, char **argv)
 
 			if (!copy)
 				return WEFT_EXIT_FAIL;
-			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			for (char *t = strtok_r(copy, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save)) {
 				enum compile_pass p = compile_pass_lookup(t);
 
 				if (p == PASS__COUNT) {

@@ -106,10 +106,11 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 	rc = wordexp(cmd, &we, WRDE_NOCMD | WRDE_UNDEF);
 	if (rc != 0 || we.we_wordc == 0) {
 		fprintf(stderr, "weft: -c '%s': %s\n", cmd,
-			rc == WRDE_CMDSUB ? "command substitution is not allowed"
-			: rc == WRDE_BADCHAR ? "unquoted special character (| & ; < > ( ) { })"
-			: rc == WRDE_BADVAL ? "undefined variable"
-			: rc == 0 ? "no command" : "cannot split the command");
+			rc == WRDE_CMDSUB  ? "command substitution is not allowed" :
+			rc == WRDE_BADCHAR ? "unquoted special character (| & ; < > ( ) { })" :
+			rc == WRDE_BADVAL  ? "undefined variable" :
+			rc == 0		   ? "no command" :
+					     "cannot split the command");
 		if (rc == 0)
 			wordfree(&we);
 		return -1;
@@ -225,11 +226,14 @@ static void print_window(struct run *r, struct agent_table *t, struct agent_wind
 int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "file", required_argument, NULL, 'f' },   { "pid", required_argument, NULL, 'p' },
-		{ "cmd", required_argument, NULL, 'c' },    { "format", required_argument, NULL, 'F' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cmd", required_argument, NULL, 'c' },
+		{ "format", required_argument, NULL, 'F' },
 		{ "max-groups", required_argument, NULL, 'G' },
 		{ "ringbuf-size", required_argument, NULL, 'R' },
-		{ "verbose", no_argument, NULL, 'v' },	    { "help", no_argument, NULL, 'h' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct compile_opts copts = { .sz = sizeof(copts) };
@@ -269,7 +273,8 @@ int cmd_run(int argc, char **argv)
 			else if (strcmp(optarg, "text") == 0)
 				r.fmt = AGENT_FMT_TEXT;
 			else {
-				fprintf(stderr, "weft: --format takes text or json, not '%s'\n", optarg);
+				fprintf(stderr, "weft: --format takes text or json, not '%s'\n",
+					optarg);
 				return WEFT_EXIT_USAGE;
 			}
 			break;
@@ -286,7 +291,8 @@ int cmd_run(int argc, char **argv)
 		case 'R':
 			ringbuf = parse_size(optarg);
 			if (ringbuf < 4096 || ringbuf > (1ULL << 30)) {
-				fprintf(stderr, "weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
+				fprintf(stderr,
+					"weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
 					optarg);
 				return WEFT_EXIT_USAGE;
 			}
@@ -353,7 +359,9 @@ int cmd_run(int argc, char **argv)
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
 		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
-			aerr.verifier ? " [E_VERIFIER]" : aerr.attach ? " [E_ATTACH]" : "");
+			aerr.verifier ? " [E_VERIFIER]" :
+			aerr.attach   ? " [E_ATTACH]" :
+					"");
 		if (aerr.detail[0])
 			fprintf(stderr, "%s\n", aerr.detail);
 		status = WEFT_EXIT_FAIL;
@@ -379,8 +387,8 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	start = now_ns();
-	tick = res.plan->every_ns && res.plan->every_ns < TICK_MAX_NS ? res.plan->every_ns
-								       : TICK_MAX_NS;
+	tick = res.plan->every_ns && res.plan->every_ns < TICK_MAX_NS ? res.plan->every_ns :
+									TICK_MAX_NS;
 	next_tick = start + tick; /* streams too: their drop counters are read every tick */
 	next_window = res.plan->every_ns ? start + res.plan->every_ns : UINT64_MAX;
 	end_at = res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX;
@@ -398,7 +406,8 @@ int cmd_run(int argc, char **argv)
 
 			rc = agent_query_window(r.q, win, &st);
 			if (rc < 0)
-				fprintf(stderr, "weft: reading the window failed: %s\n", strerror(-rc));
+				fprintf(stderr, "weft: reading the window failed: %s\n",
+					strerror(-rc));
 			for (int i = 0; i < WEFT_DROP_NR; i++)
 				acc.drops[i] += st.drops[i];
 			acc.misses += st.misses;

@@ -691,7 +691,8 @@ static inline void wr_json_lines(const struct wr_buf *b, struct wr_json *out)
 				fail_msg("weft printed a line that is not JSON: %.*s", (int)(e - s),
 					 s);
 			if ((out->n & (out->n - 1)) == 0) { /* 0, 1, 2, 4, ...: grow by doubling */
-				out->v = realloc(out->v, (out->n ? 2 * out->n : 1) * sizeof(*out->v));
+				out->v = realloc(out->v,
+						 (out->n ? 2 * out->n : 1) * sizeof(*out->v));
 				if (!out->v)
 					abort();
 			}

@@ -129,10 +129,11 @@ static void test_top_syscalls(void **state)
 {
 	static struct out o;
 	/* a query that starts with a comment starts with "--": end the options first */
-	const char *args[] = { "run", "--", "-- system calls by process, top 10 every second\n"
-				      "from tracepoint:raw_syscalls:sys_enter\n"
-				      "group by comm select count() as calls\n"
-				      "order by calls desc limit 10 every 1s",
+	const char *args[] = { "run", "--",
+			       "-- system calls by process, top 10 every second\n"
+			       "from tracepoint:raw_syscalls:sys_enter\n"
+			       "group by comm select count() as calls\n"
+			       "order by calls desc limit 10 every 1s",
 			       NULL };
 
 	run_weft(args, 2500, &o);
@@ -145,9 +146,10 @@ static void test_top_syscalls(void **state)
 static void test_read_bytes(void **state)
 {
 	static struct out o;
-	const char *args[] = { "run",
-			       "from syscall:read group by comm select sum(args.count) as bytes for 10s",
-			       NULL };
+	const char *args[] = {
+		"run", "from syscall:read group by comm select sum(args.count) as bytes for 10s",
+		NULL
+	};
 
 	run_weft(args, 1500, &o);
 	expect_ok(&o);
@@ -157,10 +159,12 @@ static void test_read_bytes(void **state)
 static void test_read_latency(void **state)
 {
 	static struct out o;
-	const char *args[] = { "run",
-			       "from span(syscall:read) where comm = 'postgres'\n"
-			       "select count(), p50(duration), p99(duration), hist(duration) every 5s",
-			       NULL };
+	const char *args[] = {
+		"run",
+		"from span(syscall:read) where comm = 'postgres'\n"
+		"select count(), p50(duration), p99(duration), hist(duration) every 5s",
+		NULL
+	};
 
 	run_weft(args, 1500, &o);
 	expect_ok(&o);
@@ -183,8 +187,8 @@ static void test_redis_function(void **state)
 
 		dup2(null, 1);
 		dup2(null, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
-		      "--save", "", "--appendonly", "no", NULL);
+		execl("/usr/bin/redis-server", "redis-server", "--port", port, "--bind",
+		      "127.0.0.1", "--save", "", "--appendonly", "no", NULL);
 		_exit(127);
 	}
 	snprintf(cmd, sizeof(cmd), "redis-cli -p %s ping >/dev/null 2>&1", port);
@@ -245,7 +249,8 @@ static void test_opensnoop(void **state)
 {
 	static struct out o;
 	const char *args[] = { "run", "-c", "cat /etc/hostname",
-			       "from syscall:openat select time, pid, comm, str(args.filename)", NULL };
+			       "from syscall:openat select time, pid, comm, str(args.filename)",
+			       NULL };
 
 	run_weft(args, 5000, &o); /* ends by itself when cat exits */
 	expect_ok(&o);
@@ -275,7 +280,8 @@ static void test_profile(void **state)
 static void test_host(void **state)
 {
 	static struct out o;
-	const char *args[] = { "run", "from syscall:write group by host select sum(args.count) every 10s",
+	const char *args[] = { "run",
+			       "from syscall:write group by host select sum(args.count) every 10s",
 			       NULL };
 	char host[256] = "";
 
@@ -300,10 +306,10 @@ static void test_kprobe_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_top_syscalls), cmocka_unit_test(test_read_bytes),
-		cmocka_unit_test(test_read_latency), cmocka_unit_test(test_redis_function),
-		cmocka_unit_test(test_usdt_span),    cmocka_unit_test(test_opensnoop),
-		cmocka_unit_test(test_profile),	     cmocka_unit_test(test_host),
+		cmocka_unit_test(test_top_syscalls),   cmocka_unit_test(test_read_bytes),
+		cmocka_unit_test(test_read_latency),   cmocka_unit_test(test_redis_function),
+		cmocka_unit_test(test_usdt_span),      cmocka_unit_test(test_opensnoop),
+		cmocka_unit_test(test_profile),	       cmocka_unit_test(test_host),
 		cmocka_unit_test(test_kprobe_refused),
 	};
 

@@ -14,22 +14,21 @@
 #include "compiler/codegen.h"
 #include "compiler/compiler.h"
 
-static const char bad_source[] =
-	"#include \"weft.bpf.h\"\n"
-	"struct {\n"
-	"\t__uint(type, BPF_MAP_TYPE_HASH); /* a lookup can fail */\n"
-	"\t__uint(max_entries, 1);\n"
-	"\t__type(key, __u32);\n"
-	"\t__type(value, __u64);\n"
-	"} bad_map SEC(\".maps\");\n"
-	"SEC(\"tracepoint\")\n"
-	"int wp0(void *ctx)\n"
-	"{\n"
-	"\t__u32 k = 0;\n"
-	"\t__u64 *v = bpf_map_lookup_elem(&bad_map, &k);\n"
-	"\t*v += 1; /* no NULL check: the verifier must refuse */\n"
-	"\treturn 0;\n"
-	"}\n";
+static const char bad_source[] = "#include \"weft.bpf.h\"\n"
+				 "struct {\n"
+				 "\t__uint(type, BPF_MAP_TYPE_HASH); /* a lookup can fail */\n"
+				 "\t__uint(max_entries, 1);\n"
+				 "\t__type(key, __u32);\n"
+				 "\t__type(value, __u64);\n"
+				 "} bad_map SEC(\".maps\");\n"
+				 "SEC(\"tracepoint\")\n"
+				 "int wp0(void *ctx)\n"
+				 "{\n"
+				 "\t__u32 k = 0;\n"
+				 "\t__u64 *v = bpf_map_lookup_elem(&bad_map, &k);\n"
+				 "\t*v += 1; /* no NULL check: the verifier must refuse */\n"
+				 "\treturn 0;\n"
+				 "}\n";
 
 static void run(bool verbose, struct agent_err *err)
 {

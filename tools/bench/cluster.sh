@@ -14,8 +14,10 @@
 #   merge [cluster_merge options]       the merge path in one process (cluster_merge.c)
 #   flood [AGENTS [INFLIGHT [SECS]]]    end-to-end throughput: each agent keeps INFLIGHT
 #                                       partials unacknowledged (default 64 4 20)
-#   window [AGENTS [SECS [GROUPS]]]     window-close latency: AGENTS agents each send GROUPS
-#                                       groups per 1 s window for SECS s (default 1000 30 1000)
+#   window [AGENTS [SECS [GROUPS [SPREAD_MS]]]]
+#                                       window-close latency: AGENTS agents each send GROUPS
+#                                       groups per 1 s window for SECS s (default 1000 30 1000),
+#                                       all at the window's end, or spread over SPREAD_MS
 #   agent [SECS [GROUPS]]               a real `weft agent` (root): CPU and RSS connected and
 #                                       idle for SECS s, then shipping a query over a workload
 #                                       of GROUPS (comm, pid) groups (default 60 1000)
@@ -26,6 +28,7 @@
 #                   to leave SQLite's disk writes out)
 #   CBENCH_PERF=1   also `perf record` the aggregator during the measurement
 #   CBENCH_PORT     the aggregator's port on 127.0.0.1 (default 7471)
+#   CBENCH_AGG_CPUS the CPUs the aggregator may run on (taskset list, default 0: one core)
 #   CBENCH_QUIET    seconds to wait at most for a quiet machine (default 1800)
 set -euo pipefail
 
@@ -104,7 +107,8 @@ start_aggregator() {
 	local log=$BENCH_OUT/aggregator.log i
 	rm -f "$STORE" "$STORE-wal" "$STORE-shm"
 	: >"$log"
-	taskset -c 0 "$WEFT" aggregator --listen "$EP" --key "$BENCH_OUT/keys/aggregator.key" \
+	taskset -c "${CBENCH_AGG_CPUS:-0}" "$WEFT" aggregator --listen "$EP" \
+		--key "$BENCH_OUT/keys/aggregator.key" \
 		--allow "$BENCH_OUT/keys/allow" --store "$STORE" -v 2>"$log" &
 	AGG_PID=$!
 	for i in $(seq 100); do
@@ -195,19 +199,20 @@ cmd_flood() {
 }
 
 cmd_window() {
-	local n=${1:-1000} secs=${2:-30} groups=${3:-1000}
+	local n=${1:-1000} secs=${2:-30} groups=${3:-1000} spread=${4:-0}
 	local q="from syscall:read group by comm, pid select count(), sum(args.count) every 1s for ${secs}s"
 	keys "$n"
 	quiet_wait
 	machine_info
 	start_aggregator
 	echo "store: $STORE"
+	echo "aggregator CPUs: ${CBENCH_AGG_CPUS:-0}"
 	echo "query: $q"
-	echo "command: taskset -c 1 $SIM run -m window -n $n -g $groups ..."
+	echo "command: taskset -c 1 $SIM run -m window -n $n -g $groups -s $spread ..."
 	perf_aggregator "$secs" window
 	taskset -c 1 "$SIM" run -e "$EP" -S "$BENCH_OUT/keys/aggregator.pub" \
 		-K "$BENCH_OUT/keys/sim.keys" -C "$BENCH_OUT/keys/me.key" -P "$AGG_PID" \
-		-m window -n "$n" -g "$groups" -q "$q" -o "$BENCH_OUT/window-$n.txt" 2>&1 |
+		-m window -n "$n" -g "$groups" -s "$spread" -q "$q" -o "$BENCH_OUT/window-$n.txt" 2>&1 |
 		grep -v '^ *[0-9]' || true
 	echo "per window: $BENCH_OUT/window-$n.txt"
 	echo "aggregator: $(grep -c 'expired' "$BENCH_OUT/aggregator.log" || true) expiries," \

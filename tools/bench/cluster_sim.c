@@ -23,7 +23,9 @@
  *   window  every agent sends its partial of window w when w ends (CLOCK_REALTIME, as agents
  *           do: all at once); per window: the time the last partial of the window was
  *           handed to ZeroMQ, and the time its Result reached the client.  The query should
- *           carry `for D` so that it ends and the run with it.
+ *           carry `for D` so that it ends and the run with it.  With -s MS, agent i sends
+ *           MS * i / AGENTS milliseconds after the window's end instead (agents whose sends
+ *           are spread, not synchronised to the microsecond).
  *   flood   every agent keeps up to --inflight partials unacknowledged, for the current
  *           window, for --duration seconds after a warm-up: rows merged per second from the
  *           Acks (an Ack comes only after the aggregator committed the merge to its store).
@@ -115,6 +117,7 @@ struct sim {
 	struct sagent *ag;
 	/* the query as the agents got it (one query per run) */
 	uint64_t qid, epoch, end, every;
+	uint64_t spread; /* window mode: agent i sends at the window's end + spread * i / n */
 	uint32_t started; /* agents running it */
 	uint64_t w_due; /* window mode: windows below this are due */
 	struct wstat ws[MAX_WINDOWS];
@@ -692,7 +695,7 @@ static void windows_send(struct sim *s)
 			bool last = s->end && close_at >= s->end;
 			uint64_t w = a->next_w;
 
-			if (now < (last ? s->end : close_at))
+			if (now < (last ? s->end : close_at) + s->spread * i / s->n)
 				break;
 			if (agent_partial(s, a, w, last))
 				break; /* its queue is full: again in the next round */
@@ -954,7 +957,7 @@ static void usage(void)
 		"usage: cluster_sim run -e ENDPOINT -S SERVER.pub -K AGENTS.keys -C CLIENT.key\n"
 		"          [-n AGENTS] [-g GROUPS] [-k KEYSPACE] [-q QUERY] [-m window|flood]\n"
 		"          [-d SECONDS] [-W WARMUP_S] [-i INFLIGHT] [-c CPU] [-o OUT]\n"
-		"          [-P AGGREGATOR_PID]\n"
+		"          [-P AGGREGATOR_PID] [-s SPREAD_MS]\n"
 		"       cluster_sim keys N PREFIX\n"
 		"       cluster_sim load N\n");
 }
@@ -980,7 +983,7 @@ static int cmd_run(int argc, char **argv)
 	s->cpu = -1;
 	s->mode = MODE_WINDOW;
 	pthread_mutex_init(&s->mu, NULL);
-	while ((opt = getopt(argc - 1, argv + 1, "e:S:K:C:n:g:k:q:m:d:W:i:c:o:P:h")) != -1) {
+	while ((opt = getopt(argc - 1, argv + 1, "e:S:K:C:n:g:k:q:m:d:W:i:c:o:P:s:h")) != -1) {
 		switch (opt) {
 		case 'e':
 			s->endpoint = optarg;
@@ -1026,6 +1029,9 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case 'P':
 			s->watch = atoi(optarg);
+			break;
+		case 's':
+			s->spread = strtoull(optarg, NULL, 10) * 1000000ULL;
 			break;
 		default:
 			usage();

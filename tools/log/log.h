@@ -15,7 +15,8 @@ typedef void (*weft_log_fn)(enum weft_log_level level, const char *msg);
 void weft_log_set_level(enum weft_log_level level);
 enum weft_log_level weft_log_get_level(void);
 void weft_log_set_sink(weft_log_fn fn);
-void weft_log(enum weft_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void weft_log(enum weft_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void weft_vlog(enum weft_log_level level, const char *fmt, va_list ap);
 
 #define log_err(...) weft_log(WEFT_LOG_ERROR, __VA_ARGS__)
