@@ -401,6 +401,34 @@ static bool window_due(const struct aggd_qwin *q, uint64_t w, uint64_t now)
 	return finishing && alive && !alive_running;
 }
 
+/*
+ * Merges pt into w: groups, drops, hosts.  A partial names the hosts it holds (a child
+ * aggregator's) or, when it names none, is its sender's (with sender_host); a window read
+ * back from the store names them all.  Checks every group before merging any: a refusal
+ * leaves the window unchanged.
+ */
+static int win_merge(struct win *w, const Weft__Partial *pt, bool sender_host)
+{
+	int rc;
+
+	rc = agent_table_add_groups(w->t, pt->groups, pt->n_groups);
+	if (rc)
+		return rc < 0 ? rc : -EINVAL;
+	for (size_t i = 0; i < pt->n_drops && i < WEFT_DROP_NR; i++)
+		w->drops[i] += pt->drops[i];
+	w->misses += pt->misses;
+	w->overflow += pt->overflow;
+	for (size_t i = 0; i < pt->n_hosts; i++)
+		if (pt->hosts[i] && (rc = strset_add(&w->hosts, pt->hosts[i])))
+			return rc;
+	if (!pt->n_hosts && sender_host && pt->host && (rc = strset_add(&w->hosts, pt->host)))
+		return rc;
+	for (size_t i = 0; i < pt->n_missing; i++)
+		if (pt->missing[i] && (rc = strset_add(&w->sub_missing, pt->missing[i])))
+			return rc;
+	return 0;
+}
+
 int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 {
 	struct member *m;
@@ -457,24 +485,9 @@ int aggd_qwin_add(struct aggd_qwin *q, const Weft__Partial *pt, uint64_t now_ns)
 		if (!w)
 			return -ENOMEM;
 	}
-	/* checks every group before merging any: a refusal leaves the window unchanged */
-	rc = agent_table_add_groups(w->t, pt->groups, pt->n_groups);
+	rc = win_merge(w, pt, true);
 	if (rc)
-		return rc < 0 ? rc : -EINVAL;
-	for (size_t i = 0; i < pt->n_drops && i < WEFT_DROP_NR; i++)
-		w->drops[i] += pt->drops[i];
-	w->misses += pt->misses;
-	w->overflow += pt->overflow;
-	if (pt->n_hosts) {
-		for (size_t i = 0; i < pt->n_hosts; i++)
-			if (pt->hosts[i] && (rc = strset_add(&w->hosts, pt->hosts[i])))
-				return rc;
-	} else if ((rc = strset_add(&w->hosts, pt->host))) {
 		return rc;
-	}
-	for (size_t i = 0; i < pt->n_missing; i++)
-		if (pt->missing[i] && (rc = strset_add(&w->sub_missing, pt->missing[i])))
-			return rc;
 	if (pt->window + 1 > m->hi) {
 		m->hi = pt->window + 1;
 		m->ckpt = true;
@@ -658,27 +671,6 @@ bool aggd_qwin_done(const struct aggd_qwin *q)
 	return q && q->done;
 }
 
-/* Merges a window's merged state read back from the store: no member's progress. */
-static int win_restore_state(struct win *w, const Weft__Partial *merged)
-{
-	int rc;
-
-	rc = agent_table_add_groups(w->t, merged->groups, merged->n_groups);
-	if (rc)
-		return rc < 0 ? rc : -EINVAL;
-	for (size_t i = 0; i < merged->n_drops && i < WEFT_DROP_NR; i++)
-		w->drops[i] += merged->drops[i];
-	w->misses += merged->misses;
-	w->overflow += merged->overflow;
-	for (size_t i = 0; i < merged->n_hosts; i++)
-		if (merged->hosts[i] && (rc = strset_add(&w->hosts, merged->hosts[i])))
-			return rc;
-	for (size_t i = 0; i < merged->n_missing; i++)
-		if (merged->missing[i] && (rc = strset_add(&w->sub_missing, merged->missing[i])))
-			return rc;
-	return 0;
-}
-
 int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revision,
 			     uint64_t closed_ns, const Weft__Partial *merged)
 {
@@ -691,7 +683,7 @@ int aggd_qwin_restore_closed(struct aggd_qwin *q, uint64_t index, uint32_t revis
 	if (!w)
 		return -ENOMEM;
 	/* what the window held when it was emitted */
-	if (merged && (rc = win_restore_state(w, merged)))
+	if (merged && (rc = win_merge(w, merged, false)))
 		return rc;
 	w->closed = true;
 	w->dirty = false;
@@ -736,7 +728,7 @@ int aggd_qwin_restore_snapshot(struct aggd_qwin *q, const Weft__Partial *merged)
 		strset_free(&w->sub_missing);
 		w->dirty = true;
 	}
-	return win_restore_state(w, merged);
+	return win_merge(w, merged, false);
 }
 
 int aggd_qwin_restore_member(struct aggd_qwin *q, const struct aggd_member_view *v)
