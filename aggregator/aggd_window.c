@@ -526,6 +526,23 @@ static int window_missing(const struct aggd_qwin *q, const struct win *w, struct
 	return 0;
 }
 
+/* What a window holds, as callbacks see it, with missing as the hosts named missing. */
+static void win_view(const struct aggd_qwin *q, const struct win *w, const struct strset *missing,
+		     struct aggd_window_view *v)
+{
+	v->index = w->index;
+	v->start_ns = window_start(q, w->index);
+	v->end_ns = window_end(q, w->index);
+	v->table = w->t;
+	memcpy(v->drops, w->drops, sizeof(v->drops));
+	v->misses = w->misses;
+	v->overflow = w->overflow + agent_table_overflow(w->t);
+	v->hosts = (const char *const *)w->hosts.v;
+	v->nhosts = w->hosts.n;
+	v->missing = (const char *const *)missing->v;
+	v->nmissing = missing->n;
+}
+
 static int window_emit(struct aggd_qwin *q, struct win *w, aggd_emit_fn fn, void *ctx, bool count)
 {
 	struct strset missing = { 0 };
@@ -535,19 +552,9 @@ static int window_emit(struct aggd_qwin *q, struct win *w, aggd_emit_fn fn, void
 	rc = window_missing(q, w, &missing);
 	if (rc)
 		goto out;
-	v.index = w->index;
-	v.start_ns = window_start(q, w->index);
-	v.end_ns = window_end(q, w->index);
+	win_view(q, w, &missing, &v);
 	if (v.end_ns == UINT64_MAX) /* one window, never given an end: it ended when closed */
 		v.end_ns = w->closed_ns;
-	v.table = w->t;
-	memcpy(v.drops, w->drops, sizeof(v.drops));
-	v.misses = w->misses;
-	v.overflow = w->overflow + agent_table_overflow(w->t);
-	v.hosts = (const char *const *)w->hosts.v;
-	v.nhosts = w->hosts.n;
-	v.missing = (const char *const *)missing.v;
-	v.nmissing = missing.n;
 	v.revision = w->revision;
 	v.last = w->last;
 	if (count) {
@@ -796,17 +803,7 @@ int aggd_qwin_checkpoint(struct aggd_qwin *q, aggd_emit_fn win_fn,
 
 		if (!w->ckpt)
 			continue;
-		v.index = w->index;
-		v.start_ns = window_start(q, w->index);
-		v.end_ns = window_end(q, w->index);
-		v.table = w->t;
-		memcpy(v.drops, w->drops, sizeof(v.drops));
-		v.misses = w->misses;
-		v.overflow = w->overflow + agent_table_overflow(w->t);
-		v.hosts = (const char *const *)w->hosts.v;
-		v.nhosts = w->hosts.n;
-		v.missing = (const char *const *)w->sub_missing.v;
-		v.nmissing = w->sub_missing.n;
+		win_view(q, w, &w->sub_missing, &v);
 		if (win_fn && (rc = win_fn(ctx, &v)))
 			return rc;
 		w->ckpt = false;
