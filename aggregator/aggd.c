@@ -159,6 +159,7 @@ struct aggd {
 	uint64_t next_tick;
 	uint64_t next_ckpt; /* CLOCK_MONOTONIC: the earliest next checkpoint */
 	size_t ckpt_windows, ckpt_members; /* written by the checkpoint in progress */
+	bool seq_unsaved; /* a gone sender's merged seq is written but not committed yet */
 	uint64_t start_mono;
 };
 
@@ -272,6 +273,7 @@ static void peer_free(struct aggd *a, struct peer *p)
 		/* merged, not acknowledged yet: the next checkpoint commits how far */
 		txn_begin(a);
 		aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
+		a->seq_unsaved = true;
 	}
 	while (*pp && *pp != p)
 		pp = &(*pp)->hnext;
@@ -618,6 +620,7 @@ static void txn_commit(struct aggd *a)
 			aggd_qwin_changed_all(a->q[i]->qw);
 		return;
 	}
+	a->seq_unsaved = false;
 	if (a->ckpt_windows || a->ckpt_members)
 		log_debug("aggregator: checkpoint: %zu windows, %zu members written",
 			  a->ckpt_windows, a->ckpt_members);
@@ -1571,6 +1574,11 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 	if (peer_is_sender(p)) {
 		uint64_t stored = 0;
 
+		/* Welcome.last_seq lets the sender drop its spool up to it: it must be committed,
+		 * with the windows holding those partials, not just merged (the store's reads
+		 * see the open transaction) */
+		if (a->seq_unsaved)
+			txn_commit(a);
 		aggd_store_sender_get(a->store, p->host, p->instance, &stored);
 		p->upto = stored > upto ? stored : upto;
 		p->acked = p->upto;
