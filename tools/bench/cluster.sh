@@ -164,7 +164,7 @@ perf_report() {
 	perf report -i "$data" --children -g none --sort symbol --stdio 2>/dev/null \
 		>"$data.children"
 	for f in router_batch zmq_msg_recv wire_decode wire_free aggd_qwin_add \
-		agent_table_add_groups aggd_store_partial_add aggd_store_sender_set txn_commit \
+		agent_table_add_groups aggd_store_sender_set aggd_qwin_checkpoint ckpt_window txn_commit \
 		aggd_qwin_tick emit_window agent_table_to_groups wire_encode result_send \
 		aggd_store_window_emitted aggd_store_windows_forget; do
 		awk -v f="$f" '{ for (i = 3; i <= NF; i++) if ($i == f) {
