@@ -27,7 +27,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "agent/bpfrt.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 /* Largest batch asked of the kernel; the buffer bound usually limits it first. */
 #define BPFRT_MAX_BATCH 4096u

@@ -38,10 +38,10 @@
 #include "agent/agent.h"
 #include "agent/daemon.h"
 #include "agent/result.h"
-#include "aggregator/wire.h"
+#include "agent/wire.h"
 #include "compiler/plan.h"
 #include "probes/probes.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 #define NS ((uint64_t)1000000000)
 #define MS ((uint64_t)1000000)

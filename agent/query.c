@@ -24,7 +24,7 @@
 #include "agent/bpfrt.h"
 #include "agent/result.h"
 #include "probes/probes.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 #define SPAN_MAX_AGE_NS (60ULL * 1000000000ULL)
 #define VERIFIER_LOG_MAX (1u << 20)

@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "agent/result.h"
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 #include "kernel/weft_abi.h"
 #include "weft.pb-c.h"
 

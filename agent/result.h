@@ -8,7 +8,7 @@
  * addresses into symbols (usym/ksym), the `probe` cookie into the probe's name, plus the
  * agent-side `host`.  Two hosts' partial tables can then be merged key by key.
  *
- * A table maps canonical keys to one agg_state per aggregate column (aggregator/aggstate.h),
+ * A table maps canonical keys to one agg_state per aggregate column (kernel/aggstate.h),
  * bounded by a maximum number of groups (extra groups are counted, not stored).
  *
  * Output: text (columns aligned, histograms drawn as bpftrace does) or JSON lines (one

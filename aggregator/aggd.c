@@ -42,7 +42,7 @@
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 #define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
 #define TICK_NS 100000000ULL /* 100 ms */

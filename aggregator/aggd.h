@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "aggregator/wire.h"
+#include "aggregator/zap.h"
 #include "compiler/plan.h"
 #include "kernel/weft_abi.h"
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "aggregator/aggd.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 #define NOT_WELCOMED "not welcomed: send Hello first"
 

@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 /* bump, and migrate, when a table changes.  2: merged snapshots of open windows and the
  * members of each query replace schema 1's table of every partial */

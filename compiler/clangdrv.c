@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include "compiler/codegen.h"
 #include "kernel/kernel_embed.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 extern char **environ;
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include "compiler/plan.h"
 #include "compiler/sema.h"
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~7u)
 

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 #include "compiler/ast.h"
 #include "probes/probes.h"
 
@@ -62,7 +62,7 @@ struct plan_slot {
 
 struct plan_agg {
 	char name[64]; /* output column */
-	struct agg_spec spec; /* aggregator/aggstate.h */
+	struct agg_spec spec; /* kernel/aggstate.h */
 	uint32_t offset; /* in the kernel value struct */
 	uint32_t size;
 	struct expr *arg; /* NULL for count(); codegen only */

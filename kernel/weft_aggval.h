@@ -3,7 +3,7 @@
  * In-kernel value layouts of every aggregate kind: what one group's aggregate occupies in a
  * per-CPU map value, for one epoch.  Both sides include this header — the BPF runtime updates
  * these structs (kernel/weft_agg.bpf.h), the agent reads one per CPU per epoch and folds it into
- * a user-side state with agg_state_from_kernel() (aggregator/aggstate.h).
+ * a user-side state with agg_state_from_kernel() (kernel/aggstate.h).
  *
  * What must hold:
  *  - plain integers only (__u64/__s64/__u32/__u8), every field naturally aligned, no implicit

@@ -16,13 +16,16 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 build() { # dir, cmake args...
 	local dir=$1
 	shift
-	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON "$@" >/dev/null
 	cmake --build "$dir" -j"$JOBS"
 }
 
 echo "== formatting (.clang-format)"
-find agent aggregator compiler kernel probes tests tools -name '*.[ch]' -print0 |
+find base agent aggregator compiler kernel probes tests tools -name '*.[ch]' -print0 |
 	xargs -0 clang-format --dry-run -Werror
+
+echo "== layers (includes point down the stack)"
+python3 tools/check-layers.py
 
 echo "== release build and tests"
 build build

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "tools/weft.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 static const char usage_text[] =
 	"Usage: weft COMMAND [OPTIONS] [ARGS]\n"

@@ -13,7 +13,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "agent/daemon.h"
-#include "aggregator/wire.h"
+#include "agent/wire.h"
 #include "tools/weft.h"
 
 static const char agent_help[] =

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "aggregator/wire.h"
+#include "agent/wire.h"
 #include "tools/weft.h"
 
 static const char keygen_help[] =

@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "aggregator/wire.h"
+#include "agent/wire.h"
 #include "tests/runtime/run_util.h"
 
 #define CL_MAX_PROCS 48

@@ -35,8 +35,9 @@
 #include <cmocka.h>
 
 #include "agent/result.h"
-#include "aggregator/aggstate.h"
-#include "aggregator/wire.h"
+#include "kernel/aggstate.h"
+#include "agent/wire.h"
+#include "aggregator/zap.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 

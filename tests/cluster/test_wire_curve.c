@@ -21,7 +21,8 @@
 
 #include <cmocka.h>
 
-#include "aggregator/wire.h"
+#include "agent/wire.h"
+#include "aggregator/zap.h"
 
 struct env {
 	void *zctx;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include "kernel/weft_agg.bpf.h"
 #include "agent/result.h"
-#include "aggregator/wire.h"
+#include "agent/wire.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 

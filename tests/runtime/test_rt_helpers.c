@@ -18,7 +18,7 @@
 #include <fnmatch.h>
 #include <sys/mount.h>
 #include <cmocka.h>
-#include "tests/runtime/test_rt_util.h"
+#include "tools/bench/rt_harness.h"
 
 static const char *const patterns[] = {
 	"abc",	 "a*",	     "*c", "*b*",    "a?c",   "*",	"",

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include "kernel/weft_aggval.h"
-#include "tests/runtime/test_rt_util.h"
+#include "tools/bench/rt_harness.h"
 
 #define N_CALLS 400000ul
 #define N_THREADS 4ul

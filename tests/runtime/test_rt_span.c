@@ -20,7 +20,7 @@
 #include <sys/syscall.h>
 #include <cmocka.h>
 #include "kernel/weft_aggval.h"
-#include "tests/runtime/test_rt_util.h"
+#include "tools/bench/rt_harness.h"
 
 #define N_CALLS 400000ul
 #define N_THREADS 2ul

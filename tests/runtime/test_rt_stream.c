@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <cmocka.h>
-#include "tests/runtime/test_rt_util.h"
+#include "tools/bench/rt_harness.h"
 
 #define N_CALLS 200000ul
 #define N_THREADS 2ul

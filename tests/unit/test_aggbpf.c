@@ -31,7 +31,7 @@
 #include <bpf/libbpf.h>
 #include <cmocka.h>
 
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 #include "kernel/weft_agg.bpf.h"
 
 #define LH1_LO (-100)

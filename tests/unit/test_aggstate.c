@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 #include "kernel/weft_agg.bpf.h"
 
 /* ---- deterministic randomness ---- */

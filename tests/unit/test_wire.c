@@ -24,7 +24,8 @@
 #include <cmocka.h>
 
 #include "agent/result.h"
-#include "aggregator/wire.h"
+#include "agent/wire.h"
+#include "aggregator/zap.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "kernel/weft_agg.bpf.h"

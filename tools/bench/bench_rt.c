@@ -18,7 +18,7 @@
  * Results are printed; docs/runtime.md quotes a run.
  */
 #include <stdint.h>
-#include "tests/runtime/test_rt_util.h"
+#include "tools/bench/rt_harness.h"
 
 /*
  * All variants in one object, all attached to the same tracepoint: each event runs every

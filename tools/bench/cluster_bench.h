@@ -24,8 +24,8 @@
 #include <string.h>
 #include <time.h>
 #include "agent/result.h"
-#include "aggregator/aggstate.h"
-#include "aggregator/wire.h"
+#include "kernel/aggstate.h"
+#include "agent/wire.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 

@@ -41,7 +41,7 @@
 #include <unistd.h>
 #include "aggregator/aggd.h"
 #include "tools/bench/cluster_bench.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 struct bench {
 	const char *query;

@@ -55,7 +55,7 @@
 #include <zmq.h>
 #include "aggregator/aggd.h"
 #include "tools/bench/cluster_bench.h"
-#include "tools/log/log.h"
+#include "base/log.h"
 
 #define MAX_WINDOWS 4096
 #define MAX_RESULTS 8192

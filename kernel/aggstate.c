@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator/aggstate.h"
+#include "kernel/aggstate.h"
 #include "kernel/weft_agg.bpf.h"
 
 /* The user-side quantile state: the kernel's, with 64-bit counts. */

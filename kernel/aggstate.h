@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "aggregator/aggregator.h"
+#include "kernel/aggkind.h"
 
 struct agg_spec {
 	enum agg_kind kind;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Names of aggregate kinds.  The mergeable states themselves live in aggstate.c.
+ * Names of aggregate kinds (aggkind.h).  The mergeable states themselves live in aggstate.c.
  */
-#include "aggregator/aggregator.h"
+#include "kernel/aggkind.h"
 
 const char *agg_kind_name(enum agg_kind k)
 {

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Shared harness of the BPF runtime tests (tests/runtime/test_rt_*.c): compile a hand-written
+ * Shared harness of the BPF runtime tests (tests/runtime/test_rt_*.c) and tools/bench/bench_rt.c: compile a hand-written
  * BPF C program the way the code generator's output will be compiled (clang -target bpf with
  * the runtime headers of kernel/), load and attach it with libbpf, and drive the wl_syscalls
  * workload (started paused, released once the probes are attached).  Header-only, static
  * functions: each test is one executable.  Needs root and the real kernel; tests skip
  * otherwise.
  */
-#ifndef WEFT_TEST_RT_UTIL_H
-#define WEFT_TEST_RT_UTIL_H
+#ifndef WEFT_RT_HARNESS_H
+#define WEFT_RT_HARNESS_H
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * truncated rather than allocated, so logging works when memory is short.
  */
 #include <stdio.h>
-#include "tools/log/log.h"
+#include "base/log.h"
 
 static enum weft_log_level cur_level = WEFT_LOG_WARN;
 static weft_log_fn cur_sink;

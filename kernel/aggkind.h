@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * aggregator/ — mergeable aggregate states (shared by the agent and the cluster aggregator),
- * and later the wire protocol, the cluster aggregator and execution-graph assembly.
+ * The aggregate kinds: the vocabulary that the compiler (plans, manifests), the kernel
+ * runtime (value layouts), the agent and the aggregator (mergeable states, the wire) share,
+ * so it sits at the bottom of the stack with the kernel runtime.
  *
  * Every aggregate is a state with an identity element, a merge that is associative and
  * commutative, and a finalizer that turns the state into the value a user sees
- * (aggregator/aggstate.h; kernel layouts in kernel/weft_aggval.h; docs/aggregates.md).
+ * (kernel/aggstate.h; kernel layouts in kernel/weft_aggval.h; docs/aggregates.md).
  * The enum values are part of the wire form and the manifest: append, never renumber.
  */
-#ifndef WEFT_AGGREGATOR_H
-#define WEFT_AGGREGATOR_H
+#ifndef WEFT_AGGKIND_H
+#define WEFT_AGGKIND_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

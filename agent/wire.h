@@ -11,8 +11,7 @@
  *
  * Keys: Z85 text (40 characters) as zmq_curve_keypair() makes them.  A key file holds
  * "public <z85>\nsecret <z85>\n" (mode 0600); a public-key file holds "public <z85>\n".
- * The allow-list file holds one "ROLE Z85-PUBLIC-KEY [NAME]" per line, '#' comments,
- * ROLE in agent|client|aggregator.
+ * Who may connect is the aggregator's business: aggregator/zap.h.
  */
 #ifndef WEFT_WIRE_H
 #define WEFT_WIRE_H
@@ -60,36 +59,18 @@ int wire_keypair_new(char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 int wire_keyfile_write(const char *path, const char *pub, const char *sec); /* sec may be NULL */
 int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 bool wire_key_valid(const char *z85);
-
-struct wire_allow_entry {
-	enum wire_role role;
-	char key[WIRE_KEY_LEN + 1];
-	char name[64];
-};
-struct wire_allowlist {
-	struct wire_allow_entry *v;
-	size_t n;
-};
-/* Loads an allow-list; -EINVAL with the bad line number in *line (if not NULL). */
-int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line);
-void wire_allowlist_free(struct wire_allowlist *al);
-/* The role of a public key (Z85), or WIRE_ROLE_NONE. */
-enum wire_role wire_allowlist_role(const struct wire_allowlist *al, const char *z85,
-				   const char **name);
+/* Does sec belong to pub? */
+bool wire_keypair_matches(const char *pub, const char *sec);
 
 /*
- * Sockets.  wire_server_socket(): a ROUTER bound to endpoint, CURVE server with sec, whose
- * connections are authenticated by a ZAP handler thread (started once per zmq context by
- * wire_zap_start()) against the allow-list; the ZAP user id of an accepted peer is
+ * Sockets (wire_sock.c).  wire_server_socket(): a ROUTER bound to endpoint, CURVE server
+ * with sec, whose connections are authenticated by a ZAP handler thread (aggregator/zap.h,
+ * started once per zmq context by wire_zap_start()) against the allow-list; the ZAP user id of an accepted peer is
  * "ROLE:NAME" so that the daemon learns the role from each message's metadata
  * (zmq_msg_gets(msg, "User-Id")).  wire_client_socket(): a DEALER connected to endpoint as
  * a CURVE client that trusts only server_pub.  Both set linger, high-water marks and
  * ZMQ_MAXMSGSIZE = WIRE_MAX_BYTES.  NULL with errno on failure.
  */
-struct wire_zap;
-struct wire_zap *wire_zap_start(void *zctx, const struct wire_allowlist *al);
-void wire_zap_stop(struct wire_zap *z);
-uint64_t wire_zap_rejected(const struct wire_zap *z); /* connections refused */
 void *wire_server_socket(void *zctx, const char *endpoint, const char *pub, const char *sec);
 void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pub, const char *pub,
 			 const char *sec);
@@ -99,9 +80,6 @@ void *wire_client_socket(void *zctx, const char *endpoint, const char *server_pu
 int wire_send(void *sock, const void *identity, size_t idlen, const Weft__Envelope *e,
 	      bool dontwait);
 
-/*
- * Additions (aggregator/wire.c), beyond the first contract.
- */
 /* The checks wire_decode() makes, on a tree built in memory (wire_encode() runs them too:
  * a peer never sends what it would reject).  0, or -EINVAL with a reason in why. */
 int wire_validate(const Weft__Envelope *e, char *why, size_t whysz);
@@ -111,12 +89,6 @@ bool wire_body_from_server(Weft__Envelope__BodyCase body);
 const char *wire_body_name(Weft__Envelope__BodyCase body);
 /* The role in a ZAP user id "ROLE:NAME" (message metadata "User-Id"), and NAME. */
 enum wire_role wire_user_id_role(const char *user_id, const char **name);
-/* An allow-list from text (the file format above); wire_allowlist_load() reads a file with
- * it.  -EINVAL with the 1-based bad line in *line; duplicate keys are refused. */
-int wire_allowlist_parse(const char *text, size_t len, struct wire_allowlist *al, int *line);
-/* Replaces the ZAP handler's allow-list (e.g. on SIGHUP); new handshakes use it. */
-int wire_zap_reload(struct wire_zap *z, const struct wire_allowlist *al);
-uint64_t wire_zap_accepted(const struct wire_zap *z); /* connections let in */
 /*
  * An envelope around a body packed earlier (weft__<body>__pack()): version, seq, then the
  * body's bytes.  The agent's spool keeps packed partials and stamps each transmission with
