@@ -2,7 +2,7 @@
 /*
  * The cluster aggregator daemon (`weft aggregator`).
  *
- * One ROUTER socket serves agents, clients and child aggregators; the ZAP handler (wire.c)
+ * One ROUTER socket serves agents, clients and child aggregators; the ZAP handler (zap.c)
  * lets in only allow-listed keys and names each peer's role.  The main loop:
  *
  *   receive   a batch of messages (at most BATCH_MAX), each one decoded and checked — body
@@ -43,126 +43,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "base/log.h"
-
-#define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
-#define TICK_NS 100000000ULL /* 100 ms */
-#define PEER_BUCKETS 4096
-#define FORGET_NS (600ULL * 1000000000ULL) /* expired agents are forgotten after 10 min */
-#define ENDED_KEEP_NS (600ULL * 1000000000ULL) /* ended queries stay in status for 10 min */
-#define SPOOL_MAX_DEFAULT 4096
-#define NOT_WELCOMED "not welcomed: send Hello first"
-
-enum pq_state { PQ_SENT, PQ_RUNNING, PQ_FAILED, PQ_STOPPED };
-
-/* A query as one agent (or child aggregator) peer has it. */
-struct pq {
-	uint64_t id;
-	enum pq_state state;
-};
-
-struct sub {
-	uint64_t id;
-	bool manifest_sent;
-};
-
-struct peer {
-	struct peer *hnext; /* hash chain by routing id */
-	struct peer *next, *prev; /* all peers */
-	uint8_t rid[256];
-	size_t ridlen;
-	enum wire_role role;
-	char name[64]; /* from the allow-list */
-	bool hello;
-	char host[AGGD_MAX_HOST];
-	char version[64];
-	char kernel[128];
-	char **features;
-	size_t nfeatures;
-	uint64_t instance;
-	struct wire_seq ctl; /* every message after Hello on this connection */
-	uint64_t upto; /* highest seq of a merged partial, this instance */
-	uint64_t acked; /* highest upto acknowledged */
-	bool ack_due;
-	uint64_t last_seen; /* CLOCK_MONOTONIC */
-	bool alive;
-	uint64_t dead_since;
-	uint64_t spooled, spool_dropped;
-	struct pq *pq;
-	size_t npq, pqcap;
-	struct sub *subs;
-	size_t nsubs;
-	uint64_t results_dropped;
-};
-
-struct query {
-	uint64_t id;
-	uint64_t parent_id; /* 0: submitted here */
-	char *text;
-	void *manifest;
-	size_t manifest_len;
-	void *object;
-	size_t object_len;
-	struct plan *plan;
-	uint64_t epoch_ns, end_ns;
-	struct aggd_qwin *qw;
-	bool stopping, ended;
-	uint64_t ended_mono;
-	uint64_t forgot_below; /* store rows of windows below this are gone */
-	char **errors;
-	size_t nerrors;
-};
-
-/* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
- * transmission (0: not sent since the last Welcome). */
-struct sprow {
-	uint64_t id, tx;
-	void *body;
-	size_t len;
-};
-
-/* The link to a parent aggregator: we are one of its agents. */
-struct parent {
-	void *sock, *mon;
-	char pub[WIRE_KEY_LEN + 1];
-	uint64_t instance; /* persisted: the parent dedups our partials across our restarts */
-	uint64_t seq; /* last seq sent */
-	struct wire_seq rx; /* the parent's messages */
-	bool welcomed;
-	uint64_t hb_ms;
-	uint64_t next_hb; /* CLOCK_MONOTONIC */
-	struct sprow *rows; /* oldest first; rows[0..nsent) were sent since the last Welcome */
-	size_t nrows, cap, nsent;
-	uint64_t next_id;
-	uint64_t dropped; /* rows dropped because the spool was full */
-};
-
-struct aggd {
-	struct aggd_opts o;
-	char name[AGGD_MAX_HOST];
-	char pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
-	struct wire_allowlist al;
-	char *allow_file;
-	void *zctx, *sock;
-	struct wire_zap *zap;
-	struct aggd_store *store;
-	uint64_t instance, seq;
-	struct peer *buckets[PEER_BUCKETS];
-	struct peer *peers;
-	size_t npeers;
-	struct query **q;
-	size_t nq, qcap;
-	struct parent par;
-	bool has_parent;
-	uint64_t rejected, before_hello;
-	bool txn;
-	bool acks_due;
-	uint64_t next_tick;
-	uint64_t next_ckpt; /* CLOCK_MONOTONIC: the earliest next checkpoint */
-	size_t ckpt_windows, ckpt_members; /* written by the checkpoint in progress */
-	bool seq_unsaved; /* a gone sender's merged seq is written but not committed yet */
-	uint64_t start_mono;
-};
-
+#include "aggregator/aggd_int.h"
 /* ---- time ---- */
 
 static uint64_t clock_ns(clockid_t c)
@@ -173,12 +54,12 @@ static uint64_t clock_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mono_ns(void)
+uint64_t aggd_mono_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
-static uint64_t real_ns(void)
+uint64_t aggd_real_ns(void)
 {
 	return clock_ns(CLOCK_REALTIME);
 }
@@ -263,15 +144,13 @@ static struct peer *peer_new(struct aggd *a, const uint8_t *rid, size_t len)
 	return p;
 }
 
-static void txn_begin(struct aggd *a);
-
 static void peer_free(struct aggd *a, struct peer *p)
 {
 	struct peer **pp = &a->buckets[rid_hash(p->rid, p->ridlen)];
 
 	if (p->ack_due) {
 		/* merged, not acknowledged yet: the next checkpoint commits how far */
-		txn_begin(a);
+		aggd_txn_begin(a);
 		aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
 		a->seq_unsaved = true;
 	}
@@ -294,7 +173,7 @@ static void peer_free(struct aggd *a, struct peer *p)
 	free(p);
 }
 
-static bool peer_is_sender(const struct peer *p)
+bool aggd_peer_is_sender(const struct peer *p)
 {
 	return p->role == WIRE_ROLE_AGENT || p->role == WIRE_ROLE_AGGREGATOR;
 }
@@ -436,7 +315,7 @@ static struct query *query_find(struct aggd *a, uint64_t id)
 	return NULL;
 }
 
-static struct query *query_find_parent(struct aggd *a, uint64_t parent_id)
+struct query *aggd_query_find_parent(struct aggd *a, uint64_t parent_id)
 {
 	for (size_t i = 0; i < a->nq; i++)
 		if (a->q[i]->parent_id == parent_id)
@@ -444,21 +323,21 @@ static struct query *query_find_parent(struct aggd *a, uint64_t parent_id)
 	return NULL;
 }
 
-static bool query_active(const struct query *q)
+bool aggd_query_active(const struct query *q)
 {
 	return !q->stopping && !q->ended;
 }
 
-static size_t queries_active(const struct aggd *a)
+size_t aggd_queries_active(const struct aggd *a)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < a->nq; i++)
-		n += query_active(a->q[i]);
+		n += aggd_query_active(a->q[i]);
 	return n;
 }
 
-static void query_free(struct query *q)
+void aggd_query_free(struct query *q)
 {
 	if (!q)
 		return;
@@ -473,7 +352,7 @@ static void query_free(struct query *q)
 	free(q);
 }
 
-static void *memdup(const void *p, size_t n)
+void *aggd_memdup(const void *p, size_t n)
 {
 	void *d = malloc(n ? n : 1);
 
@@ -483,8 +362,8 @@ static void *memdup(const void *p, size_t n)
 }
 
 /* A query in memory, from a submit or the store.  NULL with a reason in why. */
-static struct query *query_make(struct aggd *a, const struct aggd_stored_query *sq, char *why,
-				size_t whysz)
+struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq, char *why,
+			      size_t whysz)
 {
 	struct aggd_qwin_opts wo = { .sz = sizeof(wo) };
 	struct query *q = calloc(1, sizeof(*q));
@@ -499,9 +378,9 @@ static struct query *query_make(struct aggd *a, const struct aggd_stored_query *
 	q->epoch_ns = sq->epoch_ns;
 	q->end_ns = sq->end_ns;
 	q->text = strdup(sq->query);
-	q->manifest = memdup(sq->manifest, sq->manifest_len);
+	q->manifest = aggd_memdup(sq->manifest, sq->manifest_len);
 	q->manifest_len = sq->manifest_len;
-	q->object = memdup(sq->object, sq->object_len);
+	q->object = aggd_memdup(sq->object, sq->object_len);
 	q->object_len = sq->object_len;
 	if (!q->text || !q->manifest || !q->object) {
 		snprintf(why, whysz, "out of memory");
@@ -532,11 +411,11 @@ static struct query *query_make(struct aggd *a, const struct aggd_stored_query *
 	return q;
 
 out_free:
-	query_free(q);
+	aggd_query_free(q);
 	return NULL;
 }
 
-static int query_insert(struct aggd *a, struct query *q)
+int aggd_query_insert(struct aggd *a, struct query *q)
 {
 	if (a->nq == a->qcap) {
 		size_t cap = a->qcap ? a->qcap * 2 : 16;
@@ -571,7 +450,7 @@ static void query_add_error(struct query *q, const char *host, const char *msg)
 
 /* ---- the store's transaction around a batch ---- */
 
-static void txn_begin(struct aggd *a)
+void aggd_txn_begin(struct aggd *a)
 {
 	if (a->txn)
 		return;
@@ -590,15 +469,15 @@ static int query_checkpoint(struct aggd *a, struct query *q);
  * most every AGGD_CHECKPOINT_NS under load, so the store's writes follow the number of
  * windows changed, not the number of partials merged.
  */
-static void txn_commit(struct aggd *a)
+void aggd_txn_commit(struct aggd *a)
 {
 	int rc = 0;
 
-	a->next_ckpt = mono_ns() + AGGD_CHECKPOINT_NS;
+	a->next_ckpt = aggd_mono_ns() + AGGD_CHECKPOINT_NS;
 	a->ckpt_windows = a->ckpt_members = 0;
 	for (struct peer *p = a->peers; p && !rc; p = p->next)
 		if (p->ack_due) {
-			txn_begin(a);
+			aggd_txn_begin(a);
 			rc = aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
 		}
 	for (size_t i = 0; i < a->nq && !rc; i++)
@@ -644,487 +523,17 @@ static void txn_commit(struct aggd *a)
 	}
 }
 
-/* ---- the parent link ---- */
-
-static int parent_send(struct aggd *a, Weft__Envelope *e)
-{
-	e->version = WIRE_VERSION;
-	e->seq = ++a->par.seq;
-	return wire_send(a->par.sock, NULL, 0, e, true);
-}
-
-static void parent_hello(struct aggd *a)
-{
-	Weft__Envelope e;
-	Weft__Hello h;
-	struct utsname u;
-	uint64_t *running = calloc(a->nq + 1, sizeof(*running));
-	size_t n = 0;
-	int rc;
-
-	if (!running)
-		return;
-	for (size_t i = 0; i < a->nq; i++)
-		if (a->q[i]->parent_id && query_active(a->q[i]))
-			running[n++] = a->q[i]->parent_id;
-	weft__hello__init(&h);
-	h.role = "aggregator";
-	h.host = a->name;
-	h.version = WEFT_VERSION;
-	h.instance = a->par.instance;
-	if (uname(&u) == 0)
-		h.kernel = u.release;
-	h.n_running = n;
-	h.running = running;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_HELLO;
-	e.hello = &h;
-	a->par.welcomed = false;
-	a->par.nsent = 0;
-	rc = parent_send(a, &e);
-	if (rc)
-		log_warn("aggregator: hello to the parent %s: %s", a->o.parent, strerror(-rc));
-	else
-		log_info("aggregator: connected to the parent %s; said hello", a->o.parent);
-	free(running);
-}
-
-static void sprow_drop(struct aggd *a, size_t i)
-{
-	struct parent *par = &a->par;
-
-	aggd_store_spool_del(a->store, par->rows[i].id);
-	free(par->rows[i].body);
-	memmove(&par->rows[i], &par->rows[i + 1], (par->nrows - i - 1) * sizeof(*par->rows));
-	par->nrows--;
-	if (i < par->nsent)
-		par->nsent--;
-}
-
-/* Spools one packed partial for the parent (inside the batch's transaction). */
-static int parent_spool(struct aggd *a, const Weft__Partial *pt)
-{
-	struct parent *par = &a->par;
-	size_t len = weft__partial__get_packed_size(pt);
-	struct sprow *r;
-	void *body;
-
-	if (par->nrows >= (a->o.spool_max ? a->o.spool_max : SPOOL_MAX_DEFAULT)) {
-		/* bounded: the oldest goes, counted and reported in our heartbeats */
-		sprow_drop(a, 0);
-		par->dropped++;
-		log_warn("aggregator: the spool towards the parent is full: dropped its oldest "
-			 "partial (%" PRIu64 " so far)",
-			 par->dropped);
-	}
-	if (par->nrows == par->cap) {
-		size_t cap = par->cap ? par->cap * 2 : 64;
-		struct sprow *nv = realloc(par->rows, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		par->rows = nv;
-		par->cap = cap;
-	}
-	body = malloc(len ? len : 1);
-	if (!body)
-		return -ENOMEM;
-	weft__partial__pack(pt, body);
-	r = &par->rows[par->nrows++];
-	r->id = ++par->next_id;
-	r->tx = 0;
-	r->body = body;
-	r->len = len;
-	txn_begin(a);
-	return aggd_store_spool_add(a->store, r->id, body, len);
-}
-
-/*
- * Sends the rows not yet sent since the last Welcome, in order, each with a fresh seq that
- * is persisted before the bytes leave.  Stops at the first full queue (the rest waits for
- * the next tick: order matters, see parent_welcome()).
- */
-static void parent_flush(struct aggd *a)
-{
-	struct parent *par = &a->par;
-	size_t from = par->nsent;
-	uint64_t seq = par->seq;
-
-	if (!a->has_parent || !par->welcomed || par->nsent == par->nrows)
-		return;
-	/* the rows themselves must be committed before they leave, and the numbers below
-	 * in a transaction of their own (not nested in an open batch) */
-	txn_commit(a);
-	if (aggd_store_begin(a->store) != 0)
-		return;
-	for (size_t i = from; i < par->nrows; i++) {
-		par->rows[i].tx = ++seq;
-		aggd_store_spool_tx(a->store, par->rows[i].id, par->rows[i].tx);
-	}
-	aggd_store_meta_set(a->store, "parent_seq", seq);
-	if (aggd_store_commit(a->store) != 0)
-		return;
-	for (size_t i = from; i < par->nrows; i++) {
-		void *buf;
-		size_t len;
-		int rc = wire_envelope_wrap(par->rows[i].tx, WEFT__ENVELOPE__BODY_PARTIAL,
-					    par->rows[i].body, par->rows[i].len, &buf, &len);
-
-		if (rc == 0) {
-			rc = wire_send_bytes(par->sock, NULL, 0, buf, len, true);
-			free(buf);
-		}
-		if (rc) {
-			/* not sent: the numbers given from here on were never seen by the
-			 * parent; they are given again (higher) next time */
-			for (size_t j = i; j < par->nrows; j++)
-				par->rows[j].tx = 0;
-			break;
-		}
-		par->nsent = i + 1;
-		par->seq = par->rows[i].tx;
-		log_debug("aggregator: sent a partial to the parent (seq %" PRIu64 ")", par->seq);
-	}
-	if (par->seq < seq)
-		par->seq = seq; /* seqs persisted stay used: never reuse one */
-}
-
-static void parent_ack(struct aggd *a, uint64_t upto)
-{
-	struct parent *par = &a->par;
-	bool began = aggd_store_begin(a->store) == 0;
-
-	/* rows [0, nsent) went out in order with increasing seqs */
-	while (par->nsent && par->rows[0].tx && par->rows[0].tx <= upto)
-		sprow_drop(a, 0);
-	if (began)
-		aggd_store_commit(a->store);
-}
-
-/*
- * Welcome: last_seq is the highest seq of ours that the parent merged.  A row transmitted
- * with a seq <= last_seq was merged (the parent merges in order and only after our Hello on
- * each connection, and a row is never followed on the wire by a higher-numbered row without
- * itself being sent first): drop it; send the rest again.
- */
-static void parent_welcome(struct aggd *a, const Weft__Welcome *w)
-{
-	struct parent *par = &a->par;
-	bool began = aggd_store_begin(a->store) == 0;
-	size_t dropped = 0;
-
-	for (size_t i = 0; i < par->nrows;) {
-		if (par->rows[i].tx && w->has_last_seq && par->rows[i].tx <= w->last_seq) {
-			sprow_drop(a, i);
-			dropped++;
-			continue;
-		}
-		par->rows[i].tx = 0;
-		i++;
-	}
-	if (began)
-		aggd_store_commit(a->store);
-	par->nsent = 0;
-	if (w->has_last_seq && w->last_seq > par->seq)
-		par->seq = w->last_seq;
-	par->hb_ms = w->heartbeat_ms;
-	par->next_hb = mono_ns();
-	par->welcomed = true;
-	log_info("aggregator: welcomed by the parent %s (%s); %zu spooled partials merged "
-		 "before, %zu to send",
-		 w->aggregator, a->o.parent, dropped, par->nrows);
-	parent_flush(a);
-}
-
-static void parent_heartbeat(struct aggd *a)
-{
-	Weft__Envelope e;
-	Weft__Heartbeat hb;
-	uint64_t *running = calloc(a->nq + 1, sizeof(*running));
-	size_t n = 0;
-
-	if (!running)
-		return;
-	for (size_t i = 0; i < a->nq; i++)
-		if (a->q[i]->parent_id && query_active(a->q[i]))
-			running[n++] = a->q[i]->parent_id;
-	weft__heartbeat__init(&hb);
-	hb.time_ns = real_ns();
-	hb.n_running = n;
-	hb.running = running;
-	hb.has_spooled = true;
-	hb.spooled = a->par.nrows;
-	hb.has_spool_dropped = true;
-	hb.spool_dropped = a->par.dropped;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_HEARTBEAT;
-	e.heartbeat = &hb;
-	parent_send(a, &e);
-	free(running);
-}
-
-static void query_stop(struct aggd *a, struct query *q, const char *why);
-static int query_start_on(struct aggd *a, struct query *q, struct peer *p);
-static void reconcile(struct aggd *a, struct peer *p);
-
-/* The parent asks us to run a query across our subtree. */
-static void parent_query_start(struct aggd *a, const Weft__QueryStart *qs)
-{
-	struct aggd_stored_query sq = {
-		.query = qs->query ? qs->query : "",
-		.manifest = qs->manifest.data,
-		.manifest_len = qs->manifest.len,
-		.object = qs->object.data,
-		.object_len = qs->object.len,
-		.epoch_ns = qs->epoch_realtime_ns,
-		.end_ns = qs->has_end_realtime_ns ? qs->end_realtime_ns : 0,
-		.parent_id = qs->query_id,
-	};
-	struct query *q = query_find_parent(a, qs->query_id);
-	char why[512];
-	int rc;
-
-	if (q)
-		return; /* running it (or it ended here): a repeat */
-	if (queries_active(a) >= AGGD_MAX_QUERIES) {
-		log_warn("aggregator: the parent's query %" PRIu64 " refused: %d queries run here",
-			 qs->query_id, AGGD_MAX_QUERIES);
-		return;
-	}
-	/* the id is ours; the manifest is checked before anything is stored */
-	sq.id = 0;
-	q = query_make(a, &sq, why, sizeof(why));
-	if (!q) {
-		log_warn("aggregator: the parent's query %" PRIu64 " refused: %s", qs->query_id,
-			 why);
-		return;
-	}
-	txn_begin(a);
-	rc = aggd_store_query_add(a->store, &sq);
-	if (rc || query_insert(a, q)) {
-		log_err("aggregator: cannot store the parent's query %" PRIu64 ": %s", qs->query_id,
-			strerror(rc ? -rc : ENOMEM));
-		query_free(q);
-		return;
-	}
-	q->id = sq.id;
-	log_info("aggregator: query %" PRIu64 " (the parent's %" PRIu64 "): %s", q->id,
-		 q->parent_id, q->text);
-	for (struct peer *p = a->peers; p; p = p->next)
-		if (p->hello && peer_is_sender(p) && p->alive)
-			query_start_on(a, q, p);
-}
-
-static void parent_recv(struct aggd *a)
-{
-	for (int n = 0; n < BATCH_MAX; n++) {
-		zmq_msg_t m;
-		Weft__Envelope *e;
-		char why[256];
-		int more = 0;
-		size_t msz = sizeof(more);
-
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, a->par.sock, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		zmq_getsockopt(a->par.sock, ZMQ_RCVMORE, &more, &msz);
-		e = more ? NULL : wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), why, sizeof(why));
-		zmq_msg_close(&m);
-		while (more) { /* a DEALER gets one part per envelope; drain anything else */
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, a->par.sock, ZMQ_DONTWAIT) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(a->par.sock, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&m);
-			snprintf(why, sizeof(why), "several parts");
-		}
-		if (!e || !wire_body_from_server(e->body_case)) {
-			a->rejected++;
-			log_debug("aggregator: rejected a message from the parent: %s",
-				  e ? "not a body the parent sends" : why);
-			wire_free(e);
-			continue;
-		}
-		if (e->body_case == WEFT__ENVELOPE__BODY_WELCOME) {
-			a->par.rx.instance = e->welcome->instance;
-			a->par.rx.last = e->seq;
-			parent_welcome(a, e->welcome);
-			wire_free(e);
-			continue;
-		}
-		if (!a->par.welcomed || !wire_seq_accept(&a->par.rx, a->par.rx.instance, e->seq)) {
-			a->rejected++;
-			wire_free(e);
-			continue;
-		}
-		switch (e->body_case) {
-		case WEFT__ENVELOPE__BODY_QUERY_START:
-			parent_query_start(a, e->query_start);
-			break;
-		case WEFT__ENVELOPE__BODY_QUERY_STOP: {
-			struct query *q = query_find_parent(a, e->query_stop->query_id);
-
-			if (q)
-				query_stop(a, q, "stopped by the parent");
-			break;
-		}
-		case WEFT__ENVELOPE__BODY_ACK:
-			parent_ack(a, e->ack->upto);
-			break;
-		case WEFT__ENVELOPE__BODY_ERROR:
-			if (strcmp(e->error->message, NOT_WELCOMED) == 0) {
-				/* the parent restarted and forgot us */
-				parent_hello(a);
-			} else {
-				log_warn("aggregator: the parent says: %s", e->error->message);
-			}
-			break;
-		default:
-			break;
-		}
-		wire_free(e);
-	}
-}
-
-/* The parent socket's monitor: every completed handshake is a new connection, which must
- * begin with Hello. */
-static void parent_monitor(struct aggd *a)
-{
-	for (;;) {
-		zmq_msg_t m;
-		uint16_t event = 0;
-		int more = 0;
-		size_t msz = sizeof(more);
-
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, a->par.mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		if (zmq_msg_size(&m) >= 2)
-			memcpy(&event, zmq_msg_data(&m), 2);
-		zmq_getsockopt(a->par.mon, ZMQ_RCVMORE, &more, &msz);
-		zmq_msg_close(&m);
-		while (more) {
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, a->par.mon, ZMQ_DONTWAIT) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(a->par.mon, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&m);
-		}
-		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-			parent_hello(a);
-		} else if (event == ZMQ_EVENT_DISCONNECTED) {
-			a->par.welcomed = false;
-			log_info("aggregator: lost the parent %s; reconnecting", a->o.parent);
-		} else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-			log_err("aggregator: the parent %s refused our key (is it in the parent's "
-				"allow-list with the role aggregator?)",
-				a->o.parent);
-		} else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-			   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-			log_err("aggregator: the handshake with the parent %s failed (is "
-				"--parent-key its public key?)",
-				a->o.parent);
-		}
-	}
-}
-
-static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, const void *body, size_t len)
-{
-	struct aggd *a = ctx;
-	struct parent *par = &a->par;
-	struct sprow *r;
-
-	if (par->nrows == par->cap) {
-		size_t cap = par->cap ? par->cap * 2 : 64;
-		struct sprow *nv = realloc(par->rows, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		par->rows = nv;
-		par->cap = cap;
-	}
-	r = &par->rows[par->nrows];
-	r->body = memdup(body, len);
-	if (!r->body)
-		return -ENOMEM;
-	r->id = id;
-	r->tx = tx;
-	r->len = len;
-	par->nrows++;
-	if (id > par->next_id)
-		par->next_id = id;
-	if (tx > par->seq)
-		par->seq = tx;
-	return 0;
-}
-
-static int parent_open(struct aggd *a, char *err, size_t errsz)
-{
-	struct parent *par = &a->par;
-	char ep[64];
-	uint64_t v;
-	int rc;
-
-	rc = wire_keyfile_read(a->o.parent_key, par->pub, NULL);
-	if (rc) {
-		snprintf(err, errsz, "--parent-key %s: %s", a->o.parent_key,
-			 rc == -EINVAL ? "not a public key file (weft keygen writes NAME.pub)" :
-					 strerror(-rc));
-		return rc;
-	}
-	/* our identity towards the parent outlives restarts: the parent dedups by it */
-	if (aggd_store_meta_get(a->store, "parent_instance", &v) == 0 && v) {
-		par->instance = v;
-	} else {
-		if (getrandom(&par->instance, sizeof(par->instance), 0) != sizeof(par->instance))
-			par->instance = (uint64_t)real_ns() ^ ((uint64_t)getpid() << 32);
-		par->instance |= 1;
-		aggd_store_meta_set(a->store, "parent_instance", par->instance);
-	}
-	if (aggd_store_meta_get(a->store, "parent_seq", &v) == 0)
-		par->seq = v;
-	rc = aggd_store_spool_load(a->store, spool_load_row, a);
-	if (rc) {
-		snprintf(err, errsz, "reading the spool from the store: %s", strerror(-rc));
-		return rc;
-	}
-	/* the rows keep their tx seqs: the parent's Welcome says which of them it merged */
-	par->sock = wire_client_socket(a->zctx, a->o.parent, par->pub, a->pub, a->sec);
-	if (!par->sock) {
-		snprintf(err, errsz, "--parent %s: %s", a->o.parent, strerror(errno));
-		return -errno;
-	}
-	snprintf(ep, sizeof(ep), "inproc://weft-aggd-parent-%p", (void *)a);
-	if (zmq_socket_monitor(par->sock, ep,
-			       ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0 ||
-	    !(par->mon = zmq_socket(a->zctx, ZMQ_PAIR)) || zmq_connect(par->mon, ep) != 0) {
-		snprintf(err, errsz, "monitoring the parent socket: %s", zmq_strerror(errno));
-		return -EIO;
-	}
-	a->has_parent = true;
-	return 0;
-}
-
 /* ---- queries on agents ---- */
 
 /* Sends QueryStart to one agent (or child aggregator) and makes it a member. */
-static int query_start_on(struct aggd *a, struct query *q, struct peer *p)
+int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p)
 {
 	Weft__Envelope e;
 	Weft__QueryStart qs;
-	uint64_t now = real_ns();
+	uint64_t now = aggd_real_ns();
 	int rc;
 
-	if (!query_active(q) || (q->end_ns && now >= q->end_ns))
+	if (!aggd_query_active(q) || (q->end_ns && now >= q->end_ns))
 		return 0;
 	weft__query_start__init(&qs);
 	qs.query_id = q->id;
@@ -1165,14 +574,15 @@ static void send_stop(struct aggd *a, struct peer *p, uint64_t id)
 }
 
 /* Starts on p every active query it lacks. */
-static void reconcile(struct aggd *a, struct peer *p)
+void aggd_reconcile(struct aggd *a, struct peer *p)
 {
-	if (!p->hello || !peer_is_sender(p) || !p->alive)
+	if (!p->hello || !aggd_peer_is_sender(p) || !p->alive)
 		return;
 	for (size_t i = 0; i < a->nq; i++) {
 		struct query *q = a->q[i];
 
-		if (query_active(q) && !peer_pq(p, q->id) && query_start_on(a, q, p) == -EAGAIN)
+		if (aggd_query_active(q) && !peer_pq(p, q->id) &&
+		    aggd_query_start_on(a, q, p) == -EAGAIN)
 			break;
 	}
 }
@@ -1181,7 +591,7 @@ static void reconcile(struct aggd *a, struct peer *p)
  * there; the others are confirmed. */
 static void peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n)
 {
-	uint64_t now = real_ns();
+	uint64_t now = aggd_real_ns();
 
 	for (size_t i = 0; i < n; i++) {
 		struct query *q = query_find(a, ids[i]);
@@ -1216,8 +626,8 @@ static void peer_set_alive(struct aggd *a, struct peer *p, bool alive)
 		return;
 	p->alive = alive;
 	if (!alive)
-		p->dead_since = mono_ns();
-	if (!peer_is_sender(p) || !p->hello)
+		p->dead_since = aggd_mono_ns();
+	if (!aggd_peer_is_sender(p) || !p->hello)
 		return;
 	for (size_t i = 0; i < p->npq; i++) {
 		struct query *q = query_find(a, p->pq[i].id);
@@ -1349,7 +759,7 @@ static int ckpt_window(void *ctx, const struct aggd_window_view *v)
 	body = malloc(len ? len : 1);
 	if (body) {
 		weft__partial__pack(&pt, body);
-		txn_begin(c->a);
+		aggd_txn_begin(c->a);
 		rc = aggd_store_snapshot_set(c->a->store, c->q->id, v->index, body, len);
 		free(body);
 		c->a->ckpt_windows++;
@@ -1367,7 +777,7 @@ static int ckpt_member(void *ctx, const struct aggd_member_view *m)
 		.host = m->host, .from = m->from, .last = m->last, .hi = m->hi, .failed = m->failed
 	};
 
-	txn_begin(c->a);
+	aggd_txn_begin(c->a);
 	c->a->ckpt_members++;
 	if (m->gone)
 		return aggd_store_member_del(c->a->store, c->q->id, m->host);
@@ -1424,17 +834,17 @@ static int emit_window(void *ctx, const struct aggd_window_view *v)
 		window_partial(a, q, v, groups, ngroups, &pt);
 		len = weft__partial__get_packed_size(&pt);
 		body = malloc(len ? len : 1);
-		txn_begin(a);
+		aggd_txn_begin(a);
 		if (body) {
 			weft__partial__pack(&pt, body);
-			aggd_store_window_emitted(a->store, q->id, v->index, v->revision, real_ns(),
-						  body, len);
+			aggd_store_window_emitted(a->store, q->id, v->index, v->revision,
+						  aggd_real_ns(), body, len);
 			free(body);
 		}
 		if (q->parent_id && v->revision == 0) {
 			/* later revisions go up as the late partials themselves
 			 * (partial_forward()): the parent sums what it gets */
-			rc = parent_spool(a, &pt);
+			rc = aggd_parent_spool(a, &pt);
 			if (rc)
 				log_err("aggregator: spooling window %" PRIu64
 					" for the parent: %s",
@@ -1475,7 +885,7 @@ static void partial_forward(struct aggd *a, struct query *q, const Weft__Partial
 	}
 	pt.has_last = false;
 	pt.last = false;
-	if (parent_spool(a, &pt) == 0)
+	if (aggd_parent_spool(a, &pt) == 0)
 		log_info("aggregator: late partial of %s for window %" PRIu64 " forwarded to the "
 			 "parent",
 			 in->host, in->window);
@@ -1486,12 +896,12 @@ static void query_end(struct aggd *a, struct query *q)
 	if (q->ended)
 		return;
 	q->ended = true;
-	q->ended_mono = mono_ns();
-	txn_begin(a);
+	q->ended_mono = aggd_mono_ns();
+	aggd_txn_begin(a);
 	aggd_store_query_end(a->store, q->id);
 	for (struct peer *p = a->peers; p; p = p->next) {
 		peer_sub_del(p, q->id);
-		if (peer_is_sender(p)) {
+		if (aggd_peer_is_sender(p)) {
 			struct pq *e = peer_pq(p, q->id);
 
 			if (e && e->state != PQ_STOPPED && e->state != PQ_FAILED) {
@@ -1505,16 +915,16 @@ static void query_end(struct aggd *a, struct query *q)
 	log_info("aggregator: query %" PRIu64 " ended", q->id);
 }
 
-static void query_stop(struct aggd *a, struct query *q, const char *why)
+void aggd_query_stop(struct aggd *a, struct query *q, const char *why)
 {
-	if (!query_active(q))
+	if (!aggd_query_active(q))
 		return;
 	q->stopping = true;
-	aggd_qwin_stop(q->qw, real_ns());
+	aggd_qwin_stop(q->qw, aggd_real_ns());
 	for (struct peer *p = a->peers; p; p = p->next) {
 		struct pq *e;
 
-		if (!peer_is_sender(p) || !(e = peer_pq(p, q->id)))
+		if (!aggd_peer_is_sender(p) || !(e = peer_pq(p, q->id)))
 			continue;
 		send_stop(a, p, q->id);
 		e->state = PQ_STOPPED;
@@ -1537,11 +947,12 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 			   h->role, wire_role_name(role));
 		return;
 	}
-	if (peer_is_sender(p) || role == WIRE_ROLE_AGENT || role == WIRE_ROLE_AGGREGATOR) {
+	if (aggd_peer_is_sender(p) || role == WIRE_ROLE_AGENT || role == WIRE_ROLE_AGGREGATOR) {
 		/* one connection per host name: a new one replaces the old (reconnect, restart) */
 		for (struct peer *o = a->peers, *next; o; o = next) {
 			next = o->next;
-			if (o == p || !o->hello || !peer_is_sender(o) || strcmp(o->host, h->host))
+			if (o == p || !o->hello || !aggd_peer_is_sender(o) ||
+			    strcmp(o->host, h->host))
 				continue;
 			if (o->instance == h->instance && o->upto > upto)
 				upto = o->upto;
@@ -1571,14 +982,14 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 	p->ctl.last = env->seq;
 	p->hello = true;
 	p->alive = true;
-	if (peer_is_sender(p)) {
+	if (aggd_peer_is_sender(p)) {
 		uint64_t stored = 0;
 
 		/* Welcome.last_seq lets the sender drop its spool up to it: it must be committed,
 		 * with the windows holding those partials, not just merged (the store's reads
 		 * see the open transaction) */
 		if (a->seq_unsaved)
-			txn_commit(a);
+			aggd_txn_commit(a);
 		aggd_store_sender_get(a->store, p->host, p->instance, &stored);
 		p->upto = stored > upto ? stored : upto;
 		p->acked = p->upto;
@@ -1587,7 +998,7 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 	w.aggregator = a->name;
 	w.instance = a->instance;
 	w.heartbeat_ms = a->o.heartbeat_ms;
-	if (peer_is_sender(p)) {
+	if (aggd_peer_is_sender(p)) {
 		w.has_last_seq = true;
 		w.last_seq = p->upto;
 	}
@@ -1595,15 +1006,15 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 	e.body_case = WEFT__ENVELOPE__BODY_WELCOME;
 	e.welcome = &w;
 	peer_send(a, p, &e);
-	if (peer_is_sender(p))
+	if (aggd_peer_is_sender(p))
 		log_info("aggregator: %s joined (version %s, instance %" PRIx64 ", merged up to "
 			 "seq %" PRIu64 ")",
 			 peer_label(p), p->version, p->instance, p->upto);
 	else
 		log_info("aggregator: %s joined", peer_label(p));
-	if (peer_is_sender(p)) {
+	if (aggd_peer_is_sender(p)) {
 		peer_running(a, p, h->running, h->n_running);
-		reconcile(a, p);
+		aggd_reconcile(a, p);
 	}
 }
 
@@ -1630,8 +1041,8 @@ static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		send_stop(a, p, pt->query_id);
 	} else {
 		if (!peer_pq(p, q->id))
-			peer_pq_add(p, q->id, query_active(q) ? PQ_RUNNING : PQ_STOPPED);
-		rc = aggd_qwin_add(q->qw, pt, real_ns());
+			peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
+		rc = aggd_qwin_add(q->qw, pt, aggd_real_ns());
 		if (rc < 0) {
 			a->rejected++;
 			log_warn("aggregator: %s: partial of query %" PRIu64 " window %" PRIu64
@@ -1653,7 +1064,7 @@ static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		}
 	}
 	/* merged, refused or too late: either way it is settled, and acknowledged after the
-	 * next checkpoint (txn_commit()) */
+	 * next checkpoint (aggd_txn_commit()) */
 	p->upto = env->seq;
 	p->ack_due = a->acks_due = true;
 }
@@ -1699,7 +1110,7 @@ static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__Qu
 	for (struct peer *p = a->peers; p && hosts; p = p->next) {
 		struct pq *e;
 
-		if (peer_is_sender(p) && p->hello && p->alive && (e = peer_pq(p, q->id)) &&
+		if (aggd_peer_is_sender(p) && p->hello && p->alive && (e = peer_pq(p, q->id)) &&
 		    (e->state == PQ_SENT || e->state == PQ_RUNNING))
 			hosts[nh++] = p->host;
 		if (p->role == WIRE_ROLE_CLIENT && peer_sub(p, q->id))
@@ -1758,7 +1169,7 @@ static void send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	char ***hosts = calloc(a->nq + 1, sizeof(*hosts));
 	uint64_t **running = calloc(a->npeers + 1, sizeof(*running));
 	size_t na = 0, nqs = 0;
-	uint64_t now = mono_ns();
+	uint64_t now = aggd_mono_ns();
 
 	if (!as || !asp || !qs || !qsp || !hosts || !running)
 		goto out_free;
@@ -1770,7 +1181,7 @@ static void send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 		Weft__AgentStatus *s = &as[na];
 		size_t nr = 0;
 
-		if (!p->hello || !peer_is_sender(p))
+		if (!p->hello || !aggd_peer_is_sender(p))
 			continue;
 		weft__agent_status__init(s);
 		s->host = p->host;
@@ -1831,18 +1242,18 @@ static void on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 		.manifest_len = s->manifest.len,
 		.object = s->object.data,
 		.object_len = s->object.len,
-		.epoch_ns = real_ns(),
+		.epoch_ns = aggd_real_ns(),
 	};
 	struct query *q;
 	char why[512];
 	int rc;
 
-	if (queries_active(a) >= AGGD_MAX_QUERIES) {
+	if (aggd_queries_active(a) >= AGGD_MAX_QUERIES) {
 		send_error(a, p, env->seq, 0, "%d queries are running: cancel one first",
 			   AGGD_MAX_QUERIES);
 		return;
 	}
-	q = query_make(a, &sq, why, sizeof(why));
+	q = aggd_query_make(a, &sq, why, sizeof(why));
 	if (!q) {
 		send_error(a, p, env->seq, 0, "query refused: %s", why);
 		return;
@@ -1861,24 +1272,24 @@ static void on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 
 		q->qw = aggd_qwin_new(q->plan, &wo);
 	}
-	txn_begin(a);
+	aggd_txn_begin(a);
 	rc = q->qw ? aggd_store_query_add(a->store, &sq) : -ENOMEM;
-	if (rc || query_insert(a, q)) {
+	if (rc || aggd_query_insert(a, q)) {
 		send_error(a, p, env->seq, 0, "the aggregator cannot store the query: %s",
 			   strerror(rc ? -rc : ENOMEM));
-		query_free(q);
+		aggd_query_free(q);
 		return;
 	}
 	q->id = sq.id;
 	/* committed before anyone hears of the id: a restart must know it */
-	txn_commit(a);
+	aggd_txn_commit(a);
 	log_info("aggregator: query %" PRIu64 " submitted by %s: %s", q->id, peer_label(p),
 		 q->text);
 	if (s->has_follow && s->follow)
 		peer_sub_add(p, q->id);
 	for (struct peer *o = a->peers; o; o = o->next)
-		if (o->hello && peer_is_sender(o) && o->alive)
-			query_start_on(a, q, o);
+		if (o->hello && aggd_peer_is_sender(o) && o->alive)
+			aggd_query_start_on(a, q, o);
 	send_status(a, p, q->id);
 }
 
@@ -1895,7 +1306,7 @@ static void on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope 
 		send_status(a, p, q->id);
 		return;
 	}
-	query_stop(a, q, "cancelled");
+	aggd_query_stop(a, q, "cancelled");
 	log_info("aggregator: query %" PRIu64 " cancelled by %s", q->id, peer_label(p));
 	send_status(a, p, q->id);
 }
@@ -1969,7 +1380,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 			if (p) {
 				p->role = role;
 				snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
-				p->last_seen = mono_ns();
+				p->last_seen = aggd_mono_ns();
 				send_error(a, p, e->seq, 0, NOT_WELCOMED);
 			}
 			goto out;
@@ -1980,7 +1391,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		p->role = role;
 		snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
 	}
-	p->last_seen = mono_ns();
+	p->last_seen = aggd_mono_ns();
 	if (p->role != role) { /* cannot happen: one connection, one key */
 		a->rejected++;
 		goto out;
@@ -2002,11 +1413,11 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 			p->ack_due = a->acks_due = true;
 		goto out;
 	}
-	if (peer_is_sender(p))
+	if (aggd_peer_is_sender(p))
 		peer_set_alive(a, p, true);
 	switch (e->body_case) {
 	case WEFT__ENVELOPE__BODY_HEARTBEAT:
-		if (peer_is_sender(p)) {
+		if (aggd_peer_is_sender(p)) {
 			p->spooled = e->heartbeat->has_spooled ? e->heartbeat->spooled : 0;
 			p->spool_dropped = e->heartbeat->spool_dropped;
 			peer_running(a, p, e->heartbeat->running, e->heartbeat->n_running);
@@ -2097,7 +1508,7 @@ static int router_batch(struct aggd *a)
  */
 static void tick(struct aggd *a, bool full)
 {
-	uint64_t mono = mono_ns(), real = real_ns();
+	uint64_t mono = aggd_mono_ns(), real = aggd_real_ns();
 	uint64_t expire = (uint64_t)a->o.heartbeat_ms * 1000000ULL * AGGD_EXPIRE_BEATS;
 
 	/* liveness: agents expire (their windows stop waiting), clients are forgotten */
@@ -2120,7 +1531,7 @@ static void tick(struct aggd *a, bool full)
 		}
 	}
 	for (struct peer *p = full ? a->peers : NULL; p; p = p->next)
-		reconcile(a, p);
+		aggd_reconcile(a, p);
 
 	for (size_t i = 0; i < a->nq; i++) {
 		struct query *q = a->q[i];
@@ -2135,7 +1546,7 @@ static void tick(struct aggd *a, bool full)
 			log_err("aggregator: query %" PRIu64 ": %s", q->id, strerror(-rc));
 		from = aggd_qwin_retained_from(q->qw);
 		if (from > q->forgot_below) {
-			txn_begin(a);
+			aggd_txn_begin(a);
 			aggd_store_windows_forget(a->store, q->id, from);
 			q->forgot_below = from;
 		}
@@ -2147,123 +1558,20 @@ static void tick(struct aggd *a, bool full)
 		struct query *q = a->q[i];
 
 		if (q->ended && mono > q->ended_mono && mono - q->ended_mono > ENDED_KEEP_NS) {
-			query_free(q);
+			aggd_query_free(q);
 			a->q[i] = a->q[--a->nq];
 			continue;
 		}
 		i++;
 	}
-	txn_commit(a);
+	aggd_txn_commit(a);
 	if (a->has_parent) {
-		parent_flush(a);
+		aggd_parent_flush(a);
 		if (full && a->par.welcomed && mono >= a->par.next_hb) {
-			parent_heartbeat(a);
+			aggd_parent_heartbeat(a);
 			a->par.next_hb = mono + a->par.hb_ms * 1000000ULL;
 		}
 	}
-}
-
-/* ---- restoring from the store ---- */
-
-struct restore {
-	struct aggd *a;
-	struct query *q;
-	size_t snapshots, members, bad;
-};
-
-static int restore_window(void *ctx, uint64_t window, uint32_t revision, uint64_t closed_ns,
-			  const void *body, size_t len)
-{
-	struct restore *r = ctx;
-	Weft__Partial *pt = weft__partial__unpack(NULL, len, body);
-	int rc;
-
-	if (!pt)
-		r->bad++;
-	rc = aggd_qwin_restore_closed(r->q->qw, window, revision, closed_ns, pt);
-	if (rc) {
-		r->bad++;
-		/* closed all the same, without its groups */
-		rc = aggd_qwin_restore_closed(r->q->qw, window, revision, closed_ns, NULL);
-	}
-	if (pt)
-		weft__partial__free_unpacked(pt, NULL);
-	return rc == -ENOMEM ? rc : 0;
-}
-
-static int restore_snapshot(void *ctx, uint64_t window, const void *body, size_t len)
-{
-	struct restore *r = ctx;
-	Weft__Partial *pt = weft__partial__unpack(NULL, len, body);
-	int rc = -EINVAL;
-
-	if (pt && pt->window == window)
-		rc = aggd_qwin_restore_snapshot(r->q->qw, pt);
-	if (rc)
-		r->bad++;
-	else
-		r->snapshots++;
-	if (pt)
-		weft__partial__free_unpacked(pt, NULL);
-	return rc == -ENOMEM ? rc : 0;
-}
-
-static int restore_member(void *ctx, const struct aggd_stored_member *sm)
-{
-	struct restore *r = ctx;
-	struct aggd_member_view m = { .host = sm->host,
-				      .from = sm->from,
-				      .last = sm->last,
-				      .hi = sm->hi,
-				      .failed = sm->failed };
-	int rc = aggd_qwin_restore_member(r->q->qw, &m);
-
-	if (rc)
-		r->bad++;
-	else
-		r->members++;
-	return rc == -ENOMEM ? rc : 0;
-}
-
-static int restore_query(void *ctx, const struct aggd_stored_query *sq)
-{
-	struct aggd *a = ctx;
-	struct restore r = { .a = a };
-	char why[512];
-	uint64_t now = real_ns(), lo;
-	struct aggd_qwin_stats st;
-
-	r.q = query_make(a, sq, why, sizeof(why));
-	if (!r.q) {
-		log_err("aggregator: stored query %" PRIu64 " cannot resume: %s", sq->id, why);
-		txn_begin(a);
-		aggd_store_query_end(a->store, sq->id);
-		return 0;
-	}
-	if (query_insert(a, r.q)) {
-		query_free(r.q);
-		return -ENOMEM;
-	}
-	aggd_store_members_load(a->store, sq->id, restore_member, &r);
-	aggd_store_windows_load(a->store, sq->id, restore_window, &r);
-	aggd_store_snapshots_load(a->store, sq->id, restore_snapshot, &r);
-	/* windows older than retention that nobody will see: not emitted (empty) */
-	lo = aggd_qwin_window_of(r.q->qw, now);
-	lo = lo > (a->o.keep_windows ? a->o.keep_windows : AGGD_KEEP_WINDOWS) ?
-		     lo - (a->o.keep_windows ? a->o.keep_windows : AGGD_KEEP_WINDOWS) :
-		     0;
-	aggd_qwin_skip_to(r.q->qw, lo);
-	/* agents need time to reconnect and resend what they spooled while we were away */
-	aggd_qwin_hold(r.q->qw,
-		       now + a->o.lateness_ns +
-			       (uint64_t)a->o.heartbeat_ms * 1000000ULL * AGGD_EXPIRE_BEATS);
-	aggd_qwin_stats(r.q->qw, &st);
-	log_info("aggregator: resumed query %" PRIu64 "%s: %zu members, %zu windows in progress, "
-		 "next window %" PRIu64 "%s",
-		 r.q->id, r.q->parent_id ? " (from the parent)" : "", r.members, r.snapshots,
-		 aggd_qwin_next_close(r.q->qw), r.bad ? " (some stored records unreadable)" : "");
-	r.q->forgot_below = 0;
-	return 0;
 }
 
 /* ---- life cycle ---- */
@@ -2297,9 +1605,9 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(a->name, sizeof(a->name), "%s", o->name);
 	else if (gethostname(a->name, sizeof(a->name) - 1) != 0)
 		snprintf(a->name, sizeof(a->name), "aggregator");
-	a->start_mono = mono_ns();
+	a->start_mono = aggd_mono_ns();
 	if (getrandom(&a->instance, sizeof(a->instance), 0) != sizeof(a->instance))
-		a->instance = real_ns() ^ ((uint64_t)getpid() << 32);
+		a->instance = aggd_real_ns() ^ ((uint64_t)getpid() << 32);
 	a->instance |= 1;
 
 	rc = wire_keyfile_read(o->key_file, a->pub, a->sec);
@@ -2351,10 +1659,10 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "cannot listen on %s: %s", o->listen, zmq_strerror(errno));
 		goto out_free;
 	}
-	if (o->parent && parent_open(a, err, errsz))
+	if (o->parent && aggd_parent_open(a, err, errsz))
 		goto out_free;
-	rc = aggd_store_queries_load(a->store, restore_query, a);
-	txn_commit(a);
+	rc = aggd_store_queries_load(a->store, aggd_restore_query, a);
+	aggd_txn_commit(a);
 	if (rc) {
 		snprintf(err, errsz, "reading the store %s: %s", store, strerror(-rc));
 		goto out_free;
@@ -2396,11 +1704,11 @@ int aggd_run(struct aggd *a, int sig_fd)
 {
 	if (!a)
 		return -EINVAL;
-	a->next_tick = mono_ns();
+	a->next_tick = aggd_mono_ns();
 	for (;;) {
 		zmq_pollitem_t items[4];
 		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, rc;
-		uint64_t now = mono_ns();
+		uint64_t now = aggd_mono_ns();
 		/* the next tick, or the next checkpoint when one is pending */
 		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
 					a->next_ckpt :
@@ -2440,24 +1748,24 @@ int aggd_run(struct aggd *a, int sig_fd)
 			}
 		}
 		if (mon_i >= 0 && (items[mon_i].revents & ZMQ_POLLIN))
-			parent_monitor(a);
+			aggd_parent_monitor(a);
 		if (par_i >= 0 && (items[par_i].revents & ZMQ_POLLIN))
-			parent_recv(a);
+			aggd_parent_recv(a);
 		/* ZMQ_POLLIN on a ZeroMQ socket is level-triggered for zmq_poll: drain a batch */
 		if (items[0].revents & ZMQ_POLLIN)
 			router_batch(a);
 		/* a checkpoint, then the Acks it allows: at most every AGGD_CHECKPOINT_NS, so
 		 * that under load one holds many batches; windows completed close at once */
-		if ((a->txn || a->acks_due) && mono_ns() >= a->next_ckpt)
-			txn_commit(a);
-		if (mono_ns() >= a->next_tick) {
+		if ((a->txn || a->acks_due) && aggd_mono_ns() >= a->next_ckpt)
+			aggd_txn_commit(a);
+		if (aggd_mono_ns() >= a->next_tick) {
 			tick(a, true);
-			a->next_tick = mono_ns() + TICK_NS;
+			a->next_tick = aggd_mono_ns() + TICK_NS;
 		} else if (items[0].revents & ZMQ_POLLIN) {
 			tick(a, false);
 		}
 	}
-	txn_commit(a);
+	aggd_txn_commit(a);
 	return 0;
 }
 
@@ -2466,13 +1774,13 @@ void aggd_free(struct aggd *a)
 	if (!a)
 		return;
 	if (a->store && (a->txn || a->acks_due))
-		txn_commit(a);
+		aggd_txn_commit(a);
 	while (a->peers)
 		peer_free(a, a->peers);
 	if (a->store && a->txn)
-		txn_commit(a); /* what peer_free() wrote */
+		aggd_txn_commit(a); /* what peer_free() wrote */
 	for (size_t i = 0; i < a->nq; i++)
-		query_free(a->q[i]);
+		aggd_query_free(a->q[i]);
 	free(a->q);
 	for (size_t i = 0; i < a->par.nrows; i++)
 		free(a->par.rows[i].body);

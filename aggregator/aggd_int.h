@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The aggregator daemon's insides, shared by the files that make it up (aggd.c: the server
+ * and its main loop; aggd_parent.c: the link to a parent aggregator in a tree;
+ * aggd_restore.c: rebuilding queries from the store at start-up).  Not an API: nothing
+ * outside aggregator/aggd*.c includes it.
+ */
+#ifndef WEFT_AGGD_INT_H
+#define WEFT_AGGD_INT_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "aggregator/aggd.h"
+
+#define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
+#define TICK_NS 100000000ULL /* 100 ms */
+#define PEER_BUCKETS 4096
+#define FORGET_NS (600ULL * 1000000000ULL) /* expired agents are forgotten after 10 min */
+#define ENDED_KEEP_NS (600ULL * 1000000000ULL) /* ended queries stay in status for 10 min */
+#define SPOOL_MAX_DEFAULT 4096
+#define NOT_WELCOMED "not welcomed: send Hello first"
+
+enum pq_state { PQ_SENT, PQ_RUNNING, PQ_FAILED, PQ_STOPPED };
+
+/* A query as one agent (or child aggregator) peer has it. */
+struct pq {
+	uint64_t id;
+	enum pq_state state;
+};
+
+struct sub {
+	uint64_t id;
+	bool manifest_sent;
+};
+
+struct peer {
+	struct peer *hnext; /* hash chain by routing id */
+	struct peer *next, *prev; /* all peers */
+	uint8_t rid[256];
+	size_t ridlen;
+	enum wire_role role;
+	char name[64]; /* from the allow-list */
+	bool hello;
+	char host[AGGD_MAX_HOST];
+	char version[64];
+	char kernel[128];
+	char **features;
+	size_t nfeatures;
+	uint64_t instance;
+	struct wire_seq ctl; /* every message after Hello on this connection */
+	uint64_t upto; /* highest seq of a merged partial, this instance */
+	uint64_t acked; /* highest upto acknowledged */
+	bool ack_due;
+	uint64_t last_seen; /* CLOCK_MONOTONIC */
+	bool alive;
+	uint64_t dead_since;
+	uint64_t spooled, spool_dropped;
+	struct pq *pq;
+	size_t npq, pqcap;
+	struct sub *subs;
+	size_t nsubs;
+	uint64_t results_dropped;
+};
+
+struct query {
+	uint64_t id;
+	uint64_t parent_id; /* 0: submitted here */
+	char *text;
+	void *manifest;
+	size_t manifest_len;
+	void *object;
+	size_t object_len;
+	struct plan *plan;
+	uint64_t epoch_ns, end_ns;
+	struct aggd_qwin *qw;
+	bool stopping, ended;
+	uint64_t ended_mono;
+	uint64_t forgot_below; /* store rows of windows below this are gone */
+	char **errors;
+	size_t nerrors;
+};
+
+/* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
+ * transmission (0: not sent since the last Welcome). */
+struct sprow {
+	uint64_t id, tx;
+	void *body;
+	size_t len;
+};
+
+/* The link to a parent aggregator: we are one of its agents. */
+struct parent {
+	void *sock, *mon;
+	char pub[WIRE_KEY_LEN + 1];
+	uint64_t instance; /* persisted: the parent dedups our partials across our restarts */
+	uint64_t seq; /* last seq sent */
+	struct wire_seq rx; /* the parent's messages */
+	bool welcomed;
+	uint64_t hb_ms;
+	uint64_t next_hb; /* CLOCK_MONOTONIC */
+	struct sprow *rows; /* oldest first; rows[0..nsent) were sent since the last Welcome */
+	size_t nrows, cap, nsent;
+	uint64_t next_id;
+	uint64_t dropped; /* rows dropped because the spool was full */
+};
+
+struct aggd {
+	struct aggd_opts o;
+	char name[AGGD_MAX_HOST];
+	char pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
+	struct wire_allowlist al;
+	char *allow_file;
+	void *zctx, *sock;
+	struct wire_zap *zap;
+	struct aggd_store *store;
+	uint64_t instance, seq;
+	struct peer *buckets[PEER_BUCKETS];
+	struct peer *peers;
+	size_t npeers;
+	struct query **q;
+	size_t nq, qcap;
+	struct parent par;
+	bool has_parent;
+	uint64_t rejected, before_hello;
+	bool txn;
+	bool acks_due;
+	uint64_t next_tick;
+	uint64_t next_ckpt; /* CLOCK_MONOTONIC: the earliest next checkpoint */
+	size_t ckpt_windows, ckpt_members; /* written by the checkpoint in progress */
+	bool seq_unsaved; /* a gone sender's merged seq is written but not committed yet */
+	uint64_t start_mono;
+};
+
+/* shared by aggd.c, aggd_parent.c and aggd_restore.c */
+void *aggd_memdup(const void *p, size_t n);
+uint64_t aggd_mono_ns(void);
+void aggd_parent_flush(struct aggd *a);
+void aggd_parent_heartbeat(struct aggd *a);
+void aggd_parent_monitor(struct aggd *a);
+int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
+void aggd_parent_recv(struct aggd *a);
+int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+bool aggd_peer_is_sender(const struct peer *p);
+size_t aggd_queries_active(const struct aggd *a);
+bool aggd_query_active(const struct query *q);
+struct query *aggd_query_find_parent(struct aggd *a, uint64_t parent_id);
+void aggd_query_free(struct query *q);
+int aggd_query_insert(struct aggd *a, struct query *q);
+struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq, char *why,
+			      size_t whysz);
+int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p);
+void aggd_query_stop(struct aggd *a, struct query *q, const char *why);
+uint64_t aggd_real_ns(void);
+void aggd_reconcile(struct aggd *a, struct peer *p);
+int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);
+void aggd_txn_begin(struct aggd *a);
+void aggd_txn_commit(struct aggd *a);
+#endif
