@@ -432,7 +432,9 @@ static void dump_sema(const struct expr *e, FILE *out)
 		if (FN_IS_AGG(e->fn))
 			fprintf(out, " agg_slot=%d", e->agg_slot);
 	}
-	if (e->is_const)
+	if (e->is_const && (e->kind == EXPR_UNARY || e->kind == EXPR_BINARY))
+		fprintf(out, " const=%lld", (long long)e->ival); /* the folded value */
+	else if (e->is_const)
 		fputs(" const", out);
 }
 

@@ -134,7 +134,7 @@ struct expr {
 	enum func fn;
 	int aux; /* BI_ARG index, BI_FIELD index, BI_ALIAS item */
 	int agg_slot; /* FN_IS_AGG: index into the plan's aggregate list, else -1 */
-	bool is_const;
+	bool is_const; /* a constant; integers and booleans folded into ival (sema) */
 
 	/* set by the parser: levels in this subtree (a leaf is 1).  The parser refuses trees
 	 * higher than PARSE_MAX_HEIGHT (parser.h), so every later pass may recurse freely. */
@@ -173,6 +173,7 @@ struct group_key {
 	struct expr *e;
 	char *alias; /* NULL: named after the expression */
 	struct src_loc alias_loc;
+	char *name; /* sema: alias or a name made from the expression; owned by the arena */
 };
 
 struct select_item {

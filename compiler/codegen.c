@@ -20,8 +20,10 @@
  * end needs and saves it in the span entry; the end program reads it back.  A predicate
  * that is wholly start-side runs at the start, so filtered events cost no span entry.
  *
- * Must never: emit an unbounded loop, a signed division (BPF has none before ISA v4), or a
- * map value access without a NULL check; or golden-test its output (tests run programs).
+ * Must never: emit an unbounded loop, a signed division (BPF has none before ISA v4), a map
+ * value access without a NULL check, or C whose behaviour is undefined (a division by zero,
+ * a signed overflow: clang may fold those to anything); or golden-test its output (tests run
+ * programs).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -32,6 +34,7 @@
 
 #define SCRATCH_MAX 16384 /* bytes of per-CPU scratch one query may use */
 #define MAX_TEMPS 64
+#define STREQ_LIT_MAX 63 /* longest literal of WEFT_STREQ (weft.bpf.h: WEFT_GLOB_MAX - 1) */
 
 struct temp {
 	const struct expr *e;
@@ -275,12 +278,20 @@ static bool prog_is_usdt(const struct cg *c)
 	return c->prog->kind == PROBE_USDT;
 }
 
+static void emit_lit_str(struct cg *c, const char *s);
+
 /* A string value: the address of its bytes and its size. */
 static void emit_str_ref(struct cg *c, const struct expr *e, uint32_t *size)
 {
 	const struct saved *sv = c->span_end ? find_save(c, e) : NULL;
 	const struct temp *t;
 
+	if (e->kind == EXPR_STR) {
+		/* a literal is its own buffer, NUL included: `select 'x'`, str('x') */
+		emit_lit_str(c, e->sval);
+		*size = (uint32_t)strlen(e->sval) + 1;
+		return;
+	}
 	if (sv) {
 		emit(c, "((const char *)&sc->span.b[%u])", sv->off);
 		*size = sv->size;
@@ -418,7 +429,9 @@ static void emit_str_eq(struct cg *c, const struct expr *a, const struct expr *b
 {
 	uint32_t sa, sb;
 
-	if (b->kind == EXPR_STR) {
+	/* WEFT_STREQ unrolls a literal of at most STREQ_LIT_MAX bytes; a longer one is
+	 * compared by the loop of weft_q_streq (WEFT_STREQ would say "not equal") */
+	if (b->kind == EXPR_STR && a->kind != EXPR_STR && strlen(b->sval) <= STREQ_LIT_MAX) {
 		emit(c, "WEFT_STREQ(");
 		emit_str_ref(c, a, &sa);
 		emit(c, ", %u, \"", sa);
@@ -433,7 +446,7 @@ static void emit_str_eq(struct cg *c, const struct expr *a, const struct expr *b
 		emit(c, "\")");
 		return;
 	}
-	if (a->kind == EXPR_STR) {
+	if (a->kind == EXPR_STR && b->kind != EXPR_STR && strlen(a->sval) <= STREQ_LIT_MAX) {
 		emit_str_eq(c, b, a);
 		return;
 	}
@@ -491,6 +504,15 @@ static void emit_int(struct cg *c, const struct expr *e)
 	emit_expr(c, e);
 }
 
+/* An integer constant as C; INT64_MIN has no literal of its own. */
+static void emit_const(struct cg *c, int64_t v)
+{
+	if (v == INT64_MIN)
+		emit(c, "((__s64)(-9223372036854775807LL - 1))");
+	else
+		emit(c, "((__s64)%lldLL)", (long long)v);
+}
+
 static void emit_expr(struct cg *c, const struct expr *e)
 {
 	const struct saved *sv = c->span_end ? find_save(c, e) : NULL;
@@ -500,9 +522,15 @@ static void emit_expr(struct cg *c, const struct expr *e)
 		emit(c, "(*(__s64 *)&sc->span.b[%u])", sv->off);
 		return;
 	}
+	/* an operator over constants: sema folded its value (1024 * 4, 1 - 1, 2 > 1) */
+	if (e->is_const && (e->kind == EXPR_UNARY || e->kind == EXPR_BINARY) &&
+	    (e->ty.kind == TY_INT || e->ty.kind == TY_BOOL)) {
+		emit_const(c, e->ival);
+		return;
+	}
 	switch (e->kind) {
 	case EXPR_INT:
-		emit(c, "((__s64)%lldLL)", (long long)e->ival);
+		emit_const(c, e->ival);
 		return;
 	case EXPR_FLOAT:
 		emit(c, "((__s64)%lld)", (long long)e->fval);
@@ -549,9 +577,10 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			return;
 		}
 	case EXPR_UNARY:
-		emit(c, e->op == OP_NOT ? "(!(" : "(-(");
+		/* negation in unsigned arithmetic: -INT64_MIN wraps instead of being undefined */
+		emit(c, e->op == OP_NOT ? "(!(" : "((__s64)(-(__u64)(");
 		emit_expr(c, e->lhs);
-		emit(c, "))");
+		emit(c, e->op == OP_NOT ? "))" : ")))");
 		return;
 	case EXPR_LIKE:
 		if (e->lhs->kind == EXPR_NAME && e->lhs->bi == BI_PROBE) {
@@ -630,20 +659,17 @@ static void emit_expr(struct cg *c, const struct expr *e)
 	}
 	case OP_DIV:
 	case OP_MOD:
-		/* BPF before ISA v4 has no signed division: weft_q_sdiv/smod do it by hand */
-		if (e->ty.is_signed) {
+		/* BPF before ISA v4 has no signed division: weft_q_sdiv/smod do it by hand.  All
+		 * four helpers define x / 0 = 0 and x % 0 = x (the BPF rule) in C too: a bare
+		 * `x / 0` is undefined in C, and clang may fold it to anything. */
+		if (e->ty.is_signed)
 			emit(c, e->op == OP_DIV ? "weft_q_sdiv(" : "weft_q_smod(");
-			emit_int(c, e->lhs);
-			emit(c, ", ");
-			emit_int(c, e->rhs);
-			emit(c, ")");
-		} else {
-			emit(c, "((__s64)((__u64)");
-			emit_int(c, e->lhs);
-			emit(c, e->op == OP_DIV ? " / (__u64)" : " %% (__u64)");
-			emit_int(c, e->rhs);
-			emit(c, "))");
-		}
+		else
+			emit(c, e->op == OP_DIV ? "weft_q_udiv((__u64)" : "weft_q_umod((__u64)");
+		emit_int(c, e->lhs);
+		emit(c, e->ty.is_signed ? ", " : ", (__u64)");
+		emit_int(c, e->rhs);
+		emit(c, ")");
 		return;
 	default: {
 		const char *op = e->op == OP_ADD ? "+" : e->op == OP_SUB ? "-" : "*";
@@ -905,13 +931,17 @@ static const char prelude[] =
 	"{\n\treturn x <= 0 ? 0 : (__s64)weft_msb64((__u64)x);\n}\n"
 	"static __always_inline __s64 weft_q_bucket(__s64 x, __s64 step)\n"
 	"{\n\t__u64 ux = x < 0 ? -(__u64)x : (__u64)x, q = ux / (__u64)step * (__u64)step;\n"
-	"\treturn x < 0 ? -(__s64)q : (__s64)q;\n}\n"
+	"\treturn (__s64)(x < 0 ? -q : q);\n}\n"
 	"static __always_inline __s64 weft_q_sdiv(__s64 a, __s64 b)\n"
 	"{\n\t__u64 ua = a < 0 ? -(__u64)a : (__u64)a, ub = b < 0 ? -(__u64)b : (__u64)b;\n"
-	"\t__u64 q = ub ? ua / ub : 0;\n\treturn (a < 0) != (b < 0) ? -(__s64)q : (__s64)q;\n}\n"
+	"\t__u64 q = ub ? ua / ub : 0;\n\treturn (__s64)((a < 0) != (b < 0) ? -q : q);\n}\n"
 	"static __always_inline __s64 weft_q_smod(__s64 a, __s64 b)\n"
 	"{\n\t__u64 ua = a < 0 ? -(__u64)a : (__u64)a, ub = b < 0 ? -(__u64)b : (__u64)b;\n"
-	"\t__u64 r = ub ? ua % ub : ua;\n\treturn a < 0 ? -(__s64)r : (__s64)r;\n}\n"
+	"\t__u64 r = ub ? ua % ub : ua;\n\treturn (__s64)(a < 0 ? -r : r);\n}\n"
+	"static __always_inline __s64 weft_q_udiv(__u64 a, __u64 b)\n"
+	"{\n\treturn (__s64)(b ? a / b : 0);\n}\n"
+	"static __always_inline __s64 weft_q_umod(__u64 a, __u64 b)\n"
+	"{\n\treturn (__s64)(b ? a % b : a);\n}\n"
 	"static __always_inline int weft_q_streq(const char *a, __u32 asz, const char *b, __u32 bsz)\n"
 	"{\n\t__u32 n = asz < bsz ? asz : bsz;\n"
 	"\tfor (__u32 i = 0; i < 256; i++) {\n\t\tif (i >= n)\n\t\t\treturn 1;\n"

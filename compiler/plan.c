@@ -109,13 +109,10 @@ static enum agg_kind fn_agg(enum func fn, double *q)
 	}
 }
 
+/* A constant's value: a literal, or an expression sema folded (its value is in ival). */
 static int64_t const_of(const struct expr *e)
 {
-	if (e->kind == EXPR_INT)
-		return e->ival;
-	if (e->kind == EXPR_UNARY && e->op == OP_NEG && e->lhs->kind == EXPR_INT)
-		return -e->lhs->ival;
-	return 0;
+	return e->kind == EXPR_INT || e->is_const ? e->ival : 0;
 }
 
 /* A string describing the record layout of a target; equal strings share a program. */
@@ -215,7 +212,7 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 	for (int i = 0; i < q->ngroups; i++) {
 		struct group_key *g = &q->groups[i];
 		struct plan_slot *k = &p->keys[p->nkeys++];
-		const char *name = g->alias;
+		const char *name = g->name ? g->name : g->alias;
 		char *buf = NULL;
 		size_t len;
 

@@ -26,6 +26,8 @@
 #define MAX_LHIST_BUCKETS 1000
 #define MIN_WINDOW_NS 10000000ULL /* 10 ms */
 #define MAX_WINDOW_NS (24ULL * 3600 * 1000000000ULL) /* a day */
+#define MAX_LIKE 63 /* bytes of a `like` pattern (kernel/weft.bpf.h: WEFT_GLOB_MAX - 1) */
+#define COLUMN_NAME_MAX 63 /* bytes of a column name the plan keeps (plan.h: name[64]) */
 
 enum sema_ctx { CTX_WHERE, CTX_ON, CTX_GROUP, CTX_SELECT, CTX_ORDER };
 
@@ -620,17 +622,22 @@ static bool is_num(const struct type *t)
 	return t->kind == TY_INT || t->kind == TY_BOOL;
 }
 
+/* The value of a checked integer constant: a literal or a folded expression (1024 * 4). */
 static bool const_int(const struct expr *e, int64_t *v)
 {
-	if (e->kind == EXPR_INT) {
-		*v = e->ival;
-		return true;
-	}
-	if (e->kind == EXPR_UNARY && e->op == OP_NEG && e->lhs->kind == EXPR_INT) {
-		*v = -e->lhs->ival;
-		return true;
-	}
-	return false;
+	if (!e->is_const || e->ty.kind != TY_INT)
+		return false;
+	*v = e->ival;
+	return true;
+}
+
+/* The same for integers and truth values (0 or 1). */
+static bool const_val(const struct expr *e, int64_t *v)
+{
+	if (!e->is_const || (e->ty.kind != TY_INT && e->ty.kind != TY_BOOL))
+		return false;
+	*v = e->ival;
+	return true;
 }
 
 static bool const_num(const struct expr *e, double *v)
@@ -655,6 +662,108 @@ static int type_error(struct sema *s, enum diag_tag tag, struct expr *e, const c
 
 	diag_error(s->dl, tag, e->loc, "%s, not %s", what, type_name(t, buf, sizeof(buf)));
 	return -EINVAL;
+}
+
+/* What a pointer field points to, by the C type its format gives it. */
+enum pointee { PT_CHAR, PT_OTHER, PT_PTR }; /* in increasing badness */
+
+static enum pointee ctype_pointee(const char *ctype)
+{
+	const char *base = NULL, *p = ctype;
+	size_t blen = 0;
+	int stars = 0;
+
+	while (*p) {
+		size_t n = strcspn(p, " \t*");
+
+		if (*p == '*') {
+			stars++;
+			p++;
+			continue;
+		}
+		if (n == 0) {
+			p++;
+			continue;
+		}
+		if (!((n == 5 && strncmp(p, "const", 5) == 0) ||
+		      (n == 8 && strncmp(p, "volatile", 8) == 0) ||
+		      (n == 6 && strncmp(p, "signed", 6) == 0) ||
+		      (n == 8 && strncmp(p, "unsigned", 8) == 0) ||
+		      (n == 6 && strncmp(p, "__user", 6) == 0))) {
+			base = p;
+			blen = n;
+		}
+		p += n;
+	}
+	if (stars >= 2)
+		return PT_PTR;
+	if (stars == 1 && base &&
+	    ((blen == 4 && strncmp(base, "char", 4) == 0) ||
+	     (blen == 2 && strncmp(base, "u8", 2) == 0) ||
+	     (blen == 4 && strncmp(base, "__u8", 4) == 0)))
+		return PT_CHAR;
+	return PT_OTHER;
+}
+
+/*
+ * str() of a pointer field: it must point to chars.  The field's C type, in every probe the
+ * expression sees, says what it points to; `const char *const *argv` is a pointer to
+ * pointers, whose strings str() cannot join (yet), and `void *` or `struct x *` are no text.
+ */
+static int check_str_pointer(struct sema *s, const struct expr *a)
+{
+	const struct probe_spec *specs[AST_MAX_SOURCES];
+	int n = visible_specs(s, specs, AST_MAX_SOURCES);
+	enum pointee worst = PT_CHAR;
+	const char *ctype = "?";
+
+	if (a->kind != EXPR_MEMBER || a->bi != BI_FIELD)
+		return 0;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; specs[i]->set && j < specs[i]->set->n; j++) {
+			const struct probe_field *f =
+				sema_target_field(&specs[i]->set->v[j], a->sval);
+			enum pointee pt;
+
+			if (!f || f->kind != FIELD_PTR)
+				continue;
+			pt = ctype_pointee(f->ctype);
+			if (pt > worst || (pt == worst && !strcmp(ctype, "?"))) {
+				worst = pt;
+				ctype = f->ctype;
+			}
+		}
+	if (worst == PT_PTR) {
+		diag_fix(
+			diag_error(s->dl, DIAG_E_STR_ARGV, a->loc,
+				   "args.%s is a pointer to pointers (%s): str() reads one string, "
+				   "and joining an argv-like array is not supported yet",
+				   a->sval, ctype),
+			"read a single string instead (for execve: str(args.filename))");
+		return -EINVAL;
+	}
+	if (worst == PT_OTHER) {
+		diag_fix(
+			diag_error(s->dl, DIAG_E_STR_ARG, a->loc,
+				   "args.%s is `%s`, not a char pointer: it does not point to text",
+				   a->sval, ctype),
+			"str() reads a NUL-terminated string from a char pointer or array");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Whether retval is an untyped register (uretprobe/kretprobe) in every source. */
+static bool retval_untyped(const struct sema *s)
+{
+	for (int i = 0; i < s->q->nsources; i++) {
+		const struct source *src = &s->q->sources[i];
+		enum probe_kind k = src->is_span ? src->end.kind : src->start.kind;
+
+		if (k != PROBE_URETPROBE && k != PROBE_KRETPROBE)
+			return false;
+	}
+	return true;
 }
 
 static int check_call(struct sema *s, struct expr *e)
@@ -726,12 +835,14 @@ static int check_call(struct sema *s, struct expr *e)
 	switch (f->fn) {
 	case FN_STR:
 		/* an integer is an address only where the probe's arguments are untyped
-		 * registers (argN, retval of uprobes/usdt/kprobes) */
+		 * registers (argN, retval of uretprobes/kretprobes) */
 		if (a0->ty.kind != TY_PTR && a0->ty.kind != TY_STR &&
 		    !(a0->ty.kind == TY_INT && a0->ty.size == 8 &&
-		      (a0->bi == BI_ARG || a0->bi == BI_RETVAL)))
-			return type_error(s, DIAG_E_STR_ARG, a0, "str() takes a pointer or string",
-					  &a0->ty);
+		      (a0->bi == BI_ARG || (a0->bi == BI_RETVAL && retval_untyped(s)))))
+			return type_error(s, DIAG_E_STR_ARG, a0,
+					  "str() takes a char pointer or a string", &a0->ty);
+		if (a0->ty.kind == TY_PTR && check_str_pointer(s, a0) != 0)
+			return -EINVAL;
 		e->ty = (struct type){ TY_STR, DEFAULT_STR, false, a0->ty.user };
 		if (a0->ty.kind == TY_INT) {
 			/* an integer argument of a user probe is a user address */
@@ -793,10 +904,12 @@ static int check_call(struct sema *s, struct expr *e)
 				"e.g. lhist(args.count, 0, 4096, 256)");
 			return -EINVAL;
 		}
-		if ((hi - lo) / step > MAX_LHIST_BUCKETS) {
+		if (((uint64_t)hi - (uint64_t)lo) / (uint64_t)step > MAX_LHIST_BUCKETS) {
 			diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
-				   "lhist would have %lld buckets; at most %d",
-				   (long long)((hi - lo) / step), MAX_LHIST_BUCKETS);
+				   "lhist would have %llu buckets; at most %d",
+				   (unsigned long long)(((uint64_t)hi - (uint64_t)lo) /
+							(uint64_t)step),
+				   MAX_LHIST_BUCKETS);
 			return -EINVAL;
 		}
 	}
@@ -847,6 +960,99 @@ static bool is_probe(const struct expr *e)
 	return e->kind == EXPR_NAME && e->bi == BI_PROBE;
 }
 
+/*
+ * Constant folding.  An operator whose operands are integer or truth-value constants is a
+ * constant too: its value goes into e->ival and e->is_const is set, so every later check
+ * (division by zero, lhist bounds, str max, `in` items, constant group keys) sees through
+ * `1024 * 4` or `(1 - 1)`, and the code generator emits the value.  The arithmetic is the one
+ * the kernel runs: 64-bit two's complement, `/` truncating toward zero, `%` taking the sign
+ * of the dividend, comparisons signed when either side is signed.  Unlike at run time, where
+ * + - * wrap around, a constant whose exact value does not fit 64 bits is refused
+ * (E_CONST_RANGE): no one writes an overflowing constant on purpose.
+ */
+static int fold_overflow(struct sema *s, struct expr *e)
+{
+	diag_fix(diag_error(s->dl, DIAG_E_CONST_RANGE, e->loc,
+			    "this constant expression overflows 64-bit integers"),
+		 "constants are 64-bit signed integers, -9223372036854775808 .. "
+		 "9223372036854775807");
+	return -EINVAL;
+}
+
+static int fold_binary(struct sema *s, struct expr *e)
+{
+	int64_t a, b, r = 0;
+	bool sgn = e->lhs->ty.is_signed || e->rhs->ty.is_signed, ovf = false;
+	uint64_t ua, ub;
+
+	if (!const_val(e->lhs, &a) || !const_val(e->rhs, &b))
+		return 0;
+	ua = (uint64_t)a;
+	ub = (uint64_t)b;
+	switch (e->op) {
+	case OP_ADD:
+		ovf = sgn ? __builtin_add_overflow(a, b, &r) : __builtin_add_overflow(ua, ub, &ua);
+		break;
+	case OP_SUB: /* a difference is signed */
+		ovf = __builtin_sub_overflow(a, b, &r);
+		break;
+	case OP_MUL:
+		ovf = sgn ? __builtin_mul_overflow(a, b, &r) : __builtin_mul_overflow(ua, ub, &ua);
+		break;
+	case OP_DIV: /* b != 0: check_binary refused it */
+		if (sgn)
+			ovf = a == INT64_MIN && b == -1;
+		if (sgn && !ovf)
+			r = a / b;
+		else
+			ua = ua / ub;
+		break;
+	case OP_MOD:
+		if (sgn)
+			r = b == -1 ? 0 : a % b;
+		else
+			ua = ua % ub;
+		break;
+	case OP_EQ:
+		r = a == b;
+		break;
+	case OP_NE:
+		r = a != b;
+		break;
+	case OP_LT:
+		r = sgn ? a < b : ua < ub;
+		break;
+	case OP_LE:
+		r = sgn ? a <= b : ua <= ub;
+		break;
+	case OP_GT:
+		r = sgn ? a > b : ua > ub;
+		break;
+	case OP_GE:
+		r = sgn ? a >= b : ua >= ub;
+		break;
+	case OP_AND:
+		r = a && b;
+		break;
+	case OP_OR:
+		r = a || b;
+		break;
+	default:
+		return 0;
+	}
+	if (ovf)
+		return fold_overflow(s, e);
+	if (!sgn && e->op != OP_SUB && e->ty.kind == TY_INT) {
+		/* unsigned arithmetic (only truth values are unsigned constants) */
+		if (ua > (uint64_t)INT64_MAX)
+			return fold_overflow(s, e);
+		r = (int64_t)ua;
+	}
+	e->ival = r;
+	e->is_const = true;
+	return 0;
+}
+
 static int check_binary(struct sema *s, struct expr *e)
 {
 	struct type *l, *r;
@@ -879,7 +1085,7 @@ static int check_binary(struct sema *s, struct expr *e)
 			return type_error(s, DIAG_E_TYPE_BOOL, e->rhs, "`and`/`or` need conditions",
 					  r);
 		e->ty = ty_bool;
-		return 0;
+		return fold_binary(s, e);
 	case OP_EQ:
 	case OP_NE:
 	case OP_LT:
@@ -905,7 +1111,7 @@ static int check_binary(struct sema *s, struct expr *e)
 				return -EINVAL;
 			}
 			e->ty = ty_bool;
-			return 0;
+			return fold_binary(s, e);
 		}
 		struct diag *d =
 			diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc, "cannot compare %s with %s",
@@ -921,14 +1127,20 @@ static int check_binary(struct sema *s, struct expr *e)
 		if (!is_num(r))
 			return type_error(s, DIAG_E_TYPE_ARITH, e->rhs, "arithmetic needs numbers",
 					  r);
-		if ((e->op == OP_DIV || e->op == OP_MOD) && const_int(e->rhs, &v) && v == 0) {
-			diag_error(s->dl, DIAG_E_DIV_ZERO, e->rhs->loc, "division by zero");
+		if ((e->op == OP_DIV || e->op == OP_MOD) && const_val(e->rhs, &v) && v == 0) {
+			struct diag *d =
+				diag_error(s->dl, DIAG_E_DIV_ZERO, e->rhs->loc, "%s by zero",
+					   e->op == OP_DIV ? "division" : "modulo");
+
+			if (e->rhs->kind != EXPR_INT)
+				diag_fix(d,
+					 "this divisor is a constant expression whose value is 0");
 			return -EINVAL;
 		}
 		e->ty = (struct type){ TY_INT, 8, l->is_signed || r->is_signed, false };
 		if (e->op == OP_SUB)
 			e->ty.is_signed = true;
-		return 0;
+		return fold_binary(s, e);
 	}
 }
 
@@ -969,6 +1181,10 @@ static int check_expr(struct sema *s, struct expr *e)
 				return type_error(s, DIAG_E_TYPE_BOOL, e->lhs,
 						  "`not` needs a condition", &e->lhs->ty);
 			e->ty = ty_bool;
+			if (const_val(e->lhs, &v)) {
+				e->ival = !v;
+				e->is_const = true;
+			}
 			return 0;
 		}
 		if (!is_int(&e->lhs->ty))
@@ -976,7 +1192,12 @@ static int check_expr(struct sema *s, struct expr *e)
 					  &e->lhs->ty);
 		e->ty = e->lhs->ty;
 		e->ty.is_signed = true;
-		e->is_const = e->lhs->is_const;
+		if (const_int(e->lhs, &v)) {
+			if (v == INT64_MIN)
+				return fold_overflow(s, e);
+			e->ival = -v;
+			e->is_const = true;
+		}
 		return 0;
 	case EXPR_BINARY:
 		return check_binary(s, e);
@@ -998,6 +1219,13 @@ static int check_expr(struct sema *s, struct expr *e)
 		if (e->rhs->kind != EXPR_STR) {
 			diag_error(s->dl, DIAG_E_LIKE_TYPE, e->rhs->loc,
 				   "the pattern of `like` must be a string constant");
+			return -EINVAL;
+		}
+		if (strlen(e->rhs->sval) > MAX_LIKE) {
+			/* the kernel's matcher keeps one bit per pattern byte in a u64 */
+			diag_error(s->dl, DIAG_E_CONST_RANGE, e->rhs->loc,
+				   "a `like` pattern is at most %d bytes; this one has %zu",
+				   MAX_LIKE, strlen(e->rhs->sval));
 			return -EINVAL;
 		}
 		e->ty = ty_bool;
@@ -1133,6 +1361,93 @@ static int check_on(struct sema *s)
 	return rc;
 }
 
+/* Whether select item it names group key g (so that key is not a column of its own). */
+static bool item_names_key(const struct ast_query *q, const struct select_item *it, int g)
+{
+	const struct expr *e = it->e;
+
+	return (e->kind == EXPR_NAME && e->bi == BI_ALIAS && -1 - e->aux == g) ||
+	       expr_equal(e, q->groups[g].e);
+}
+
+/* Whether group key g is a column of the result that no select item names (plan.c puts
+ * those first: `group by comm select count()` shows comm). */
+static bool key_is_extra_column(const struct ast_query *q, int g)
+{
+	for (int i = 0; i < q->nitems; i++)
+		if (item_names_key(q, &q->items[i], g))
+			return false;
+	return true;
+}
+
+/* Two names the same as output columns (names are cut to COLUMN_NAME_MAX bytes). */
+static bool same_name(const char *a, const char *b)
+{
+	return a && b && strncmp(a, b, COLUMN_NAME_MAX) == 0;
+}
+
+/*
+ * The names of the result's columns are unique: they are the members of a JSON row.  The
+ * columns are the select items and, in an aggregating select, the group keys no item names.
+ * Group keys are unique among themselves too.  A stream row's JSON object has a member
+ * "type" of its own, so no stream column may take that name.
+ */
+static int check_names(struct sema *s)
+{
+	struct ast_query *q = s->q;
+
+	for (int i = 0; i < q->ngroups && q->aggregating; i++)
+		for (int j = 0; j < i; j++)
+			if (same_name(q->groups[i].name, q->groups[j].name)) {
+				struct src_loc loc = q->groups[i].alias ? q->groups[i].alias_loc :
+									  q->groups[i].e->loc;
+
+				diag_fix(diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+						    "two group keys named '%s'", q->groups[i].name),
+					 "group by each value once, or name one with `as NAME`");
+				return -EINVAL;
+			}
+	for (int i = 0; i < q->nitems; i++) {
+		const struct select_item *it = &q->items[i];
+		struct src_loc loc = it->alias ? it->alias_loc : it->e->loc;
+
+		for (int j = 0; j < i; j++)
+			if (same_name(it->name, q->items[j].name)) {
+				struct diag *d;
+
+				if (strcmp(it->name, q->items[j].name) == 0)
+					d = diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+						       "two columns named '%s'", it->name);
+				else
+					d = diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+						       "two columns whose names agree in their "
+						       "first %d bytes, all a column name keeps",
+						       COLUMN_NAME_MAX);
+				diag_fix(d, "name one of them with `as NAME`");
+				return -EINVAL;
+			}
+		for (int g = 0; g < q->ngroups && q->aggregating; g++)
+			if (same_name(it->name, q->groups[g].name) && key_is_extra_column(q, g)) {
+				diag_fix(
+					diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+						   "the group key '%s' is a column of the result "
+						   "already",
+						   it->name),
+					"name this column otherwise, or the key with `group by ... "
+					"as NAME`");
+				return -EINVAL;
+			}
+		if (!q->aggregating && same_name(it->name, "type")) {
+			diag_fix(diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
+					    "a stream column cannot be named 'type': each JSON row "
+					    "has a member \"type\" already"),
+				 "name it otherwise with `as NAME`");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int check_select(struct sema *s)
 {
 	struct ast_query *q = s->q;
@@ -1166,31 +1481,22 @@ static int check_select(struct sema *s)
 		if (contains_agg(it->e))
 			q->aggregating = true;
 		it->name = it->alias ? it->alias : derived_name(s, it->e);
+		if (it->e->ty.kind == TY_FLOAT) {
+			diag_fix(diag_error(s->dl, DIAG_E_CONST_RANGE, it->e->loc,
+					    "a fraction is not a value a column can hold"),
+				 "fractions are quantile levels only: quantile(e, 0.95)");
+			rc = -EINVAL;
+		}
+	}
+	for (int i = 0; i < q->ngroups; i++) {
+		struct group_key *g = &q->groups[i];
+
+		g->name = g->alias ? g->alias : derived_name(s, g->e);
 	}
 	if (rc)
 		return rc;
-
-	/* names of result columns: unique */
-	for (int i = 0; i < q->nitems; i++)
-		for (int j = 0; j < i; j++)
-			if (q->items[i].name && q->items[j].name &&
-			    strcmp(q->items[i].name, q->items[j].name) == 0) {
-				struct src_loc loc = q->items[i].alias ? q->items[i].alias_loc :
-									 q->items[i].e->loc;
-
-				diag_fix(diag_error(s->dl, DIAG_E_ALIAS_DUP, loc,
-						    "two columns named '%s'", q->items[i].name),
-					 "name one of them with `as NAME`");
-				return -EINVAL;
-			}
-	for (int i = 0; i < q->ngroups; i++)
-		for (int j = 0; j < i; j++)
-			if (q->groups[i].alias && q->groups[j].alias &&
-			    strcmp(q->groups[i].alias, q->groups[j].alias) == 0) {
-				diag_error(s->dl, DIAG_E_ALIAS_DUP, q->groups[i].alias_loc,
-					   "two group keys named '%s'", q->groups[i].alias);
-				return -EINVAL;
-			}
+	if (check_names(s) != 0)
+		return -EINVAL;
 
 	if (!q->aggregating) {
 		if (q->ngroups) {
@@ -1226,6 +1532,14 @@ static int check_select(struct sema *s)
 			is_key = true;
 		for (int g = 0; g < q->ngroups && !is_key; g++)
 			is_key = expr_equal(it->e, q->groups[g].e);
+		if (!is_key && it->e->is_const) {
+			diag_fix(diag_error(s->dl, DIAG_E_AGG_UNGROUPED, it->e->loc,
+					    "a constant column is not supported in a select with "
+					    "aggregates"),
+				 "drop it: each column here is an aggregate or a group key "
+				 "(constant columns work in a select without aggregates)");
+			return -EINVAL;
+		}
 		if (!is_key) {
 			struct diag *d = diag_error(s->dl, DIAG_E_AGG_UNGROUPED, it->e->loc,
 						    "'%s' is neither an aggregate nor a group key",

@@ -403,6 +403,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		if (res.plan->aggregating && t >= next_tick) {
 			bool close_window = t >= next_window;
+			uint64_t index;
 
 			rc = agent_query_window(r.q, win, &st);
 			if (rc < 0)
@@ -417,8 +418,11 @@ int cmd_run(int argc, char **argv)
 				acc.end_ns = now_ns();
 				print_window(&r, win, &acc);
 				agent_table_clear(win);
+				/* the window's ordinal, not the kernel's flip count: with
+				 * `every` above the 1 s tick, several flips make one window */
+				index = acc.index + 1;
 				memset(&acc, 0, sizeof(acc));
-				acc.index = st.index + 1;
+				acc.index = index;
 				acc.start_ns = now_ns();
 				next_window += res.plan->every_ns;
 			}
