@@ -189,8 +189,7 @@ static void stream_summary(struct run *r, const struct agent_window_stats *acc)
 		if (acc->drops[i])
 			fprintf(stderr, "weft: %s: %llu %s (%s)\n",
 				WEFT_DROP_IS_LOSS(i) ? "lost" : "notes",
-				(unsigned long long)acc->drops[i],
-				WEFT_DROP_IS_LOSS(i) ? "rows" : "values", names[i]);
+				(unsigned long long)acc->drops[i], agent_drop_what(i), names[i]);
 	if (acc->misses)
 		fprintf(stderr, "weft: lost: %llu events (bpf_recursion_miss)\n",
 			(unsigned long long)acc->misses);
