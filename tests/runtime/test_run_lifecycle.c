@@ -13,6 +13,14 @@
  *  - SIGINT (Ctrl-C) prints the final window and exits 0: its count is exactly the workload's
  *    N calls, made and finished before the signal.
  *  - `-p PID` exits 0 by itself after PID exits, with the final window (exact count).
+ *  - Closed output: when the reader of weft's stdout pipe goes away, weft exits by itself with
+ *    WEFT_EXIT_PIPE (141) and leaves nothing behind (the same bpftool checks), both while
+ *    stream rows flow and when a window query has written nothing yet.
+ *  - The -c command: gone after weft's SIGKILL (PR_SET_PDEATHSIG); after weft's SIGTERM, a
+ *    command that ignores SIGTERM and its own child are gone and weft exits 0 with its
+ *    final window.  The commands write their pids to a file; "gone" is no such process or a
+ *    zombie.
+ * Deadlines only catch hangs; nothing here asserts elapsed time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
