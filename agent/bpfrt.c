@@ -43,6 +43,7 @@ struct bpfrt {
 	struct bpf_object *obj;
 	unsigned int ncpu;
 	unsigned int epoch;
+	bool live; /* weft_ctl.live as last written */
 	bool idle_valid; /* the last flip's grace period completed */
 	uint64_t windows;
 
@@ -231,6 +232,7 @@ static int ctl_setup(struct bpfrt *rt)
 		return -EPROTO;
 	}
 	rt->epoch = cur.epoch & 1;
+	rt->live = cur.live != 0;
 	/* mmap when the map allows it (libbpf makes .data maps mmapable); else use the syscall */
 	rt->ctl_len = page;
 	p = mmap(NULL, rt->ctl_len, PROT_READ | PROT_WRITE, MAP_SHARED, rt->ctl_fd, 0);
@@ -343,16 +345,27 @@ static int map_clear(int fd, uint32_t key_size)
 	return 0;
 }
 
-static int ctl_write_epoch(struct bpfrt *rt, unsigned int epoch)
+/* Writes weft_ctl: epoch and live, one word at a time through the mapping if there is one. */
+static int ctl_write(struct bpfrt *rt, unsigned int epoch, bool live)
 {
-	struct weft_ctl v = { .epoch = epoch, .abi = WEFT_ABI_VERSION };
+	struct weft_ctl v = { .epoch = epoch, .abi = WEFT_ABI_VERSION, .live = live };
 	uint32_t zero = 0;
 
 	if (rt->ctl) {
 		__atomic_store_n(&rt->ctl->epoch, epoch, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&rt->ctl->live, (uint32_t)live, __ATOMIC_SEQ_CST);
 		return 0;
 	}
 	return bpf_map_update_elem(rt->ctl_fd, &zero, &v, BPF_ANY) ? -errno : 0;
+}
+
+int bpfrt_live_set(struct bpfrt *rt, bool live)
+{
+	int err = ctl_write(rt, rt->epoch, live);
+
+	if (!err)
+		rt->live = live;
+	return err;
 }
 
 int bpfrt_window_flip(struct bpfrt *rt)
@@ -364,7 +377,7 @@ int bpfrt_window_flip(struct bpfrt *rt)
 	/* the new epoch's stacks belonged to the window read after the previous flip */
 	if (rt->stacks_fd[next] >= 0)
 		map_clear(rt->stacks_fd[next], sizeof(uint32_t));
-	err = ctl_write_epoch(rt, next);
+	err = ctl_write(rt, next, rt->live);
 	if (err)
 		return err;
 	rt->epoch = next;

@@ -11,12 +11,14 @@
  *   bpfrt_map_resize(), bpfrt_rodata_set()     before load: sizes and constants
  *   bpf_object__load(), attach
  *   rt = bpfrt_open(obj)
+ *   bpfrt_live_set(rt, true)                   once all is attached: spans start
  *   loop: bpfrt_window_flip(rt);               epoch e -> e^1, then an RCU grace period
  *         bpfrt_agg_drain(rt, map, fn, ctx)    for every aggregation map: idle half read+cleared
  *         bpfrt_drops_read(rt, counts)         idle half's drop counters, read+cleared
  *         bpfrt_span_sweep(rt, map, max_age)   now and then
  *   bpfrt_stream_poll(rt, timeout)             whenever (another thread may poll)
- *   detach; two last flips with drains collect everything; bpfrt_close(rt).
+ *   bpfrt_live_set(rt, false); detach; two last flips with drains collect everything;
+ *   bpfrt_close(rt).
  *
  * The window protocol and why no event is lost or counted twice: docs/runtime.md.  What must
  * hold for the caller: after bpfrt_window_flip() returns, drain every aggregation map and the
@@ -28,6 +30,7 @@
 #ifndef WEFT_AGENT_BPFRT_H
 #define WEFT_AGENT_BPFRT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <bpf/libbpf.h>
@@ -72,6 +75,12 @@ unsigned int bpfrt_epoch(const struct bpfrt *rt);
  * a later flip succeeds.
  */
 int bpfrt_window_flip(struct bpfrt *rt);
+
+/*
+ * Set weft_ctl.live: 1 once every probe of the query is attached, 0 before the first detach.
+ * Span programs do nothing while it is 0 (kernel/weft_abi.h).  Objects start with 0.
+ */
+int bpfrt_live_set(struct bpfrt *rt, bool live);
 
 /* Windows flipped so far. */
 uint64_t bpfrt_windows(const struct bpfrt *rt);

@@ -330,14 +330,19 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			goto fail;
 		}
 	}
-	/* Span ends first, then starts: no start is recorded before its end can fire (a start
-	 * without an end would linger until a later start replaced it). */
+	/*
+	 * Starts (and plain probes) first, then span ends; the span programs stay quiet until
+	 * weft_ctl.live is set below, once every probe is attached.  So no span can begin
+	 * while its end cannot fire (its start would linger until a later one replaced it, a
+	 * loss) and no end fires for a call whose start probe was not yet there, except for the
+	 * calls in flight at that one instant: at most one per thread (or per `on` key).
+	 */
 	for (int k = 0; k < 2 * p->nattach; k++) {
 		const struct plan_attach *a = &p->attach[k % p->nattach];
 		struct bpf_program *prog;
 		struct probe_err perr = { 0 };
 
-		if (a->is_end != (k < p->nattach))
+		if (a->is_end != (k >= p->nattach))
 			continue;
 
 		if (a->prog < 0 || a->prog >= p->nprogs) {
@@ -362,6 +367,11 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			}
 			goto fail;
 		}
+	}
+	rc = bpfrt_live_set(q->rt, true);
+	if (rc) {
+		set_err(err, "cannot start the query's spans: %s", strerror(-rc));
+		goto fail;
 	}
 	q->window_start = mono_ns();
 	*out = q;
@@ -441,10 +451,17 @@ void agent_query_stop(struct agent_query *q)
 {
 	if (!q || q->stopped)
 		return;
-	/* Starts before ends: no new span begins while the ends of those in flight can still
-	 * fire and match. */
-	probe_links_destroy(&q->links);
+	/*
+	 * Spans stop at one instant (weft_ctl.live = 0): a span in flight then is not counted
+	 * (it had not ended while the query ran) and no end is noted for a call that starts
+	 * later.  Then ends before starts, in the reverse of the attach order: should the flag
+	 * not be written, a start left without its end is never counted, whereas an end left
+	 * without its start would be noted.
+	 */
+	if (q->rt)
+		bpfrt_live_set(q->rt, false);
 	probe_links_destroy(&q->end_links);
+	probe_links_destroy(&q->links);
 	q->stopped = true;
 }
 

@@ -1124,12 +1124,22 @@ static void sb_kv(struct sbuf *b, enum render r, const struct kv *v, bool json)
 
 static const char *const drop_names[WEFT_DROP_NR] = WEFT_DROP_NAMES;
 static const char *const drop_units[WEFT_DROP_NR] = {
-	[WEFT_DROP_MAP_FULL] = "events",	   [WEFT_DROP_RINGBUF_FULL] = "rows",
-	[WEFT_DROP_SPAN_FULL] = "span starts",	   [WEFT_DROP_SPAN_EVICTED] = "span starts",
-	[WEFT_DROP_SPAN_REPLACED] = "span starts", [WEFT_DROP_STACK] = "stacks",
-	[WEFT_DROP_STR_FAULT] = "strings",	   [WEFT_DROP_STR_TRUNC] = "strings",
-	[WEFT_DROP_SPAN_NO_START] = "span ends",
+	[WEFT_DROP_MAP_FULL] = "events",
+	[WEFT_DROP_RINGBUF_FULL] = "rows",
+	[WEFT_DROP_SPAN_FULL] = "span starts",
+	[WEFT_DROP_SPAN_EVICTED] = "span starts",
+	[WEFT_DROP_SPAN_REPLACED] = "span starts",
+	[WEFT_DROP_STACK] = "stacks",
+	[WEFT_DROP_STR_FAULT] = "strings",
+	[WEFT_DROP_STR_TRUNC] = "strings",
+	[WEFT_DROP_SPAN_NO_START] =
+		"span ends whose call began before attach or whose start was lost",
 };
+
+const char *agent_drop_what(unsigned int reason)
+{
+	return reason < WEFT_DROP_NR ? drop_units[reason] : "events";
+}
 
 static void sb_json_window(struct sbuf *b, const struct agent_table *t,
 			   const struct agent_window_stats *st, const struct prow *rows,

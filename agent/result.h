@@ -84,6 +84,9 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 /* The header line of a text stream (column names); nothing for JSON. */
 void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
 
+/* What a count of drop reason `reason` (enum weft_drop) counts, in words ("span starts"). */
+const char *agent_drop_what(unsigned int reason);
+
 /*
  * The wire form of a table (aggregator/weft.proto's Group): one Group per group, its
  * canonical key, and one agg_state_encode()d state per aggregate in plan order (quantiles

@@ -8,8 +8,8 @@
  * per-CPU scratch struct that holds everything too large for the 512-byte BPF stack
  * (the key being built, strings, saved span values).  Then one function per program:
  *
- *   read the epoch once; -p filter; scratch;
- *   [span end: match the start, or return]
+ *   read the epoch once; -p filter; [span: return unless the query is live]; scratch;
+ *   [span end: end-evaluable conjuncts of the predicate; match the start, or return]
  *   strings the predicate needs; predicate; other strings;
  *   aggregate: key -> value of this group in this epoch -> one update per aggregate
  *   stream:    reserve a record -> fill -> submit
@@ -17,8 +17,12 @@
  *
  * Spans: an expression that mentions no end-side value (duration, retval, stacks) is
  * "start-side".  The start program computes every maximal start-side subexpression the
- * end needs and saves it in the span entry; the end program reads it back.  A predicate
- * that is wholly start-side runs at the start, so filtered events cost no span entry.
+ * end needs and saves it in the span entry; the end program reads it back.  The predicate
+ * is split into its `and`ed conjuncts: the start-side ones run at the start, so filtered
+ * events cost no span entry, and the others at the end after the match.  A start-side
+ * conjunct that has the same value at the end (pid, tid, constants: end_evaluable()) runs at
+ * the end before the match too, so the ends of filtered calls cost no lookup and are not
+ * noted as ends without a start.
  *
  * Must never: emit an unbounded loop, a signed division (BPF has none before ISA v4), a map
  * value access without a NULL check, or C whose behaviour is undefined (a division by zero,
@@ -166,9 +170,106 @@ static void plan_saves(struct cg *c, int s, const struct expr *e)
 		plan_saves(c, s, e->args[i]);
 }
 
-static bool where_at_start(const struct cg *c)
+#define MAX_CONJUNCTS 64
+
+static int conjuncts_add(const struct expr *e, const struct expr **out, int n)
 {
-	return c->q->where && !mentions_end(c->q->where);
+	if (e->kind == EXPR_BINARY && e->op == OP_AND) {
+		n = conjuncts_add(e->lhs, out, n);
+		return conjuncts_add(e->rhs, out, n);
+	}
+	if (n < MAX_CONJUNCTS)
+		out[n] = e;
+	return n + 1;
+}
+
+/*
+ * The conjuncts of the predicate (`a and b and c` -> a, b, c), each a condition every counted
+ * event passes (a predicate of more than MAX_CONJUNCTS is taken whole).  Spans filter by
+ * conjuncts where they can: the start-side ones at the start (a filtered start costs no span
+ * entry), those that mention end-side values at the end after the match, and the end-evaluable
+ * ones at the end before the match as well (an end no start can match costs no lookup).
+ */
+static int where_conjuncts(const struct expr *where, const struct expr *out[MAX_CONJUNCTS])
+{
+	int n;
+
+	if (!where)
+		return 0;
+	n = conjuncts_add(where, out, 0);
+	if (n > MAX_CONJUNCTS) {
+		out[0] = where;
+		n = 1;
+	}
+	return n;
+}
+
+/*
+ * Whether e has the same value at a span's end as at its start, so the end can evaluate it
+ * before looking the start up: integer constants, and (for spans keyed by thread, whose two
+ * halves run on the same thread) pid and tid, combined by operators and log2/bucket.  Not uid,
+ * comm, cgroup or cpu (a call may change them), nor probe arguments, fields or `probe` (the
+ * end probe has its own); no strings, so that it needs no scratch space.
+ */
+static bool end_evaluable(const struct source *src, const struct expr *e)
+{
+	if (!e)
+		return true;
+	switch (e->kind) {
+	case EXPR_INT:
+	case EXPR_FLOAT:
+		return true;
+	case EXPR_NAME:
+		return !src->on && (e->bi == BI_PID || e->bi == BI_TID);
+	case EXPR_CALL:
+		if (e->fn != FN_LOG2 && e->fn != FN_BUCKET)
+			return false;
+		break;
+	case EXPR_UNARY:
+	case EXPR_BINARY:
+	case EXPR_IN:
+		break;
+	default:
+		return false;
+	}
+	if (!end_evaluable(src, e->lhs) || !end_evaluable(src, e->rhs))
+		return false;
+	for (int i = 0; i < e->nargs; i++)
+		if (!end_evaluable(src, e->args[i]))
+			return false;
+	return true;
+}
+
+/* Which conjuncts a span program checks, and where (above). */
+enum where_part { WHERE_START, WHERE_END_BEFORE_MATCH, WHERE_END_AFTER_MATCH };
+
+static bool where_part_has(const struct cg *c, enum where_part part, const struct expr *e)
+{
+	switch (part) {
+	case WHERE_START:
+		return !mentions_end(e);
+	case WHERE_END_BEFORE_MATCH:
+		return !mentions_end(e) && end_evaluable(c->src, e);
+	default:
+		return mentions_end(e);
+	}
+}
+
+/*
+ * Whether a span end that finds no start is noted (span_end_without_start): not when a
+ * start-side conjunct the end cannot evaluate filters starts, for then most such ends are of
+ * calls the predicate filtered out, not of calls begun before the query went live or whose
+ * start was lost (counted as a loss in any case).
+ */
+static bool span_notes_no_start(const struct cg *c)
+{
+	const struct expr *conj[MAX_CONJUNCTS];
+	int n = where_conjuncts(c->q->where, conj);
+
+	for (int i = 0; i < n; i++)
+		if (!mentions_end(conj[i]) && !end_evaluable(c->src, conj[i]))
+			return false;
+	return true;
 }
 
 static void plan_span_saves(struct cg *c)
@@ -178,8 +279,16 @@ static void plan_span_saves(struct cg *c)
 	for (int s = 0; s < q->nsources; s++) {
 		if (!q->sources[s].is_span)
 			continue;
-		if (q->where && mentions_end(q->where))
-			plan_saves(c, s, q->where);
+		if (q->where && mentions_end(q->where)) {
+			/* the end evaluates only the conjuncts that mention end-side values: the
+			 * others were checked at the start */
+			const struct expr *conj[MAX_CONJUNCTS];
+			int n = where_conjuncts(q->where, conj);
+
+			for (int i = 0; i < n; i++)
+				if (mentions_end(conj[i]))
+					plan_saves(c, s, conj[i]);
+		}
 		if (c->p->aggregating) {
 			for (int k = 0; k < c->p->nkeys; k++)
 				if (c->p->keys[k].kernel)
@@ -855,6 +964,27 @@ static void emit_span_key(struct cg *c)
 	}
 }
 
+/* `if (!(C)) return 0;` for each conjunct C of the predicate that `part` of a span checks. */
+static void emit_where_part(struct cg *c, enum where_part part)
+{
+	const struct expr *conj[MAX_CONJUNCTS];
+	int n = where_conjuncts(c->q->where, conj);
+	bool saved_end = c->span_end;
+
+	/* before the match there are no saved values: evaluate natively */
+	if (part == WHERE_END_BEFORE_MATCH)
+		c->span_end = false;
+	for (int i = 0; i < n; i++) {
+		if (!where_part_has(c, part, conj[i]))
+			continue;
+		temps_for(c, conj[i]);
+		emit(c, "\tif (!(");
+		emit_expr(c, conj[i]);
+		emit(c, "))\n\t\treturn 0;\n");
+	}
+	c->span_end = saved_end;
+}
+
 static void emit_prog(struct cg *c, const struct plan_prog *pr)
 {
 	const struct plan_attach *a = &c->p->attach[pr->first_attach];
@@ -885,26 +1015,24 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	if (c->span_end)
 		emit(c, "\t__s64 span_d;\n");
 	emit(c, "\n\tif (!weft_pid_ok())\n\t\treturn 0;\n");
+	/* both halves of a span wait until every probe of the query is attached (the agent
+	 * sets weft_ctl.live), and stop together when it begins to detach */
+	if (src->is_span)
+		emit(c, "\tif (!weft_live())\n\t\treturn 0;\n");
+	/* needs no scratch (no strings): a filtered end costs no map lookup at all */
+	if (c->span_end)
+		emit_where_part(c, WHERE_END_BEFORE_MATCH);
 	emit(c, "\tsc = bpf_map_lookup_elem(&weft_scratch, &zero);\n\tif (!sc)\n\t\treturn 0;\n");
 
 	if (c->span_end) {
 		emit_span_key(c);
-		emit(c, "\tspan_d = WEFT_SPAN_END(&weft_span%d, e, span_key, &sc->span);\n", s);
+		emit(c, "\tspan_d = WEFT_SPAN_MATCH(&weft_span%d, e, span_key, &sc->span, %d);\n",
+		     s, span_notes_no_start(c));
 		emit(c, "\tif (span_d < 0)\n\t\treturn 0;\n");
-		if (c->q->where && !where_at_start(c)) {
-			temps_for(c, c->q->where);
-			emit(c, "\tif (!(");
-			emit_expr(c, c->q->where);
-			emit(c, "))\n\t\treturn 0;\n");
-		}
+		emit_where_part(c, WHERE_END_AFTER_MATCH);
 		emit_sink(c);
 	} else if (c->span_start) {
-		if (c->q->where && where_at_start(c)) {
-			temps_for(c, c->q->where);
-			emit(c, "\tif (!(");
-			emit_expr(c, c->q->where);
-			emit(c, "))\n\t\treturn 0;\n");
-		}
+		emit_where_part(c, WHERE_START);
 		for (int i = 0; i < c->nsaves[s]; i++) {
 			const struct saved *sv = &c->saves[s][i];
 

@@ -54,7 +54,7 @@ char _weft_license[] SEC("license") = "GPL";
  * Alone in its own section so the agent can rewrite the whole section (it holds nothing else)
  * and find it by name.  Only the agent writes it; programs read it once per event.
  */
-struct weft_ctl weft_ctl SEC(".data.weft") = { .epoch = 0, .abi = WEFT_ABI_VERSION };
+struct weft_ctl weft_ctl SEC(".data.weft") = { .epoch = 0, .abi = WEFT_ABI_VERSION, .live = 0 };
 
 /*
  * weft_sync is never read by programs: the agent updates its one slot after writing a new
@@ -80,6 +80,15 @@ struct {
 WEFT_INLINE __u32 weft_epoch(void)
 {
 	return *(volatile __u32 *)&weft_ctl.epoch & 1;
+}
+
+/*
+ * Whether the query is live: every probe attached, none detached yet.  Span programs return
+ * at once while it is 0 (see struct weft_ctl).
+ */
+WEFT_INLINE __u32 weft_live(void)
+{
+	return *(volatile __u32 *)&weft_ctl.live;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -274,17 +283,21 @@ WEFT_INLINE int weft_span_begin(void *map, __u32 e, __u64 key, void *val)
 
 /*
  * Match a span end: copies the start's value into *out (the span table's V), removes it, and
- * evaluates to the duration in ns, or to -1 when there is no start (counted as
- * WEFT_DROP_SPAN_NO_START) or the agent's sweep evicted it first.  Exactly one of "matched
- * here" and "evicted by the sweep" happens to a start: whoever deletes it owns it.
+ * evaluates to the duration in ns, or to -1 when there is no start or the agent's sweep
+ * evicted it first.  Exactly one of "matched here" and "evicted by the sweep" happens to a
+ * start: whoever deletes it owns it.  An end without a start is counted as
+ * WEFT_DROP_SPAN_NO_START when `note` (a constant) is true; the code generator passes false
+ * when the query's predicate filters starts in a way the end cannot check, since such ends
+ * are then mostly of filtered calls.
  */
-#define WEFT_SPAN_END(map, e, key, out)                                                \
+#define WEFT_SPAN_MATCH(map, e, key, out, note)                                        \
 	({                                                                             \
 		__s64 __d = -1;                                                        \
 		__u64 __k = (key);                                                     \
 		__typeof__(out) __v = bpf_map_lookup_elem((map), &__k);                \
 		if (!__v) {                                                            \
-			weft_drop((e), WEFT_DROP_SPAN_NO_START);                       \
+			if (note)                                                      \
+				weft_drop((e), WEFT_DROP_SPAN_NO_START);               \
 		} else {                                                               \
 			*(out) = *__v;                                                 \
 			if (bpf_map_delete_elem((map), &__k) == 0)                     \
@@ -292,6 +305,9 @@ WEFT_INLINE int weft_span_begin(void *map, __u32 e, __u64 key, void *val)
 		}                                                                      \
 		__d;                                                                   \
 	})
+
+/* WEFT_SPAN_MATCH that notes every end without a start. */
+#define WEFT_SPAN_END(map, e, key, out) WEFT_SPAN_MATCH(map, e, key, out, 1)
 
 /* ---------------------------------------------------------------------------------------- */
 /* Built-in fields                                                                           */

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define WEFT_ABI_VERSION 1
+#define WEFT_ABI_VERSION 2
 
 /*
  * Map and section names the agent looks up (docs/runtime.md, "Map layouts").  An aggregation
@@ -31,11 +31,15 @@
 /*
  * The epoch control word, the only variable of section WEFT_CTL_SEC.  Programs read `epoch`
  * once per event and update only that half of every double-buffered map; the agent alone
- * writes it (see the window protocol in docs/runtime.md).
+ * writes it (see the window protocol in docs/runtime.md).  `live` is 0 until the agent has
+ * attached every probe of the query and again from when it begins to detach them: the two
+ * programs of a span do nothing while it is 0, so that spans start and stop together whatever
+ * order their probes attach and detach in (docs/runtime.md, "Spans at attach and detach").
  */
 struct weft_ctl {
 	__u32 epoch; /* 0 or 1 */
 	__u32 abi; /* WEFT_ABI_VERSION, as compiled into the object */
+	__u32 live; /* 1 while every probe of the query is attached */
 };
 
 /*
@@ -55,7 +59,8 @@ enum weft_drop {
 	WEFT_DROP_STACK = 5, /* a stack could not be recorded: its id is -1 */
 	WEFT_DROP_STR_FAULT = 6, /* a string read faulted: the value is "" */
 	WEFT_DROP_STR_TRUNC = 7, /* a string filled its buffer: it may be truncated */
-	WEFT_DROP_SPAN_NO_START = 8, /* a span end without a start (began before attach) */
+	WEFT_DROP_SPAN_NO_START = 8, /* a span end without a start: began before the query went
+				      * live, or its start was lost (counted as such) */
 	WEFT_DROP_NR = 9,
 };
 

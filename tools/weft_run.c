@@ -2,8 +2,15 @@
 /*
  * `weft run`: the one-host experience.  Compiles the query (or takes it from the compile
  * cache), loads and attaches it through the agent library, prints each window (or each
- * stream row) as it comes, and on Ctrl-C, `for` expiring, or the traced process exiting,
- * detaches everything and prints the last window.
+ * stream row) as it comes, and on Ctrl-C (SIGINT, SIGTERM, SIGHUP), `for` expiring, or the
+ * traced process exiting, detaches everything and prints the last window.  When its standard
+ * output is closed (the reader of a pipe went away), it detaches and exits at once with
+ * WEFT_EXIT_PIPE.
+ *
+ * The -c command: runs in its own process group, dies with weft (PR_SET_PDEATHSIG, also when
+ * weft is SIGKILLed), and never keeps weft waiting after a signal: the signal is passed on to
+ * its group, which gets SIGKILL CHILD_GRACE_MS later if it is still there.  When the query
+ * ends by itself (`for`, `limit`), weft waits for the command to exit; a signal ends it.
  *
  * Windows: the kernel's maps are flipped at least once a second even when `every` is
  * longer (or absent), and the parts are merged in user space: per-CPU counters stay far
@@ -17,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +39,7 @@
 #include "tools/weft.h"
 
 #define TICK_MAX_NS 1000000000ULL
+#define CHILD_GRACE_MS 500 /* from a signal passed on to the -c command to its SIGKILL */
 
 static const char run_help[] =
 	"Usage: weft run [OPTIONS] 'QUERY'\n"
@@ -56,9 +66,15 @@ static const char run_help[] =
 	"  -v, --verbose         show the compile cache, libbpf and verifier detail\n"
 	"  -h, --help            this text\n"
 	"\n"
-	"Exit status: 0 success, 1 failure while loading or tracing (e.g. the verifier\n"
-	"rejected a program: its generated line is shown), 2 bad command line, 3 the query has\n"
-	"errors.\n";
+	"SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run: the probes are detached and the\n"
+	"last window is printed.  The -c command runs in its own process group and dies with\n"
+	"weft: a signal is passed on to its group, which is killed (SIGKILL) half a second\n"
+	"later if still there; when `for` or `limit` ends the query, weft waits for it.\n"
+	"\n"
+	"Exit status: 0 success (also when ended by a signal), 1 failure while loading or\n"
+	"tracing (e.g. the verifier rejected a program: its generated line is shown), 2 bad\n"
+	"command line, 3 the query has errors, 141 standard output was closed (e.g. the reader\n"
+	"of `weft run ... | head` exited): the probes were detached, the last window is lost.\n";
 
 struct run {
 	struct agent_query *q;
@@ -67,6 +83,15 @@ struct run {
 	uint64_t rows;
 	bool stop;
 	bool header_done;
+	bool out_pollable; /* stdout is a pipe or socket: poll tells when its reader is gone */
+	int out_err; /* errno of the first failed write of stdout (EPIPE: reader gone), or 0 */
+};
+
+/* The -c command: its pid is also its process group's id. */
+struct child {
+	pid_t pid; /* 0: none */
+	int pfd; /* its pidfd, or -1 */
+	uint64_t kill_at; /* once asked to end: when its group gets SIGKILL (ns), else 0 */
 };
 
 static uint64_t now_ns(void)
@@ -81,7 +106,7 @@ static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 {
 	struct run *r = ctx;
 
-	if (r->stop)
+	if (r->stop || r->out_err)
 		return 0;
 	if (!r->header_done) {
 		agent_row_header(p, r->fmt, stdout);
@@ -101,7 +126,7 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 {
 	wordexp_t we;
 	int fds[2], rc;
-	pid_t pid;
+	pid_t pid, parent;
 
 	rc = wordexp(cmd, &we, WRDE_NOCMD | WRDE_UNDEF);
 	if (rc != 0 || we.we_wordc == 0) {
@@ -119,10 +144,21 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 		wordfree(&we);
 		return -1;
 	}
+	parent = getpid();
 	pid = fork();
 	if (pid == 0) {
+		sigset_t none;
 		char b;
 
+		/* its own group, so that weft can end all it started; and it dies with weft,
+		 * even by SIGKILL (weft may have died before the prctl: then getppid() changed) */
+		setpgid(0, 0);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(127);
+		/* weft's own signal settings are not the command's */
+		signal(SIGPIPE, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(fds[1]);
 		if (read(fds[0], &b, 1) != 1)
 			_exit(127); /* weft gave up: do not run untraced */
@@ -136,6 +172,7 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 		close(fds[1]);
 		return -1;
 	}
+	setpgid(pid, pid); /* as well, so the group exists whichever of the two runs first */
 	*go_fd = fds[1];
 	return pid;
 }
@@ -143,6 +180,106 @@ static pid_t spawn_held(const char *cmd, int *go_fd)
 static int pidfd_of(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Whether the command has exited, without reaping it (its pid keeps its group's id taken). */
+static bool child_exited(const struct child *ch)
+{
+	siginfo_t si = { 0 };
+
+	if (waitid(P_PID, (id_t)ch->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+		return errno == ECHILD;
+	return si.si_pid == ch->pid;
+}
+
+/* Up to ms milliseconds for the command to exit (its pidfd, or looking every 10 ms). */
+static void child_wait_ms(const struct child *ch, int ms)
+{
+	if (ch->pfd >= 0) {
+		struct pollfd p = { .fd = ch->pfd, .events = POLLIN };
+
+		poll(&p, 1, ms);
+		return;
+	}
+	for (; ms > 0 && !child_exited(ch); ms -= 10)
+		usleep(10000);
+}
+
+/* Passes sig on to the command's process group; SIGKILL follows CHILD_GRACE_MS later. */
+static void child_signal(struct child *ch, int sig)
+{
+	if (ch->pid <= 0 || ch->kill_at)
+		return;
+	kill(-ch->pid, sig);
+	ch->kill_at = now_ns() + CHILD_GRACE_MS * 1000000ULL;
+}
+
+/*
+ * The end of the command.  Asked to end (child_signal): it has until kill_at, then its group
+ * gets SIGKILL (its own children too, should it have exited first).  With wait (the query
+ * ended by itself), it may run on until it exits or a signal comes, which is passed on as
+ * above.  Without, a command still running is asked to end with SIGTERM.  Then it is reaped.
+ * Its pidfd stays open (the caller's).
+ */
+static void child_finish(struct child *ch, int sfd, bool wait)
+{
+	int ws;
+
+	if (ch->pid <= 0)
+		return;
+	if (wait && !ch->kill_at && !child_exited(ch)) {
+		fprintf(stderr,
+			"weft: the query has ended; waiting for the command (pid %d) to exit "
+			"(Ctrl-C ends it)\n",
+			(int)ch->pid);
+		while (!child_exited(ch)) {
+			struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN },
+						 { .fd = ch->pfd, .events = POLLIN } };
+			struct signalfd_siginfo si;
+
+			poll(fds, ch->pfd >= 0 ? 2 : 1, ch->pfd >= 0 ? -1 : 10);
+			if (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				child_signal(ch, (int)si.ssi_signo);
+				break;
+			}
+		}
+	}
+	if (!wait && !ch->kill_at && !child_exited(ch))
+		child_signal(ch, SIGTERM); /* weft ends for a reason of its own */
+	if (ch->kill_at) {
+		for (uint64_t t = now_ns(); t < ch->kill_at && !child_exited(ch); t = now_ns())
+			child_wait_ms(ch, (int)((ch->kill_at - t) / 1000000ULL) + 1);
+		kill(-ch->pid, SIGKILL);
+	}
+	while (waitpid(ch->pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	ch->pid = 0;
+}
+
+/*
+ * Whether standard output can still be written, and why not: flushes it, and for a pipe or
+ * socket asks poll() whether its reader is gone (POLLERR/POLLHUP on the writing end), which
+ * also tells a run that has not written anything yet.  Sets r->out_err once.
+ */
+static int out_check(struct run *r)
+{
+	int err = 0;
+
+	if (r->out_err)
+		return r->out_err;
+	errno = 0;
+	if (fflush(stdout) == EOF)
+		err = errno ? errno : EIO;
+	else if (ferror(stdout))
+		err = EIO;
+	if (r->out_pollable) {
+		struct pollfd p = { .fd = STDOUT_FILENO, .events = 0 };
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)))
+			err = EPIPE;
+	}
+	r->out_err = err;
+	return err;
 }
 
 /* A stream has no window to carry its losses and notes: they are reported on stderr when it
@@ -170,7 +307,7 @@ static void stream_summary(struct run *r, const struct agent_window_stats *acc)
 {
 	static const char *const names[] = WEFT_DROP_NAMES;
 
-	if (r->fmt == AGENT_FMT_JSON) {
+	if (r->fmt == AGENT_FMT_JSON && !r->out_err) {
 		printf("{\"type\":\"end\",\"rows\":%llu,\"lost\":{", (unsigned long long)r->rows);
 		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
 			if (WEFT_DROP_IS_LOSS(i))
@@ -189,8 +326,7 @@ static void stream_summary(struct run *r, const struct agent_window_stats *acc)
 		if (acc->drops[i])
 			fprintf(stderr, "weft: %s: %llu %s (%s)\n",
 				WEFT_DROP_IS_LOSS(i) ? "lost" : "notes",
-				(unsigned long long)acc->drops[i],
-				WEFT_DROP_IS_LOSS(i) ? "rows" : "values", names[i]);
+				(unsigned long long)acc->drops[i], agent_drop_what(i), names[i]);
 	if (acc->misses)
 		fprintf(stderr, "weft: lost: %llu events (bpf_recursion_miss)\n",
 			(unsigned long long)acc->misses);
@@ -219,8 +355,10 @@ static uint64_t parse_size(const char *s)
 
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
 {
+	if (r->out_err)
+		return;
 	agent_table_print(t, r->fmt, st, stdout);
-	fflush(stdout);
+	out_check(r);
 }
 
 int cmd_run(int argc, char **argv)
@@ -246,7 +384,10 @@ int cmd_run(int argc, char **argv)
 	struct diag_list dl;
 	const char *file = NULL, *cmd = NULL, *name;
 	int c, verbose = 0, rc, status = WEFT_EXIT_OK, go_fd = -1, sfd = -1, pfd = -1;
-	pid_t pid = 0, child = 0;
+	pid_t pid = 0;
+	struct child ch = { .pfd = -1 };
+	struct stat out_st;
+	bool ended_by_query = false; /* `for` or `limit`: the -c command may run on */
 	char *src;
 	sigset_t mask;
 	uint64_t start, tick, next_tick, next_window, end_at;
@@ -342,13 +483,17 @@ int cmd_run(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+	r.out_pollable = fstat(STDOUT_FILENO, &out_st) == 0 &&
+			 (S_ISFIFO(out_st.st_mode) || S_ISSOCK(out_st.st_mode));
+
 	if (cmd) {
-		child = spawn_held(cmd, &go_fd);
-		if (child < 0) {
+		ch.pid = spawn_held(cmd, &go_fd);
+		if (ch.pid < 0) {
+			ch.pid = 0;
 			status = WEFT_EXIT_USAGE;
 			goto out;
 		}
-		pid = child;
+		pid = ch.pid;
 	}
 	aopts.pid = pid;
 	aopts.verbose = verbose > 0;
@@ -369,6 +514,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (pid)
 		pfd = pidfd_of(pid);
+	ch.pfd = ch.pid ? pfd : -1;
 	fprintf(stderr, "weft: attached %d probe%s%s; %s\n", res.plan->nattach,
 		res.plan->nattach == 1 ? "" : "s", res.cache_hit ? " (compile cache)" : "",
 		res.plan->for_ns ? "running" : "Ctrl-C to stop");
@@ -395,12 +541,16 @@ int cmd_run(int argc, char **argv)
 	acc.start_ns = start;
 
 	while (!r.stop) {
-		struct pollfd fds[3];
+		struct pollfd fds[4];
 		int nfds = 0, timeout;
 		uint64_t t = now_ns(), wake = next_tick < end_at ? next_tick : end_at;
 
-		if (t >= end_at)
+		if (r.out_err)
 			break;
+		if (t >= end_at) {
+			ended_by_query = true;
+			break;
+		}
 		if (res.plan->aggregating && t >= next_tick) {
 			bool close_window = t >= next_window;
 			uint64_t index;
@@ -448,15 +598,26 @@ int cmd_run(int argc, char **argv)
 			fds[nfds].fd = pfd;
 			fds[nfds++].events = POLLIN;
 		}
+		if (r.out_pollable) { /* POLLERR (pipe) or POLLHUP (socket): the reader left */
+			fds[nfds].fd = STDOUT_FILENO;
+			fds[nfds++].events = 0;
+		}
 		if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
 			break;
-		if (!res.plan->aggregating)
+		if (!res.plan->aggregating) {
 			agent_query_poll(r.q, 0);
+			if (r.stop)
+				ended_by_query = true; /* limit */
+		}
+		if (out_check(&r))
+			break;
 		if (sfd >= 0) {
 			struct signalfd_siginfo si;
 
-			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				child_signal(&ch, (int)si.ssi_signo);
 				break;
+			}
 		}
 		if (pfd >= 0) {
 			struct pollfd one = { .fd = pfd, .events = POLLIN };
@@ -468,6 +629,15 @@ int cmd_run(int argc, char **argv)
 
 out_stop:
 	agent_query_stop(r.q);
+	if (r.out_err) {
+		/* nobody reads: end the command too, and say why weft stops */
+		child_signal(&ch, SIGTERM);
+		if (r.out_err == EPIPE)
+			fprintf(stderr, "weft: standard output was closed; probes detached\n");
+		else
+			fprintf(stderr, "weft: cannot write the output: %s; probes detached\n",
+				strerror(r.out_err));
+	}
 	if (res.plan->aggregating && win) {
 		/* the last partial window: everything up to the detach */
 		if (agent_query_window(r.q, win, &st) >= 0) {
@@ -480,23 +650,21 @@ out_stop:
 		print_window(&r, win, &acc);
 	} else if (!res.plan->aggregating) {
 		agent_query_poll(r.q, 0);
-		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0)
+		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0 && !r.out_err)
 			fprintf(stderr, "weft: no events\n");
 		stream_drops(&r, &acc, false);
 		stream_summary(&r, &acc);
 	}
+	if (out_check(&r) && status == WEFT_EXIT_OK)
+		status = r.out_err == EPIPE ? WEFT_EXIT_PIPE : WEFT_EXIT_FAIL;
 	agent_table_free(win);
 	agent_query_free(r.q);
 out:
 	if (go_fd >= 0)
 		close(go_fd);
-	if (child > 0) {
-		int ws;
-
-		if (status != WEFT_EXIT_OK)
-			kill(child, SIGKILL);
-		waitpid(child, &ws, 0);
-	}
+	if (status != WEFT_EXIT_OK && status != WEFT_EXIT_PIPE)
+		child_signal(&ch, SIGKILL); /* it may not even have started */
+	child_finish(&ch, sfd, ended_by_query);
 	if (sfd >= 0)
 		close(sfd);
 	if (pfd >= 0)

@@ -27,7 +27,11 @@ struct out {
 	int status;
 };
 
-/* Runs weft with argv, sends SIGINT after run_ms, collects stdout+stderr (bounded). */
+/*
+ * Runs weft with argv, sends SIGINT run_ms after it says it is attached (compiling may take
+ * seconds on a busy machine, and a SIGINT then would only end the compiler), collects
+ * stdout+stderr (bounded).
+ */
 static void run_weft(const char *const *args, int run_ms, struct out *o)
 {
 	const char *weft = getenv("WEFT_BIN");
@@ -35,7 +39,7 @@ static void run_weft(const char *const *args, int run_ms, struct out *o)
 	int fds[2], n = 0;
 	pid_t pid;
 	struct timespec t0, t;
-	bool sent = false;
+	bool sent = false, attached = false;
 
 	assert_non_null(weft);
 	argv[n++] = (char *)weft;
@@ -69,12 +73,17 @@ static void run_weft(const char *const *args, int run_ms, struct out *o)
 			o->len += r;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t);
+		o->buf[o->len] = 0;
+		if (!attached && strstr(o->buf, "weft: attached")) {
+			attached = true;
+			t0 = t;
+		}
 		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-		if (!sent && ms >= run_ms) {
+		if (!sent && attached && ms >= run_ms) {
 			kill(pid, SIGINT);
 			sent = true;
 		}
-		if (ms > run_ms + 20000) {
+		if (ms > run_ms + (attached ? 20000 : 120000)) {
 			kill(pid, SIGKILL);
 			break;
 		}

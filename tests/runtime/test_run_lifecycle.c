@@ -13,6 +13,14 @@
  *  - SIGINT (Ctrl-C) prints the final window and exits 0: its count is exactly the workload's
  *    N calls, made and finished before the signal.
  *  - `-p PID` exits 0 by itself after PID exits, with the final window (exact count).
+ *  - Closed output: when the reader of weft's stdout pipe goes away, weft exits by itself with
+ *    WEFT_EXIT_PIPE (141) and leaves nothing behind (the same bpftool checks), both while
+ *    stream rows flow and when a window query has written nothing yet.
+ *  - The -c command: gone after weft's SIGKILL (PR_SET_PDEATHSIG); after weft's SIGTERM, a
+ *    command that ignores SIGTERM and its own child are gone and weft exits 0 with its
+ *    final window.  The commands write their pids to a file; "gone" is no such process or a
+ *    zombie.
+ * Deadlines only catch hangs; nothing here asserts elapsed time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +28,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tools/weft.h"
 
 #define N_CALLS 100000
 #define MAX_IDS 64
@@ -144,11 +153,48 @@ static int uprobe_events_naming(const char *binary)
 	return -1;
 }
 
+/* What weft (pid) holds while it runs; the checks of held_gone() can fail on it. */
+static void held_alive(pid_t pid, const char *binary, struct held *alive)
+{
+	held_of(pid, NULL, binary, alive);
+	assert_true(alive->perf_events > 0);
+	assert_true(alive->progs.n > 0);
+	assert_true(alive->maps.n > 0);
+	assert_true(alive->links.n > 0);
+	assert_int_equal(maps_alive(&alive->maps), alive->maps.n);
+	if (binary) {
+		assert_true(alive->uprobe_seen);
+		assert_int_equal(uprobe_events_naming(binary), 0);
+	}
+}
+
+/* After weft (pid) is gone: none of what it held remains, within GONE_TIMEOUT_MS. */
+static void held_gone(pid_t pid, const char *binary, const struct held *alive)
+{
+	uint64_t end = wr_now_ms() + GONE_TIMEOUT_MS;
+	struct held after;
+
+	for (;;) {
+		size_t maps;
+
+		held_of(pid, &alive->progs, binary, &after);
+		maps = maps_alive(&alive->maps);
+		if (!after.perf_events && !after.progs.n && !after.links.n && !maps)
+			break;
+		if (wr_now_ms() >= end)
+			fail_msg("after weft ended: %zu perf events, %zu programs, %zu links, "
+				 "%zu maps of weft remain",
+				 after.perf_events, after.progs.n, after.links.n, maps);
+		wr_sleep_ms(100);
+	}
+	if (binary)
+		assert_int_equal(uprobe_events_naming(binary), 0);
+}
+
 static void kill_and_check_gone(const char *query, const char *binary)
 {
-	struct held alive, after;
+	struct held alive;
 	struct wr_proc p;
-	uint64_t end;
 	int rc;
 
 	assert_int_equal(wr_weft_start(&p, query, NULL), 0);
@@ -158,37 +204,11 @@ static void kill_and_check_gone(const char *query, const char *binary)
 	assert_int_equal(rc, 0);
 
 	/* alive: the checks below see what weft holds (so they can fail) */
-	held_of(p.pid, NULL, binary, &alive);
-	assert_true(alive.perf_events > 0);
-	assert_true(alive.progs.n > 0);
-	assert_true(alive.maps.n > 0);
-	assert_true(alive.links.n > 0);
-	assert_int_equal(maps_alive(&alive.maps), alive.maps.n);
-	if (binary) {
-		assert_true(alive.uprobe_seen);
-		assert_int_equal(uprobe_events_naming(binary), 0);
-	}
+	held_alive(p.pid, binary, &alive);
 
 	assert_int_equal(kill(p.pid, SIGKILL), 0);
 	assert_int_equal(wr_finish(&p, WR_TIMEOUT_MS), 128 + SIGKILL);
-
-	end = wr_now_ms() + GONE_TIMEOUT_MS;
-	for (;;) {
-		size_t maps;
-
-		held_of(p.pid, &alive.progs, binary, &after);
-		maps = maps_alive(&alive.maps);
-		if (!after.perf_events && !after.progs.n && !after.links.n && !maps)
-			break;
-		if (wr_now_ms() >= end)
-			fail_msg(
-				"after SIGKILL: %zu perf events, %zu programs, %zu links, %zu maps "
-				"of weft remain",
-				after.perf_events, after.progs.n, after.links.n, maps);
-		wr_sleep_ms(100);
-	}
-	if (binary)
-		assert_int_equal(uprobe_events_naming(binary), 0);
+	held_gone(p.pid, binary, &alive);
 	wr_free(&p);
 }
 
@@ -292,6 +312,257 @@ static void test_pid_exit_ends_run(void **state)
 	wr_free(&wl);
 }
 
+/* ------------------------------------------------------------------ closed output */
+
+/*
+ * weft with its stdout a pipe whose reader goes away (`weft run ... | head -1`): weft must
+ * detach and exit with WEFT_EXIT_PIPE (141) by itself, leaving nothing in the kernel.  The
+ * deadline only catches a weft that keeps tracing.
+ */
+static void close_output_and_check(struct wr_proc *p, const char *query)
+{
+	struct held alive;
+	int rc;
+
+	held_alive(p->pid, NULL, &alive);
+	close(p->out_fd); /* the reader is gone */
+	p->out_fd = -1;
+	rc = wr_finish(p, 20000);
+	if (rc != WEFT_EXIT_PIPE || p->timed_out)
+		wr_dump(p, query);
+	assert_false(p->timed_out);
+	assert_int_equal(rc, WEFT_EXIT_PIPE);
+	held_gone(p->pid, NULL, &alive);
+}
+
+/* A stream whose rows flow when the reader leaves, after reading some of them. */
+static void test_closed_output_stream(void **state)
+{
+	const char *query = "from syscall:getppid select tid";
+	char n[32], pid[32];
+	char *argv[] = { (char *)wr_workload("wl_syscalls"), n, (char *)"1", NULL };
+	struct wr_proc wl, p;
+	int rc;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	snprintf(n, sizeof(n), "%ld", 4000000000L); /* killed when done */
+	assert_int_equal(wr_workload_start(&wl, argv), 0);
+	snprintf(pid, sizeof(pid), "%d", (int)wl.pid);
+	assert_int_equal(wr_weft_start(&p, "-p", pid, query, NULL), 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc == 0)
+		rc = wr_wait_out(&p, "\n", WR_TIMEOUT_MS); /* rows arrive: head -1 has its line */
+	if (rc)
+		wr_dump(&p, query);
+	assert_int_equal(rc, 0);
+	close_output_and_check(&p, query);
+	wr_free(&p);
+	wr_free(&wl);
+}
+
+/* A window query whose reader leaves before anything was written (`| sleep 8` ending):
+ * weft must notice although it has nothing to write for ten seconds. */
+static void test_closed_output_before_window(void **state)
+{
+	const char *query = "from syscall:getppid select count() every 10s";
+	struct wr_proc p;
+	int rc;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	assert_int_equal(wr_weft_start(&p, query, NULL), 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, query);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p.out.len, 0);
+	close_output_and_check(&p, query);
+	wr_free(&p);
+}
+
+/* ------------------------------------------------------------------ the -c command */
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/weft-lifecycle-XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char path[128];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/pids", tmpdir);
+	unlink(path);
+	rmdir(tmpdir);
+	return 0;
+}
+
+/* Whether pid has ended: no such process, or a zombie nobody has reaped yet. */
+static bool proc_ended(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	FILE *f;
+	size_t n;
+
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	rp = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Waits (up to timeout_ms) for every pid of pids[n] to end; SIGKILLs the survivors so that a
+ * failing test leaves nothing running, and returns how many there were. */
+static int wait_ended(const pid_t *pids, int n, int timeout_ms)
+{
+	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
+	int alive;
+
+	for (;;) {
+		alive = 0;
+		for (int i = 0; i < n; i++)
+			alive += !proc_ended(pids[i]);
+		if (!alive || wr_now_ms() >= end)
+			break;
+		wr_sleep_ms(20);
+	}
+	for (int i = 0; alive && i < n; i++)
+		if (!proc_ended(pids[i]))
+			kill(pids[i], SIGKILL);
+	return alive;
+}
+
+/* Where the -c commands below write their pids (tmpdir/pids), removed first. */
+static const char *pids_path_fresh(void)
+{
+	static char path[128];
+
+	snprintf(path, sizeof(path), "%s/pids", tmpdir);
+	unlink(path);
+	return path;
+}
+
+/* The n pids the command wrote to tmpdir/pids (it writes them once it runs). */
+static void read_pids(struct wr_proc *p, pid_t *pids, int n)
+{
+	uint64_t end = wr_now_ms() + WR_TIMEOUT_MS;
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/pids", tmpdir);
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		int got = 0;
+		long v;
+
+		while (f && got < n && fscanf(f, "%ld", &v) == 1)
+			pids[got++] = (pid_t)v;
+		if (f)
+			fclose(f);
+		if (got == n)
+			break;
+		if (wr_now_ms() >= end) {
+			wr_dump(p, "weft run -c");
+			fail_msg("the command did not write its %d pids to %s", n, path);
+		}
+		if (!wr_pump(p, 20))
+			wr_sleep_ms(20);
+	}
+	for (int i = 0; i < n; i++)
+		assert_false(proc_ended(pids[i]));
+}
+
+/* SIGKILL of weft: its -c command dies with it (PR_SET_PDEATHSIG), however long it runs. */
+static void test_sigkill_ends_command(void **state)
+{
+	const char *path;
+	char cmd[512];
+	struct wr_proc p;
+	pid_t child;
+	int rc, alive;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	path = pids_path_fresh();
+	/* the pid, written atomically; then the same process becomes the sleep */
+	snprintf(cmd, sizeof(cmd), "sh -c 'echo $$ > %s.t && mv %s.t %s; exec sleep 600'", path,
+		 path, path);
+	assert_int_equal(wr_weft_start(&p, "-c", cmd, "from syscall:getppid select count()", NULL),
+			 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, cmd);
+	assert_int_equal(rc, 0);
+	read_pids(&p, &child, 1);
+	assert_int_equal(kill(p.pid, SIGKILL), 0);
+	/* a surviving command holds weft's pipes: the deadline bounds the wait for their EOF */
+	assert_int_equal(wr_finish(&p, 20000), 128 + SIGKILL);
+	alive = wait_ended(&child, 1, GONE_TIMEOUT_MS);
+	if (alive)
+		fail_msg("weft was SIGKILLed but its command (pid %d) still runs", (int)child);
+	wr_free(&p);
+}
+
+/*
+ * SIGTERM of weft whose command ignores SIGTERM and has a child of its own: weft prints its
+ * final window and exits 0, as for SIGINT, and the command's whole process group is gone.
+ * The deadline only catches a weft that waits for the command.
+ */
+static void test_sigterm_ends_command_ignoring_it(void **state)
+{
+	const char *path;
+	char cmd[512];
+	struct wr_json j;
+	struct wr_proc p;
+	pid_t pids[2];
+	int rc, alive;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	path = pids_path_fresh();
+	/* the shell and its background sleep both ignore SIGTERM */
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c 'trap \"\" TERM; sleep 600 & echo $$ $! > %s.t && mv %s.t %s; wait'", path,
+		 path, path);
+	assert_int_equal(wr_weft_start(&p, "--format", "json", "-c", cmd,
+				       "from syscall:getppid select count() as n", NULL),
+			 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, cmd);
+	assert_int_equal(rc, 0);
+	read_pids(&p, pids, 2);
+	assert_int_equal(kill(p.pid, SIGTERM), 0);
+	rc = wr_finish(&p, 20000);
+	alive = wait_ended(pids, 2, GONE_TIMEOUT_MS);
+	if (rc != 0 || p.timed_out)
+		wr_dump(&p, cmd);
+	assert_false(p.timed_out);
+	assert_int_equal(rc, 0);
+	if (alive)
+		fail_msg("weft ended on SIGTERM but %d process(es) of its command still run",
+			 alive);
+	wr_json_lines(&p.out, &j);
+	wr_one_window(&j); /* the final window, as for SIGINT */
+	wr_json_free(&j);
+	wr_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,7 +570,11 @@ int main(void)
 		cmocka_unit_test(test_sigkill_uprobe_leaves_nothing),
 		cmocka_unit_test(test_sigint_prints_final_window),
 		cmocka_unit_test(test_pid_exit_ends_run),
+		cmocka_unit_test(test_closed_output_stream),
+		cmocka_unit_test(test_closed_output_before_window),
+		cmocka_unit_test(test_sigkill_ends_command),
+		cmocka_unit_test(test_sigterm_ends_command_ignoring_it),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }
