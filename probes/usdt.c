@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "probes/elf.h"
 #include "probes/insn.h"
@@ -329,6 +330,16 @@ static int usdt_attach(struct bpf_program *prog, const struct probe_target *t, u
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a USDT probe would be a tracefs "
 				"event that outlives weft if it is killed");
+	/* A probe with a semaphore fires only while its semaphore is raised.  libbpf raises it
+	 * through the kernel's uprobe reference counter (ref_ctr_offset, Linux 4.20), in running
+	 * processes too, and refuses with a bare ENOTSUP where the kernel has none: say why. */
+	if (t->usdt_semaphore &&
+	    access("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset", F_OK) != 0)
+		return perr_set(err, PERR_FEATURE,
+				"use a kernel with uprobe reference counters (Linux 4.20 or later)",
+				"%s has a semaphore, and this kernel's uprobe PMU cannot raise it "
+				"(no ref_ctr_offset): the probe would never fire",
+				t->name);
 	if (usdt_sites_recheck(t, err))
 		return -1;
 	link = bpf_program__attach_usdt(prog, pid > 0 ? pid : -1, t->binary, t->provider,

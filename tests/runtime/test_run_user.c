@@ -13,7 +13,8 @@
  * Probe safety: uprobe:wl_work+N at an instruction boundary that objdump (not weft's decoder)
  * finds counts exactly, every offset inside an instruction is refused (E_PROBE_OFFSET_INSN,
  * placed on the offset) before anything runs, and so is a USDT note whose site is not a nop
- * (E_PROBE_USDT_SITE).
+ * (E_PROBE_USDT_SITE).  wl_usdt_sema, already running when weft attaches with -p, fires its
+ * probe only while its semaphore is raised: weft must raise it and count every call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -489,6 +490,75 @@ static void test_usdt_site_not_nop(void **state)
 	rmdir(tmp);
 }
 
+/*
+ * A USDT probe with a semaphore in a process that is already running (weft run -p): the
+ * workload fires weft_sema:fire only while its semaphore is raised, so it counts nothing
+ * unless weft has the kernel raise it.  Alone it fires 0 times; with weft attached before
+ * it starts its N iterations, N times, and weft counts exactly N with the right arguments.
+ */
+static void test_usdt_semaphore_running(void **state)
+{
+	char pid[32], narg[32], q[PATH_MAX + 128], line[128];
+	const char *sema_wl;
+	struct wr_proc wl, p;
+	const struct wj *w;
+	struct wr_json j;
+	long long iters = -1, fired = -1;
+	int rc;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	sema_wl = wr_workload("wl_usdt_sema");
+	snprintf(narg, sizeof(narg), "%d", N_CALLS);
+	{
+		char *argv[] = { (char *)sema_wl, narg, NULL };
+
+		/* untraced: the semaphore is down, nothing fires */
+		assert_int_equal(wr_workload_start(&wl, argv), 0);
+		assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+		assert_true(wr_cut_line(&wl.out, "wl_usdt_sema: ", line, sizeof(line)));
+		assert_int_equal(
+			sscanf(line, "wl_usdt_sema: %lld iterations, %lld fired", &iters, &fired),
+			2);
+		assert_int_equal(iters, N_CALLS);
+		assert_int_equal(fired, 0);
+		wr_free(&wl);
+
+		assert_int_equal(wr_workload_start(&wl, argv), 0); /* running, waiting on stdin */
+	}
+	snprintf(pid, sizeof(pid), "%d", (int)wl.pid);
+	snprintf(q, sizeof(q),
+		 "from usdt:%s:weft_sema:fire select count() as n, sum(arg0) as s, "
+		 "max(arg0) as hi",
+		 sema_wl);
+	assert_int_equal(wr_weft_start(&p, "--format", "json", "-p", pid, q, NULL), 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, "weft run -p");
+	assert_int_equal(rc, 0);
+	assert_int_equal(write(wl.in_fd, "g", 1), 1);
+	assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+	assert_true(wr_cut_line(&wl.out, "wl_usdt_sema: ", line, sizeof(line)));
+	assert_int_equal(sscanf(line, "wl_usdt_sema: %lld iterations, %lld fired", &iters, &fired),
+			 2);
+	assert_int_equal(fired, N_CALLS); /* the kernel raised the semaphore in that process */
+
+	rc = wr_finish(&p, WR_TIMEOUT_MS); /* -p: weft ends when the process does */
+	if (rc)
+		wr_dump(&p, q);
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	w = wr_one_window(&j);
+	assert_int_equal(wr_nrows(w), 1);
+	assert_int_equal(wj_int_of(wr_row(w, 0), "n"), N_CALLS);
+	assert_int_equal(wj_int_of(wr_row(w, 0), "s"), sum_i(N_CALLS));
+	assert_int_equal(wj_int_of(wr_row(w, 0), "hi"), N_CALLS - 1);
+	wr_json_free(&j);
+	wr_free(&p);
+	wr_free(&wl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_quantiles_and_hists),
 		cmocka_unit_test(test_uprobe_offset_boundary),
 		cmocka_unit_test(test_usdt_site_not_nop),
+		cmocka_unit_test(test_usdt_semaphore_running),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -841,6 +841,33 @@ static void test_usdt_site_nop(void **state)
 	free(orig);
 }
 
+/* A probe with a semaphore: the note's semaphore address and its file offset (the uprobe's
+ * ref_ctr_offset), checked against nm and the program headers. */
+static void test_usdt_semaphore_note(void **state)
+{
+	char bin[PATH_MAX], probe[PATH_MAX + 64];
+	struct probe_elf_usdt *notes;
+	struct probe_set set = { 0 };
+	struct probe_err err;
+	uint64_t sema;
+	int n;
+
+	snprintf(bin, sizeof(bin), "%s/tests/workloads/wl_usdt_sema",
+		 getenv("WEFT_BINARY_DIR") ? getenv("WEFT_BINARY_DIR") : ".");
+	sema = nm_value(bin, "weft_sema_fire_semaphore", false);
+	assert_true(sema != 0);
+	assert_int_equal(probe_elf_usdt_read(bin, &notes, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(notes[0].semaphore, sema);
+	assert_int_equal(notes[0].sem_offset, phdr_offset(bin, sema));
+	free(notes);
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_sema:fire", bin);
+	assert_int_equal(resolve(probe, NULL, &set, &err), 0);
+	assert_true(set.v[0].usdt_semaphore);
+	assert_int_equal(set.v[0].nargs, 1);
+	probe_set_free(&set);
+}
+
 static void test_usdt_args_parse(void **state)
 {
 	int size[12];
@@ -1129,6 +1156,7 @@ int main(void)
 		cmocka_unit_test(test_elf_code_read),
 		cmocka_unit_test(test_usdt_workload),
 		cmocka_unit_test(test_usdt_site_nop),
+		cmocka_unit_test(test_usdt_semaphore_note),
 		cmocka_unit_test(test_usdt_args_parse),
 		cmocka_unit_test(test_corrupt_elf),
 		cmocka_unit_test(test_timers),
