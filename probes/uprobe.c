@@ -90,6 +90,8 @@ static int symbol_unknown(const char *path, const char *sym, const struct probe_
 	return -1;
 }
 
+#define UPROBE_OFFSET_CHECK_MAX (16u << 20)
+
 /*
  * Refuses an +offset into fn that is not an instruction boundary, naming the instruction it
  * falls in and the boundaries on either side.  Only fn's first offset + PROBE_INSN_MAX bytes
@@ -109,6 +111,11 @@ static int uprobe_offset_check(const char *path, const struct probe_elf_func *fn
 
 	if (offset == 0)
 		return 0; /* the symbol's address starts an instruction */
+	if (offset > UPROBE_OFFSET_CHECK_MAX) /* bounds the bytes read and decoded */
+		return perr_set(err, PERR_OFFSET_INSN, "probe an offset below 16 MiB",
+				"cannot check that %s+%llu starts an instruction: it is more than "
+				"16 MiB into %s",
+				f, off, f);
 	code = malloc((size_t)want);
 	if (!code)
 		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
