@@ -152,6 +152,7 @@ struct probe_spec {
 	int nparts;
 	uint64_t offset; /* uprobe/kprobe +OFF */
 	bool has_offset;
+	struct src_loc offset_loc; /* the "+OFF" text, when has_offset */
 	uint64_t hz; /* profile */
 	uint64_t period_ns; /* interval */
 	bool wild; /* some part contains '*' or '?' */

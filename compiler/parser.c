@@ -829,6 +829,7 @@ static int probe_split(struct parser *p, const struct token *t, struct probe_spe
 				return -1;
 			}
 			ps->has_offset = true;
+			ps->offset_loc = loc_sub(t->loc, poff, len - (size_t)(plus - part));
 			*plus = '\0';
 		}
 		if (strpbrk(part, "*?"))

@@ -130,6 +130,10 @@ static enum diag_tag perr_tag(enum probe_err_kind k)
 		return DIAG_E_PROBE_OFFSET;
 	case PERR_PID:
 		return DIAG_E_PROBE_PID;
+	case PERR_OFFSET_INSN:
+		return DIAG_E_PROBE_OFFSET_INSN;
+	case PERR_USDT_SITE:
+		return DIAG_E_PROBE_USDT_SITE;
 	default:
 		return DIAG_E_PROBE_UNKNOWN;
 	}
@@ -137,8 +141,12 @@ static enum diag_tag perr_tag(enum probe_err_kind k)
 
 static void report_perr(struct sema *s, const struct probe_spec *spec, const struct probe_err *err)
 {
-	struct diag *d = diag_error(s->dl, perr_tag(err->kind), spec->loc, "%s",
-				    err->msg[0] ? err->msg : "cannot resolve probe");
+	/* an error about the +offset points at it */
+	bool at_off =
+		spec->has_offset && (err->kind == PERR_OFFSET || err->kind == PERR_OFFSET_INSN);
+	struct diag *d =
+		diag_error(s->dl, perr_tag(err->kind), at_off ? spec->offset_loc : spec->loc, "%s",
+			   err->msg[0] ? err->msg : "cannot resolve probe");
 
 	if (err->fix[0])
 		diag_fix(d, "%s", err->fix);

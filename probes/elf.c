@@ -9,6 +9,8 @@
  * Addresses become file offsets through the PT_LOAD segment that contains them, as the
  * kernel's uprobe API wants (and as libbpf computes them); USDT locations are first adjusted
  * for prelinking by the difference between .stapsdt.base's address and the note's base.
+ * The code at such an offset (a function's first bytes, a USDT site) is read with pread,
+ * only from the file bytes of the segment that holds it, for insn.c to decode.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 struct elf_file {
 	int fd;
 	Elf *elf;
+	uint16_t machine; /* e_machine */
 	int nsegs;
 	struct {
 		uint64_t vaddr, filesz, offset;
@@ -59,6 +62,7 @@ static int elf_file_open(const char *path, struct elf_file *ef)
 	ef->elf = elf_begin(ef->fd, ELF_C_READ, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ehdr))
 		goto out_noexec;
+	ef->machine = ehdr.e_machine;
 	if (elf_getphdrnum(ef->elf, &nph) != 0)
 		nph = 0;
 	for (size_t i = 0; i < nph && ef->nsegs < ELF_MAX_SEGS; i++) {
@@ -91,6 +95,48 @@ static bool elf_addr_to_offset(const struct elf_file *ef, uint64_t addr, uint64_
 		}
 	}
 	return false;
+}
+
+/* Reads up to len bytes at file offset off, within the file bytes of the PT_LOAD segment that
+ * holds off; *got is how many.  -ERANGE if no segment holds it, -EIO on a short file. */
+static int elf_code_pread(const struct elf_file *ef, uint64_t off, void *buf, size_t len,
+			  size_t *got)
+{
+	*got = 0;
+	for (int i = 0; i < ef->nsegs; i++) {
+		uint64_t start = ef->segs[i].offset, n = ef->segs[i].filesz;
+		ssize_t r;
+
+		if (off < start || off - start >= n)
+			continue;
+		if (len > n - (off - start))
+			len = (size_t)(n - (off - start));
+		while (*got < len) {
+			r = pread(ef->fd, (char *)buf + *got, len - *got, (off_t)(off + *got));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO; /* truncated under the headers */
+			*got += (size_t)r;
+		}
+		return 0;
+	}
+	return -ERANGE;
+}
+
+int probe_elf_code_read(const char *path, uint64_t offset, void *buf, size_t len, size_t *got,
+			uint16_t *machine)
+{
+	struct elf_file ef;
+	int ret = elf_file_open(path, &ef);
+
+	*got = 0;
+	if (ret)
+		return ret;
+	*machine = ef.machine;
+	ret = elf_code_pread(&ef, offset, buf, len, got);
+	elf_file_close(&ef);
+	return ret;
 }
 
 int probe_elf_check(const char *path)
@@ -287,7 +333,7 @@ static int elf_notes_read(struct elf_file *ef, Elf_Data *data, uint64_t base_add
 	size_t asz = gelf_getclass(ef->elf) == ELFCLASS32 ? 4 : 8;
 	size_t off = 0, next;
 	GElf_Nhdr nh;
-	size_t name_off, desc_off;
+	size_t name_off, desc_off, got;
 
 	while (off < data->d_size && (next = gelf_getnote(data, off, &nh, &name_off, &desc_off))) {
 		const char *desc = (const char *)data->d_buf + desc_off;
@@ -316,6 +362,10 @@ static int elf_notes_read(struct elf_file *ef, Elf_Data *data, uint64_t base_add
 			continue;
 		if (u.semaphore && !elf_addr_to_offset(ef, u.semaphore, &u.sem_offset))
 			u.sem_offset = 0;
+		/* the site's instruction, for the check that it is a nop (usdt.c) */
+		u.machine = ef->machine;
+		if (elf_code_pread(ef, u.offset, u.code, sizeof(u.code), &got) == 0)
+			u.code_len = (uint8_t)got;
 		u.nargs = probe_usdt_args_parse(u.args, u.arg_size, u.arg_signed,
 						PROBE_USDT_MAX_ARGS);
 		if (*n == *cap) {

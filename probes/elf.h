@@ -27,6 +27,9 @@ struct probe_elf_usdt {
 	uint64_t base; /* the note's recorded .stapsdt.base address */
 	uint64_t semaphore; /* address of the semaphore, 0: none */
 	uint64_t sem_offset; /* file offset of the semaphore (uprobe ref_ctr_offset), 0: none */
+	uint16_t machine; /* the file's e_machine, for decoding code[] */
+	uint8_t code_len; /* bytes of code[] read: short at a segment's end, 0 if unreadable */
+	uint8_t code[16]; /* the file's bytes at offset: what a uprobe there would patch */
 	char args[256]; /* as written: "-4@%eax 8@-8(%rbp)" */
 	int nargs;
 	int arg_size[PROBE_USDT_MAX_ARGS]; /* bytes: 1, 2, 4, 8 */
@@ -45,6 +48,13 @@ void probe_elf_funcs_free(struct probe_elf_func *funcs, int n);
 /* The notes of .note.stapsdt in file order.  *notes is malloc'd (NULL when *n is 0);
  * a file without notes gives 0 and *n = 0.  0 or -errno as above. */
 int probe_elf_usdt_read(const char *path, struct probe_elf_usdt **notes, int *n);
+
+/* Up to len bytes of path at file offset `offset` into buf, and the file's e_machine: the code
+ * a uprobe at that offset would patch.  The offset must be within the file bytes of a PT_LOAD
+ * segment, and the read stops at that segment's end: *got says how many bytes were read.
+ * 0 or -errno (-ENOEXEC: not ELF or corrupt; -ERANGE: the offset is in no loaded segment). */
+int probe_elf_code_read(const char *path, uint64_t offset, void *buf, size_t len, size_t *got,
+			uint16_t *machine);
 
 /* Parses a note's argument string into sizes and signs; returns the argument count. */
 int probe_usdt_args_parse(const char *args, int *size, bool *is_signed, int max);

@@ -116,6 +116,8 @@ enum probe_err_kind {
 	PERR_PID, /* no such process */
 	PERR_SYSTEM, /* I/O or allocation failure; msg says which */
 	PERR_ATTACH, /* the kernel refused an attachment; msg names the target and errno */
+	PERR_OFFSET_INSN, /* a uprobe +offset that is not the first byte of an instruction */
+	PERR_USDT_SITE, /* a USDT note whose site is not a nop (or whose semaphore is unusable) */
 };
 
 struct probe_err {

@@ -4,7 +4,9 @@
  * resolved to an ELF file (binary.c), FUNC (a glob allowed) against its function symbols
  * (elf.c), and each target carries the file offset the kernel attaches at.  A pattern that
  * names several aliases of one address keeps one of them: two probes on one instruction would
- * count every call twice.
+ * count every call twice.  An +offset must be the first byte of an instruction: the function's
+ * code is decoded from its start up to the offset (insn.c), since a breakpoint written inside
+ * an instruction corrupts it and the traced process loops or dies.
  */
 #include <errno.h>
 #include <limits.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <bpf/libbpf.h>
 #include "probes/elf.h"
+#include "probes/insn.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -85,6 +88,87 @@ static int symbol_unknown(const char *path, const char *sym, const struct probe_
 	perr_fix_near(err, sym, names, nfuncs, NULL);
 	free(names);
 	return -1;
+}
+
+#define UPROBE_OFFSET_CHECK_MAX (16u << 20)
+
+/*
+ * Refuses an +offset into fn that is not an instruction boundary, naming the instruction it
+ * falls in and the boundaries on either side.  Only fn's first offset + PROBE_INSN_MAX bytes
+ * are read and decoded (offset < fn->size holds already).  0, or -1 with err filled.
+ */
+static int uprobe_offset_check(const char *path, const struct probe_elf_func *fn, uint64_t offset,
+			       struct probe_err *err)
+{
+	const char *f = fn->name;
+	uint64_t want = offset + PROBE_INSN_MAX < fn->size ? offset + PROBE_INSN_MAX : fn->size;
+	unsigned long long at, end, off = offset;
+	struct probe_insn insn;
+	uint16_t machine = 0;
+	uint8_t *code;
+	size_t got;
+	int ret;
+
+	if (offset == 0)
+		return 0; /* the symbol's address starts an instruction */
+	if (offset > UPROBE_OFFSET_CHECK_MAX) /* bounds the bytes read and decoded */
+		return perr_set(err, PERR_OFFSET_INSN, "probe an offset below 16 MiB",
+				"cannot check that %s+%llu starts an instruction: it is more than "
+				"16 MiB into %s",
+				f, off, f);
+	code = malloc((size_t)want);
+	if (!code)
+		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
+	ret = probe_elf_code_read(path, fn->offset, code, (size_t)want, &got, &machine);
+	if (ret) {
+		free(code);
+		return perr_set(err, PERR_BINARY, NULL, "cannot read the code of %s in %s: %s", f,
+				path, ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+	}
+	if (!probe_insn_machine_ok(machine)) {
+		free(code);
+		return perr_set(
+			err, PERR_OFFSET_INSN, "drop the +offset: the entry always works",
+			"cannot check that %s+%llu starts an instruction: weft decodes x86-64, "
+			"i386 and arm64 code, and %s is for ELF machine %u",
+			f, off, path, machine);
+	}
+	ret = probe_insn_find(machine, code, got, offset, &insn);
+	free(code);
+	at = insn.start;
+	end = insn.start + insn.len;
+	if (ret == 0 && insn.start == offset)
+		return 0;
+	if (ret == 0 && end < fn->size)
+		return perr_set(
+			err, PERR_OFFSET_INSN,
+			"a breakpoint inside an instruction corrupts it: probe the first "
+			"byte of one (objdump -d shows them)",
+			"%s+%llu is inside the instruction at %s+%llu (%u bytes: %s); nearest "
+			"boundaries: %s+%llu, %s+%llu",
+			f, off, f, at, insn.len, insn.text, f, at, f, end);
+	if (ret == 0)
+		return perr_set(
+			err, PERR_OFFSET_INSN,
+			"a breakpoint inside an instruction corrupts it: probe the first "
+			"byte of one (objdump -d shows them)",
+			"%s+%llu is inside the last instruction of %s, at %s+%llu (%u bytes: "
+			"%s); nearest boundary: %s+%llu",
+			f, off, f, f, at, insn.len, insn.text, f, at);
+	if (ret == -ENOEXEC)
+		return perr_set(err, PERR_OFFSET_INSN,
+				"probe an offset before it, or the function's entry",
+				"cannot check that %s+%llu starts an instruction: the bytes at "
+				"%s+%llu do not decode (data, or an instruction capstone does not "
+				"know)",
+				f, off, f, at);
+	if (ret == -ERANGE)
+		return perr_set(err, PERR_OFFSET_INSN, NULL,
+				"%s+%llu is beyond the code of %s in %s (the symbol's size, %llu, "
+				"runs past its segment)",
+				f, off, f, path, (unsigned long long)fn->size);
+	return perr_set(err, PERR_SYSTEM, NULL, "cannot decode the code of %s: %s", f,
+			strerror(-ret));
 }
 
 static void uprobe_target_fill(struct probe_target *t, enum probe_kind kind, const char *path,
@@ -165,6 +249,10 @@ static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, i
 				       "+0x%llx is past the end of %s (%llu bytes)",
 				       (unsigned long long)offset, fn->name,
 				       (unsigned long long)fn->size);
+			goto out_free;
+		}
+		if (has_offset && uprobe_offset_check(path, fn, offset, err)) {
+			ret = -1;
 			goto out_free;
 		}
 		ret = uprobe_target_add(set, kind, path, fn, offset, has_offset, ctx, err);
@@ -277,6 +365,35 @@ static bool uprobe_available(struct probe_err *err)
 	return false;
 }
 
+/*
+ * An +offset checked again where it is attached: a query compiled on another host (weft
+ * submit) was checked against that host's file, and the function must be where the query
+ * says in this one too before the offset can be checked here.  0, or -1 with err filled.
+ */
+static int uprobe_offset_recheck(const struct probe_target *t, struct probe_err *err)
+{
+	struct probe_elf_func *funcs = NULL, *fn = NULL;
+	int nfuncs = 0, ret;
+
+	ret = probe_elf_funcs_read(t->binary, &funcs, &nfuncs);
+	if (ret)
+		return perr_attach(err, t, 0, -ret);
+	if (nfuncs > 0)
+		fn = bsearch(t->symbol, funcs, (size_t)nfuncs, sizeof(*funcs), func_name_cmp);
+	if (!fn || fn->offset != t->sym_offset || t->offset >= fn->size)
+		ret = perr_set(
+			err, PERR_OFFSET_INSN,
+			"compile the query against this host's file (an +offset is checked "
+			"against the code it lands in)",
+			"%s: %s is not where the query was compiled to find it in %s (the file "
+			"differs): +%llu cannot be checked",
+			t->name, t->symbol, t->binary, (unsigned long long)t->offset);
+	else
+		ret = uprobe_offset_check(t->binary, fn, t->offset, err);
+	probe_elf_funcs_free(funcs, nfuncs);
+	return ret ? -1 : 0;
+}
+
 /* A uprobe perf event on the file offset of the function (plus +OFF), owned by the link.
  * libbpf's pid -1 is every process and 0 is the caller: ours is 0 for every process. */
 static int uprobe_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
@@ -290,6 +407,8 @@ static int uprobe_attach(struct bpf_program *prog, const struct probe_target *t,
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a uprobe would be a tracefs event "
 				"that outlives weft if it is killed");
+	if (t->offset && uprobe_offset_recheck(t, err))
+		return -1;
 	link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, t->binary,
 					       (size_t)(t->sym_offset + t->offset), &opts);
 	if (!link)

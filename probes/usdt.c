@@ -5,13 +5,20 @@
  * compiler emitted for it: the agent attaches them all (libbpf reads the same notes and
  * decodes each site's argument locations).  A target offers the arguments every site has
  * (nargs is the minimum over sites), sized and signed as the first site's note says.
+ *
+ * Every site of a probe a query names must be a nop in the file (sys/sdt.h puts one there for
+ * the uprobe to replace), and a semaphore must be in the file's loaded segments: a note that
+ * points anywhere else (a corrupt or hand-made one) would put a breakpoint inside an
+ * instruction, so it is refused when the probe is resolved.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "probes/elf.h"
+#include "probes/insn.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -141,6 +148,50 @@ out_free:
 	return -1;
 }
 
+/* Refuses a site of probe p that is not a nop, or whose semaphore is outside the file's loaded
+ * segments (libbpf could not attach it).  0, or -1 with err filled. */
+static int usdt_site_check(const char *path, const struct usdt_probe *p,
+			   const struct probe_elf_usdt *u, struct probe_err *err)
+{
+	const char *fix = "the note does not match the file's code (a corrupt or hand-made "
+			  "note?): a breakpoint there would corrupt an instruction";
+	unsigned long long pc = u->pc, off = u->offset;
+	struct probe_insn insn;
+	int ret;
+
+	if (u->semaphore && !u->sem_offset)
+		return perr_set(err, PERR_USDT_SITE, fix,
+				"the semaphore of USDT probe %s:%s in %s, at 0x%llx, is in no "
+				"loaded segment of the file",
+				u->provider, u->name, path, (unsigned long long)u->semaphore);
+	if (!probe_insn_machine_ok(u->machine))
+		return perr_set(err, PERR_USDT_SITE, NULL,
+				"cannot check the sites of USDT probe %s:%s: weft decodes x86-64, "
+				"i386 and arm64 code, and %s is for ELF machine %u",
+				u->provider, u->name, path, u->machine);
+	ret = probe_insn_find(u->machine, u->code, u->code_len, 0, &insn);
+	if (ret == 0 && insn.nop)
+		return 0;
+	if (ret == 0)
+		return perr_set(err, PERR_USDT_SITE, fix,
+				"USDT probe %s:%s in %s: the site at 0x%llx (file offset 0x%llx, "
+				"site %d of %d) is `%s`, not a nop",
+				u->provider, u->name, path, pc, off, (int)(u - p->first) + 1,
+				p->nsites, insn.text);
+	if (ret == -ENOEXEC)
+		return perr_set(err, PERR_USDT_SITE, fix,
+				"USDT probe %s:%s in %s: the bytes at its site 0x%llx (file offset "
+				"0x%llx) are not an instruction, not a nop",
+				u->provider, u->name, path, pc, off);
+	if (ret == -ERANGE)
+		return perr_set(err, PERR_USDT_SITE, NULL,
+				"USDT probe %s:%s in %s: cannot read the code at its site 0x%llx "
+				"(file offset 0x%llx)",
+				u->provider, u->name, path, pc, off);
+	return perr_set(err, PERR_SYSTEM, NULL, "cannot decode the USDT sites of %s: %s", path,
+			strerror(-ret));
+}
+
 static int usdt_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
 			const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
 {
@@ -187,6 +238,12 @@ static int usdt_resolve(const char *const *parts, int nparts, uint64_t offset, b
 
 		if (!usdt_probe_match(&probes[i], prov, name))
 			continue;
+		for (int k = 0; k < probes[i].nsites && ret == 0; k++)
+			ret = usdt_site_check(path, &probes[i], &probes[i].first[k], err);
+		if (ret) {
+			probe_set_truncate(set, start);
+			break;
+		}
 		if (probe_set_push(set, &t)) {
 			probe_set_truncate(set, start);
 			ret = perr_set(err, PERR_SYSTEM, NULL, "out of memory");
@@ -239,6 +296,27 @@ static bool usdt_available(struct probe_err *err)
 	return provider_uprobe.available(err);
 }
 
+/* The sites libbpf is about to attach, which it reads from the file on this host: for a query
+ * compiled elsewhere (weft submit) not the file usdt_resolve checked.  0, or -1 with err. */
+static int usdt_sites_recheck(const struct probe_target *t, struct probe_err *err)
+{
+	struct probe_elf_usdt *notes = NULL;
+	struct usdt_probe *probes = NULL;
+	int np = 0, ret = 0;
+
+	if (usdt_probes_read(t->binary, &notes, &probes, &np, err))
+		return -1;
+	for (int i = 0; i < np && ret == 0; i++) {
+		if (!usdt_probe_match(&probes[i], t->provider, t->usdt_name))
+			continue;
+		for (int k = 0; k < probes[i].nsites && ret == 0; k++)
+			ret = usdt_site_check(t->binary, &probes[i], &probes[i].first[k], err);
+	}
+	free(probes);
+	free(notes);
+	return ret ? -1 : 0;
+}
+
 /* libbpf attaches one uprobe per call site, decodes each site's argument locations into the
  * object's USDT spec map (the program reads them with bpf_usdt_arg), bumps the semaphore
  * through the kernel's uprobe reference counter, and makes the cookie bpf_usdt_cookie's. */
@@ -252,6 +330,18 @@ static int usdt_attach(struct bpf_program *prog, const struct probe_target *t, u
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a USDT probe would be a tracefs "
 				"event that outlives weft if it is killed");
+	/* A probe with a semaphore fires only while its semaphore is raised.  libbpf raises it
+	 * through the kernel's uprobe reference counter (ref_ctr_offset, Linux 4.20), in running
+	 * processes too, and refuses with a bare ENOTSUP where the kernel has none: say why. */
+	if (t->usdt_semaphore &&
+	    access("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset", F_OK) != 0)
+		return perr_set(err, PERR_FEATURE,
+				"use a kernel with uprobe reference counters (Linux 4.20 or later)",
+				"%s has a semaphore, and this kernel's uprobe PMU cannot raise it "
+				"(no ref_ctr_offset): the probe would never fire",
+				t->name);
+	if (usdt_sites_recheck(t, err))
+		return -1;
 	link = bpf_program__attach_usdt(prog, pid > 0 ? pid : -1, t->binary, t->provider,
 					t->usdt_name, &opts);
 	if (!link)

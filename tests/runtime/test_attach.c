@@ -46,6 +46,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probes/elf.h"
+#include "probes/insn.h"
 #include "probes/probes.h"
 
 #ifndef WEFT_CLANG_PATH
@@ -896,6 +897,84 @@ static void test_attach_errors(void **state)
 	assert_nothing_left(path);
 }
 
+/*
+ * Targets checked against one file and attached to another, as an agent of `weft submit`
+ * does when its host's file differs from the compiling host's: an +offset inside an
+ * instruction, a function that is not where the target says, and a USDT site that is not a
+ * nop are refused at attach, with no link made.  The instruction is found with the decoder
+ * test_insn checks against known lengths; the boundary after it attaches.
+ */
+static void test_attach_recheck(void **state)
+{
+	struct probe_links *links = &g.links;
+	struct probe_err err = { 0 };
+	struct probe_target t, bad, u;
+	struct probe_elf_usdt *notes;
+	struct probe_insn insn = { 0 };
+	char path[PATH_MAX], copy[128], probe[PATH_MAX + 64], buf[65536];
+	uint8_t code[PROBE_INSN_MAX];
+	uint64_t site = 0;
+	uint16_t machine = 0;
+	size_t got = 0;
+	int n, in, out;
+	ssize_t r;
+
+	if (geteuid() != 0)
+		skip();
+	wl_usdt_path(path, sizeof(path));
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
+	t = target_of(probe, 0);
+	assert_int_equal(
+		probe_elf_code_read(path, t.sym_offset, code, sizeof(code), &got, &machine), 0);
+	for (uint64_t off = 0; off < got && insn.len < 2; off = insn.start + insn.len)
+		assert_int_equal(probe_insn_find(machine, code, got, off, &insn), 0);
+	assert_true(insn.len > 1);
+
+	bad = t;
+	bad.offset = insn.start + 1;
+	assert_int_equal(probe_attach_target(prog("up_count"), &bad, 1, 0, links, &err), -1);
+	assert_int_equal(err.kind, PERR_OFFSET_INSN);
+	assert_int_equal(links->n, 0);
+	bad.offset = insn.start + insn.len;
+	attach_ok(prog("up_count"), &bad, 1, 0, links);
+	assert_int_equal(links->n, 1);
+	probe_links_destroy(links);
+
+	bad.sym_offset = t.sym_offset + 1; /* where the compiling host's file had wl_work */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(probe_attach_target(prog("up_count"), &bad, 1, 0, links, &err), -1);
+	assert_int_equal(err.kind, PERR_OFFSET_INSN);
+	assert_non_null(strstr(err.msg, "the file differs"));
+	assert_int_equal(links->n, 0);
+
+	/* a copy of wl_usdt whose tick site holds int3 */
+	assert_int_equal(probe_elf_usdt_read(path, &notes, &n), 0);
+	for (int i = 0; i < n; i++)
+		if (strcmp(notes[i].name, "tick") == 0)
+			site = notes[i].offset;
+	free(notes);
+	assert_true(site > 0);
+	snprintf(copy, sizeof(copy), "%s/wl_usdt_int3", g.dir);
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	out = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(in >= 0 && out >= 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)r), r);
+	assert_int_equal(pwrite(out, "\xcc", 1, (off_t)site), 1);
+	close(in);
+	close(out);
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_test:tick", path);
+	u = target_of(probe, 0);
+	snprintf(u.binary, sizeof(u.binary), "%s", copy);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(probe_attach_target(prog("usdt_count"), &u, 1, 0, links, &err), -1);
+	assert_int_equal(err.kind, PERR_USDT_SITE);
+	assert_non_null(strstr(err.msg, "int3"));
+	assert_int_equal(links->n, 0);
+	unlink(copy);
+	assert_nothing_left(path);
+}
+
 /* The kernel detaches what a killed process attached: nothing is pinned or left in tracefs. */
 static void test_sigkill_detaches(void **state)
 {
@@ -958,6 +1037,7 @@ int main(void)
 						test_teardown),
 		cmocka_unit_test_setup_teardown(test_profile, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_interval, test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_attach_recheck, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_errors, test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_detaches, test_setup, test_teardown),
 	};

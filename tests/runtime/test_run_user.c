@@ -9,6 +9,12 @@
  * nearest-rank value within the documented bound (docs/aggregates.md: |r - y| <= y/64, and
  * r = y when y < 32 or the rank is the first or the last), histograms bucket by bucket.
  * -c attaches before the workload's first instruction, so nothing is missed.
+ *
+ * Probe safety: uprobe:wl_work+N at an instruction boundary that objdump (not weft's decoder)
+ * finds counts exactly, every offset inside an instruction is refused (E_PROBE_OFFSET_INSN,
+ * placed on the offset) before anything runs, and so is a USDT note whose site is not a nop
+ * (E_PROBE_USDT_SITE).  wl_usdt_sema, already running when weft attaches with -p, fires its
+ * probe only while its semaphore is raised: weft must raise it and count every call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +22,8 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <sys/stat.h>
+#include "probes/elf.h"
 #include "run_util.h"
 
 #define N_CALLS 5000
@@ -319,12 +327,250 @@ static void test_quantiles_and_hists(void **state)
 	wr_free(&p);
 }
 
+/* The offsets from func's start at which objdump starts an instruction, in order; the end of
+ * the function (nm -S) in *end.  Returns how many starts. */
+static int objdump_starts(const char *path, const char *func, long long *starts, int max,
+			  long long *end)
+{
+	char cmd[PATH_MAX + 256], line[512], head[300];
+	unsigned long long base = 0, a, v, sz;
+	char type, name[256];
+	bool in = false;
+	int n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn --disassemble='%s' '%s'", func,
+		 path);
+	snprintf(head, sizeof(head), " <%s>:", func);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (!in && strstr(line, head) && sscanf(line, "%llx", &base) == 1)
+			in = true;
+		else if (in && sscanf(line, " %llx:", &a) == 1 && n < max)
+			starts[n++] = (long long)(a - base);
+		else if (in && line[0] == '\n')
+			break;
+	}
+	pclose(p);
+	*end = 0;
+	snprintf(cmd, sizeof(cmd), "nm -S --defined-only '%s'", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		if (sscanf(line, "%llx %llx %c %255s", &v, &sz, &type, name) == 4 &&
+		    strcmp(name, func) == 0)
+			*end = (long long)sz;
+	pclose(p);
+	return n;
+}
+
+/* `weft run -c WORKLOAD QUERY` must fail to compile with tag, the caret on the query's column
+ * col (1-based), and the workload never run. */
+static void assert_refused(const char *workload, const char *query, const char *tag, size_t col)
+{
+	char want[64], cmd[PATH_MAX + 32];
+	struct wr_proc p;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "'%s' 10", workload);
+	rc = wr_weft_run(&p, "--format", "json", "-c", cmd, query);
+	if (rc != 3 || !strstr(p.err.p, tag))
+		wr_dump(&p, query);
+	assert_int_equal(rc, 3); /* the query has errors */
+	assert_non_null(strstr(p.err.p, tag));
+	snprintf(want, sizeof(want), "query:1:%zu: error:", col);
+	if (!strstr(p.err.p, want))
+		fail_msg("the error is not placed at column %zu: %s", col, p.err.p);
+	assert_null(strstr(p.out.p, "wl_usdt")); /* nothing ran */
+	wr_free(&p);
+}
+
+/*
+ * uprobe:wl_work+N, N the length of its first instruction as objdump decodes it: every call
+ * still counts, exactly.  An offset one byte into a multi-byte instruction is refused, with
+ * the caret on "+N" and the boundaries on either side named.
+ */
+static void test_uprobe_offset_boundary(void **state)
+{
+	long long starts[64], end, in = -1, in_next = 0;
+	char q[PATH_MAX + 128], tail[64];
+	const struct wj *w;
+	struct wr_proc p;
+	struct wr_json j;
+	int n;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	n = objdump_starts(wl_path, "wl_work", starts, 64, &end);
+	if (n < 2) {
+		fprintf(stderr, "skipped: objdump cannot disassemble wl_work\n");
+		skip();
+	}
+	assert_int_equal(starts[0], 0);
+	assert_true(starts[1] > 0 && starts[1] < end);
+	snprintf(tail, sizeof(tail), ":wl_work+%lld select count() as n", starts[1]);
+	snprintf(q, sizeof(q), "from uprobe:%%W%s", tail);
+	w = run_one(&p, &j, N_CALLS, query_of(q), NULL);
+	assert_int_equal(wr_nrows(w), 1);
+	assert_int_equal(wj_int_of(wr_row(w, 0), "n"), N_CALLS);
+	wr_json_free(&j);
+	wr_free(&p);
+
+	for (int k = 0; k < n && in < 0; k++) {
+		long long next = k + 1 < n ? starts[k + 1] : end;
+
+		if (next - starts[k] > 1) {
+			in = starts[k] + 1;
+			in_next = next;
+		}
+	}
+	assert_true(in > 0); /* some instruction of wl_work is longer than a byte */
+	snprintf(q, sizeof(q), "from uprobe:%s:wl_work+%lld select count()", wl_path, in);
+	assert_refused(wl_path, q, "[E_PROBE_OFFSET_INSN]", strchr(q, '+') - q + 1);
+	/* the message names the instruction's start, and its end unless that ends wl_work */
+	{
+		struct wr_proc e;
+		char want[128];
+
+		assert_int_equal(wr_weft_run(&e, q), 3);
+		if (in_next < end)
+			snprintf(want, sizeof(want),
+				 "nearest boundaries: wl_work+%lld, wl_work+%lld", in - 1, in_next);
+		else
+			snprintf(want, sizeof(want), "nearest boundary: wl_work+%lld", in - 1);
+		if (!strstr(e.err.p, want))
+			fail_msg("'%s' lacks '%s'", e.err.p, want);
+		wr_free(&e);
+	}
+}
+
+/* A copy of wl_usdt whose tick site holds int3 instead of sys/sdt.h's nop: refused, placed on
+ * the probe, and nothing runs (with the check gone the copy would die of SIGTRAP). */
+static void test_usdt_site_not_nop(void **state)
+{
+	char tmp[] = "/tmp/weft_test_usdt_site_XXXXXX", path[PATH_MAX], q[PATH_MAX + 64];
+	struct probe_elf_usdt *notes;
+	unsigned char byte = 0;
+	long long site = -1;
+	int n, in, out;
+	ssize_t r;
+	char buf[65536];
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+#ifndef __x86_64__
+	skip(); /* the patch is x86 code */
+#endif
+	assert_int_equal(probe_elf_usdt_read(wl_path, &notes, &n), 0);
+	for (int i = 0; i < n; i++)
+		if (strcmp(notes[i].name, "tick") == 0)
+			site = (long long)notes[i].offset;
+	free(notes);
+	assert_true(site > 0);
+	assert_non_null(mkdtemp(tmp));
+	snprintf(path, sizeof(path), "%s/wl_usdt", tmp);
+	in = open(wl_path, O_RDONLY | O_CLOEXEC);
+	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(in >= 0 && out >= 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)r), r);
+	assert_int_equal(pread(in, &byte, 1, (off_t)site), 1);
+	assert_int_equal(byte, 0x90); /* sys/sdt.h's nop */
+	byte = 0xcc;
+	assert_int_equal(pwrite(out, &byte, 1, (off_t)site), 1);
+	close(in);
+	close(out);
+
+	snprintf(q, sizeof(q), "from usdt:%s:weft_test:tick select count()", path);
+	assert_refused(path, q, "[E_PROBE_USDT_SITE]", strlen("from ") + 1);
+	unlink(path);
+	rmdir(tmp);
+}
+
+/*
+ * A USDT probe with a semaphore in a process that is already running (weft run -p): the
+ * workload fires weft_sema:fire only while its semaphore is raised, so it counts nothing
+ * unless weft has the kernel raise it.  Alone it fires 0 times; with weft attached before
+ * it starts its N iterations, N times, and weft counts exactly N with the right arguments.
+ */
+static void test_usdt_semaphore_running(void **state)
+{
+	char pid[32], narg[32], q[PATH_MAX + 128], line[128];
+	const char *sema_wl;
+	struct wr_proc wl, p;
+	const struct wj *w;
+	struct wr_json j;
+	long long iters = -1, fired = -1;
+	int rc;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	sema_wl = wr_workload("wl_usdt_sema");
+	snprintf(narg, sizeof(narg), "%d", N_CALLS);
+	{
+		char *argv[] = { (char *)sema_wl, narg, NULL };
+
+		/* untraced: the semaphore is down, nothing fires */
+		assert_int_equal(wr_workload_start(&wl, argv), 0);
+		assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+		assert_true(wr_cut_line(&wl.out, "wl_usdt_sema: ", line, sizeof(line)));
+		assert_int_equal(
+			sscanf(line, "wl_usdt_sema: %lld iterations, %lld fired", &iters, &fired),
+			2);
+		assert_int_equal(iters, N_CALLS);
+		assert_int_equal(fired, 0);
+		wr_free(&wl);
+
+		assert_int_equal(wr_workload_start(&wl, argv), 0); /* running, waiting on stdin */
+	}
+	snprintf(pid, sizeof(pid), "%d", (int)wl.pid);
+	snprintf(q, sizeof(q),
+		 "from usdt:%s:weft_sema:fire select count() as n, sum(arg0) as s, "
+		 "max(arg0) as hi",
+		 sema_wl);
+	assert_int_equal(wr_weft_start(&p, "--format", "json", "-p", pid, q, NULL), 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, "weft run -p");
+	assert_int_equal(rc, 0);
+	assert_int_equal(write(wl.in_fd, "g", 1), 1);
+	assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+	assert_true(wr_cut_line(&wl.out, "wl_usdt_sema: ", line, sizeof(line)));
+	assert_int_equal(sscanf(line, "wl_usdt_sema: %lld iterations, %lld fired", &iters, &fired),
+			 2);
+	assert_int_equal(fired, N_CALLS); /* the kernel raised the semaphore in that process */
+
+	rc = wr_finish(&p, WR_TIMEOUT_MS); /* -p: weft ends when the process does */
+	if (rc)
+		wr_dump(&p, q);
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	w = wr_one_window(&j);
+	assert_int_equal(wr_nrows(w), 1);
+	assert_int_equal(wj_int_of(wr_row(w, 0), "n"), N_CALLS);
+	assert_int_equal(wj_int_of(wr_row(w, 0), "s"), sum_i(N_CALLS));
+	assert_int_equal(wj_int_of(wr_row(w, 0), "hi"), N_CALLS - 1);
+	wr_json_free(&j);
+	wr_free(&p);
+	wr_free(&wl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_uprobe_count_sum), cmocka_unit_test(test_uretprobe_retval),
-		cmocka_unit_test(test_usdt_tick),	 cmocka_unit_test(test_usdt_group_by_probe),
-		cmocka_unit_test(test_span_uprobe),	 cmocka_unit_test(test_quantiles_and_hists),
+		cmocka_unit_test(test_uprobe_count_sum),
+		cmocka_unit_test(test_uretprobe_retval),
+		cmocka_unit_test(test_usdt_tick),
+		cmocka_unit_test(test_usdt_group_by_probe),
+		cmocka_unit_test(test_span_uprobe),
+		cmocka_unit_test(test_quantiles_and_hists),
+		cmocka_unit_test(test_uprobe_offset_boundary),
+		cmocka_unit_test(test_usdt_site_not_nop),
+		cmocka_unit_test(test_usdt_semaphore_running),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

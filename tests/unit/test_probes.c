@@ -580,6 +580,137 @@ static void test_uprobe_offsets_libc_python(void **state)
 	probe_set_free(&set);
 }
 
+static char *file_slurp(const char *path, size_t *len);
+static void file_write(const char *path, const char *buf, size_t len);
+
+/*
+ * The offsets from func's start at which objdump (an independent decoder) starts an
+ * instruction, in order, and func's size as the end; returns how many starts.
+ */
+static int objdump_starts(const char *path, const char *func, uint64_t *starts, int max,
+			  uint64_t *end)
+{
+	char cmd[PATH_MAX + 256], line[512], head[300];
+	unsigned long long base = 0, a;
+	bool in = false;
+	int n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn --disassemble='%s' '%s'", func,
+		 path);
+	snprintf(head, sizeof(head), " <%s>:", func);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (!in && strstr(line, head) && sscanf(line, "%llx", &base) == 1) {
+			in = true;
+			continue;
+		}
+		if (in && sscanf(line, " %llx:", &a) == 1 && n < max)
+			starts[n++] = a - base;
+		else if (in && line[0] == '\n')
+			break;
+	}
+	pclose(p);
+	*end = 0;
+	snprintf(cmd, sizeof(cmd), "nm -S --defined-only '%s'", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long v, sz;
+		char type, name[256];
+
+		if (sscanf(line, "%llx %llx %c %255s", &v, &sz, &type, name) == 4 &&
+		    strcmp(name, func) == 0)
+			*end = sz;
+	}
+	pclose(p);
+	return n;
+}
+
+/*
+ * uprobe +offsets: every offset into wl_work is accepted exactly when objdump starts an
+ * instruction there; one inside an instruction is PERR_OFFSET_INSN naming the boundaries on
+ * either side.
+ */
+static void test_uprobe_offset_boundaries(void **state)
+{
+	const char *bin = workload_path();
+	struct probe_set set = { 0 };
+	struct probe_err err;
+	char probe[PATH_MAX + 64], want[128];
+	uint64_t starts[64], size;
+	int n, k = 0, checked = 0;
+
+	n = objdump_starts(bin, "wl_work", starts, 64, &size);
+	if (n < 2)
+		skip(); /* no objdump */
+	assert_int_equal(starts[0], 0);
+	assert_true(size > starts[n - 1]);
+	for (uint64_t off = 1; off < size; off++) {
+		bool boundary = false;
+
+		while (k + 1 < n && starts[k + 1] <= off)
+			k++;
+		boundary = starts[k] == off;
+		snprintf(probe, sizeof(probe), "uprobe:%s:wl_work+%llu", bin,
+			 (unsigned long long)off);
+		if (boundary) {
+			if (resolve(probe, NULL, &set, &err) != 0)
+				fail_msg("wl_work+%llu refused: %s", (unsigned long long)off,
+					 err.msg);
+			assert_int_equal(set.v[0].offset, off);
+			probe_set_free(&set);
+			continue;
+		}
+		assert_int_equal(resolve(probe, NULL, &set, &err), -1);
+		assert_int_equal(err.kind, PERR_OFFSET_INSN);
+		assert_int_equal(set.n, 0);
+		if (k + 1 < n)
+			snprintf(want, sizeof(want),
+				 "nearest boundaries: wl_work+%llu, wl_work+%llu",
+				 (unsigned long long)starts[k], (unsigned long long)starts[k + 1]);
+		else
+			snprintf(want, sizeof(want), "nearest boundary: wl_work+%llu",
+				 (unsigned long long)starts[k]);
+		if (!strstr(err.msg, want))
+			fail_msg("wl_work+%llu: '%s' lacks '%s'", (unsigned long long)off, err.msg,
+				 want);
+		checked++;
+	}
+	assert_true(checked > 0); /* wl_work has a multi-byte instruction */
+}
+
+/* The code a uprobe patches, read from the file: the bytes at the function's file offset. */
+static void test_elf_code_read(void **state)
+{
+	const char *bin = workload_path();
+	struct probe_set set = { 0 };
+	struct probe_err err;
+	char probe[PATH_MAX + 64], *file;
+	uint8_t code[8];
+	uint16_t machine = 0;
+	size_t len, got;
+
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", bin);
+	assert_int_equal(resolve(probe, NULL, &set, &err), 0);
+	file = file_slurp(bin, &len);
+	assert_int_equal(
+		probe_elf_code_read(bin, set.v[0].sym_offset, code, sizeof(code), &got, &machine),
+		0);
+	assert_int_equal(got, sizeof(code));
+	assert_memory_equal(code, file + set.v[0].sym_offset, sizeof(code));
+#ifdef __x86_64__
+	assert_int_equal(machine, EM_X86_64);
+#endif
+	/* offset 0 is the ELF header, in the first PT_LOAD of a PIE; past the file: no segment */
+	assert_int_equal(probe_elf_code_read(bin, len + 4096, code, sizeof(code), &got, &machine),
+			 -ERANGE);
+	assert_int_equal(got, 0);
+	free(file);
+	probe_set_free(&set);
+}
+
 /* ---- USDT ---- */
 
 static void test_usdt_workload(void **state)
@@ -633,6 +764,108 @@ static void test_usdt_workload(void **state)
 	assert_int_equal(err.kind, PERR_NO_MATCH);
 	assert_int_equal(resolve("usdt:libc:x", NULL, &set, &err), -1);
 	assert_int_equal(err.kind, PERR_USDT); /* Debian's libc has no notes */
+}
+
+/* A copy of wl_usdt with `patch` written over the tick probe's site: tick must resolve or be
+ * refused as `ok` says; done (untouched) always resolves. */
+static void usdt_site_try(const char *path, const char *orig, size_t len, uint64_t site,
+			  const char *patch, size_t plen, bool ok, const char *want)
+{
+	struct probe_set set = { 0 };
+	struct probe_err err;
+	char probe[PATH_MAX + 64], *buf = malloc(len);
+
+	assert_non_null(buf);
+	memcpy(buf, orig, len);
+	memcpy(buf + site, patch, plen);
+	file_write(path, buf, len);
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_test:tick", path);
+	if (ok) {
+		assert_int_equal(resolve(probe, NULL, &set, &err), 0);
+		probe_set_free(&set);
+	} else {
+		assert_int_equal(resolve(probe, NULL, &set, &err), -1);
+		assert_int_equal(err.kind, PERR_USDT_SITE);
+		if (!strstr(err.msg, want))
+			fail_msg("'%s' lacks '%s'", err.msg, want);
+		snprintf(probe, sizeof(probe), "usdt:%s:weft_test:*", path); /* tick among them */
+		assert_int_equal(resolve(probe, NULL, &set, &err), -1);
+		assert_int_equal(err.kind, PERR_USDT_SITE);
+		assert_int_equal(set.n, 0);
+	}
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_test:done", path);
+	assert_int_equal(resolve(probe, NULL, &set, &err), 0);
+	probe_set_free(&set);
+	free(buf);
+}
+
+/* A USDT site must be a nop: sys/sdt.h's 0x90 and the longer nops pass, anything else (an
+ * instruction, bytes that are none) is refused. */
+static void test_usdt_site_nop(void **state)
+{
+	char tmp[] = "/tmp/weft_test_usdt_site_XXXXXX";
+	char path[PATH_MAX], *orig;
+	struct probe_elf_usdt *notes;
+	uint64_t site = 0;
+	size_t len;
+	int n;
+
+#ifndef __x86_64__
+	skip(); /* the patches below are x86 code */
+#endif
+	assert_int_equal(probe_elf_usdt_read(workload_path(), &notes, &n), 0);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(notes[i].name, "tick") == 0) {
+			site = notes[i].offset;
+			assert_int_equal(notes[i].machine, EM_X86_64);
+			assert_true(notes[i].code_len > 0);
+			assert_int_equal(notes[i].code[0], 0x90);
+		}
+	}
+	free(notes);
+	assert_true(site != 0);
+	orig = file_slurp(workload_path(), &len);
+	assert_int_equal((unsigned char)orig[site], 0x90); /* sys/sdt.h's nop, in the file */
+	assert_non_null(mkdtemp(tmp));
+	snprintf(path, sizeof(path), "%s/wl", tmp);
+
+	usdt_site_try(path, orig, len, site, "\x90", 1, true, NULL);
+	usdt_site_try(path, orig, len, site, "\x66\x90", 2, true, NULL);
+	usdt_site_try(path, orig, len, site, "\x0f\x1f\x44\x00\x00", 5, true, NULL);
+	usdt_site_try(path, orig, len, site, "\xcc", 1, false, "is `int3`, not a nop");
+	usdt_site_try(path, orig, len, site, "\x55", 1, false, "is `pushq %rbp`, not a nop");
+	usdt_site_try(path, orig, len, site, "\x06", 1, false, "are not an instruction");
+
+	unlink(path);
+	rmdir(tmp);
+	free(orig);
+}
+
+/* A probe with a semaphore: the note's semaphore address and its file offset (the uprobe's
+ * ref_ctr_offset), checked against nm and the program headers. */
+static void test_usdt_semaphore_note(void **state)
+{
+	char bin[PATH_MAX], probe[PATH_MAX + 64];
+	struct probe_elf_usdt *notes;
+	struct probe_set set = { 0 };
+	struct probe_err err;
+	uint64_t sema;
+	int n;
+
+	snprintf(bin, sizeof(bin), "%s/tests/workloads/wl_usdt_sema",
+		 getenv("WEFT_BINARY_DIR") ? getenv("WEFT_BINARY_DIR") : ".");
+	sema = nm_value(bin, "weft_sema_fire_semaphore", false);
+	assert_true(sema != 0);
+	assert_int_equal(probe_elf_usdt_read(bin, &notes, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(notes[0].semaphore, sema);
+	assert_int_equal(notes[0].sem_offset, phdr_offset(bin, sema));
+	free(notes);
+	snprintf(probe, sizeof(probe), "usdt:%s:weft_sema:fire", bin);
+	assert_int_equal(resolve(probe, NULL, &set, &err), 0);
+	assert_true(set.v[0].usdt_semaphore);
+	assert_int_equal(set.v[0].nargs, 1);
+	probe_set_free(&set);
 }
 
 static void test_usdt_args_parse(void **state)
@@ -702,6 +935,9 @@ static int readers_run(const char *path)
 	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
 	r3 = resolve(probe, NULL, &set, &err);
 	probe_set_free(&set);
+	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work+1", path);
+	if (resolve(probe, NULL, &set, &err) == 0)
+		probe_set_free(&set);
 	snprintf(probe, sizeof(probe), "usdt:%s:weft_test:tick", path);
 	if (resolve(probe, NULL, &set, &err) == 0)
 		probe_set_free(&set);
@@ -916,7 +1152,11 @@ int main(void)
 		cmocka_unit_test(test_resolve_pid),
 		cmocka_unit_test(test_uprobe_workload),
 		cmocka_unit_test(test_uprobe_offsets_libc_python),
+		cmocka_unit_test(test_uprobe_offset_boundaries),
+		cmocka_unit_test(test_elf_code_read),
 		cmocka_unit_test(test_usdt_workload),
+		cmocka_unit_test(test_usdt_site_nop),
+		cmocka_unit_test(test_usdt_semaphore_note),
 		cmocka_unit_test(test_usdt_args_parse),
 		cmocka_unit_test(test_corrupt_elf),
 		cmocka_unit_test(test_timers),
