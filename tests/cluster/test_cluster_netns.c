@@ -34,6 +34,7 @@
 #include <cmocka.h>
 
 #include "tests/cluster/cluster_util.h"
+#include "tests/skip.h"
 
 #define NS 3
 #define CUT_MS 30000
@@ -75,8 +76,6 @@ static int group_setup(void **state)
 	if (!f)
 		return -1;
 	*state = f;
-	if (!wr_ready())
-		return 0;
 	live = f;
 	atexit(clean_at_exit);
 	f->failed = true; /* until the setup is through */
@@ -169,8 +168,6 @@ static void test_merge(void **state)
 	uint64_t id_host, id_comm;
 	struct cl_res r;
 
-	if (!cl->dir[0])
-		skip();
 	by_host = cl_submit(cl, "merge-host", NULL, query_text(f, "host, comm"), &id_host);
 	by_comm = cl_submit(cl, "merge-comm", NULL, query_text(f, "comm"), &id_comm);
 	for (int k = 0; k < NS; k++) {
@@ -246,8 +243,6 @@ static void test_partition(void **state)
 	struct cl_res r;
 	long merged, spooled;
 
-	if (!cl->dir[0])
-		skip();
 	sub = cl_submit(cl, "partition", NULL, query_text(f, "host, comm"), &id);
 	for (int k = 0; k < NS; k++)
 		expect_running(f->agents[k], id);
@@ -319,5 +314,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_partition, test_setup, test_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

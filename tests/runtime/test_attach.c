@@ -47,6 +47,7 @@
 #include <bpf/libbpf.h>
 #include "probes/elf.h"
 #include "probes/probes.h"
+#include "tests/skip.h"
 
 #ifndef WEFT_CLANG_PATH
 #define WEFT_CLANG_PATH "clang"
@@ -485,8 +486,6 @@ static int group_setup(void **state)
 	char obj[PATH_MAX];
 	struct bpf_program *p;
 
-	if (geteuid() != 0)
-		return 0; /* every test skips */
 	if (compile_bpf(obj, sizeof(obj)) != 0) {
 		fprintf(stderr, "clang failed to compile the test's BPF program\n");
 		return -1;
@@ -530,7 +529,7 @@ static int group_teardown(void **state)
 
 static int test_setup(void **state)
 {
-	if (geteuid() != 0 || !g.obj)
+	if (!g.obj)
 		return 0;
 	slots_clear();
 	filter_set(0);
@@ -551,8 +550,6 @@ static void test_tracepoint(void **state)
 	struct probe_err err = { 0 };
 	const int want[] = { CK_SYSCALL, CK_SYS_EXIT, -1 };
 
-	if (geteuid() != 0)
-		skip();
 	enter = target_of("syscall:getppid", 0);
 	assert_int_equal(enter.kind, PROBE_SYSCALL);
 	/* span(syscall:getppid)'s end: a tracepoint target */
@@ -595,8 +592,6 @@ static void test_uprobe_usdt(void **state)
 	char *argv_b[] = { path, n2, (char *)"0", NULL };
 	struct held a, b;
 
-	if (geteuid() != 0)
-		skip();
 	wl_usdt_path(path, sizeof(path));
 	snprintf(n1, sizeof(n1), "%d", N_CALLS);
 	snprintf(n2, sizeof(n2), "%d", N_OTHER);
@@ -725,10 +720,8 @@ static void test_usdt_python_running(void **state)
 	FILE *from;
 	pid_t pid;
 
-	if (geteuid() != 0)
-		skip();
 	if (probe_resolve_binary("python3", 0, python, sizeof(python)) != 0)
-		skip(); /* no python3 on this host */
+		wt_skip("test_usdt_python_running: no python3 on this host");
 	snprintf(narg, sizeof(narg), "%d", N_PY);
 	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
@@ -862,8 +855,6 @@ static void test_attach_errors(void **state)
 	pid_t dead;
 	int status;
 
-	if (geteuid() != 0)
-		skip();
 	wl_usdt_path(path, sizeof(path));
 	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
 	t = target_of(probe, 0);
@@ -904,8 +895,6 @@ static void test_sigkill_detaches(void **state)
 	int ready[2], status, left = -1;
 	pid_t child;
 
-	if (geteuid() != 0)
-		skip();
 	wl_usdt_path(path, sizeof(path));
 	snprintf(probe, sizeof(probe), "uprobe:%s:wl_work", path);
 	up = target_of(probe, 0);
@@ -962,5 +951,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sigkill_detaches, test_setup, test_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	if (!wt_root("it attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

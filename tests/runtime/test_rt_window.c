@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include "kernel/weft_aggval.h"
 #include "tools/bench/rt_harness.h"
+#include "tests/skip.h"
 
 #define N_CALLS 2000000ul
 #define N_THREADS 2ul
@@ -229,8 +230,6 @@ static void test_window_exactly_once(void **state)
 	int running;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	snprintf(src, sizeof(src), "#define WL_NR %d\n%s", (int)SYS_getppid, prog_src);
 	assert_int_equal(rt_compile(&p, "window", src, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_wl_start(&wl, N_CALLS, N_THREADS), 0);
@@ -309,5 +308,7 @@ int main(void)
 		cmocka_unit_test(test_window_exactly_once),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads and attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define ERR_TIMEOUT_MS 20000
 
@@ -44,8 +45,6 @@ static void expect(int status, const char *want, char *const args[])
 static void test_query_errors(void **state)
 {
 	(void)state;
-	if (!wr_ready())
-		skip();
 	EXPECT(3, "[E_PROBE_UNKNOWN]", (char *)"from syscall:getppidx select count() for 1s");
 	EXPECT(3, "[E_FIELD_UNKNOWN]", (char *)"from syscall:read select sum(args.nope) for 1s");
 	EXPECT(3, "[E_AGG_IN_WHERE]",
@@ -65,12 +64,8 @@ static void test_kprobe_refused(void **state)
 	struct stat st;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
-	if (stat("/sys/bus/event_source/devices/kprobe", &st) == 0) {
-		fprintf(stderr, "skipped: this kernel has kprobes\n");
-		skip();
-	}
+	if (stat("/sys/bus/event_source/devices/kprobe", &st) == 0)
+		wt_skip("test_kprobe_refused: this kernel has kprobes");
 	EXPECT(3, "[E_PROBE_FEATURE]", (char *)"from kprobe:do_sys_open select count() for 1s");
 }
 
@@ -80,8 +75,6 @@ static void test_usage_errors(void **state)
 	int p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	for (p = 999999; kill(p, 0) == 0 || errno != ESRCH; p++)
 		; /* a pid no process has */
 	snprintf(pid, sizeof(pid), "%d", p);
@@ -101,5 +94,7 @@ int main(void)
 		cmocka_unit_test(test_usage_errors),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

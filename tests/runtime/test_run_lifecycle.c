@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_CALLS 100000
 #define MAX_IDS 64
@@ -195,8 +196,6 @@ static void kill_and_check_gone(const char *query, const char *binary)
 static void test_sigkill_tracepoint_leaves_nothing(void **state)
 {
 	(void)state;
-	if (!wr_ready())
-		skip();
 	kill_and_check_gone("from syscall:getppid select count()", NULL);
 }
 
@@ -206,8 +205,6 @@ static void test_sigkill_uprobe_leaves_nothing(void **state)
 	const char *bin;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	bin = wr_workload("wl_usdt");
 	snprintf(query, sizeof(query), "from span(uprobe:%s:wl_work) select count()", bin);
 	kill_and_check_gone(query, bin);
@@ -257,8 +254,6 @@ static void test_sigint_prints_final_window(void **state)
 	struct wr_proc wl, p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	workload_start(&wl, pid);
 	/* no -p: only Ctrl-C ends this query */
 	snprintf(query, sizeof(query), "from syscall:getppid where pid = %s select count() as n",
@@ -278,8 +273,6 @@ static void test_pid_exit_ends_run(void **state)
 	struct wr_proc wl, p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	workload_start(&wl, pid);
 	assert_int_equal(wr_weft_start(&p, "--format", "json", "-p", pid,
 				       "from syscall:getppid select count() as n", NULL),
@@ -301,5 +294,7 @@ int main(void)
 		cmocka_unit_test(test_pid_exit_ends_run),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
