@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Every example of LANGUAGE.md runs as written on this machine, with real paths and pids
- * substituted where the spec names ones that do not exist here (pid 4242, PostgreSQL).
+ * Every example of docs/language.md ("Examples") runs as written on this machine, with real
+ * paths and pids substituted where the examples name ones that do not exist here (pid 4242,
+ * PostgreSQL).
  * Each runs under the real `weft run` until Ctrl-C (SIGINT after a moment), must exit 0,
  * print its result columns, and, where the example's events certainly happen, results.
  * (Exact counts are the business of test_run_*.c; this test is about "as written".)
@@ -196,7 +197,7 @@ static void test_redis_function(void **state)
 	snprintf(cmd, sizeof(cmd), "redis-cli -p %s ping >/dev/null 2>&1", port);
 	while (system(cmd) != 0 && tries++ < 50)
 		usleep(100000);
-	/* the spec's pid 4242 is this redis-server's */
+	/* the example's pid 4242 is this redis-server's */
 	snprintf(query, sizeof(query),
 		 "from span(uprobe:/usr/bin/redis-server:processCommand) where pid = %d\n"
 		 "select count(), avg(duration), p99(duration) every 1s",
@@ -225,7 +226,7 @@ static void test_redis_function(void **state)
 static void test_usdt_span(void **state)
 {
 	static struct out o;
-	/* The spec pairs PostgreSQL's query__start/query__done; python3's USDT probes stand in
+	/* The example pairs PostgreSQL's query__start/query__done; python3's USDT probes stand in
 	 * for them where PostgreSQL is not installed. */
 	const char *pg = "/usr/lib/postgresql/15/bin/postgres";
 	char query[512];

@@ -66,7 +66,8 @@ static void test_query_errors(void **state)
 	       (char *)"from syscall:getppidx select count() for 1s");
 }
 
-/* This kernel has no kprobes (the brief's machine): the query is refused, naming the fix. */
+/* On a kernel without kprobes the query is refused, naming the fix (skipped on a kernel that
+ * has them). */
 static void test_kprobe_refused(void **state)
 {
 	struct stat st;
