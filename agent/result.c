@@ -771,7 +771,7 @@ bool agent_table_equal(const struct agent_table *a, const struct agent_table *b)
 	return true;
 }
 
-/* ---- the wire form (aggregator/weft.proto Group) ---- */
+/* ---- the wire form (agent/weft.proto Group) ---- */
 
 void agent_groups_free(Weft__Group **groups, size_t n)
 {

@@ -88,12 +88,12 @@ void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
 const char *agent_drop_what(unsigned int reason);
 
 /*
- * The wire form of a table (aggregator/weft.proto's Group): one Group per group, its
+ * The wire form of a table (agent/weft.proto's Group): one Group per group, its
  * canonical key, and one agg_state_encode()d state per aggregate in plan order (quantiles
  * that share a sketch repeat the same state).  Additions for the cluster (agent/daemon.c and
  * the aggregator daemon).
  */
-typedef struct Weft__Group Weft__Group; /* aggregator/weft.pb-c.h */
+typedef struct Weft__Group Weft__Group; /* weft.pb-c.h, generated from agent/weft.proto */
 
 /* All groups of t as a malloc'd array of *n malloc'd Groups (each one allocation);
  * release with agent_groups_free(), never with protobuf-c's free.  0, -EINVAL or -ENOMEM. */

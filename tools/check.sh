@@ -13,6 +13,14 @@ weft_deps_install
 JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
+# Why the tests that ctest reported as skipped (exit 77, tests/skip.h) in dir skipped: the
+# "skipped: REASON" lines they printed, from ctest's log of its last run.
+skipped() { # dir
+	awk '/^[0-9]+\/[0-9]+ Testing: / { t = $3 }
+		/^skipped: / { if (!n++) print "skipped tests, and why:"; print "  " t ": " substr($0, 10) }' \
+		"$1/Testing/Temporary/LastTest.log" | uniq
+}
+
 build() { # dir, cmake args...
 	local dir=$1
 	shift
@@ -30,11 +38,13 @@ python3 tools/check-layers.py
 echo "== release build and tests"
 build build
 (cd build && ctest --output-on-failure -j1)
+skipped build
 
 echo "== ASan+UBSan build and tests"
 build build-asan -DWEFT_SANITIZE=ON
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --output-on-failure -j1)
+skipped build-asan
 
 echo "== fuzzing (${FUZZ_SECONDS}s per target)"
 build build-fuzz -DWEFT_FUZZ=ON -DWEFT_TESTS=ON -DCMAKE_C_COMPILER=clang

@@ -711,28 +711,67 @@ static inline void cl_res_load(struct cl_res *r, const char *path)
 }
 
 /*
- * The sum over the windows' answers of column col, in the rows whose "host" is host and
- * whose "comm" is comm (NULL: any).
+ * The sum over window i's answer of column col, in the rows whose "host" is host and whose
+ * "comm" is comm (NULL: any).
  */
+static inline long long cl_res_window_sum(const struct cl_res *r, size_t i, const char *col,
+					  const char *host, const char *comm)
+{
+	long long sum = 0;
+
+	for (size_t k = 0; k < wr_nrows(r->final[i]); k++) {
+		const struct wj *row = wr_row(r->final[i], k);
+		const char *h = wj_str(wj_get(row, "host"));
+		const char *c = wj_str(wj_get(row, "comm"));
+
+		if (host && (!h || strcmp(h, host)))
+			continue;
+		if (comm && (!c || strcmp(c, comm)))
+			continue;
+		sum += wj_int_of(row, col);
+	}
+	return sum;
+}
+
+/* cl_res_window_sum over every window's answer. */
 static inline long long cl_res_sum(const struct cl_res *r, const char *col, const char *host,
 				   const char *comm)
 {
 	long long sum = 0;
 
-	for (size_t i = 0; i < r->nwin; i++) {
-		for (size_t k = 0; k < wr_nrows(r->final[i]); k++) {
-			const struct wj *row = wr_row(r->final[i], k);
-			const char *h = wj_str(wj_get(row, "host"));
-			const char *c = wj_str(wj_get(row, "comm"));
-
-			if (host && (!h || strcmp(h, host)))
-				continue;
-			if (comm && (!c || strcmp(c, comm)))
-				continue;
-			sum += wj_int_of(row, col);
-		}
-	}
+	for (size_t i = 0; i < r->nwin; i++)
+		sum += cl_res_window_sum(r, i, col, host, comm);
 	return sum;
+}
+
+/*
+ * Whether the windows split exactly into two runs of calls made one after the other: some
+ * window index s, 0 < s < nwin, has the windows before it summing to `first` and the windows
+ * from it on to `second` (cl_res_window_sum), so no window holds calls of both runs.
+ */
+static inline bool cl_res_splits(const struct cl_res *r, const char *col, const char *host,
+				 const char *comm, long long first, long long second)
+{
+	long long sum = 0;
+	size_t s = 0;
+
+	while (s < r->nwin && sum < first)
+		sum += cl_res_window_sum(r, s++, col, host, comm);
+	return sum == first && s < r->nwin && cl_res_sum(r, col, host, comm) == first + second;
+}
+
+/* Whether some emission (any revision) of window i named host missing (NULL: any host). */
+static inline bool cl_res_was_missing(const struct cl_res *r, size_t i, const char *host)
+{
+	for (size_t k = 0; k < r->j.n; k++) {
+		const struct wj *w = r->j.v[k], *m = wj_get(w, "missing");
+
+		if (wj_int_of(w, "index") != (long long)i || !m)
+			continue;
+		if (host ? cl_json_has_str(w, "missing", host) : m->nkids > 0)
+			return true;
+	}
+	return false;
 }
 
 /* Every row's host is one of hosts (NULL-terminated). */

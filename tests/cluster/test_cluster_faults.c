@@ -36,6 +36,7 @@
 #include <cmocka.h>
 
 #include "tests/cluster/cluster_util.h"
+#include "tests/skip.h"
 
 static int setup(void **state)
 {
@@ -43,8 +44,7 @@ static int setup(void **state)
 
 	if (!cl)
 		return -1;
-	if (wr_ready())
-		cl_init(cl);
+	cl_init(cl);
 	*state = cl;
 	return 0;
 }
@@ -99,8 +99,6 @@ static void test_agent_restart(void **state)
 	struct cl_res r;
 	uint64_t id;
 
-	if (!cl->dir[0])
-		skip();
 	for (int i = 0; hosts[i]; i++)
 		cl_keygen(cl, "agent", hosts[i], true);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, NULL);
@@ -171,8 +169,6 @@ static void test_aggregator_restart(void **state)
 	struct cl_res r, r2;
 	uint64_t id;
 
-	if (!cl->dir[0])
-		skip();
 	for (int i = 0; hosts[i]; i++)
 		cl_keygen(cl, "agent", hosts[i], true);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, NULL);
@@ -325,8 +321,6 @@ static void test_aggregator_restart_open_windows(void **state)
 	struct cl_res r;
 	uint64_t id;
 
-	if (!cl->dir[0])
-		skip();
 	for (int i = 0; hosts[i]; i++)
 		cl_keygen(cl, "agent", hosts[i], true);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, opts);
@@ -430,8 +424,6 @@ static void test_slow_client(void **state)
 	uint64_t id;
 	Weft__Envelope *m;
 
-	if (!cl->dir[0])
-		skip();
 	for (int i = 0; hosts[i]; i++)
 		cl_keygen(cl, "agent", hosts[i], true);
 	cl_keygen(cl, "client", "flood", true);
@@ -504,5 +496,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_slow_client, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * File-driven compiler tests (as DTrace's test suite): every tests/compiler/err/TAG.N.wq must
- * fail to compile (through PASS_PLAN) with TAG as its first error, and every
- * tests/compiler/ok/NAME.wq must compile with no error, with each of its `-- expect: TEXT`
- * lines found in the plan dump (outside its `query` line, which quotes the source).  Adding
- * a case is adding a file.  Every failing file is reported by name before the test fails, so
- * one run shows all of them.
+ * fail to compile (through PASS_PLAN) with TAG as its first error, every
+ * tests/compiler/warn/TAG.N.wq must compile with no error and TAG as its first warning, and
+ * every tests/compiler/ok/NAME.wq must compile with no error, with each of its
+ * `-- expect: TEXT` lines found in the plan dump (outside its `query` line, which quotes the
+ * source).  An err or warn file with the line `-- pid: exited` is compiled as with
+ * `-p PID` of a process that has exited (a child of this test, reaped).  Adding a case is
+ * adding a file.  Every failing file is reported by name before the test fails, so one run
+ * shows all of them.
  *
  * The ok files resolve real probes (tracefs, ELF files), so this test needs the machine's
  * kernel and, for some, root; it does not load or attach anything.
@@ -14,14 +17,18 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "compiler/compiler.h"
 #include "compiler/diag.h"
+#include "tests/skip.h"
 
 static const char *source_dir(void)
 {
@@ -86,16 +93,45 @@ static char **wq_list(const char *dir, int *n)
 	return v;
 }
 
-static const struct diag *first_error(const struct diag_list *dl)
+static const struct diag *first_of(const struct diag_list *dl, enum diag_severity sev)
 {
 	for (int i = 0; i < dl->n; i++)
-		if (dl->v[i].sev == DIAG_ERROR)
+		if (dl->v[i].sev == sev)
 			return &dl->v[i];
 	return NULL;
 }
 
-/* 0 if the err file behaves, else -1 after printing why. */
-static int err_file_check(const char *dir, const char *name)
+/* Whether src has `line` as one of its lines. */
+static bool has_line(const char *src, const char *line)
+{
+	size_t len = strlen(line);
+
+	for (const char *s = src; s; s = strchr(s, '\n'), s = s ? s + 1 : NULL)
+		if (strncmp(s, line, len) == 0 && (s[len] == '\n' || s[len] == '\r' || !s[len]))
+			return true;
+	return false;
+}
+
+/* The pid of a process that has exited: a child of ours, reaped, so no process has it (until
+ * the kernel hands it out again, which takes a wrap of the pid space). */
+static pid_t pid_exited(void)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return pid;
+}
+
+/*
+ * 0 if the err (sev DIAG_ERROR) or warn (DIAG_WARNING) file behaves, else -1 after printing
+ * why: an err file fails with its tag as the first error, a warn file compiles with no error
+ * and its tag as the first warning; either with a place in the text.
+ */
+static int tag_file_check(const char *dir, const char *name, enum diag_severity sev)
 {
 	char path[4096], want[128];
 	const struct diag *d;
@@ -117,15 +153,23 @@ static int err_file_check(const char *dir, const char *name)
 		print_message("%s: cannot read: %s\n", name, strerror(errno));
 		return -1;
 	}
+	if (has_line(src, "-- pid: exited"))
+		opts.pid = pid_exited();
 	diag_list_init(&dl, src, name);
 	rc = compiler_run(src, &opts, PASS_PLAN, &dl, &res);
-	d = first_error(&dl);
-	if (rc == 0)
+	d = first_of(&dl, sev);
+	if (sev == DIAG_ERROR && rc == 0)
 		print_message("%s: compiled, but should fail with %s\n", name, want);
+	else if (sev == DIAG_WARNING && (rc != 0 || dl.nerrors))
+		print_message("%s: does not compile (%d), but should, warning %s\n", name, rc,
+			      want);
 	else if (!d)
-		print_message("%s: failed (%d) without a diagnostic, want %s\n", name, rc, want);
+		print_message("%s: %s (%d) without a %s, want %s\n", name,
+			      rc ? "failed" : "compiled", rc,
+			      sev == DIAG_ERROR ? "diagnostic" : "warning", want);
 	else if (strcmp(diag_tag_name(d->tag), want) != 0)
-		print_message("%s: first error is %s (%s), want %s\n", name, diag_tag_name(d->tag),
+		print_message("%s: first %s is %s (%s), want %s\n", name,
+			      sev == DIAG_ERROR ? "error" : "warning", diag_tag_name(d->tag),
 			      d->msg, want);
 	else if (d->loc.line == 0 || d->loc.off > strlen(src))
 		print_message("%s: %s has no place in the text\n", name, want);
@@ -143,6 +187,16 @@ static int err_file_check(const char *dir, const char *name)
 	diag_list_free(&dl);
 	free(src);
 	return ret;
+}
+
+static int err_file_check(const char *dir, const char *name)
+{
+	return tag_file_check(dir, name, DIAG_ERROR);
+}
+
+static int warn_file_check(const char *dir, const char *name)
+{
+	return tag_file_check(dir, name, DIAG_WARNING);
 }
 
 /* 0 if the ok file compiles and its plan holds every expected line, else -1. */
@@ -239,6 +293,12 @@ static void test_err_files(void **state)
 	run_dir("err", err_file_check);
 }
 
+static void test_warn_files(void **state)
+{
+	(void)state;
+	run_dir("warn", warn_file_check);
+}
+
 static void test_ok_files(void **state)
 {
 	(void)state;
@@ -249,8 +309,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_err_files),
+		cmocka_unit_test(test_warn_files),
 		cmocka_unit_test(test_ok_files),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("the .wq files' probes are resolved in tracefs and perf events"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <cmocka.h>
 #include "tools/bench/rt_harness.h"
+#include "tests/skip.h"
 
 static const char *const patterns[] = {
 	"abc",	 "a*",	     "*c", "*b*",    "a?c",   "*",	"",
@@ -176,8 +177,6 @@ static void test_like_and_streq_match_libc(void **state)
 	int fd, checked = 0;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
 	fd = bss_fd(&p);
@@ -223,8 +222,6 @@ static void test_str_user_counts_faults_and_truncation(void **state)
 	int fd;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, NULL, NULL, no_attach), 0);
 	fd = bss_fd(&p);
@@ -263,8 +260,6 @@ static void test_tp_data_loc_string(void **state)
 	int fd;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	assert_int_equal(compile_helpers(&p, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, NULL, NULL, only_exec), 0);
 	fd = bss_fd(&p);
@@ -293,5 +288,7 @@ int main(void)
 		cmocka_unit_test(test_tp_data_loc_string),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads and attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

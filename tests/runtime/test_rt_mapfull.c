@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include "kernel/weft_aggval.h"
 #include "tools/bench/rt_harness.h"
+#include "tests/skip.h"
 
 #define N_CALLS 400000ul
 #define N_THREADS 4ul
@@ -84,8 +85,6 @@ static void test_map_full_counted(void **state)
 	int running;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	assert_int_equal(rt_compile(&p, "mapfull", prog_src, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_wl_start(&wl, N_CALLS, N_THREADS), 0);
 	assert_int_equal(rt_load(&p, obj, setup, &wl.pid, NULL), 0);
@@ -116,5 +115,7 @@ int main(void)
 		cmocka_unit_test(test_map_full_counted),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads and attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

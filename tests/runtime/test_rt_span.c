@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include "kernel/weft_aggval.h"
 #include "tools/bench/rt_harness.h"
+#include "tests/skip.h"
 
 #define N_CALLS 400000ul
 #define N_THREADS 2ul
@@ -185,8 +186,6 @@ static void test_span_all_matched(void **state)
 	struct result r;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	run_span(1024, 1, 0, &r);
 	assert_int_equal(r.count, N_CALLS);
 	assert_true(r.min > 0);
@@ -200,8 +199,6 @@ static void test_span_full_table_counted(void **state)
 	struct result r;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	run_span(1, 1, 1, &r);
 	assert_true(r.drops[WEFT_DROP_SPAN_FULL] > 0);
 	assert_int_equal(r.count + r.drops[WEFT_DROP_SPAN_FULL], N_CALLS);
@@ -216,8 +213,6 @@ static void test_span_unmatched_evicted(void **state)
 	struct result r;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	run_span(1024, 0, 0, &r);
 	assert_int_equal(r.count, 0);
 	assert_int_equal(r.drops[WEFT_DROP_SPAN_EVICTED], N_THREADS);
@@ -234,5 +229,7 @@ int main(void)
 		cmocka_unit_test(test_span_unmatched_evicted),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads and attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <cmocka.h>
 #include "tools/bench/rt_harness.h"
+#include "tests/skip.h"
 
 #define N_CALLS 200000ul
 #define N_THREADS 2ul
@@ -147,8 +148,6 @@ static void test_stream_large_ring_loses_nothing(void **state)
 	__u64 received, dropped, missing;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	/* 32-byte records (+8 bytes of ring header each): 16 MiB holds all of them */
 	run_stream(16u << 20, &received, &dropped, &missing);
 	assert_int_equal(received, N_CALLS);
@@ -161,8 +160,6 @@ static void test_stream_small_ring_counts_drops(void **state)
 	__u64 received, dropped, missing;
 
 	(void)state;
-	if (!rt_is_root())
-		skip();
 	run_stream(4096, &received, &dropped, &missing);
 	assert_true(dropped > 0);
 	assert_true(received > 0);
@@ -177,5 +174,7 @@ int main(void)
 		cmocka_unit_test(test_stream_small_ring_counts_drops),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads and attaches BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

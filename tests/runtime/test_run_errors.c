@@ -5,6 +5,13 @@
  * (`query:LINE:COL`) on stderr and prints nothing on stdout; a bad command line exits 2.
  * Every query carries `for 1s`, so that if weft wrongly accepted one it would end on its own
  * (and fail the status check) rather than run until the harness kills it.
+ *
+ * The later stages, each provoked for real: clang failing (E_CLANG, exit 3: WEFT_CLANG names
+ * a program that fails), the kernel's verifier refusing the program (E_VERIFIER, exit 1:
+ * WEFT_CLANG names a wrapper that appends a program with an unchecked map lookup to the
+ * generated source before it runs the real clang), and an attachment failing (E_ATTACH, exit
+ * 1: a uprobe with -p of a zombie, which /proc and kill(0) still show, but to which the
+ * kernel will not attach).  WEFT_CACHE_DIR is a fresh directory, so clang runs every time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +19,9 @@
 #include <cmocka.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define ERR_TIMEOUT_MS 20000
 
@@ -44,8 +53,6 @@ static void expect(int status, const char *want, char *const args[])
 static void test_query_errors(void **state)
 {
 	(void)state;
-	if (!wr_ready())
-		skip();
 	EXPECT(3, "[E_PROBE_UNKNOWN]", (char *)"from syscall:getppidx select count() for 1s");
 	EXPECT(3, "[E_FIELD_UNKNOWN]", (char *)"from syscall:read select sum(args.nope) for 1s");
 	EXPECT(3, "[E_AGG_IN_WHERE]",
@@ -59,18 +66,15 @@ static void test_query_errors(void **state)
 	       (char *)"from syscall:getppidx select count() for 1s");
 }
 
-/* This kernel has no kprobes (the brief's machine): the query is refused, naming the fix. */
+/* On a kernel without kprobes the query is refused, naming the fix (skipped on a kernel that
+ * has them). */
 static void test_kprobe_refused(void **state)
 {
 	struct stat st;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
-	if (stat("/sys/bus/event_source/devices/kprobe", &st) == 0) {
-		fprintf(stderr, "skipped: this kernel has kprobes\n");
-		skip();
-	}
+	if (stat("/sys/bus/event_source/devices/kprobe", &st) == 0)
+		wt_skip("test_kprobe_refused: this kernel has kprobes");
 	EXPECT(3, "[E_PROBE_FEATURE]", (char *)"from kprobe:do_sys_open select count() for 1s");
 }
 
@@ -80,8 +84,6 @@ static void test_usage_errors(void **state)
 	int p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	for (p = 999999; kill(p, 0) == 0 || errno != ESRCH; p++)
 		; /* a pid no process has */
 	snprintf(pid, sizeof(pid), "%d", p);
@@ -93,13 +95,87 @@ static void test_usage_errors(void **state)
 	EXPECT(2, "", (char *)"--no-such-option", (char *)"from syscall:getppid select count()");
 }
 
+/* A program the verifier refuses: it writes through a map lookup it did not check. */
+static const char bad_program[] = "struct {\n"
+				  "\t__uint(type, BPF_MAP_TYPE_HASH);\n"
+				  "\t__uint(max_entries, 1);\n"
+				  "\t__type(key, __u32);\n"
+				  "\t__type(value, __u64);\n"
+				  "} weft_test_bad SEC(\".maps\");\n"
+				  "SEC(\"tracepoint\")\n"
+				  "int weft_test_bad_prog(void *ctx)\n"
+				  "{\n"
+				  "\t__u32 k = 0;\n"
+				  "\t__u64 *v = bpf_map_lookup_elem(&weft_test_bad, &k);\n"
+				  "\t*v += 1;\n"
+				  "\treturn 0;\n"
+				  "}\n";
+
+static void file_write(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void test_later_stage_errors(void **state)
+{
+	char dir[] = "/tmp/weft-test-errors-XXXXXX", path[PATH_MAX], cache[PATH_MAX + 8];
+	char wrapper[PATH_MAX + 8], script[2 * PATH_MAX + 128], query[PATH_MAX + 128], pid[32];
+	int status;
+	pid_t zombie;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cache, sizeof(cache), "%s/cache", dir);
+	assert_int_equal(setenv("WEFT_CACHE_DIR", cache, 1), 0);
+
+	/* clang fails: the compiler's last pass reports it, at the query */
+	assert_int_equal(setenv("WEFT_CLANG", "/bin/false", 1), 0);
+	EXPECT(3, "[E_CLANG]", (char *)"from syscall:getppid select count() for 1s");
+
+	/* the verifier refuses: reported with the generated line it refused */
+	snprintf(path, sizeof(path), "%s/bad.c", dir);
+	file_write(path, bad_program, 0644);
+	snprintf(wrapper, sizeof(wrapper), "%s/clang", dir);
+	snprintf(script, sizeof(script), "#!/bin/sh\ncat '%s' >>query.bpf.c\nexec '%s' \"$@\"\n",
+		 path, WEFT_CLANG_PATH);
+	file_write(wrapper, script, 0755);
+	assert_int_equal(setenv("WEFT_CLANG", wrapper, 1), 0);
+	EXPECT(1, "[E_VERIFIER]", (char *)"from syscall:getppid select count() for 1s");
+	EXPECT(1, "generated line: *v += 1;", (char *)"from syscall:getppid select count() for 1s");
+	assert_int_equal(unsetenv("WEFT_CLANG"), 0);
+
+	/* a zombie: it resolves (its pid is in /proc), but no uprobe attaches to it */
+	zombie = fork();
+	assert_true(zombie >= 0);
+	if (zombie == 0)
+		_exit(0);
+	assert_int_equal(waitid(P_PID, zombie, &(siginfo_t){ 0 }, WEXITED | WNOWAIT), 0);
+	snprintf(pid, sizeof(pid), "%d", (int)zombie);
+	snprintf(query, sizeof(query), "from uprobe:%s:wl_work select count() for 1s",
+		 wr_workload("wl_usdt"));
+	EXPECT(1, "[E_ATTACH]", (char *)"-p", pid, query);
+	assert_int_equal(waitpid(zombie, &status, 0), zombie);
+
+	assert_int_equal(unsetenv("WEFT_CACHE_DIR"), 0);
+	snprintf(script, sizeof(script), "rm -rf '%s'", dir);
+	assert_int_equal(system(script), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_query_errors),
 		cmocka_unit_test(test_kprobe_refused),
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_later_stage_errors),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 #include "tools/weft.h"
 
 #define N_CALLS 100000
@@ -215,8 +216,6 @@ static void kill_and_check_gone(const char *query, const char *binary)
 static void test_sigkill_tracepoint_leaves_nothing(void **state)
 {
 	(void)state;
-	if (!wr_ready())
-		skip();
 	kill_and_check_gone("from syscall:getppid select count()", NULL);
 }
 
@@ -226,8 +225,6 @@ static void test_sigkill_uprobe_leaves_nothing(void **state)
 	const char *bin;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	bin = wr_workload("wl_usdt");
 	snprintf(query, sizeof(query), "from span(uprobe:%s:wl_work) select count()", bin);
 	kill_and_check_gone(query, bin);
@@ -277,8 +274,6 @@ static void test_sigint_prints_final_window(void **state)
 	struct wr_proc wl, p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	workload_start(&wl, pid);
 	/* no -p: only Ctrl-C ends this query */
 	snprintf(query, sizeof(query), "from syscall:getppid where pid = %s select count() as n",
@@ -298,8 +293,6 @@ static void test_pid_exit_ends_run(void **state)
 	struct wr_proc wl, p;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	workload_start(&wl, pid);
 	assert_int_equal(wr_weft_start(&p, "--format", "json", "-p", pid,
 				       "from syscall:getppid select count() as n", NULL),
@@ -576,5 +569,7 @@ int main(void)
 		cmocka_unit_test(test_sigterm_ends_command_ignoring_it),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, setup, teardown));
 }

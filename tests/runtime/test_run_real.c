@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define PYTHON "/usr/bin/python3"
 #define REDIS "/usr/bin/redis-server"
@@ -75,12 +76,8 @@ static void test_python_function_entry(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
-	if (!executable(PYTHON)) {
-		fprintf(stderr, "skipped: no %s\n", PYTHON);
-		skip();
-	}
+	if (!executable(PYTHON))
+		wt_skip("test_python_function_entry: no %s", PYTHON);
 	snprintf(script, sizeof(script), "%s/f.py", tmpdir);
 	f = fopen(script, "w");
 	assert_non_null(f);
@@ -238,12 +235,8 @@ static void test_redis_process_command(void **state)
 	int port, fd = -1, rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
-	if (!executable(REDIS)) {
-		fprintf(stderr, "skipped: no %s\n", REDIS);
-		skip();
-	}
+	if (!executable(REDIS))
+		wt_skip("test_redis_process_command: no %s", REDIS);
 	port = free_port();
 	assert_true(port > 0);
 	snprintf(port_s, sizeof(port_s), "%d", port);
@@ -311,5 +304,7 @@ int main(void)
 		cmocka_unit_test(test_redis_process_command),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, setup, teardown));
 }

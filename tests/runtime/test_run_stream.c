@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_TICKS 2000
 #define N_FLOOD 1000000
@@ -50,8 +51,6 @@ static void test_usdt_rows_exact(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	snprintf(cmd, sizeof(cmd), "'%s' %d", wr_workload("wl_usdt"), N_TICKS);
 	snprintf(query, sizeof(query), "from usdt:%s:weft_test:tick select arg0",
 		 wr_workload("wl_usdt"));
@@ -94,8 +93,6 @@ static void test_forced_loss_counted(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	snprintf(n, sizeof(n), "%d", N_FLOOD);
 	assert_int_equal(wr_workload_start(&wl, wl_argv), 0);
 	snprintf(pid, sizeof(pid), "%d", (int)wl.pid);
@@ -142,5 +139,7 @@ int main(void)
 		cmocka_unit_test(test_forced_loss_counted),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

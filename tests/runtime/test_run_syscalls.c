@@ -19,6 +19,7 @@
 
 #include <sys/syscall.h>
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_CALLS 2000000
 #define N_THREADS 2
@@ -74,8 +75,6 @@ static void test_count_every_100ms(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	rc = wr_weft_run(&p, "--format", "json", "-c", wl_cmd(N_CALLS, N_THREADS),
 			 "from syscall:getppid select count() as n every 100ms");
 	if (rc != 0)
@@ -123,8 +122,6 @@ static void test_group_by_tid_every_100ms(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	rc = wr_weft_run(&p, "--format", "json", "-c", wl_cmd(N_CALLS, N_THREADS),
 			 "from syscall:getppid group by tid select count() as n every 100ms");
 	if (rc != 0)
@@ -147,8 +144,6 @@ static void test_raw_sys_enter_where_id(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	snprintf(query, sizeof(query),
 		 "from tracepoint:raw_syscalls:sys_enter where args.id = %d "
 		 "group by tid select count() as n every 100ms",
@@ -178,8 +173,6 @@ static void test_span_getppid(void **state)
 	int rc;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	rc = wr_weft_run(&p, "--format", "json", "-c", wl_cmd(n, N_THREADS),
 			 "from span(syscall:getppid) select count() as n, min(duration) as dmin, "
 			 "min(retval) as rmin, max(retval) as rmax");
@@ -208,5 +201,7 @@ int main(void)
 		cmocka_unit_test(test_span_getppid),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include "probes/elf.h"
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_CALLS 5000
 #define N_QUANT 10000
@@ -97,8 +98,6 @@ static void test_uprobe_count_sum(void **state)
 	long long printed;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_CALLS,
 		    query_of("from uprobe:%W:wl_work select count() as n, sum(arg0) as s"),
 		    &printed);
@@ -118,8 +117,6 @@ static void test_uretprobe_retval(void **state)
 	long long printed;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_CALLS,
 		    query_of("from uretprobe:%W:wl_work select count() as n, sum(retval) as s, "
 			     "min(retval) as lo, max(retval) as hi"),
@@ -140,8 +137,6 @@ static void test_usdt_tick(void **state)
 	long long printed;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_CALLS,
 		    query_of("from usdt:%W:weft_test:tick select count() as n, sum(arg0) as s, "
 			     "max(arg1) as last, min(arg1) as first"),
@@ -164,8 +159,6 @@ static void test_usdt_group_by_probe(void **state)
 	bool seen_tick = false, seen_done = false;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_CALLS,
 		    query_of("from usdt:%W:weft_test:* group by probe select count() as n"), NULL);
 	snprintf(tick, sizeof(tick), "usdt:%s:weft_test:tick", wl_path);
@@ -199,8 +192,6 @@ static void test_span_uprobe(void **state)
 	long long printed;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_CALLS,
 		    query_of("from span(uprobe:%W:wl_work) select count() as n, min(duration) as "
 			     "dmin, sum(arg0) as s, sum(retval) as r"),
@@ -289,8 +280,6 @@ static void test_quantiles_and_hists(void **state)
 	size_t nwant = 0;
 
 	(void)state;
-	if (!wr_ready())
-		skip();
 	w = run_one(&p, &j, N_QUANT,
 		    query_of("from uprobe:%W:wl_work select p50(arg0) as p50, p90(arg0) as p90, "
 			     "p99(arg0) as p99, p999(arg0) as p999, quantile(arg0, 0.25) as q25, "
@@ -573,5 +562,7 @@ int main(void)
 		cmocka_unit_test(test_usdt_semaphore_running),
 	};
 
-	return cmocka_run_group_tests(tests, setup, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, setup, NULL));
 }

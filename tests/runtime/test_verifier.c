@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "compiler/codegen.h"
 #include "compiler/compiler.h"
+#include "tests/skip.h"
 
 static const char bad_source[] = "#include \"weft.bpf.h\"\n"
 				 "struct {\n"
@@ -86,5 +87,7 @@ int main(void)
 		cmocka_unit_test(test_verifier_verbose),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads a BPF program"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

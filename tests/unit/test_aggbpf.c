@@ -33,6 +33,7 @@
 
 #include "kernel/aggstate.h"
 #include "kernel/weft_agg.bpf.h"
+#include "tests/skip.h"
 
 #define LH1_LO (-100)
 #define LH1_HI 1000
@@ -230,8 +231,6 @@ static void test_kernel_and_user_agree(void **unused)
 	FILE *f;
 	enum { N = 3000 };
 
-	if (geteuid() != 0)
-		skip();
 	tracefs_ensure();
 	assert_true(ncpu > 0);
 	assert_non_null(mkdtemp(dir));
@@ -336,5 +335,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_and_user_agree),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it loads BPF programs"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -17,7 +17,7 @@
 #include "compiler/ast.h"
 #include "compiler/parser.h"
 
-/* The examples of LANGUAGE.md ("each must work as written"), verbatim. */
+/* The examples of docs/language.md ("Examples": each must work as written), verbatim. */
 static const char *const examples[] = {
 	"-- system calls by process, top 10 every second\n"
 	"from tracepoint:raw_syscalls:sys_enter\n"

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "probes/elf.h"
 #include "probes/probes.h"
+#include "tests/skip.h"
 
 static int resolve(const char *probe, const struct probe_ctx *ctx, struct probe_set *set,
 		   struct probe_err *err)
@@ -298,7 +299,7 @@ static void test_kprobe_feature(void **state)
 	struct probe_err err;
 
 	if (probe_features_get()->kprobe)
-		skip();
+		wt_skip("test_kprobe_feature: this kernel has kprobes");
 	assert_int_equal(resolve("kprobe:do_sys_openat2", NULL, &set, &err), -1);
 	assert_int_equal(err.kind, PERR_FEATURE);
 	assert_non_null(strstr(err.msg, "no kprobes"));
@@ -1164,5 +1165,7 @@ int main(void)
 		cmocka_unit_test(test_list),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wt_root("it reads tracefs and opens perf events"))
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "probes/probes.h"
+#include "tests/skip.h"
 
 /* Not static and not inlined, so the binary's .symtab names it with a size. */
 __attribute__((noinline, used)) int test_symbolize_marker(int x);
@@ -145,7 +146,7 @@ static void test_kernel(void **state)
 
 	if (!kallsyms_find(first, sizeof(first), &first_addr, "__x64_sys_getpid", &getpid_addr,
 			   alias, sizeof(alias)))
-		skip(); /* not root: kallsyms shows zeros */
+		wt_skip("test_kernel: /proc/kallsyms shows no addresses (not root)");
 	c = sym_cache_new();
 	assert_non_null(c);
 	assert_int_equal(sym_kernel(c, first_addr, buf, sizeof(buf)), 0);
@@ -175,5 +176,5 @@ int main(void)
 		cmocka_unit_test(test_kernel),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
