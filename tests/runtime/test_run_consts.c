@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_CALLS 3
 
@@ -65,7 +66,7 @@ static void test_constant_columns(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	snprintf(cmd, sizeof(cmd), "'%s' %d 1", wr_workload("wl_syscalls"), N_CALLS);
 	rc = wr_weft_run(&p, "--format", "json", "-c", cmd, const_query);
 	if (rc != 0)
@@ -114,7 +115,7 @@ static void test_long_literal_equality(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	assert_true(strlen(path) > 63);
 	f = fopen(path, "w");
 	assert_non_null(f);
@@ -147,5 +148,7 @@ int main(void)
 		cmocka_unit_test(test_long_literal_equality),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 
 #define N_THREADS 4
 #define N_CALLS 200000
@@ -94,7 +95,7 @@ static void test_uprobe_span_attach_detach_under_load(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	calls_start(&wl, 0, N_THREADS, false, pid);
 	snprintf(query, sizeof(query), "from span(uprobe:%s:wl_call) select count() as n",
 		 wr_workload("wl_calls"));
@@ -111,7 +112,7 @@ static void test_syscall_span_attach_detach_under_load(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	/* far more calls than the run can see: it is killed when the test is done */
 	snprintf(n, sizeof(n), "%ld", 4000000000L);
 	snprintf(t, sizeof(t), "%d", N_THREADS);
@@ -159,7 +160,7 @@ static void test_uprobe_span_known_calls_exact(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	calls_start(&wl, N_CALLS, N_THREADS, true, pid);
 	snprintf(query, sizeof(query), "from span(uprobe:%s:wl_call) select count() as n",
 		 wr_workload("wl_calls"));
@@ -180,7 +181,7 @@ static void test_uprobe_span_where_pid_other_process(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	calls_start(&other, 0, 2, false, other_pid); /* calls all along */
 	calls_start(&wl, N_CALLS, N_THREADS, true, pid);
 	snprintf(query, sizeof(query),
@@ -205,5 +206,7 @@ int main(void)
 		cmocka_unit_test(test_uprobe_span_where_pid_other_process),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/skip.h"
 
 static void check_three_windows(const char *every_for)
 {
@@ -49,7 +50,7 @@ static void test_every_1s_for_3s(void **state)
 {
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	check_three_windows("every 1s for 3s");
 }
 
@@ -58,7 +59,7 @@ static void test_every_2s_for_6s(void **state)
 {
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	check_three_windows("every 2s for 6s");
 }
 
@@ -69,5 +70,7 @@ int main(void)
 		cmocka_unit_test(test_every_2s_for_6s),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
