@@ -59,15 +59,7 @@ struct fake {
 	uint64_t seq; /* ours */
 	uint64_t instance; /* the agent's */
 	struct wire_seq rx;
-	/* while set, partials of query 1 that arrive while recv_kind() waits for another kind
-	 * are merged and acknowledged (windows keep closing while the test compiles or waits;
-	 * how many do depends on the machine's speed, the totals do not) */
-	struct merged *stray;
 };
-
-struct merged;
-static void merge(struct merged *m, const Weft__Envelope *e, const struct plan *p);
-static void send_ack(struct fake *f, uint64_t upto);
 
 static uint64_t now_ms(void)
 {
@@ -156,14 +148,9 @@ static Weft__Envelope *recv_kind(struct fake *f, Weft__Envelope__BodyCase kind, 
 			return NULL;
 		if (e->body_case == kind)
 			return e;
-		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL && f->stray &&
-		    e->partial->query_id == 1) {
-			merge(f->stray, e, NULL);
-			send_ack(f, e->seq);
-		} else if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL) {
+		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL)
 			fail_msg("an unexpected partial (window %llu)",
 				 (unsigned long long)e->partial->window);
-		}
 		wire_free(e);
 	}
 	return NULL;
@@ -503,7 +490,6 @@ static void test_agent_end_to_end(void **state)
 		wire_free(e);
 	}
 
-	f.stray = &m;
 	/* refuse: garbage, and a body no aggregator sends */
 	assert_int_equal(zmq_send(f.sock, f.id, f.idlen, ZMQ_SNDMORE), (int)f.idlen);
 	assert_int_equal(zmq_send(f.sock, "\xff\xfe garbage", 10, 0), 10);
@@ -534,7 +520,6 @@ static void test_agent_end_to_end(void **state)
 	wire_free(e);
 
 	/* stop: the last window says so */
-	f.stray = NULL;
 	{
 		Weft__QueryStop s = WEFT__QUERY_STOP__INIT;
 
