@@ -1176,7 +1176,7 @@ static void send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	weft__status_reply__init(&r);
 	r.aggregator = a->name;
 	r.has_rejected = true;
-	r.rejected = a->rejected + wire_zap_rejected(a->zap);
+	r.rejected = a->rejected + wire_zap_rejected(a->zap) + aggd_parent_rejected(a);
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &as[na];
 		size_t nr = 0;
@@ -1566,11 +1566,11 @@ static void tick(struct aggd *a, bool full)
 	}
 	aggd_txn_commit(a);
 	if (a->has_parent) {
-		aggd_parent_flush(a);
-		if (full && a->par.welcomed && mono >= a->par.next_hb) {
-			aggd_parent_heartbeat(a);
-			a->par.next_hb = mono + a->par.hb_ms * 1000000ULL;
-		}
+		/* the windows just closed go up now; connecting and heartbeats at the full tick */
+		if (full)
+			session_tick(a->par.s);
+		else
+			session_flush(a->par.s);
 	}
 }
 
@@ -1706,8 +1706,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 		return -EINVAL;
 	a->next_tick = aggd_mono_ns();
 	for (;;) {
-		zmq_pollitem_t items[4];
-		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, rc;
+		zmq_pollitem_t items[2 + SESSION_POLL_ITEMS];
+		int n = 0, sig_i = -1, par_i = -1, npar = 0, rc;
 		uint64_t now = aggd_mono_ns();
 		/* the next tick, or the next checkpoint when one is pending */
 		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
@@ -1721,11 +1721,10 @@ int aggd_run(struct aggd *a, int sig_fd)
 			items[n++] = (zmq_pollitem_t){ .fd = sig_fd, .events = ZMQ_POLLIN };
 		}
 		if (a->has_parent) {
+			/* the parent link's socket and its monitor (none while reconnecting) */
 			par_i = n;
-			items[n++] =
-				(zmq_pollitem_t){ .socket = a->par.sock, .events = ZMQ_POLLIN };
-			mon_i = n;
-			items[n++] = (zmq_pollitem_t){ .socket = a->par.mon, .events = ZMQ_POLLIN };
+			npar = session_poll_items(a->par.s, &items[n]);
+			n += npar;
 		}
 		rc = zmq_poll(items, n, timeout);
 		if (rc < 0) {
@@ -1747,9 +1746,9 @@ int aggd_run(struct aggd *a, int sig_fd)
 				break;
 			}
 		}
-		if (mon_i >= 0 && (items[mon_i].revents & ZMQ_POLLIN))
-			aggd_parent_monitor(a);
-		if (par_i >= 0 && (items[par_i].revents & ZMQ_POLLIN))
+		if (npar && (items[par_i + 1].revents & ZMQ_POLLIN))
+			session_poll_events(a->par.s);
+		if (npar && (items[par_i].revents & ZMQ_POLLIN))
 			aggd_parent_recv(a);
 		/* ZMQ_POLLIN on a ZeroMQ socket is level-triggered for zmq_poll: drain a batch */
 		if (items[0].revents & ZMQ_POLLIN)
@@ -1782,15 +1781,7 @@ void aggd_free(struct aggd *a)
 	for (size_t i = 0; i < a->nq; i++)
 		aggd_query_free(a->q[i]);
 	free(a->q);
-	for (size_t i = 0; i < a->par.nrows; i++)
-		free(a->par.rows[i].body);
-	free(a->par.rows);
-	if (a->par.mon)
-		zmq_close(a->par.mon);
-	if (a->par.sock) {
-		zmq_socket_monitor(a->par.sock, NULL, 0);
-		zmq_close(a->par.sock);
-	}
+	aggd_parent_close(a);
 	if (a->sock)
 		zmq_close(a->sock);
 	wire_zap_stop(a->zap);

@@ -9,6 +9,7 @@
 #define WEFT_AGGD_INT_H
 #include <stdbool.h>
 #include <stdint.h>
+#include "agent/session.h"
 #include "aggregator/aggd.h"
 
 #define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
@@ -17,7 +18,7 @@
 #define FORGET_NS (600ULL * 1000000000ULL) /* expired agents are forgotten after 10 min */
 #define ENDED_KEEP_NS (600ULL * 1000000000ULL) /* ended queries stay in status for 10 min */
 #define SPOOL_MAX_DEFAULT 4096
-#define NOT_WELCOMED "not welcomed: send Hello first"
+#define NOT_WELCOMED SESSION_NOT_WELCOMED
 
 enum pq_state { PQ_SENT, PQ_RUNNING, PQ_FAILED, PQ_STOPPED };
 
@@ -80,23 +81,20 @@ struct query {
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
- * transmission (0: not sent since the last Welcome). */
+ * transmission (0: not sent since the last Welcome; rows loaded from the store keep the seq
+ * the store has, which the first Welcome judges). */
 struct sprow {
 	uint64_t id, tx;
 	void *body;
 	size_t len;
 };
 
-/* The link to a parent aggregator: we are one of its agents. */
+/* The link to a parent aggregator: we are one of its agents, through a session
+ * (agent/session.h) whose spool is the rows below, persisted in the store. */
 struct parent {
-	void *sock, *mon;
+	struct session *s;
 	char pub[WIRE_KEY_LEN + 1];
 	uint64_t instance; /* persisted: the parent dedups our partials across our restarts */
-	uint64_t seq; /* last seq sent */
-	struct wire_seq rx; /* the parent's messages */
-	bool welcomed;
-	uint64_t hb_ms;
-	uint64_t next_hb; /* CLOCK_MONOTONIC */
 	struct sprow *rows; /* oldest first; rows[0..nsent) were sent since the last Welcome */
 	size_t nrows, cap, nsent;
 	uint64_t next_id;
@@ -133,11 +131,10 @@ struct aggd {
 /* shared by aggd.c, aggd_parent.c and aggd_restore.c */
 void *aggd_memdup(const void *p, size_t n);
 uint64_t aggd_mono_ns(void);
-void aggd_parent_flush(struct aggd *a);
-void aggd_parent_heartbeat(struct aggd *a);
-void aggd_parent_monitor(struct aggd *a);
+void aggd_parent_close(struct aggd *a);
 int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
 void aggd_parent_recv(struct aggd *a);
+uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
 bool aggd_peer_is_sender(const struct peer *p);
 size_t aggd_queries_active(const struct aggd *a);
