@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The aggregator daemon's insides, shared by the files that make it up (aggd.c: the server
- * and its main loop; aggd_parent.c: the link to a parent aggregator in a tree;
- * aggd_restore.c: rebuilding queries from the store at start-up).  Not an API: nothing
- * outside aggregator/aggd*.c includes it.
+ * The aggregator daemon's insides, shared by the files that make it up (aggd.c: the server,
+ * its peers and queries, and its main loop; aggd_msg.c: the message handlers; aggd_status.c:
+ * status replies; aggd_emit.c: windows out; aggd_parent.c: the link to a parent aggregator in
+ * a tree; aggd_restore.c: rebuilding queries from the store at start-up).  Not an API:
+ * nothing outside aggregator/aggd*.c includes it.
  */
 #ifndef WEFT_AGGD_INT_H
 #define WEFT_AGGD_INT_H
@@ -128,17 +129,33 @@ struct aggd {
 	uint64_t start_mono;
 };
 
-/* shared by aggd.c, aggd_parent.c and aggd_restore.c */
+/* A window's emission: to every subscriber, or (a replay) to `only`. */
+struct aggd_emit_ctx {
+	struct aggd *a;
+	struct query *q;
+	struct peer *only;
+};
+
+/* aggd.c: time, envelopes, peers, queries, the store's transaction, queries on senders */
 void *aggd_memdup(const void *p, size_t n);
 uint64_t aggd_mono_ns(void);
-void aggd_parent_close(struct aggd *a);
-int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
-void aggd_parent_recv(struct aggd *a);
-uint64_t aggd_parent_rejected(const struct aggd *a);
-int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+uint64_t aggd_real_ns(void);
+void aggd_env_init(struct aggd *a, Weft__Envelope *e);
+void aggd_peer_free(struct aggd *a, struct peer *p);
 bool aggd_peer_is_sender(const struct peer *p);
+const char *aggd_peer_label(const struct peer *p);
+struct pq *aggd_peer_pq(struct peer *p, uint64_t id);
+struct pq *aggd_peer_pq_add(struct peer *p, uint64_t id, enum pq_state st);
+int aggd_peer_send(struct aggd *a, struct peer *p, const Weft__Envelope *e);
+struct sub *aggd_peer_sub(struct peer *p, uint64_t id);
+int aggd_peer_sub_add(struct peer *p, uint64_t id);
+void aggd_peer_sub_del(struct peer *p, uint64_t id);
+void aggd_send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uint64_t query_id,
+		     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void aggd_send_stop(struct aggd *a, struct peer *p, uint64_t id);
 size_t aggd_queries_active(const struct aggd *a);
 bool aggd_query_active(const struct query *q);
+struct query *aggd_query_find(struct aggd *a, uint64_t id);
 struct query *aggd_query_find_parent(struct aggd *a, uint64_t parent_id);
 void aggd_query_free(struct query *q);
 int aggd_query_insert(struct aggd *a, struct query *q);
@@ -146,9 +163,36 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 			      size_t whysz);
 int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p);
 void aggd_query_stop(struct aggd *a, struct query *q, const char *why);
-uint64_t aggd_real_ns(void);
 void aggd_reconcile(struct aggd *a, struct peer *p);
-int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);
 void aggd_txn_begin(struct aggd *a);
 void aggd_txn_commit(struct aggd *a);
+
+/* aggd_msg.c: the handlers of checked messages */
+void aggd_on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, enum wire_role role);
+void aggd_on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_query_error(struct aggd *a, struct peer *p, const Weft__QueryError *qe);
+void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n);
+
+/* aggd_status.c */
+void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query);
+
+/* aggd_emit.c: windows out (aggd_qwin_tick() and aggd_qwin_replay() callbacks; ctx is a
+ * struct aggd_emit_ctx), their checkpoints, partials to the parent */
+int aggd_emit_window(void *ctx, const struct aggd_window_view *v);
+int aggd_replay_window(void *ctx, const struct aggd_window_view *v);
+int aggd_query_checkpoint(struct aggd *a, struct query *q);
+void aggd_partial_forward(struct aggd *a, struct query *q, const Weft__Partial *in);
+
+/* aggd_parent.c: the link to a parent aggregator */
+void aggd_parent_close(struct aggd *a);
+int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
+void aggd_parent_recv(struct aggd *a);
+uint64_t aggd_parent_rejected(const struct aggd *a);
+int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+
+/* aggd_restore.c */
+int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);
 #endif
