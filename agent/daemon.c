@@ -1,28 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The agent daemon: one event loop over one DEALER socket, its monitor, and a stop fd.
- *
- * Connection states:
- *     down      no socket; a new one is made when the back-off expires
- *     hello     socket made, Hello sent (ZeroMQ delivers it once the handshake is done);
- *               nothing else is sent until the Welcome, so that on every connection the
- *               aggregator sees Hello first and then strictly increasing seqs
- *     up        welcomed: heartbeats every Welcome.heartbeat_ms, spooled partials flow
- * A disconnect (socket monitor; ZeroMQ's own heartbeats notice a silent peer) closes the
- * socket, dropping whatever ZeroMQ still queued, and goes down.  That is deliberate: a new
- * socket starts with an empty queue, so each connection delivers a prefix of what was sent
- * on it, and Welcome.last_seq then tells exactly which partials arrived (docs/protocol.md).
+ * The agent daemon: one event loop over its session with the aggregator (agent/session.c:
+ * the connection, Hello and Welcome, heartbeats, Acks, resends, reconnects) and a stop fd.
+ * This file is what only an agent does: it runs the queries the aggregator starts and keeps
+ * the spool of their partials, which the session sends.
  *
  * Queries: started -> (flip at least once a second, merge into the window's table; at each
  * window end ship a Partial) -> ended (QueryStop or end time: detach, last flip, last Partial
  * with last=true) -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
  * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike.
  *
- * Seq: one counter per process (instance), taken at transmission: resends get a new seq, so
- * the aggregator always sees them increase; a partial's identity on the wire is the
- * (instance, seq) of its latest transmission.
+ * Seq: one counter per process (instance), taken by the session at transmission: a partial's
+ * identity on the wire is the (instance, seq) of its latest transmission.
  *
- * Ownership: the daemon owns its ZeroMQ context and sockets, every running query (its plan,
+ * Ownership: the daemon owns its ZeroMQ context, its session, every running query (its plan,
  * table, agent_query) and the spool's buffers.  Nothing here exits or prints to stdout.
  */
 #include <errno.h>
@@ -30,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +28,7 @@
 #include "agent/agent.h"
 #include "agent/daemon.h"
 #include "agent/result.h"
+#include "agent/session.h"
 #include "agent/wire.h"
 #include "compiler/plan.h"
 #include "probes/probes.h"
@@ -46,9 +37,6 @@
 #define NS ((uint64_t)1000000000)
 #define MS ((uint64_t)1000000)
 #define FLIP_MAX_NS NS /* the kernel maps are flipped at least this often */
-#define WELCOME_TIMEOUT_NS (10 * NS) /* connected, Hello sent, no Welcome: start over */
-#define BACKOFF_MIN_NS (100 * MS)
-#define BACKOFF_MAX_NS (5 * NS)
 #define SHUTDOWN_ACK_WAIT_NS (2 * NS)
 #define ENDED_MEMORY 256 /* queries that ended here, so a repeated QueryStart is ignored */
 #define PARTIAL_ROOM 4096 /* bytes of an envelope besides the partial's groups */
@@ -216,27 +204,16 @@ struct dquery {
 	struct dquery *next;
 };
 
-enum conn_state { CONN_DOWN, CONN_HELLO, CONN_UP };
-
 struct agent_daemon {
 	struct agent_daemon_opts o;
 	char endpoint[512];
 	char server_key[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
 	char host[256], kernel[128];
-	char *features[16];
+	const char *features[16];
 	size_t nfeatures;
-	uint64_t instance;
-	uint64_t seq; /* the last seq this instance used */
 
-	void *zctx, *sock, *mon;
-	unsigned gen; /* socket generation: names the monitor endpoint */
-	enum conn_state state;
-	bool handshake_ok;
-	uint64_t hello_seq, hello_at, reconnect_at, backoff;
-	uint64_t hb_ns, next_hb;
-	struct wire_seq srv; /* the aggregator's seqs */
-	uint64_t srv_instance;
-	char srv_name[128];
+	void *zctx;
+	struct session *sess;
 	bool auth_warned;
 
 	struct dquery *queries;
@@ -276,39 +253,12 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
-/* ---------------------------------------------------------------- sending */
+/* ---------------------------------------------------------------- the session's side */
 
-/* A message that is not a partial: sent now if the socket takes it, else dropped (the
- * next heartbeat or a repeated QueryStart covers it). */
-static int send_now(struct agent_daemon *d, Weft__Envelope *e)
+/* Hello.running and Heartbeat.running. */
+static uint64_t *running_ids(void *ctx, size_t *n)
 {
-	void *buf;
-	size_t len;
-	int rc;
-
-	if (!d->sock)
-		return -ENOTCONN;
-	e->version = WIRE_VERSION;
-	e->seq = d->seq + 1;
-	rc = wire_encode(e, &buf, &len);
-	if (rc) {
-		log_err("agent: cannot encode a %s: %s", wire_body_name(e->body_case),
-			strerror(-rc));
-		return rc;
-	}
-	rc = wire_send_bytes(d->sock, NULL, 0, buf, len, true);
-	free(buf);
-	if (rc) {
-		log_debug("agent: %s not sent: %s", wire_body_name(e->body_case), strerror(-rc));
-		return rc;
-	}
-	d->seq++;
-	d->st.sent++;
-	return 0;
-}
-
-static uint64_t *running_ids(struct agent_daemon *d, size_t *n)
-{
+	struct agent_daemon *d = ctx;
 	size_t k = 0;
 	uint64_t *v;
 
@@ -323,42 +273,45 @@ static uint64_t *running_ids(struct agent_daemon *d, size_t *n)
 	return v;
 }
 
-static void send_hello(struct agent_daemon *d)
+/* The spool as the session sees it (struct session_spool_ops). */
+static const void *spool_next(void *sp, size_t *len)
 {
-	Weft__Envelope e = WEFT__ENVELOPE__INIT;
-	Weft__Hello h = WEFT__HELLO__INIT;
-
-	h.role = (char *)"agent";
-	h.host = d->host;
-	h.version = (char *)agent_version();
-	h.instance = d->instance;
-	h.kernel = d->kernel;
-	h.features = d->features;
-	h.n_features = d->nfeatures;
-	h.running = running_ids(d, &h.n_running);
-	e.body_case = WEFT__ENVELOPE__BODY_HELLO;
-	e.hello = &h;
-	if (send_now(d, &e) == 0)
-		d->hello_seq = d->seq;
-	free(h.running);
+	return agent_spool_next(sp, len);
 }
 
-static void send_heartbeat(struct agent_daemon *d)
+static void spool_mark_sent(void *sp, uint64_t seq)
 {
-	Weft__Envelope e = WEFT__ENVELOPE__INIT;
-	Weft__Heartbeat h = WEFT__HEARTBEAT__INIT;
-
-	h.time_ns = real_ns();
-	h.running = running_ids(d, &h.n_running);
-	h.has_spooled = true;
-	h.spooled = agent_spool_count(d->spool);
-	h.has_spool_dropped = true;
-	h.spool_dropped = agent_spool_dropped(d->spool);
-	e.body_case = WEFT__ENVELOPE__BODY_HEARTBEAT;
-	e.heartbeat = &h;
-	send_now(d, &e);
-	free(h.running);
+	agent_spool_mark_sent(sp, seq);
 }
+
+static size_t spool_ack(void *sp, uint64_t upto)
+{
+	return agent_spool_ack(sp, upto);
+}
+
+static size_t spool_rewind(void *sp)
+{
+	return agent_spool_rewind(sp);
+}
+
+static size_t spool_count(void *sp)
+{
+	return agent_spool_count(sp);
+}
+
+static uint64_t spool_dropped(void *sp)
+{
+	return agent_spool_dropped(sp);
+}
+
+static const struct session_spool_ops agent_spool_ops = {
+	.next = spool_next,
+	.mark_sent = spool_mark_sent,
+	.ack = spool_ack,
+	.rewind = spool_rewind,
+	.count = spool_count,
+	.dropped = spool_dropped,
+};
 
 /* Cut s to at most max bytes, at a UTF-8 character boundary, in place. */
 static void utf8_cut(char *s, size_t max)
@@ -401,33 +354,8 @@ static void send_query_error(struct agent_daemon *d, uint64_t id, const char *ms
 	qe.detail = det[0] ? det : NULL;
 	e.body_case = WEFT__ENVELOPE__BODY_QUERY_ERROR;
 	e.query_error = &qe;
-	send_now(d, &e);
-}
-
-/* Partials go through the spool, in order, each transmission with a fresh seq. */
-static void spool_flush(struct agent_daemon *d)
-{
-	const void *buf;
-	size_t len;
-
-	while (d->state == CONN_UP && (buf = agent_spool_next(d->spool, &len))) {
-		void *env;
-		size_t elen;
-		int rc = wire_envelope_wrap(d->seq + 1, WEFT__ENVELOPE__BODY_PARTIAL, buf, len,
-					    &env, &elen);
-
-		if (rc) {
-			log_err("agent: cannot wrap a partial: %s", strerror(-rc));
-			return;
-		}
-		rc = wire_send_bytes(d->sock, NULL, 0, env, elen, true);
-		free(env);
-		if (rc)
-			return; /* -EAGAIN: the queue is full; the next round tries again */
-		d->seq++;
-		d->st.sent++;
-		agent_spool_mark_sent(d->spool, d->seq);
-	}
+	/* sent now if the socket takes it, else dropped (a repeated QueryStart covers it) */
+	session_send(d->sess, &e);
 }
 
 /* ---------------------------------------------------------------- partials */
@@ -762,201 +690,65 @@ static void query_stop(struct agent_daemon *d, uint64_t id)
 	query_finish(d, q, true);
 }
 
-/* ---------------------------------------------------------------- connection */
+/* ---------------------------------------------------------------- the connection */
 
-static void conn_close(struct agent_daemon *d)
+static void on_lost(void *ctx, const char *why, bool was_up)
 {
-	if (d->sock) {
-		int zero = 0;
+	struct agent_daemon *d = ctx;
 
-		zmq_socket_monitor(d->sock, NULL, 0);
-		/* linger 0: what ZeroMQ still queued dies with the socket (see the top) */
-		zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_close(d->sock);
-		d->sock = NULL;
-	}
-	if (d->mon) {
-		zmq_close(d->mon);
-		d->mon = NULL;
-	}
-}
-
-static void conn_down(struct agent_daemon *d, const char *why)
-{
-	uint64_t now = mono_ns();
-
-	if (d->state == CONN_UP)
+	if (was_up)
 		log_warn("agent: lost the aggregator (%s); reconnecting, %zu partials spooled", why,
 			 agent_spool_count(d->spool));
 	else
 		log_debug("agent: connection attempt ended (%s)", why);
-	conn_close(d);
-	d->state = CONN_DOWN;
-	d->st.connected = false;
-	d->reconnect_at = now + d->backoff;
-	d->backoff = d->backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : d->backoff * 2;
 }
 
-static int conn_open(struct agent_daemon *d)
+static void on_refused(void *ctx, bool auth, uint32_t status)
 {
-	char ep[96];
-	int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-		     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-		     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+	struct agent_daemon *d = ctx;
 
-	d->sock = wire_client_socket(d->zctx, d->endpoint, d->server_key, d->pub, d->sec);
-	if (!d->sock)
-		return -errno;
-	snprintf(ep, sizeof(ep), "inproc://weft-agent-monitor-%p-%u", (void *)d, d->gen++);
-	d->mon = zmq_socket(d->zctx, ZMQ_PAIR);
-	if (!d->mon || zmq_socket_monitor(d->sock, ep, events) != 0 || zmq_connect(d->mon, ep)) {
-		int rc = -errno;
-
-		conn_close(d);
-		return rc;
-	}
-	d->state = CONN_HELLO;
-	d->handshake_ok = false;
-	d->hello_at = mono_ns();
-	/* queued until the handshake completes: always the first message on the wire */
-	send_hello(d);
-	return 0;
+	if (d->auth_warned)
+		return;
+	d->auth_warned = true;
+	if (auth)
+		log_warn("agent: the aggregator refused this agent's key (ZAP status %u): is its "
+			 "public key in the aggregator's allow-list?",
+			 status);
+	else
+		log_warn("agent: the CURVE handshake with %s failed: is --server-key the "
+			 "aggregator's public key?",
+			 d->endpoint);
 }
 
-static void on_monitor(struct agent_daemon *d)
+static void on_welcome(void *ctx, const struct session_welcome *sw)
 {
-	for (;;) {
-		zmq_msg_t m;
-		uint16_t ev = 0;
-		uint32_t val = 0;
-		int more = 0;
-		size_t sz = sizeof(more);
+	struct agent_daemon *d = ctx;
 
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, d->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		if (zmq_msg_size(&m) >= 6) {
-			memcpy(&ev, zmq_msg_data(&m), 2);
-			memcpy(&val, (uint8_t *)zmq_msg_data(&m) + 2, 4);
-		}
-		zmq_getsockopt(d->mon, ZMQ_RCVMORE, &more, &sz);
-		zmq_msg_close(&m);
-		while (more) { /* the endpoint frame */
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, d->mon, 0) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(d->mon, ZMQ_RCVMORE, &more, &sz);
-			zmq_msg_close(&m);
-		}
-		switch (ev) {
-		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-			d->handshake_ok = true;
-			d->hello_at = mono_ns();
-			break;
-		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-			if (!d->auth_warned)
-				log_warn(
-					"agent: the aggregator refused this agent's key (ZAP status "
-					"%u): is its public key in the aggregator's allow-list?",
-					val);
-			d->auth_warned = true;
-			break;
-		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-			if (!d->auth_warned)
-				log_warn(
-					"agent: the CURVE handshake with %s failed: is --server-key "
-					"the aggregator's public key?",
-					d->endpoint);
-			d->auth_warned = true;
-			break;
-		case ZMQ_EVENT_DISCONNECTED:
-			conn_down(d, "disconnected");
-			return; /* the monitor socket is gone */
-		default:
-			break;
-		}
-	}
-}
-
-static void on_welcome(struct agent_daemon *d, const Weft__Welcome *w)
-{
-	uint64_t last = w->has_last_seq ? w->last_seq : 0;
-	size_t acked, resend;
-
-	if (last >= d->hello_seq && d->hello_seq) {
-		/* the aggregator counted our Hello as merged data: trust only what came before */
-		log_warn("agent: Welcome.last_seq %" PRIu64
-			 " is not below our Hello's seq %" PRIu64,
-			 last, d->hello_seq);
-		last = d->hello_seq - 1;
-	}
-	if (d->srv_instance && d->srv_instance != w->instance)
-		log_info("agent: the aggregator restarted (instance %016" PRIx64 ")", w->instance);
-	d->srv_instance = w->instance;
-	snprintf(d->srv_name, sizeof(d->srv_name), "%s", w->aggregator);
-	acked = agent_spool_ack(d->spool, last);
-	resend = agent_spool_rewind(d->spool);
-	d->st.resent += resend;
-	d->state = CONN_UP;
-	d->st.connected = true;
-	d->st.connects++;
-	d->backoff = BACKOFF_MIN_NS;
+	if (sw->restarted)
+		log_info("agent: the aggregator restarted (instance %016" PRIx64 ")",
+			 sw->w->instance);
 	d->auth_warned = false;
-	d->hb_ns = w->heartbeat_ms * MS;
-	d->next_hb = mono_ns() + d->hb_ns;
 	log_info("agent: connected to aggregator %s as %s; %zu partials merged before, %zu to "
 		 "send",
-		 d->srv_name, d->host, acked, resend);
-	spool_flush(d);
+		 sw->w->aggregator, d->host, sw->acked, sw->resend);
 }
 
-static void on_message(struct agent_daemon *d, const void *buf, size_t len)
-{
-	char why[256];
-	Weft__Envelope *e = wire_decode(buf, len, why, sizeof(why));
+static const struct session_ops agent_session_ops = {
+	.running = running_ids,
+	.welcomed = on_welcome,
+	.lost = on_lost,
+	.refused = on_refused,
+};
 
-	if (!e) {
-		d->st.rejected++;
-		log_debug("agent: rejected %zu bytes from the aggregator: %s", len, why);
-		return;
-	}
-	if (!wire_body_from_server(e->body_case)) {
-		d->st.rejected++;
-		log_debug("agent: rejected a %s: not an aggregator's message",
-			  wire_body_name(e->body_case));
-		goto out_free;
-	}
-	if (d->state != CONN_UP && e->body_case != WEFT__ENVELOPE__BODY_WELCOME) {
-		d->st.rejected++;
-		log_debug("agent: rejected a %s before the Welcome", wire_body_name(e->body_case));
-		goto out_free;
-	}
-	if (!wire_seq_accept(&d->srv,
-			     e->body_case == WEFT__ENVELOPE__BODY_WELCOME ? e->welcome->instance :
-									    d->srv_instance,
-			     e->seq)) {
-		d->st.rejected++;
-		log_debug("agent: dropped a %s with seq %" PRIu64 " (last %" PRIu64 ")",
-			  wire_body_name(e->body_case), e->seq, d->srv.last);
-		goto out_free;
-	}
-	d->st.received++;
+/* What the session hands over: the aggregator's orders. */
+static void on_message(struct agent_daemon *d, const Weft__Envelope *e)
+{
 	switch (e->body_case) {
-	case WEFT__ENVELOPE__BODY_WELCOME:
-		on_welcome(d, e->welcome);
-		break;
 	case WEFT__ENVELOPE__BODY_QUERY_START:
 		query_start(d, e->query_start);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_STOP:
 		query_stop(d, e->query_stop->query_id);
-		break;
-	case WEFT__ENVELOPE__BODY_ACK:
-		agent_spool_ack(d->spool, e->ack->upto);
 		break;
 	case WEFT__ENVELOPE__BODY_ERROR:
 		log_warn("agent: the aggregator says: %s", e->error->message);
@@ -965,41 +757,18 @@ static void on_message(struct agent_daemon *d, const void *buf, size_t len)
 		log_debug("agent: ignored a %s", wire_body_name(e->body_case));
 		break;
 	}
-out_free:
-	wire_free(e);
 }
 
 static void on_socket(struct agent_daemon *d)
 {
-	/* a bounded batch, so that windows and heartbeats are never starved */
-	for (int i = 0; i < 256 && d->sock; i++) {
-		zmq_msg_t m;
-		int more = 0;
-		size_t sz = sizeof(more);
+	Weft__Envelope *e;
 
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, d->sock, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		zmq_getsockopt(d->sock, ZMQ_RCVMORE, &more, &sz);
-		if (!more) {
-			on_message(d, zmq_msg_data(&m), zmq_msg_size(&m));
-			zmq_msg_close(&m);
-			continue;
-		}
-		/* one envelope is one part: a multipart message is malformed */
-		zmq_msg_close(&m);
-		while (more && d->sock) {
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, d->sock, 0) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(d->sock, ZMQ_RCVMORE, &more, &sz);
-			zmq_msg_close(&m);
-		}
-		d->st.rejected++;
-		log_debug("agent: rejected a multipart message");
+	/* a bounded batch, so that windows and heartbeats are never starved */
+	for (int i = 0; i < 256 && session_recv(d->sess, &e) > 0; i++) {
+		if (!e)
+			continue; /* the session's own, or rejected (counted) */
+		on_message(d, e);
+		wire_free(e);
 	}
 }
 
@@ -1027,13 +796,15 @@ static void features_probe(struct agent_daemon *d)
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (all[i].on && d->nfeatures < sizeof(d->features) / sizeof(d->features[0]))
-			d->features[d->nfeatures++] = (char *)all[i].name;
+			d->features[d->nfeatures++] = all[i].name;
 }
 
 struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 {
+	struct session_opts so = { .sz = sizeof(so) };
 	struct agent_daemon *d;
 	struct utsname u;
+	int err;
 
 	if (!opts || !opts->endpoint || !*opts->endpoint ||
 	    strlen(opts->endpoint) >= sizeof(d->endpoint) || !wire_key_valid(opts->server_key) ||
@@ -1061,11 +832,6 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 	if (uname(&u) == 0)
 		snprintf(d->kernel, sizeof(d->kernel), "%s", u.release);
 	features_probe(d);
-	do {
-		if (getrandom(&d->instance, sizeof(d->instance), 0) != sizeof(d->instance))
-			d->instance = mono_ns() ^ ((uint64_t)getpid() << 32);
-	} while (!d->instance);
-	d->backoff = BACKOFF_MIN_NS;
 	d->spool = agent_spool_new(opts->spool_max, opts->spool_max_bytes);
 	d->zctx = zmq_ctx_new();
 	if (!d->spool || !d->zctx) {
@@ -1073,46 +839,44 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
+	so.zctx = d->zctx;
+	so.endpoint = d->endpoint;
+	so.server_key = d->server_key;
+	so.public_key = d->pub;
+	so.secret_key = d->sec;
+	so.role = WIRE_ROLE_AGENT;
+	so.host = d->host;
+	so.version = agent_version();
+	so.kernel = d->kernel;
+	so.features = d->features;
+	so.nfeatures = d->nfeatures;
+	so.log_name = "agent";
+	so.ops = &agent_session_ops;
+	so.ctx = d;
+	so.spool_ops = &agent_spool_ops;
+	so.spool = d->spool;
+	d->sess = session_new(&so);
+	if (!d->sess) {
+		err = errno;
+		agent_daemon_free(d);
+		errno = err;
+		return NULL;
+	}
 	return d;
 }
 
 static void tick(struct agent_daemon *d)
 {
-	uint64_t now = mono_ns();
-
 	for (struct dquery *q = d->queries, *next; q; q = next) {
 		next = q->next;
 		query_tick(d, q);
 	}
-	switch (d->state) {
-	case CONN_DOWN:
-		if (now >= d->reconnect_at) {
-			int rc = conn_open(d);
-
-			if (rc) {
-				log_warn("agent: cannot connect to %s: %s", d->endpoint,
-					 strerror(-rc));
-				conn_down(d, strerror(-rc));
-			}
-		}
-		break;
-	case CONN_HELLO:
-		if (d->handshake_ok && now - d->hello_at >= WELCOME_TIMEOUT_NS)
-			conn_down(d, "no Welcome in reply to Hello");
-		break;
-	case CONN_UP:
-		if (now >= d->next_hb) {
-			send_heartbeat(d);
-			d->next_hb = now + d->hb_ns;
-		}
-		spool_flush(d);
-		break;
-	}
+	session_tick(d->sess);
 }
 
 static int wait_ms(struct agent_daemon *d)
 {
-	uint64_t now = mono_ns(), wait = FLIP_MAX_NS;
+	uint64_t wait = FLIP_MAX_NS;
 
 	for (struct dquery *q = d->queries; q; q = q->next) {
 		uint64_t w = query_wait_ns(q);
@@ -1120,15 +884,7 @@ static int wait_ms(struct agent_daemon *d)
 		if (w < wait)
 			wait = w;
 	}
-	if (d->state == CONN_DOWN)
-		wait = d->reconnect_at <= now ?
-			       0 :
-			       (d->reconnect_at - now < wait ? d->reconnect_at - now : wait);
-	if (d->state == CONN_UP)
-		wait = d->next_hb <= now ? 0 : (d->next_hb - now < wait ? d->next_hb - now : wait);
-	if (d->state == CONN_UP && agent_spool_next(d->spool, &(size_t){ 0 }))
-		wait = wait < 10 * MS ? wait : 10 * MS; /* the queue was full: retry soon */
-	return (int)((wait + MS - 1) / MS);
+	return session_timeout_ms(d->sess, (int)((wait + MS - 1) / MS));
 }
 
 /* Detach every query, ship what each holds, and give the aggregator a moment to ack. */
@@ -1138,23 +894,21 @@ static void shutdown_queries(struct agent_daemon *d)
 
 	while (d->queries)
 		query_finish(d, d->queries, false);
-	if (d->state != CONN_UP)
+	if (!session_up(d->sess))
 		return;
-	spool_flush(d);
+	session_flush(d->sess);
 	until = mono_ns() + SHUTDOWN_ACK_WAIT_NS;
-	while (d->state == CONN_UP && agent_spool_count(d->spool) && mono_ns() < until) {
-		zmq_pollitem_t it[2] = {
-			{ .socket = d->sock, .events = ZMQ_POLLIN },
-			{ .socket = d->mon, .events = ZMQ_POLLIN },
-		};
+	while (session_up(d->sess) && agent_spool_count(d->spool) && mono_ns() < until) {
+		zmq_pollitem_t it[SESSION_POLL_ITEMS];
+		int n = session_poll_items(d->sess, it);
 
-		if (zmq_poll(it, 2, 50) < 0 && errno != EINTR)
+		if (zmq_poll(it, n, 50) < 0 && errno != EINTR)
 			break;
-		if (it[1].revents & ZMQ_POLLIN)
-			on_monitor(d);
-		if (d->sock && (it[0].revents & ZMQ_POLLIN))
+		if (n && (it[1].revents & ZMQ_POLLIN))
+			session_poll_events(d->sess);
+		if (n && (it[0].revents & ZMQ_POLLIN))
 			on_socket(d);
-		spool_flush(d);
+		session_flush(d->sess);
 	}
 	if (agent_spool_count(d->spool))
 		log_warn("agent: exiting with %zu partials not acknowledged",
@@ -1167,20 +921,15 @@ int agent_daemon_run(struct agent_daemon *d)
 		return -EINVAL;
 	if (geteuid() != 0)
 		log_warn("agent: not running as root: loading BPF programs will fail");
-	log_info("agent: %s (instance %016" PRIx64 ") connecting to %s", d->host, d->instance,
-		 d->endpoint);
+	log_info("agent: %s (instance %016" PRIx64 ") connecting to %s", d->host,
+		 session_instance(d->sess), d->endpoint);
 	for (;;) {
-		zmq_pollitem_t it[3];
-		int n = 0, ism = -1, isock = -1, istop = -1, timeout;
+		zmq_pollitem_t it[SESSION_POLL_ITEMS + 1];
+		int n, nsess, istop = -1, timeout;
 
 		tick(d);
 		timeout = wait_ms(d);
-		if (d->sock) {
-			isock = n;
-			it[n++] = (zmq_pollitem_t){ .socket = d->sock, .events = ZMQ_POLLIN };
-			ism = n;
-			it[n++] = (zmq_pollitem_t){ .socket = d->mon, .events = ZMQ_POLLIN };
-		}
+		n = nsess = session_poll_items(d->sess, it);
 		if (d->o.stop_fd >= 0) {
 			istop = n;
 			it[n++] = (zmq_pollitem_t){ .fd = d->o.stop_fd, .events = ZMQ_POLLIN };
@@ -1194,9 +943,9 @@ int agent_daemon_run(struct agent_daemon *d)
 		}
 		if (istop >= 0 && (it[istop].revents & ZMQ_POLLIN))
 			break;
-		if (ism >= 0 && (it[ism].revents & ZMQ_POLLIN))
-			on_monitor(d);
-		if (isock >= 0 && d->sock && (it[isock].revents & ZMQ_POLLIN))
+		if (nsess && (it[1].revents & ZMQ_POLLIN))
+			session_poll_events(d->sess);
+		if (nsess && (it[0].revents & ZMQ_POLLIN))
 			on_socket(d);
 	}
 	log_info("agent: stopping");
@@ -1206,9 +955,18 @@ int agent_daemon_run(struct agent_daemon *d)
 
 void agent_daemon_stats(const struct agent_daemon *d, struct agent_daemon_stats *st)
 {
+	struct session_stats ss = { 0 };
+
 	if (!d || !st)
 		return;
 	*st = d->st;
+	session_stats(d->sess, &ss);
+	st->sent = ss.sent;
+	st->received = ss.received;
+	st->rejected = ss.rejected;
+	st->resent = ss.resent;
+	st->connects = ss.connects;
+	st->connected = session_up(d->sess);
 	st->spooled = agent_spool_count(d->spool);
 	st->spool_bytes = agent_spool_bytes(d->spool);
 	st->spool_dropped = agent_spool_dropped(d->spool);
@@ -1224,7 +982,7 @@ void agent_daemon_free(struct agent_daemon *d)
 		d->queries = q->next;
 		query_free(q);
 	}
-	conn_close(d);
+	session_free(d->sess);
 	if (d->zctx)
 		zmq_ctx_term(d->zctx);
 	agent_spool_free(d->spool);

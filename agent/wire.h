@@ -100,4 +100,15 @@ int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *
 int wire_send_bytes(void *sock, const void *identity, size_t idlen, const void *buf, size_t len,
 		    bool dontwait);
 
+/*
+ * The socket monitor (wire_sock.c): a PAIR socket in zctx receiving sock's ZeroMQ events of
+ * the mask `events` (ZMQ_EVENT_*), NULL with errno.  wire_monitor_read() returns the next
+ * event without waiting, its value (the ZAP status of a refused handshake, ...) in *value,
+ * or 0 when none is waiting.  wire_monitor_close() stops the monitor of sock and closes mon
+ * (call it before closing sock; either may be NULL).
+ */
+void *wire_monitor_open(void *zctx, void *sock, int events);
+int wire_monitor_read(void *mon, uint32_t *value);
+void wire_monitor_close(void *sock, void *mon);
+
 #endif

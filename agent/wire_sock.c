@@ -3,10 +3,13 @@
  * The sockets both ends of the wire open: the aggregator's CURVE-server ROUTER (its
  * connections authenticated by aggregator/zap.c's handler against the allow-list) and every
  * sender's CURVE-client DEALER, with the options they share (bounded queues and messages, a
- * short linger, dead-peer detection), and sending an envelope on them.
+ * short linger, dead-peer detection), sending an envelope on them, and the one socket monitor
+ * every sender watches its connection with.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,4 +150,75 @@ int wire_send(void *sock, const void *identity, size_t idlen, const Weft__Envelo
 	rc = wire_send_bytes(sock, identity, idlen, buf, len, dontwait);
 	free(buf);
 	return rc;
+}
+
+void *wire_monitor_open(void *zctx, void *sock, int events)
+{
+	static atomic_uint next;
+	char ep[96];
+	void *mon;
+	int err;
+
+	if (!zctx || !sock) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* unique within the process: the name of an inproc endpoint is global to the context,
+	 * and a socket's address may come again after it was closed */
+	snprintf(ep, sizeof(ep), "inproc://weft-monitor-%p-%u", sock, atomic_fetch_add(&next, 1));
+	if (zmq_socket_monitor(sock, ep, events) != 0)
+		return NULL;
+	mon = zmq_socket(zctx, ZMQ_PAIR);
+	if (!mon || zmq_connect(mon, ep) != 0) {
+		err = errno;
+		if (mon)
+			zmq_close(mon);
+		zmq_socket_monitor(sock, NULL, 0);
+		errno = err;
+		return NULL;
+	}
+	return mon;
+}
+
+int wire_monitor_read(void *mon, uint32_t *value)
+{
+	zmq_msg_t m;
+	uint16_t ev = 0;
+	uint32_t val = 0;
+	int more = 0;
+	size_t sz = sizeof(more);
+
+	if (!mon)
+		return 0;
+	zmq_msg_init(&m);
+	if (zmq_msg_recv(&m, mon, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&m);
+		return 0;
+	}
+	/* frame 1: the event (16 bits) and its value (32 bits); frame 2: the endpoint */
+	if (zmq_msg_size(&m) >= 6) {
+		memcpy(&ev, zmq_msg_data(&m), 2);
+		memcpy(&val, (uint8_t *)zmq_msg_data(&m) + 2, 4);
+	}
+	zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &sz);
+	zmq_msg_close(&m);
+	while (more) {
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, mon, 0) < 0)
+			more = 0;
+		else
+			zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &sz);
+		zmq_msg_close(&m);
+	}
+	if (value)
+		*value = val;
+	return ev; /* ZMQ_EVENT_* are all nonzero */
+}
+
+void wire_monitor_close(void *sock, void *mon)
+{
+	if (sock)
+		zmq_socket_monitor(sock, NULL, 0);
+	if (mon)
+		zmq_close(mon);
 }

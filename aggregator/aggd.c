@@ -21,6 +21,12 @@
  * peer is.  Agents are keyed by their host name: a reconnecting agent (new connection, same
  * or new instance) replaces its old connection.
  *
+ * The other files of the daemon, by role (their insides shared through aggd_int.h):
+ * aggd_msg.c handles each checked message, aggd_status.c answers status, aggd_emit.c sends
+ * closed windows out (subscribers, checkpoints, the parent), aggd_parent.c is the link to a
+ * parent aggregator, aggd_restore.c rebuilds queries from the store, aggd_window.c and
+ * aggd_store.c are the windows and the store.
+ *
  * Must never: block on a peer (every send is non-blocking; a client too slow to take its
  * results loses them, counted), crash or act on a message that failed a check, merge a
  * partial twice (its sender instance's merged sequence number is persisted with the merge),
@@ -95,7 +101,7 @@ int aggd_duration_parse(const char *s, uint64_t *ns)
 
 /* ---- envelopes ---- */
 
-static void env_init(struct aggd *a, Weft__Envelope *e)
+void aggd_env_init(struct aggd *a, Weft__Envelope *e)
 {
 	weft__envelope__init(e);
 	e->version = WIRE_VERSION;
@@ -144,7 +150,7 @@ static struct peer *peer_new(struct aggd *a, const uint8_t *rid, size_t len)
 	return p;
 }
 
-static void peer_free(struct aggd *a, struct peer *p)
+void aggd_peer_free(struct aggd *a, struct peer *p)
 {
 	struct peer **pp = &a->buckets[rid_hash(p->rid, p->ridlen)];
 
@@ -178,7 +184,7 @@ bool aggd_peer_is_sender(const struct peer *p)
 	return p->role == WIRE_ROLE_AGENT || p->role == WIRE_ROLE_AGGREGATOR;
 }
 
-static struct pq *peer_pq(struct peer *p, uint64_t id)
+struct pq *aggd_peer_pq(struct peer *p, uint64_t id)
 {
 	for (size_t i = 0; i < p->npq; i++)
 		if (p->pq[i].id == id)
@@ -186,9 +192,9 @@ static struct pq *peer_pq(struct peer *p, uint64_t id)
 	return NULL;
 }
 
-static struct pq *peer_pq_add(struct peer *p, uint64_t id, enum pq_state st)
+struct pq *aggd_peer_pq_add(struct peer *p, uint64_t id, enum pq_state st)
 {
-	struct pq *e = peer_pq(p, id);
+	struct pq *e = aggd_peer_pq(p, id);
 
 	if (e) {
 		e->state = st;
@@ -211,13 +217,13 @@ static struct pq *peer_pq_add(struct peer *p, uint64_t id, enum pq_state st)
 
 static void peer_pq_del(struct peer *p, uint64_t id)
 {
-	struct pq *e = peer_pq(p, id);
+	struct pq *e = aggd_peer_pq(p, id);
 
 	if (e)
 		*e = p->pq[--p->npq];
 }
 
-static struct sub *peer_sub(struct peer *p, uint64_t id)
+struct sub *aggd_peer_sub(struct peer *p, uint64_t id)
 {
 	for (size_t i = 0; i < p->nsubs; i++)
 		if (p->subs[i].id == id)
@@ -225,11 +231,11 @@ static struct sub *peer_sub(struct peer *p, uint64_t id)
 	return NULL;
 }
 
-static int peer_sub_add(struct peer *p, uint64_t id)
+int aggd_peer_sub_add(struct peer *p, uint64_t id)
 {
 	struct sub *nv;
 
-	if (peer_sub(p, id))
+	if (aggd_peer_sub(p, id))
 		return 0;
 	if (p->nsubs >= AGGD_MAX_QUERIES)
 		return -ENOSPC;
@@ -243,15 +249,15 @@ static int peer_sub_add(struct peer *p, uint64_t id)
 	return 0;
 }
 
-static void peer_sub_del(struct peer *p, uint64_t id)
+void aggd_peer_sub_del(struct peer *p, uint64_t id)
 {
-	struct sub *s = peer_sub(p, id);
+	struct sub *s = aggd_peer_sub(p, id);
 
 	if (s)
 		*s = p->subs[--p->nsubs];
 }
 
-static const char *peer_label(const struct peer *p)
+const char *aggd_peer_label(const struct peer *p)
 {
 	static __thread char buf[AGGD_MAX_HOST + 96];
 
@@ -265,21 +271,18 @@ static const char *peer_label(const struct peer *p)
 
 /* Sends to a peer without ever waiting.  -EAGAIN: its queue is full; -EHOSTUNREACH: it is
  * gone (its connection closed). */
-static int peer_send(struct aggd *a, struct peer *p, const Weft__Envelope *e)
+int aggd_peer_send(struct aggd *a, struct peer *p, const Weft__Envelope *e)
 {
 	int rc = wire_send(a->sock, p->rid, p->ridlen, e, true);
 
 	if (rc && rc != -EAGAIN)
 		log_debug("aggregator: send %s to %s: %s", wire_body_name(e->body_case),
-			  peer_label(p), strerror(-rc));
+			  aggd_peer_label(p), strerror(-rc));
 	return rc;
 }
 
-static void send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uint64_t query_id,
-		       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uint64_t query_id,
-		       const char *fmt, ...)
+void aggd_send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uint64_t query_id,
+		     const char *fmt, ...)
 {
 	Weft__Envelope e;
 	Weft__Error err;
@@ -299,15 +302,15 @@ static void send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uin
 		err.has_query_id = true;
 		err.query_id = query_id;
 	}
-	env_init(a, &e);
+	aggd_env_init(a, &e);
 	e.body_case = WEFT__ENVELOPE__BODY_ERROR;
 	e.error = &err;
-	peer_send(a, p, &e);
+	aggd_peer_send(a, p, &e);
 }
 
 /* ---- queries ---- */
 
-static struct query *query_find(struct aggd *a, uint64_t id)
+struct query *aggd_query_find(struct aggd *a, uint64_t id)
 {
 	for (size_t i = 0; i < a->nq; i++)
 		if (a->q[i]->id == id)
@@ -430,24 +433,6 @@ int aggd_query_insert(struct aggd *a, struct query *q)
 	return 0;
 }
 
-static void query_add_error(struct query *q, const char *host, const char *msg)
-{
-	char **nv;
-	char *s;
-
-	if (q->nerrors >= 64)
-		return;
-	if (asprintf(&s, "%s: %s", host, msg) < 0)
-		return;
-	nv = realloc(q->errors, (q->nerrors + 1) * sizeof(*nv));
-	if (!nv) {
-		free(s);
-		return;
-	}
-	q->errors = nv;
-	q->errors[q->nerrors++] = s;
-}
-
 /* ---- the store's transaction around a batch ---- */
 
 void aggd_txn_begin(struct aggd *a)
@@ -457,8 +442,6 @@ void aggd_txn_begin(struct aggd *a)
 	if (aggd_store_begin(a->store) == 0)
 		a->txn = true;
 }
-
-static int query_checkpoint(struct aggd *a, struct query *q);
 
 /*
  * A checkpoint: writes, into the open transaction, the seq merged up to of every sender with
@@ -481,7 +464,7 @@ void aggd_txn_commit(struct aggd *a)
 			rc = aggd_store_sender_set(a->store, p->host, p->instance, p->upto);
 		}
 	for (size_t i = 0; i < a->nq && !rc; i++)
-		rc = query_checkpoint(a, a->q[i]);
+		rc = aggd_query_checkpoint(a, a->q[i]);
 	if (!a->txn)
 		return;
 	a->txn = false;
@@ -515,10 +498,10 @@ void aggd_txn_commit(struct aggd *a)
 		p->ack_due = false;
 		weft__ack__init(&ack);
 		ack.upto = p->upto;
-		env_init(a, &e);
+		aggd_env_init(a, &e);
 		e.body_case = WEFT__ENVELOPE__BODY_ACK;
 		e.ack = &ack;
-		if (peer_send(a, p, &e) == 0)
+		if (aggd_peer_send(a, p, &e) == 0)
 			p->acked = p->upto;
 	}
 }
@@ -547,30 +530,30 @@ int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p)
 		qs.has_end_realtime_ns = true;
 		qs.end_realtime_ns = q->end_ns;
 	}
-	env_init(a, &e);
+	aggd_env_init(a, &e);
 	e.body_case = WEFT__ENVELOPE__BODY_QUERY_START;
 	e.query_start = &qs;
-	rc = peer_send(a, p, &e);
+	rc = aggd_peer_send(a, p, &e);
 	if (rc)
 		return rc; /* -EAGAIN: tried again at the next tick */
-	if (!peer_pq_add(p, q->id, PQ_SENT))
+	if (!aggd_peer_pq_add(p, q->id, PQ_SENT))
 		return -ENOMEM;
 	aggd_qwin_member(q->qw, p->host, aggd_qwin_window_of(q->qw, now), p->alive);
 	log_info("aggregator: query %" PRIu64 " sent to %s", q->id, p->host);
 	return 0;
 }
 
-static void send_stop(struct aggd *a, struct peer *p, uint64_t id)
+void aggd_send_stop(struct aggd *a, struct peer *p, uint64_t id)
 {
 	Weft__Envelope e;
 	Weft__QueryStop st;
 
 	weft__query_stop__init(&st);
 	st.query_id = id;
-	env_init(a, &e);
+	aggd_env_init(a, &e);
 	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
 	e.query_stop = &st;
-	peer_send(a, p, &e);
+	aggd_peer_send(a, p, &e);
 }
 
 /* Starts on p every active query it lacks. */
@@ -581,42 +564,9 @@ void aggd_reconcile(struct aggd *a, struct peer *p)
 	for (size_t i = 0; i < a->nq; i++) {
 		struct query *q = a->q[i];
 
-		if (aggd_query_active(q) && !peer_pq(p, q->id) &&
+		if (aggd_query_active(q) && !aggd_peer_pq(p, q->id) &&
 		    aggd_query_start_on(a, q, p) == -EAGAIN)
 			break;
-	}
-}
-
-/* What a sender says it runs (Hello, Heartbeat): queries we do not run any more are stopped
- * there; the others are confirmed. */
-static void peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n)
-{
-	uint64_t now = aggd_real_ns();
-
-	for (size_t i = 0; i < n; i++) {
-		struct query *q = query_find(a, ids[i]);
-		struct pq *e;
-
-		if (!q || q->ended) {
-			log_info("aggregator: %s runs query %" PRIu64 ", which is not running "
-				 "here: stopping it there",
-				 p->host, ids[i]);
-			send_stop(a, p, ids[i]);
-			continue;
-		}
-		if (q->stopping) {
-			e = peer_pq(p, q->id);
-			if (!e || e->state != PQ_STOPPED) {
-				send_stop(a, p, q->id);
-				peer_pq_add(p, q->id, PQ_STOPPED);
-			}
-			continue;
-		}
-		e = peer_pq(p, q->id);
-		if (!e || e->state == PQ_SENT) {
-			peer_pq_add(p, q->id, PQ_RUNNING);
-			aggd_qwin_member(q->qw, p->host, aggd_qwin_window_of(q->qw, now), true);
-		}
 	}
 }
 
@@ -630,265 +580,16 @@ static void peer_set_alive(struct aggd *a, struct peer *p, bool alive)
 	if (!aggd_peer_is_sender(p) || !p->hello)
 		return;
 	for (size_t i = 0; i < p->npq; i++) {
-		struct query *q = query_find(a, p->pq[i].id);
+		struct query *q = aggd_query_find(a, p->pq[i].id);
 
 		if (q && aggd_qwin_has_member(q->qw, p->host))
 			aggd_qwin_member(q->qw, p->host, 0, alive);
 	}
 	if (alive)
-		log_info("aggregator: %s is back", peer_label(p));
+		log_info("aggregator: %s is back", aggd_peer_label(p));
 	else
-		log_info("aggregator: %s expired (silent for %d heartbeats)", peer_label(p),
+		log_info("aggregator: %s expired (silent for %d heartbeats)", aggd_peer_label(p),
 			 AGGD_EXPIRE_BEATS);
-}
-
-/* ---- results ---- */
-
-struct emit_ctx {
-	struct aggd *a;
-	struct query *q;
-	struct peer *only; /* a replay to one subscriber */
-};
-
-/* The Result of a window to every subscriber of the query (or to `only`), never waiting:
- * a client too slow to take it loses it, counted and reported in its next result. */
-static void result_send(struct aggd *a, struct query *q, const struct aggd_window_view *v,
-			Weft__Group **groups, size_t ngroups, struct peer *only)
-{
-	struct aggd_qwin_stats st;
-	Weft__Result r;
-	int rc;
-
-	aggd_qwin_stats(q->qw, &st);
-	weft__result__init(&r);
-	r.query_id = q->id;
-	r.window = v->index;
-	r.n_groups = ngroups;
-	r.groups = groups;
-	r.n_drops = WEFT_DROP_NR;
-	r.drops = (uint64_t *)v->drops;
-	r.has_misses = true;
-	r.misses = v->misses;
-	r.has_overflow = true;
-	r.overflow = v->overflow;
-	r.n_hosts = v->nhosts;
-	r.hosts = (char **)v->hosts;
-	r.n_missing = v->nmissing;
-	r.missing = (char **)v->missing;
-	r.has_revision = true;
-	r.revision = v->revision;
-	r.has_last = true;
-	r.last = v->last;
-	r.has_start_realtime_ns = true;
-	r.start_realtime_ns = v->start_ns;
-	r.has_end_realtime_ns = true;
-	r.end_realtime_ns = v->end_ns;
-	r.has_late_dropped = true;
-	r.late_dropped = st.late_dropped;
-	r.has_results_dropped = true;
-
-	for (struct peer *p = only ? only : a->peers; p; p = only ? NULL : p->next) {
-		struct sub *s;
-		Weft__Envelope e;
-
-		if (p->role != WIRE_ROLE_CLIENT || !(s = peer_sub(p, q->id)))
-			continue;
-		r.has_manifest = !s->manifest_sent;
-		r.manifest.data = q->manifest;
-		r.manifest.len = r.has_manifest ? q->manifest_len : 0;
-		r.results_dropped = p->results_dropped;
-		env_init(a, &e);
-		e.body_case = WEFT__ENVELOPE__BODY_RESULT;
-		e.result = &r;
-		rc = peer_send(a, p, &e);
-		if (rc == -EAGAIN) {
-			/* a slow client loses this result, never stalls the merge */
-			p->results_dropped++;
-			log_info("aggregator: %s is too slow: dropped window %" PRIu64
-				 " of query %" PRIu64 " for it (%" PRIu64 " so far)",
-				 peer_label(p), v->index, q->id, p->results_dropped);
-		} else if (rc == 0) {
-			s->manifest_sent = true;
-		}
-	}
-}
-
-/* A window as one Partial: what the store keeps of it, and what goes to the parent. */
-static void window_partial(struct aggd *a, struct query *q, const struct aggd_window_view *v,
-			   Weft__Group **groups, size_t ngroups, Weft__Partial *pt)
-{
-	weft__partial__init(pt);
-	pt->query_id = q->parent_id ? q->parent_id : q->id;
-	pt->window = v->index;
-	pt->host = a->name;
-	pt->n_groups = ngroups;
-	pt->groups = groups;
-	pt->n_drops = WEFT_DROP_NR;
-	pt->drops = (uint64_t *)v->drops;
-	pt->has_misses = true;
-	pt->misses = v->misses;
-	pt->has_overflow = true;
-	pt->overflow = v->overflow;
-	pt->n_hosts = v->nhosts;
-	pt->hosts = (char **)v->hosts;
-	pt->n_missing = v->nmissing;
-	pt->missing = (char **)v->missing;
-	pt->has_last = true;
-	pt->last = v->last;
-}
-
-struct ckpt_ctx {
-	struct aggd *a;
-	struct query *q;
-};
-
-static int ckpt_window(void *ctx, const struct aggd_window_view *v)
-{
-	struct ckpt_ctx *c = ctx;
-	Weft__Group **groups = NULL;
-	size_t ngroups = 0, len;
-	Weft__Partial pt;
-	void *body;
-	int rc;
-
-	rc = agent_table_to_groups(v->table, &groups, &ngroups);
-	if (rc)
-		return rc;
-	window_partial(c->a, c->q, v, groups, ngroups, &pt);
-	len = weft__partial__get_packed_size(&pt);
-	body = malloc(len ? len : 1);
-	if (body) {
-		weft__partial__pack(&pt, body);
-		aggd_txn_begin(c->a);
-		rc = aggd_store_snapshot_set(c->a->store, c->q->id, v->index, body, len);
-		free(body);
-		c->a->ckpt_windows++;
-	} else {
-		rc = -ENOMEM;
-	}
-	agent_groups_free(groups, ngroups);
-	return rc;
-}
-
-static int ckpt_member(void *ctx, const struct aggd_member_view *m)
-{
-	struct ckpt_ctx *c = ctx;
-	struct aggd_stored_member sm = {
-		.host = m->host, .from = m->from, .last = m->last, .hi = m->hi, .failed = m->failed
-	};
-
-	aggd_txn_begin(c->a);
-	c->a->ckpt_members++;
-	if (m->gone)
-		return aggd_store_member_del(c->a->store, c->q->id, m->host);
-	return aggd_store_member_set(c->a->store, c->q->id, &sm);
-}
-
-static int query_checkpoint(struct aggd *a, struct query *q)
-{
-	struct ckpt_ctx c = { a, q };
-
-	return aggd_qwin_checkpoint(q->qw, ckpt_window, ckpt_member, &c);
-}
-
-static int emit_window(void *ctx, const struct aggd_window_view *v)
-{
-	struct emit_ctx *c = ctx;
-	struct aggd *a = c->a;
-	struct query *q = c->q;
-	Weft__Group **groups = NULL;
-	size_t ngroups = 0;
-	int rc;
-
-	rc = agent_table_to_groups(v->table, &groups, &ngroups);
-	if (rc) {
-		log_err("aggregator: query %" PRIu64 " window %" PRIu64 ": %s", q->id, v->index,
-			strerror(-rc));
-		return rc;
-	}
-	if (weft_log_get_level() >= WEFT_LOG_INFO) {
-		char missing[512] = "";
-		size_t n = 0;
-
-		for (size_t i = 0; i < v->nmissing && n < sizeof(missing) - 1; i++)
-			n += (size_t)snprintf(missing + n, sizeof(missing) - n, "%s%s",
-					      i ? ", " : " (", v->missing[i]);
-		if (v->nmissing && n < sizeof(missing) - 1)
-			snprintf(missing + n, sizeof(missing) - n, ")");
-		log_info("aggregator: query %" PRIu64 " window %" PRIu64 " %s%s: %zu group%s, "
-			 "%zu host%s, %zu missing%s",
-			 q->id, v->index, v->revision ? "revised" : "closed",
-			 v->last ? " (last)" : "", ngroups, ngroups == 1 ? "" : "s", v->nhosts,
-			 v->nhosts == 1 ? "" : "s", v->nmissing, missing);
-	}
-
-	result_send(a, q, v, groups, ngroups, NULL);
-
-	{
-		/* the window as merged so far, once: it replaces its snapshot in the store
-		 * and, the first time, goes to the parent as this subtree's partial */
-		Weft__Partial pt;
-		void *body;
-		size_t len;
-
-		window_partial(a, q, v, groups, ngroups, &pt);
-		len = weft__partial__get_packed_size(&pt);
-		body = malloc(len ? len : 1);
-		aggd_txn_begin(a);
-		if (body) {
-			weft__partial__pack(&pt, body);
-			aggd_store_window_emitted(a->store, q->id, v->index, v->revision,
-						  aggd_real_ns(), body, len);
-			free(body);
-		}
-		if (q->parent_id && v->revision == 0) {
-			/* later revisions go up as the late partials themselves
-			 * (partial_forward()): the parent sums what it gets */
-			rc = aggd_parent_spool(a, &pt);
-			if (rc)
-				log_err("aggregator: spooling window %" PRIu64
-					" for the parent: %s",
-					v->index, strerror(-rc));
-		}
-	}
-	agent_groups_free(groups, ngroups);
-	return 0;
-}
-
-/* A retained window again, for one client that (re)subscribed. */
-static int replay_window(void *ctx, const struct aggd_window_view *v)
-{
-	struct emit_ctx *c = ctx;
-	Weft__Group **groups = NULL;
-	size_t ngroups = 0;
-	int rc = agent_table_to_groups(v->table, &groups, &ngroups);
-
-	if (rc)
-		return rc;
-	result_send(c->a, c->q, v, groups, ngroups, c->only);
-	agent_groups_free(groups, ngroups);
-	return 0;
-}
-
-/* A late partial merged into a closed window of a query from the parent: the parent gets
- * it as it is (its windows are sums: the revised total would count the rest twice). */
-static void partial_forward(struct aggd *a, struct query *q, const Weft__Partial *in)
-{
-	Weft__Partial pt = *in;
-	char *one[1] = { in->host };
-
-	pt.query_id = q->parent_id;
-	pt.host = a->name;
-	if (!in->n_hosts) {
-		pt.n_hosts = 1;
-		pt.hosts = one;
-	}
-	pt.has_last = false;
-	pt.last = false;
-	if (aggd_parent_spool(a, &pt) == 0)
-		log_info("aggregator: late partial of %s for window %" PRIu64 " forwarded to the "
-			 "parent",
-			 in->host, in->window);
 }
 
 static void query_end(struct aggd *a, struct query *q)
@@ -900,14 +601,14 @@ static void query_end(struct aggd *a, struct query *q)
 	aggd_txn_begin(a);
 	aggd_store_query_end(a->store, q->id);
 	for (struct peer *p = a->peers; p; p = p->next) {
-		peer_sub_del(p, q->id);
+		aggd_peer_sub_del(p, q->id);
 		if (aggd_peer_is_sender(p)) {
-			struct pq *e = peer_pq(p, q->id);
+			struct pq *e = aggd_peer_pq(p, q->id);
 
 			if (e && e->state != PQ_STOPPED && e->state != PQ_FAILED) {
 				/* it ended by its `for`: agents stop by themselves; a straggler is
 				 * told (idempotent) */
-				send_stop(a, p, q->id);
+				aggd_send_stop(a, p, q->id);
 			}
 			peer_pq_del(p, q->id);
 		}
@@ -924,423 +625,15 @@ void aggd_query_stop(struct aggd *a, struct query *q, const char *why)
 	for (struct peer *p = a->peers; p; p = p->next) {
 		struct pq *e;
 
-		if (!aggd_peer_is_sender(p) || !(e = peer_pq(p, q->id)))
+		if (!aggd_peer_is_sender(p) || !(e = aggd_peer_pq(p, q->id)))
 			continue;
-		send_stop(a, p, q->id);
+		aggd_send_stop(a, p, q->id);
 		e->state = PQ_STOPPED;
 	}
 	log_info("aggregator: query %" PRIu64 " %s", q->id, why);
 }
 
-/* ---- messages ---- */
-
-static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, enum wire_role role)
-{
-	const Weft__Hello *h = env->hello;
-	Weft__Envelope e;
-	Weft__Welcome w;
-	uint64_t upto = 0;
-
-	if (wire_role_parse(h->role) != role) {
-		a->rejected++;
-		send_error(a, p, env->seq, 0, "Hello.role %s, but this key is allow-listed as %s",
-			   h->role, wire_role_name(role));
-		return;
-	}
-	if (aggd_peer_is_sender(p) || role == WIRE_ROLE_AGENT || role == WIRE_ROLE_AGGREGATOR) {
-		/* one connection per host name: a new one replaces the old (reconnect, restart) */
-		for (struct peer *o = a->peers, *next; o; o = next) {
-			next = o->next;
-			if (o == p || !o->hello || !aggd_peer_is_sender(o) ||
-			    strcmp(o->host, h->host))
-				continue;
-			if (o->instance == h->instance && o->upto > upto)
-				upto = o->upto;
-			if (o->alive && o->instance != h->instance)
-				log_warn("aggregator: host %s: a new connection (instance %" PRIx64
-					 ") replaces a live one (instance %" PRIx64
-					 "); give every agent its own --host",
-					 h->host, h->instance, o->instance);
-			peer_free(a, o);
-		}
-	}
-	snprintf(p->host, sizeof(p->host), "%s", h->host ? h->host : "");
-	snprintf(p->version, sizeof(p->version), "%s", h->version);
-	snprintf(p->kernel, sizeof(p->kernel), "%s", h->kernel ? h->kernel : "");
-	for (size_t i = 0; i < p->nfeatures; i++)
-		free(p->features[i]);
-	free(p->features);
-	p->features = NULL;
-	p->nfeatures = 0;
-	if (h->n_features && (p->features = calloc(h->n_features, sizeof(char *)))) {
-		for (size_t i = 0; i < h->n_features; i++)
-			if ((p->features[p->nfeatures] = strdup(h->features[i])))
-				p->nfeatures++;
-	}
-	p->instance = h->instance;
-	p->ctl.instance = h->instance;
-	p->ctl.last = env->seq;
-	p->hello = true;
-	p->alive = true;
-	if (aggd_peer_is_sender(p)) {
-		uint64_t stored = 0;
-
-		/* Welcome.last_seq lets the sender drop its spool up to it: it must be committed,
-		 * with the windows holding those partials, not just merged (the store's reads
-		 * see the open transaction) */
-		if (a->seq_unsaved)
-			aggd_txn_commit(a);
-		aggd_store_sender_get(a->store, p->host, p->instance, &stored);
-		p->upto = stored > upto ? stored : upto;
-		p->acked = p->upto;
-	}
-	weft__welcome__init(&w);
-	w.aggregator = a->name;
-	w.instance = a->instance;
-	w.heartbeat_ms = a->o.heartbeat_ms;
-	if (aggd_peer_is_sender(p)) {
-		w.has_last_seq = true;
-		w.last_seq = p->upto;
-	}
-	env_init(a, &e);
-	e.body_case = WEFT__ENVELOPE__BODY_WELCOME;
-	e.welcome = &w;
-	peer_send(a, p, &e);
-	if (aggd_peer_is_sender(p))
-		log_info("aggregator: %s joined (version %s, instance %" PRIx64 ", merged up to "
-			 "seq %" PRIu64 ")",
-			 peer_label(p), p->version, p->instance, p->upto);
-	else
-		log_info("aggregator: %s joined", peer_label(p));
-	if (aggd_peer_is_sender(p)) {
-		peer_running(a, p, h->running, h->n_running);
-		aggd_reconcile(a, p);
-	}
-}
-
-static void on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env)
-{
-	const Weft__Partial *pt = env->partial;
-	struct query *q;
-	int rc;
-
-	if (env->seq <= p->upto) {
-		/* merged already (a repeat): acknowledged again */
-		p->ack_due = a->acks_due = true;
-		return;
-	}
-	q = query_find(a, pt->query_id);
-	if (strcmp(pt->host, p->host) != 0) {
-		a->rejected++;
-		log_warn("aggregator: %s sent a partial for host %s: refused", peer_label(p),
-			 pt->host);
-	} else if (!q) {
-		log_info("aggregator: %s sent a partial of query %" PRIu64 ", which is not running "
-			 "here: stopping it there",
-			 p->host, pt->query_id);
-		send_stop(a, p, pt->query_id);
-	} else {
-		if (!peer_pq(p, q->id))
-			peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
-		rc = aggd_qwin_add(q->qw, pt, aggd_real_ns());
-		if (rc < 0) {
-			a->rejected++;
-			log_warn("aggregator: %s: partial of query %" PRIu64 " window %" PRIu64
-				 " refused: %s",
-				 peer_label(p), q->id, pt->window,
-				 rc == -EINVAL ? "states or window out of range" : strerror(-rc));
-		} else if (rc == AGGD_LATE) {
-			log_info("aggregator: query %" PRIu64 ": partial of %s for window %" PRIu64
-				 " came too late: dropped (counted)",
-				 q->id, p->host, pt->window);
-		} else {
-			log_debug("aggregator: query %" PRIu64
-				  ": merged %zu groups of %s for window "
-				  "%" PRIu64 "%s",
-				  q->id, pt->n_groups, p->host, pt->window,
-				  rc == AGGD_REVISED ? " (late: a revision follows)" : "");
-			if (rc == AGGD_REVISED && q->parent_id)
-				partial_forward(a, q, pt);
-		}
-	}
-	/* merged, refused or too late: either way it is settled, and acknowledged after the
-	 * next checkpoint (aggd_txn_commit()) */
-	p->upto = env->seq;
-	p->ack_due = a->acks_due = true;
-}
-
-static void on_query_error(struct aggd *a, struct peer *p, const Weft__QueryError *qe)
-{
-	struct query *q = query_find(a, qe->query_id);
-
-	log_warn("aggregator: query %" PRIu64 " failed on %s: %s", qe->query_id, p->host,
-		 qe->message);
-	if (!q)
-		return;
-	peer_pq_add(p, q->id, PQ_FAILED);
-	aggd_qwin_member_fail(q->qw, p->host);
-	query_add_error(q, p->host, qe->message);
-	for (struct peer *c = a->peers; c; c = c->next)
-		if (c->role == WIRE_ROLE_CLIENT && peer_sub(c, q->id))
-			send_error(a, c, 0, q->id, "%s: %s%s%s", p->host, qe->message,
-				   qe->detail && *qe->detail ? "\n" : "",
-				   qe->detail ? qe->detail : "");
-	if (a->has_parent && q->parent_id) {
-		/* not forwarded as a QueryError (we are not the failing host): logged */
-	}
-}
-
-static int str_cmp(const void *x, const void *y)
-{
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
-
-static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__QueryStatus *qs,
-				       char ***hosts_out)
-{
-	struct aggd_qwin_stats st;
-	char **hosts = calloc(a->npeers + 1, sizeof(char *));
-	size_t nh = 0, nsubs = 0;
-
-	aggd_qwin_stats(q->qw, &st);
-	weft__query_status__init(qs);
-	qs->query_id = q->id;
-	qs->query = q->text;
-	qs->windows = st.emitted - st.revisions;
-	for (struct peer *p = a->peers; p && hosts; p = p->next) {
-		struct pq *e;
-
-		if (aggd_peer_is_sender(p) && p->hello && p->alive && (e = peer_pq(p, q->id)) &&
-		    (e->state == PQ_SENT || e->state == PQ_RUNNING))
-			hosts[nh++] = p->host;
-		if (p->role == WIRE_ROLE_CLIENT && peer_sub(p, q->id))
-			nsubs++;
-	}
-	if (hosts)
-		qsort(hosts, nh, sizeof(*hosts), str_cmp);
-	qs->n_hosts = nh;
-	qs->hosts = hosts;
-	qs->has_started_realtime_ns = true;
-	qs->started_realtime_ns = q->epoch_ns;
-	qs->has_ended = true;
-	qs->ended = q->ended;
-	qs->has_every_ns = true;
-	qs->every_ns = q->plan->every_ns;
-	qs->has_end_realtime_ns = true;
-	qs->end_realtime_ns = q->end_ns;
-	qs->has_late_dropped = true;
-	qs->late_dropped = st.late_dropped;
-	qs->has_revisions = true;
-	qs->revisions = st.revisions;
-	qs->n_errors = q->nerrors;
-	qs->errors = q->errors;
-	qs->has_subscribers = true;
-	qs->subscribers = nsubs;
-	*hosts_out = hosts;
-	return qs;
-}
-
-static int agent_status_cmp(const void *x, const void *y)
-{
-	const Weft__AgentStatus *a = *(Weft__AgentStatus *const *)x;
-	const Weft__AgentStatus *b = *(Weft__AgentStatus *const *)y;
-
-	return strcmp(a->host, b->host);
-}
-
-static int query_status_cmp(const void *x, const void *y)
-{
-	const Weft__QueryStatus *a = *(Weft__QueryStatus *const *)x;
-	const Weft__QueryStatus *b = *(Weft__QueryStatus *const *)y;
-
-	return a->query_id < b->query_id ? -1 : a->query_id > b->query_id;
-}
-
-/* A StatusReply: every agent and child aggregator, and the queries (one, or all), sorted
- * (by host, by id) so that it reads the same every time. */
-static void send_status(struct aggd *a, struct peer *to, uint64_t only_query)
-{
-	Weft__Envelope e;
-	Weft__StatusReply r;
-	Weft__AgentStatus *as = calloc(a->npeers + 1, sizeof(*as));
-	Weft__AgentStatus **asp = calloc(a->npeers + 1, sizeof(*asp));
-	Weft__QueryStatus *qs = calloc(a->nq + 1, sizeof(*qs));
-	Weft__QueryStatus **qsp = calloc(a->nq + 1, sizeof(*qsp));
-	char ***hosts = calloc(a->nq + 1, sizeof(*hosts));
-	uint64_t **running = calloc(a->npeers + 1, sizeof(*running));
-	size_t na = 0, nqs = 0;
-	uint64_t now = aggd_mono_ns();
-
-	if (!as || !asp || !qs || !qsp || !hosts || !running)
-		goto out_free;
-	weft__status_reply__init(&r);
-	r.aggregator = a->name;
-	r.has_rejected = true;
-	r.rejected = a->rejected + wire_zap_rejected(a->zap);
-	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
-		Weft__AgentStatus *s = &as[na];
-		size_t nr = 0;
-
-		if (!p->hello || !aggd_peer_is_sender(p))
-			continue;
-		weft__agent_status__init(s);
-		s->host = p->host;
-		s->version = p->version;
-		s->kernel = p->kernel;
-		s->n_features = p->nfeatures;
-		s->features = p->features;
-		s->alive = p->alive;
-		s->last_seen_ms = (now - p->last_seen) / 1000000ULL;
-		running[na] = calloc(p->npq + 1, sizeof(uint64_t));
-		for (size_t i = 0; running[na] && i < p->npq; i++)
-			if (p->pq[i].state == PQ_SENT || p->pq[i].state == PQ_RUNNING)
-				running[na][nr++] = p->pq[i].id;
-		s->n_running = nr;
-		s->running = running[na];
-		s->role = (char *)wire_role_name(p->role);
-		s->has_spooled = true;
-		s->spooled = p->spooled;
-		asp[na] = s;
-		na++;
-	}
-	for (size_t i = 0; i < a->nq; i++) {
-		if (only_query && a->q[i]->id != only_query)
-			continue;
-		qsp[nqs] = query_status(a, a->q[i], &qs[nqs], &hosts[nqs]);
-		nqs++;
-	}
-	qsort(asp, na, sizeof(*asp), agent_status_cmp);
-	qsort(qsp, nqs, sizeof(*qsp), query_status_cmp);
-	r.n_agents = na;
-	r.agents = asp;
-	r.n_queries = nqs;
-	r.queries = qsp;
-	env_init(a, &e);
-	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REPLY;
-	e.status_reply = &r;
-	if (peer_send(a, to, &e) == -EAGAIN)
-		to->results_dropped++;
-out_free:
-	for (size_t i = 0; running && i < na; i++)
-		free(running[i]);
-	for (size_t i = 0; hosts && i < nqs; i++)
-		free(hosts[i]);
-	free(running);
-	free(hosts);
-	free(as);
-	free(asp);
-	free(qs);
-	free(qsp);
-}
-
-static void on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
-{
-	const Weft__Submit *s = env->submit;
-	struct aggd_stored_query sq = {
-		.query = s->query,
-		.manifest = s->manifest.data,
-		.manifest_len = s->manifest.len,
-		.object = s->object.data,
-		.object_len = s->object.len,
-		.epoch_ns = aggd_real_ns(),
-	};
-	struct query *q;
-	char why[512];
-	int rc;
-
-	if (aggd_queries_active(a) >= AGGD_MAX_QUERIES) {
-		send_error(a, p, env->seq, 0, "%d queries are running: cancel one first",
-			   AGGD_MAX_QUERIES);
-		return;
-	}
-	q = aggd_query_make(a, &sq, why, sizeof(why));
-	if (!q) {
-		send_error(a, p, env->seq, 0, "query refused: %s", why);
-		return;
-	}
-	if (q->plan->for_ns)
-		q->end_ns = sq.end_ns = sq.epoch_ns + q->plan->for_ns;
-	aggd_qwin_free(q->qw);
-	{
-		/* the end is known only now */
-		struct aggd_qwin_opts wo = { .sz = sizeof(wo),
-					     .epoch_ns = q->epoch_ns,
-					     .every_ns = q->plan->every_ns,
-					     .end_ns = q->end_ns,
-					     .lateness_ns = a->o.lateness_ns,
-					     .keep_windows = a->o.keep_windows };
-
-		q->qw = aggd_qwin_new(q->plan, &wo);
-	}
-	aggd_txn_begin(a);
-	rc = q->qw ? aggd_store_query_add(a->store, &sq) : -ENOMEM;
-	if (rc || aggd_query_insert(a, q)) {
-		send_error(a, p, env->seq, 0, "the aggregator cannot store the query: %s",
-			   strerror(rc ? -rc : ENOMEM));
-		aggd_query_free(q);
-		return;
-	}
-	q->id = sq.id;
-	/* committed before anyone hears of the id: a restart must know it */
-	aggd_txn_commit(a);
-	log_info("aggregator: query %" PRIu64 " submitted by %s: %s", q->id, peer_label(p),
-		 q->text);
-	if (s->has_follow && s->follow)
-		peer_sub_add(p, q->id);
-	for (struct peer *o = a->peers; o; o = o->next)
-		if (o->hello && aggd_peer_is_sender(o) && o->alive)
-			aggd_query_start_on(a, q, o);
-	send_status(a, p, q->id);
-}
-
-static void on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *env)
-{
-	struct query *q = query_find(a, env->query_stop->query_id);
-
-	if (!q || q->ended) {
-		send_error(a, p, env->seq, env->query_stop->query_id,
-			   "no query %" PRIu64 " runs here", env->query_stop->query_id);
-		return;
-	}
-	if (q->stopping) {
-		send_status(a, p, q->id);
-		return;
-	}
-	aggd_query_stop(a, q, "cancelled");
-	log_info("aggregator: query %" PRIu64 " cancelled by %s", q->id, peer_label(p));
-	send_status(a, p, q->id);
-}
-
-static void on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env)
-{
-	struct query *q = query_find(a, env->subscribe->query_id);
-	int n = 0;
-
-	if (!q) {
-		send_error(a, p, env->seq, env->subscribe->query_id,
-			   "no query %" PRIu64 " runs here", env->subscribe->query_id);
-		return;
-	}
-	if (peer_sub_add(p, q->id)) {
-		send_error(a, p, env->seq, q->id, "too many subscriptions");
-		return;
-	}
-	send_status(a, p, q->id);
-	if (env->subscribe->has_from_window) {
-		struct emit_ctx c = { a, q, p };
-
-		n = aggd_qwin_replay(q->qw, env->subscribe->from_window, replay_window, &c);
-	}
-	/* an ended query (still listed in status) has nothing more to send */
-	if (q->ended) {
-		peer_sub_del(p, q->id);
-		if (n <= 0)
-			send_error(a, p, env->seq, q->id,
-				   "query %" PRIu64 " has ended, and its windows are no longer "
-				   "retained",
-				   q->id);
-	}
-}
+/* ---- the ROUTER socket ---- */
 
 /* One message from the ROUTER socket (identity, body). */
 static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
@@ -1381,7 +674,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 				p->role = role;
 				snprintf(p->name, sizeof(p->name), "%s", name ? name : "");
 				p->last_seen = aggd_mono_ns();
-				send_error(a, p, e->seq, 0, NOT_WELCOMED);
+				aggd_send_error(a, p, e->seq, 0, NOT_WELCOMED);
 			}
 			goto out;
 		}
@@ -1397,18 +690,18 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		goto out;
 	}
 	if (e->body_case == WEFT__ENVELOPE__BODY_HELLO) {
-		on_hello(a, p, e, role);
+		aggd_on_hello(a, p, e, role);
 		goto out;
 	}
 	if (!p->hello) {
 		a->before_hello++;
-		send_error(a, p, e->seq, 0, NOT_WELCOMED);
+		aggd_send_error(a, p, e->seq, 0, NOT_WELCOMED);
 		goto out;
 	}
 	if (!wire_seq_accept(&p->ctl, p->instance, e->seq)) {
 		/* a repeat or out of order: dropped; a repeated partial is acknowledged again */
 		log_debug("aggregator: %s: seq %" PRIu64 " after %" PRIu64 ": dropped",
-			  peer_label(p), e->seq, p->ctl.last);
+			  aggd_peer_label(p), e->seq, p->ctl.last);
 		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL)
 			p->ack_due = a->acks_due = true;
 		goto out;
@@ -1420,27 +713,27 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		if (aggd_peer_is_sender(p)) {
 			p->spooled = e->heartbeat->has_spooled ? e->heartbeat->spooled : 0;
 			p->spool_dropped = e->heartbeat->spool_dropped;
-			peer_running(a, p, e->heartbeat->running, e->heartbeat->n_running);
+			aggd_peer_running(a, p, e->heartbeat->running, e->heartbeat->n_running);
 		}
 		break;
 	case WEFT__ENVELOPE__BODY_PARTIAL:
-		on_partial(a, p, e);
+		aggd_on_partial(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
-		on_query_error(a, p, e->query_error);
+		aggd_on_query_error(a, p, e->query_error);
 		break;
 	case WEFT__ENVELOPE__BODY_SUBMIT:
-		on_submit(a, p, e);
+		aggd_on_submit(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_STOP:
-		on_client_stop(a, p, e);
+		aggd_on_client_stop(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_STATUS_REQUEST:
-		send_status(a, p,
-			    e->status_request->has_query_id ? e->status_request->query_id : 0);
+		aggd_send_status(a, p,
+				 e->status_request->has_query_id ? e->status_request->query_id : 0);
 		break;
 	case WEFT__ENVELOPE__BODY_SUBSCRIBE:
-		on_subscribe(a, p, e);
+		aggd_on_subscribe(a, p, e);
 		break;
 	default:
 		a->rejected++;
@@ -1518,16 +811,16 @@ static void tick(struct aggd *a, bool full)
 			continue;
 		if (!p->hello || p->role == WIRE_ROLE_CLIENT) {
 			if (p->hello)
-				log_info("aggregator: %s expired", peer_label(p));
-			peer_free(a, p);
+				log_info("aggregator: %s expired", aggd_peer_label(p));
+			aggd_peer_free(a, p);
 			continue;
 		}
 		peer_set_alive(a, p, false);
 		if (mono > p->dead_since && mono - p->dead_since > FORGET_NS) {
 			for (size_t i = 0; i < a->nq; i++)
 				aggd_qwin_member_forget(a->q[i]->qw, p->host);
-			log_info("aggregator: %s forgotten", peer_label(p));
-			peer_free(a, p);
+			log_info("aggregator: %s forgotten", aggd_peer_label(p));
+			aggd_peer_free(a, p);
 		}
 	}
 	for (struct peer *p = full ? a->peers : NULL; p; p = p->next)
@@ -1535,13 +828,13 @@ static void tick(struct aggd *a, bool full)
 
 	for (size_t i = 0; i < a->nq; i++) {
 		struct query *q = a->q[i];
-		struct emit_ctx c = { a, q, NULL };
+		struct aggd_emit_ctx c = { a, q, NULL };
 		uint64_t from;
 		int rc;
 
 		if (q->ended)
 			continue;
-		rc = aggd_qwin_tick(q->qw, real, emit_window, &c);
+		rc = aggd_qwin_tick(q->qw, real, aggd_emit_window, &c);
 		if (rc < 0)
 			log_err("aggregator: query %" PRIu64 ": %s", q->id, strerror(-rc));
 		from = aggd_qwin_retained_from(q->qw);
@@ -1566,11 +859,11 @@ static void tick(struct aggd *a, bool full)
 	}
 	aggd_txn_commit(a);
 	if (a->has_parent) {
-		aggd_parent_flush(a);
-		if (full && a->par.welcomed && mono >= a->par.next_hb) {
-			aggd_parent_heartbeat(a);
-			a->par.next_hb = mono + a->par.hb_ms * 1000000ULL;
-		}
+		/* the windows just closed go up now; connecting and heartbeats at the full tick */
+		if (full)
+			session_tick(a->par.s);
+		else
+			session_flush(a->par.s);
 	}
 }
 
@@ -1706,8 +999,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 		return -EINVAL;
 	a->next_tick = aggd_mono_ns();
 	for (;;) {
-		zmq_pollitem_t items[4];
-		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, rc;
+		zmq_pollitem_t items[2 + SESSION_POLL_ITEMS];
+		int n = 0, sig_i = -1, par_i = -1, npar = 0, rc;
 		uint64_t now = aggd_mono_ns();
 		/* the next tick, or the next checkpoint when one is pending */
 		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
@@ -1721,11 +1014,10 @@ int aggd_run(struct aggd *a, int sig_fd)
 			items[n++] = (zmq_pollitem_t){ .fd = sig_fd, .events = ZMQ_POLLIN };
 		}
 		if (a->has_parent) {
+			/* the parent link's socket and its monitor (none while reconnecting) */
 			par_i = n;
-			items[n++] =
-				(zmq_pollitem_t){ .socket = a->par.sock, .events = ZMQ_POLLIN };
-			mon_i = n;
-			items[n++] = (zmq_pollitem_t){ .socket = a->par.mon, .events = ZMQ_POLLIN };
+			npar = session_poll_items(a->par.s, &items[n]);
+			n += npar;
 		}
 		rc = zmq_poll(items, n, timeout);
 		if (rc < 0) {
@@ -1747,9 +1039,9 @@ int aggd_run(struct aggd *a, int sig_fd)
 				break;
 			}
 		}
-		if (mon_i >= 0 && (items[mon_i].revents & ZMQ_POLLIN))
-			aggd_parent_monitor(a);
-		if (par_i >= 0 && (items[par_i].revents & ZMQ_POLLIN))
+		if (npar && (items[par_i + 1].revents & ZMQ_POLLIN))
+			session_poll_events(a->par.s);
+		if (npar && (items[par_i].revents & ZMQ_POLLIN))
 			aggd_parent_recv(a);
 		/* ZMQ_POLLIN on a ZeroMQ socket is level-triggered for zmq_poll: drain a batch */
 		if (items[0].revents & ZMQ_POLLIN)
@@ -1776,21 +1068,13 @@ void aggd_free(struct aggd *a)
 	if (a->store && (a->txn || a->acks_due))
 		aggd_txn_commit(a);
 	while (a->peers)
-		peer_free(a, a->peers);
+		aggd_peer_free(a, a->peers);
 	if (a->store && a->txn)
-		aggd_txn_commit(a); /* what peer_free() wrote */
+		aggd_txn_commit(a); /* what aggd_peer_free() wrote */
 	for (size_t i = 0; i < a->nq; i++)
 		aggd_query_free(a->q[i]);
 	free(a->q);
-	for (size_t i = 0; i < a->par.nrows; i++)
-		free(a->par.rows[i].body);
-	free(a->par.rows);
-	if (a->par.mon)
-		zmq_close(a->par.mon);
-	if (a->par.sock) {
-		zmq_socket_monitor(a->par.sock, NULL, 0);
-		zmq_close(a->par.sock);
-	}
+	aggd_parent_close(a);
 	if (a->sock)
 		zmq_close(a->sock);
 	wire_zap_stop(a->zap);

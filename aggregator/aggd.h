@@ -4,16 +4,21 @@
  * submit`, `weft status`, `weft cancel`).  Library weft_cluster: it sits above agent/ (tables
  * of mergeable states) and compiler/ (manifests), and below tools/.
  *
- * Four parts, each a file:
+ * The parts, each a file:
  *   aggd.c         the daemon: one ROUTER socket for agents, clients and child aggregators;
- *                  the registry of peers; queries (submit, start, stop); acknowledgements;
- *                  results to subscribers; the link to a parent aggregator (a tree)
+ *                  the registry of peers; queries (start, stop); acknowledgements; the loop
+ *   aggd_msg.c     what each checked message does (Hello, Partial, Submit, Subscribe, ...)
+ *   aggd_status.c  status replies
+ *   aggd_emit.c    closed windows out: results to subscribers, checkpoints, the parent
+ *   aggd_parent.c  the link to a parent aggregator (a tree), a sender session (agent/session.h)
+ *   aggd_restore.c queries rebuilt from the store at start-up
  *   aggd_window.c  the windows of one query: merging partials, the close rules (every live
  *                  agent reported, or the lateness bound passed), revisions for late partials,
  *                  bounded retention.  Pure: no sockets, no clock of its own (tests drive it)
  *   aggd_store.c   the embedded SQLite store: queries, merged partials, per-sender merged
  *                  sequence numbers, emitted windows, the spool towards the parent
- *   aggd_client.c  a client connection: CURVE, Hello/Welcome, heartbeats, reconnects
+ *   aggd_client.c  a client connection: a sender session (CURVE, Hello/Welcome, heartbeats,
+ *                  reconnects) that renews its subscriptions after a reconnect
  *
  * The rules the daemon keeps (docs/protocol.md, "The aggregator: windows, lateness,
  * revisions"): a partial is merged at most once (per sender instance, by sequence number,

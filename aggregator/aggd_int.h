@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The aggregator daemon's insides, shared by the files that make it up (aggd.c: the server
- * and its main loop; aggd_parent.c: the link to a parent aggregator in a tree;
- * aggd_restore.c: rebuilding queries from the store at start-up).  Not an API: nothing
- * outside aggregator/aggd*.c includes it.
+ * The aggregator daemon's insides, shared by the files that make it up (aggd.c: the server,
+ * its peers and queries, and its main loop; aggd_msg.c: the message handlers; aggd_status.c:
+ * status replies; aggd_emit.c: windows out; aggd_parent.c: the link to a parent aggregator in
+ * a tree; aggd_restore.c: rebuilding queries from the store at start-up).  Not an API:
+ * nothing outside aggregator/aggd*.c includes it.
  */
 #ifndef WEFT_AGGD_INT_H
 #define WEFT_AGGD_INT_H
 #include <stdbool.h>
 #include <stdint.h>
+#include "agent/session.h"
 #include "aggregator/aggd.h"
 
 #define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
@@ -17,7 +19,7 @@
 #define FORGET_NS (600ULL * 1000000000ULL) /* expired agents are forgotten after 10 min */
 #define ENDED_KEEP_NS (600ULL * 1000000000ULL) /* ended queries stay in status for 10 min */
 #define SPOOL_MAX_DEFAULT 4096
-#define NOT_WELCOMED "not welcomed: send Hello first"
+#define NOT_WELCOMED SESSION_NOT_WELCOMED
 
 enum pq_state { PQ_SENT, PQ_RUNNING, PQ_FAILED, PQ_STOPPED };
 
@@ -80,23 +82,20 @@ struct query {
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
- * transmission (0: not sent since the last Welcome). */
+ * transmission (0: not sent since the last Welcome; rows loaded from the store keep the seq
+ * the store has, which the first Welcome judges). */
 struct sprow {
 	uint64_t id, tx;
 	void *body;
 	size_t len;
 };
 
-/* The link to a parent aggregator: we are one of its agents. */
+/* The link to a parent aggregator: we are one of its agents, through a session
+ * (agent/session.h) whose spool is the rows below, persisted in the store. */
 struct parent {
-	void *sock, *mon;
+	struct session *s;
 	char pub[WIRE_KEY_LEN + 1];
 	uint64_t instance; /* persisted: the parent dedups our partials across our restarts */
-	uint64_t seq; /* last seq sent */
-	struct wire_seq rx; /* the parent's messages */
-	bool welcomed;
-	uint64_t hb_ms;
-	uint64_t next_hb; /* CLOCK_MONOTONIC */
 	struct sprow *rows; /* oldest first; rows[0..nsent) were sent since the last Welcome */
 	size_t nrows, cap, nsent;
 	uint64_t next_id;
@@ -130,18 +129,33 @@ struct aggd {
 	uint64_t start_mono;
 };
 
-/* shared by aggd.c, aggd_parent.c and aggd_restore.c */
+/* A window's emission: to every subscriber, or (a replay) to `only`. */
+struct aggd_emit_ctx {
+	struct aggd *a;
+	struct query *q;
+	struct peer *only;
+};
+
+/* aggd.c: time, envelopes, peers, queries, the store's transaction, queries on senders */
 void *aggd_memdup(const void *p, size_t n);
 uint64_t aggd_mono_ns(void);
-void aggd_parent_flush(struct aggd *a);
-void aggd_parent_heartbeat(struct aggd *a);
-void aggd_parent_monitor(struct aggd *a);
-int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
-void aggd_parent_recv(struct aggd *a);
-int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+uint64_t aggd_real_ns(void);
+void aggd_env_init(struct aggd *a, Weft__Envelope *e);
+void aggd_peer_free(struct aggd *a, struct peer *p);
 bool aggd_peer_is_sender(const struct peer *p);
+const char *aggd_peer_label(const struct peer *p);
+struct pq *aggd_peer_pq(struct peer *p, uint64_t id);
+struct pq *aggd_peer_pq_add(struct peer *p, uint64_t id, enum pq_state st);
+int aggd_peer_send(struct aggd *a, struct peer *p, const Weft__Envelope *e);
+struct sub *aggd_peer_sub(struct peer *p, uint64_t id);
+int aggd_peer_sub_add(struct peer *p, uint64_t id);
+void aggd_peer_sub_del(struct peer *p, uint64_t id);
+void aggd_send_error(struct aggd *a, struct peer *p, uint64_t in_reply_to, uint64_t query_id,
+		     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void aggd_send_stop(struct aggd *a, struct peer *p, uint64_t id);
 size_t aggd_queries_active(const struct aggd *a);
 bool aggd_query_active(const struct query *q);
+struct query *aggd_query_find(struct aggd *a, uint64_t id);
 struct query *aggd_query_find_parent(struct aggd *a, uint64_t parent_id);
 void aggd_query_free(struct query *q);
 int aggd_query_insert(struct aggd *a, struct query *q);
@@ -149,9 +163,36 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 			      size_t whysz);
 int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p);
 void aggd_query_stop(struct aggd *a, struct query *q, const char *why);
-uint64_t aggd_real_ns(void);
 void aggd_reconcile(struct aggd *a, struct peer *p);
-int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);
 void aggd_txn_begin(struct aggd *a);
 void aggd_txn_commit(struct aggd *a);
+
+/* aggd_msg.c: the handlers of checked messages */
+void aggd_on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, enum wire_role role);
+void aggd_on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_query_error(struct aggd *a, struct peer *p, const Weft__QueryError *qe);
+void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n);
+
+/* aggd_status.c */
+void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query);
+
+/* aggd_emit.c: windows out (aggd_qwin_tick() and aggd_qwin_replay() callbacks; ctx is a
+ * struct aggd_emit_ctx), their checkpoints, partials to the parent */
+int aggd_emit_window(void *ctx, const struct aggd_window_view *v);
+int aggd_replay_window(void *ctx, const struct aggd_window_view *v);
+int aggd_query_checkpoint(struct aggd *a, struct query *q);
+void aggd_partial_forward(struct aggd *a, struct query *q, const Weft__Partial *in);
+
+/* aggd_parent.c: the link to a parent aggregator */
+void aggd_parent_close(struct aggd *a);
+int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
+void aggd_parent_recv(struct aggd *a);
+uint64_t aggd_parent_rejected(const struct aggd *a);
+int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+
+/* aggd_restore.c */
+int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);
 #endif

@@ -3,70 +3,35 @@
  * The parent link: an aggregator in a tree is one of its parent's agents.  Closed windows
  * become partials, spooled (persisted in the store) until the parent acknowledges them, and
  * resent after every Welcome; queries the parent starts are started here on our own agents.
+ *
+ * The connection itself (Hello, the Welcome and its sequence check, heartbeats, Acks, resends,
+ * reconnects) is the sender's session of agent/session.c, as for an agent; this file is the
+ * spool it reads through struct session_spool_ops (rows in memory, mirrored in the store) and
+ * what the parent's messages mean here.
+ *
+ * Must never: let a seq be sent twice by this instance, across restarts too (reserve() makes
+ * the seqs durable before the bytes leave; the instance itself is persisted), or drop a row
+ * the parent has not acknowledged unless the spool is full (counted, and reported in our
+ * heartbeats).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
+#include <sys/types.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "agent/session.h"
 #include "base/log.h"
 #include "aggregator/aggd_int.h"
 
-/* ---- the parent link ---- */
-
-static int parent_send(struct aggd *a, Weft__Envelope *e)
-{
-	e->version = WIRE_VERSION;
-	e->seq = ++a->par.seq;
-	return wire_send(a->par.sock, NULL, 0, e, true);
-}
-
-static void parent_hello(struct aggd *a)
-{
-	Weft__Envelope e;
-	Weft__Hello h;
-	struct utsname u;
-	uint64_t *running = calloc(a->nq + 1, sizeof(*running));
-	size_t n = 0;
-	int rc;
-
-	if (!running)
-		return;
-	for (size_t i = 0; i < a->nq; i++)
-		if (a->q[i]->parent_id && aggd_query_active(a->q[i]))
-			running[n++] = a->q[i]->parent_id;
-	weft__hello__init(&h);
-	h.role = "aggregator";
-	h.host = a->name;
-	h.version = WEFT_VERSION;
-	h.instance = a->par.instance;
-	if (uname(&u) == 0)
-		h.kernel = u.release;
-	h.n_running = n;
-	h.running = running;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_HELLO;
-	e.hello = &h;
-	a->par.welcomed = false;
-	a->par.nsent = 0;
-	rc = parent_send(a, &e);
-	if (rc)
-		log_warn("aggregator: hello to the parent %s: %s", a->o.parent, strerror(-rc));
-	else
-		log_info("aggregator: connected to the parent %s; said hello", a->o.parent);
-	free(running);
-}
+/* ---- the spool of partials for the parent ---- */
 
 static void sprow_drop(struct aggd *a, size_t i)
 {
@@ -118,129 +83,169 @@ int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt)
 	return aggd_store_spool_add(a->store, r->id, body, len);
 }
 
-/*
- * Sends the rows not yet sent since the last Welcome, in order, each with a fresh seq that
- * is persisted before the bytes leave.  Stops at the first full queue (the rest waits for
- * the next tick: order matters, see parent_welcome()).
- */
-void aggd_parent_flush(struct aggd *a)
+/* What the session sees of the rows (struct session_spool_ops); ctx is the aggregator. */
+static const void *spool_next(void *ctx, size_t *len)
 {
-	struct parent *par = &a->par;
-	size_t from = par->nsent;
-	uint64_t seq = par->seq;
+	struct parent *par = &((struct aggd *)ctx)->par;
 
-	if (!a->has_parent || !par->welcomed || par->nsent == par->nrows)
-		return;
+	if (par->nsent >= par->nrows)
+		return NULL;
+	*len = par->rows[par->nsent].len;
+	return par->rows[par->nsent].body;
+}
+
+/*
+ * Seqs first, first + 1, ... for the rows not sent since the last Welcome, persisted with the
+ * highest before any leaves: a seq given is never given again, even after a crash.
+ */
+static ssize_t spool_reserve(void *ctx, uint64_t first)
+{
+	struct aggd *a = ctx;
+	struct parent *par = &a->par;
+	uint64_t seq = first;
+
 	/* the rows themselves must be committed before they leave, and the numbers below
 	 * in a transaction of their own (not nested in an open batch) */
 	aggd_txn_commit(a);
 	if (aggd_store_begin(a->store) != 0)
-		return;
-	for (size_t i = from; i < par->nrows; i++) {
-		par->rows[i].tx = ++seq;
-		aggd_store_spool_tx(a->store, par->rows[i].id, par->rows[i].tx);
-	}
-	aggd_store_meta_set(a->store, "parent_seq", seq);
+		return -EIO;
+	for (size_t i = par->nsent; i < par->nrows; i++)
+		aggd_store_spool_tx(a->store, par->rows[i].id, seq++);
+	aggd_store_meta_set(a->store, "parent_seq", seq - 1);
 	if (aggd_store_commit(a->store) != 0)
-		return;
-	for (size_t i = from; i < par->nrows; i++) {
-		void *buf;
-		size_t len;
-		int rc = wire_envelope_wrap(par->rows[i].tx, WEFT__ENVELOPE__BODY_PARTIAL,
-					    par->rows[i].body, par->rows[i].len, &buf, &len);
-
-		if (rc == 0) {
-			rc = wire_send_bytes(par->sock, NULL, 0, buf, len, true);
-			free(buf);
-		}
-		if (rc) {
-			/* not sent: the numbers given from here on were never seen by the
-			 * parent; they are given again (higher) next time */
-			for (size_t j = i; j < par->nrows; j++)
-				par->rows[j].tx = 0;
-			break;
-		}
-		par->nsent = i + 1;
-		par->seq = par->rows[i].tx;
-		log_debug("aggregator: sent a partial to the parent (seq %" PRIu64 ")", par->seq);
-	}
-	if (par->seq < seq)
-		par->seq = seq; /* seqs persisted stay used: never reuse one */
+		return -EIO;
+	return (ssize_t)(seq - first);
 }
 
-static void parent_ack(struct aggd *a, uint64_t upto)
+static void spool_mark_sent(void *ctx, uint64_t seq)
 {
-	struct parent *par = &a->par;
-	bool began = aggd_store_begin(a->store) == 0;
+	struct parent *par = &((struct aggd *)ctx)->par;
 
-	/* rows [0, nsent) went out in order with increasing seqs */
-	while (par->nsent && par->rows[0].tx && par->rows[0].tx <= upto)
-		sprow_drop(a, 0);
-	if (began)
-		aggd_store_commit(a->store);
+	if (par->nsent >= par->nrows)
+		return;
+	par->rows[par->nsent++].tx = seq;
+	log_debug("aggregator: sent a partial to the parent (seq %" PRIu64 ")", seq);
 }
 
 /*
- * Welcome: last_seq is the highest seq of ours that the parent merged.  A row transmitted
- * with a seq <= last_seq was merged (the parent merges in order and only after our Hello on
- * each connection, and a row is never followed on the wire by a higher-numbered row without
- * itself being sent first): drop it; send the rest again.
+ * Ack{upto}, and Welcome.last_seq: a row transmitted with a seq <= upto was merged (the parent
+ * merges in order and only after our Hello on each connection, and a row is never followed on
+ * the wire by a higher-numbered row without itself being sent first).  Rows loaded from the
+ * store keep the seq they were last given, for the first Welcome to judge.
  */
-static void parent_welcome(struct aggd *a, const Weft__Welcome *w)
+static size_t spool_ack(void *ctx, uint64_t upto)
 {
+	struct aggd *a = ctx;
 	struct parent *par = &a->par;
 	bool began = aggd_store_begin(a->store) == 0;
-	size_t dropped = 0;
+	size_t k = 0;
 
-	for (size_t i = 0; i < par->nrows;) {
-		if (par->rows[i].tx && w->has_last_seq && par->rows[i].tx <= w->last_seq) {
-			sprow_drop(a, i);
-			dropped++;
-			continue;
-		}
-		par->rows[i].tx = 0;
-		i++;
+	while (par->nrows && par->rows[0].tx && par->rows[0].tx <= upto) {
+		sprow_drop(a, 0);
+		k++;
 	}
 	if (began)
 		aggd_store_commit(a->store);
-	par->nsent = 0;
-	if (w->has_last_seq && w->last_seq > par->seq)
-		par->seq = w->last_seq;
-	par->hb_ms = w->heartbeat_ms;
-	par->next_hb = aggd_mono_ns();
-	par->welcomed = true;
-	log_info("aggregator: welcomed by the parent %s (%s); %zu spooled partials merged "
-		 "before, %zu to send",
-		 w->aggregator, a->o.parent, dropped, par->nrows);
-	aggd_parent_flush(a);
+	return k;
 }
 
-void aggd_parent_heartbeat(struct aggd *a)
+static size_t spool_rewind(void *ctx)
 {
-	Weft__Envelope e;
-	Weft__Heartbeat hb;
-	uint64_t *running = calloc(a->nq + 1, sizeof(*running));
-	size_t n = 0;
+	struct parent *par = &((struct aggd *)ctx)->par;
 
+	for (size_t i = 0; i < par->nrows; i++)
+		par->rows[i].tx = 0;
+	par->nsent = 0;
+	return par->nrows;
+}
+
+static size_t spool_count(void *ctx)
+{
+	return ((struct aggd *)ctx)->par.nrows;
+}
+
+static uint64_t spool_dropped(void *ctx)
+{
+	return ((struct aggd *)ctx)->par.dropped;
+}
+
+static const struct session_spool_ops parent_spool_ops = {
+	.next = spool_next,
+	.reserve = spool_reserve,
+	.mark_sent = spool_mark_sent,
+	.ack = spool_ack,
+	.rewind = spool_rewind,
+	.count = spool_count,
+	.dropped = spool_dropped,
+};
+
+/* ---- the session's events ---- */
+
+/* Hello.running and Heartbeat.running: the parent's ids of the queries active here. */
+static uint64_t *parent_running(void *ctx, size_t *n)
+{
+	struct aggd *a = ctx;
+	uint64_t *running = calloc(a->nq + 1, sizeof(*running));
+
+	*n = 0;
 	if (!running)
-		return;
+		return NULL;
 	for (size_t i = 0; i < a->nq; i++)
 		if (a->q[i]->parent_id && aggd_query_active(a->q[i]))
-			running[n++] = a->q[i]->parent_id;
-	weft__heartbeat__init(&hb);
-	hb.time_ns = aggd_real_ns();
-	hb.n_running = n;
-	hb.running = running;
-	hb.has_spooled = true;
-	hb.spooled = a->par.nrows;
-	hb.has_spool_dropped = true;
-	hb.spool_dropped = a->par.dropped;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_HEARTBEAT;
-	e.heartbeat = &hb;
-	parent_send(a, &e);
-	free(running);
+			running[(*n)++] = a->q[i]->parent_id;
+	return running;
 }
+
+static void parent_connected(void *ctx)
+{
+	struct aggd *a = ctx;
+
+	log_info("aggregator: connected to the parent %s; said hello", a->o.parent);
+}
+
+static void parent_welcomed(void *ctx, const struct session_welcome *sw)
+{
+	struct aggd *a = ctx;
+
+	log_info("aggregator: welcomed by the parent %s (%s); %zu spooled partials merged "
+		 "before, %zu to send",
+		 sw->w->aggregator, a->o.parent, sw->acked, sw->resend);
+}
+
+static void parent_lost(void *ctx, const char *why, bool was_up)
+{
+	struct aggd *a = ctx;
+
+	if (was_up)
+		log_info("aggregator: lost the parent %s (%s); reconnecting", a->o.parent, why);
+	else
+		log_debug("aggregator: connection attempt to the parent %s ended (%s)", a->o.parent,
+			  why);
+}
+
+static void parent_refused(void *ctx, bool auth, uint32_t status)
+{
+	struct aggd *a = ctx;
+
+	if (auth)
+		log_err("aggregator: the parent %s refused our key (is it in the parent's "
+			"allow-list with the role aggregator?)",
+			a->o.parent);
+	else
+		log_err("aggregator: the handshake with the parent %s failed (is --parent-key its "
+			"public key?)",
+			a->o.parent);
+}
+
+static const struct session_ops parent_session_ops = {
+	.running = parent_running,
+	.connected = parent_connected,
+	.welcomed = parent_welcomed,
+	.lost = parent_lost,
+	.refused = parent_refused,
+};
+
+/* ---- the parent's orders ---- */
 
 /* The parent asks us to run a query across our subtree. */
 static void parent_query_start(struct aggd *a, const Weft__QueryStart *qs)
@@ -292,49 +297,11 @@ static void parent_query_start(struct aggd *a, const Weft__QueryStart *qs)
 
 void aggd_parent_recv(struct aggd *a)
 {
-	for (int n = 0; n < BATCH_MAX; n++) {
-		zmq_msg_t m;
-		Weft__Envelope *e;
-		char why[256];
-		int more = 0;
-		size_t msz = sizeof(more);
+	Weft__Envelope *e;
 
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, a->par.sock, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		zmq_getsockopt(a->par.sock, ZMQ_RCVMORE, &more, &msz);
-		e = more ? NULL : wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), why, sizeof(why));
-		zmq_msg_close(&m);
-		while (more) { /* a DEALER gets one part per envelope; drain anything else */
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, a->par.sock, ZMQ_DONTWAIT) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(a->par.sock, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&m);
-			snprintf(why, sizeof(why), "several parts");
-		}
-		if (!e || !wire_body_from_server(e->body_case)) {
-			a->rejected++;
-			log_debug("aggregator: rejected a message from the parent: %s",
-				  e ? "not a body the parent sends" : why);
-			wire_free(e);
-			continue;
-		}
-		if (e->body_case == WEFT__ENVELOPE__BODY_WELCOME) {
-			a->par.rx.instance = e->welcome->instance;
-			a->par.rx.last = e->seq;
-			parent_welcome(a, e->welcome);
-			wire_free(e);
-			continue;
-		}
-		if (!a->par.welcomed || !wire_seq_accept(&a->par.rx, a->par.rx.instance, e->seq)) {
-			a->rejected++;
-			wire_free(e);
-			continue;
-		}
+	for (int n = 0; n < BATCH_MAX && session_recv(a->par.s, &e) > 0; n++) {
+		if (!e)
+			continue; /* the session's own (Welcome, Ack), or rejected and counted */
 		switch (e->body_case) {
 		case WEFT__ENVELOPE__BODY_QUERY_START:
 			parent_query_start(a, e->query_start);
@@ -346,16 +313,8 @@ void aggd_parent_recv(struct aggd *a)
 				aggd_query_stop(a, q, "stopped by the parent");
 			break;
 		}
-		case WEFT__ENVELOPE__BODY_ACK:
-			parent_ack(a, e->ack->upto);
-			break;
 		case WEFT__ENVELOPE__BODY_ERROR:
-			if (strcmp(e->error->message, NOT_WELCOMED) == 0) {
-				/* the parent restarted and forgot us */
-				parent_hello(a);
-			} else {
-				log_warn("aggregator: the parent says: %s", e->error->message);
-			}
+			log_warn("aggregator: the parent says: %s", e->error->message);
 			break;
 		default:
 			break;
@@ -364,55 +323,26 @@ void aggd_parent_recv(struct aggd *a)
 	}
 }
 
-/* The parent socket's monitor: every completed handshake is a new connection, which must
- * begin with Hello. */
-void aggd_parent_monitor(struct aggd *a)
+uint64_t aggd_parent_rejected(const struct aggd *a)
 {
-	for (;;) {
-		zmq_msg_t m;
-		uint16_t event = 0;
-		int more = 0;
-		size_t msz = sizeof(more);
+	struct session_stats st = { 0 };
 
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, a->par.mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return;
-		}
-		if (zmq_msg_size(&m) >= 2)
-			memcpy(&event, zmq_msg_data(&m), 2);
-		zmq_getsockopt(a->par.mon, ZMQ_RCVMORE, &more, &msz);
-		zmq_msg_close(&m);
-		while (more) {
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, a->par.mon, ZMQ_DONTWAIT) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(a->par.mon, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&m);
-		}
-		if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-			parent_hello(a);
-		} else if (event == ZMQ_EVENT_DISCONNECTED) {
-			a->par.welcomed = false;
-			log_info("aggregator: lost the parent %s; reconnecting", a->o.parent);
-		} else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-			log_err("aggregator: the parent %s refused our key (is it in the parent's "
-				"allow-list with the role aggregator?)",
-				a->o.parent);
-		} else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-			   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-			log_err("aggregator: the handshake with the parent %s failed (is "
-				"--parent-key its public key?)",
-				a->o.parent);
-		}
-	}
+	if (a->has_parent)
+		session_stats(a->par.s, &st);
+	return st.rejected;
 }
+
+/* ---- opening and closing ---- */
+
+struct spool_load {
+	struct aggd *a;
+	uint64_t seq; /* the highest seq a row was given */
+};
 
 static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, const void *body, size_t len)
 {
-	struct aggd *a = ctx;
-	struct parent *par = &a->par;
+	struct spool_load *l = ctx;
+	struct parent *par = &l->a->par;
 	struct sprow *r;
 
 	if (par->nrows == par->cap) {
@@ -434,15 +364,17 @@ static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, const void *body,
 	par->nrows++;
 	if (id > par->next_id)
 		par->next_id = id;
-	if (tx > par->seq)
-		par->seq = tx;
+	if (tx > l->seq)
+		l->seq = tx;
 	return 0;
 }
 
 int aggd_parent_open(struct aggd *a, char *err, size_t errsz)
 {
 	struct parent *par = &a->par;
-	char ep[64];
+	struct session_opts so = { .sz = sizeof(so) };
+	struct spool_load l = { .a = a };
+	struct utsname u;
 	uint64_t v;
 	int rc;
 
@@ -463,28 +395,47 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz)
 		aggd_store_meta_set(a->store, "parent_instance", par->instance);
 	}
 	if (aggd_store_meta_get(a->store, "parent_seq", &v) == 0)
-		par->seq = v;
-	rc = aggd_store_spool_load(a->store, spool_load_row, a);
+		l.seq = v;
+	rc = aggd_store_spool_load(a->store, spool_load_row, &l);
 	if (rc) {
 		snprintf(err, errsz, "reading the spool from the store: %s", strerror(-rc));
 		return rc;
 	}
 	/* the rows keep their tx seqs: the parent's Welcome says which of them it merged */
-	par->sock = wire_client_socket(a->zctx, a->o.parent, par->pub, a->pub, a->sec);
-	if (!par->sock) {
+	so.zctx = a->zctx;
+	so.endpoint = a->o.parent;
+	so.server_key = par->pub;
+	so.public_key = a->pub;
+	so.secret_key = a->sec;
+	so.role = WIRE_ROLE_AGGREGATOR;
+	so.host = a->name;
+	so.version = WEFT_VERSION;
+	so.kernel = uname(&u) == 0 ? u.release : NULL;
+	so.instance = par->instance;
+	so.seq = l.seq;
+	so.log_name = "aggregator";
+	so.ops = &parent_session_ops;
+	so.ctx = a;
+	so.spool_ops = &parent_spool_ops;
+	so.spool = a;
+	par->s = session_new(&so);
+	if (!par->s) {
 		snprintf(err, errsz, "--parent %s: %s", a->o.parent, strerror(errno));
 		return -errno;
 	}
-	snprintf(ep, sizeof(ep), "inproc://weft-aggd-parent-%p", (void *)a);
-	if (zmq_socket_monitor(par->sock, ep,
-			       ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0 ||
-	    !(par->mon = zmq_socket(a->zctx, ZMQ_PAIR)) || zmq_connect(par->mon, ep) != 0) {
-		snprintf(err, errsz, "monitoring the parent socket: %s", zmq_strerror(errno));
-		return -EIO;
-	}
+	/* the socket itself is made at the first tick, once the queries are restored (Hello
+	 * lists those the parent started) */
 	a->has_parent = true;
 	return 0;
+}
+
+void aggd_parent_close(struct aggd *a)
+{
+	session_free(a->par.s);
+	a->par.s = NULL;
+	for (size_t i = 0; i < a->par.nrows; i++)
+		free(a->par.rows[i].body);
+	free(a->par.rows);
+	a->par.rows = NULL;
+	a->par.nrows = a->par.nsent = 0;
 }

@@ -9,6 +9,12 @@
  * the region; ungrouped, the count is exactly twice the calls.  Cancelling at the root stops
  * the queries on the agents.
  *
+ * The parent link's Welcome (test_parent_welcome_seq): this test plays the parent of a real
+ * child aggregator and sends it Welcomes; one whose seq does not increase over the parent
+ * instance's previous messages (a stale or replayed Welcome, which could drop partials the
+ * parent never merged) is rejected and counted in the child's `weft status` `rejected`; one
+ * that does increase, or comes from a new parent instance, is accepted.
+ *
  * Needs root (agents load BPF); skipped otherwise.
  */
 #include <errno.h>
@@ -23,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "aggregator/zap.h"
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
@@ -145,10 +152,131 @@ static void test_tree(void **state)
 	cl->passed = true;
 }
 
+/* A parent played by the test: a CURVE ROUTER with the test's allow-list. */
+struct fake_parent {
+	void *zctx, *sock;
+	struct wire_zap *zap;
+	uint8_t id[256]; /* the child's routing id */
+	size_t idlen;
+};
+
+/* The next envelope from the child within ms (the routing id kept), or NULL. */
+static Weft__Envelope *fake_recv(struct fake_parent *f, int ms)
+{
+	zmq_pollitem_t it = { .socket = f->sock, .events = ZMQ_POLLIN };
+	zmq_msg_t id, body;
+	Weft__Envelope *e;
+	char why[256];
+
+	if (zmq_poll(&it, 1, ms) <= 0)
+		return NULL;
+	zmq_msg_init(&id);
+	zmq_msg_init(&body);
+	assert_true(zmq_msg_recv(&id, f->sock, 0) >= 0);
+	assert_true(zmq_msg_recv(&body, f->sock, 0) >= 0);
+	assert_string_equal(zmq_msg_gets(&body, "User-Id"), "aggregator:region1");
+	e = wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), why, sizeof(why));
+	if (!e)
+		fail_msg("the child sent something invalid: %s", why);
+	assert_true(zmq_msg_size(&id) <= sizeof(f->id));
+	memcpy(f->id, zmq_msg_data(&id), zmq_msg_size(&id));
+	f->idlen = zmq_msg_size(&id);
+	zmq_msg_close(&id);
+	zmq_msg_close(&body);
+	return e;
+}
+
+static void fake_welcome(struct fake_parent *f, uint64_t instance, uint64_t seq)
+{
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__Welcome w = WEFT__WELCOME__INIT;
+
+	w.aggregator = "fake-parent";
+	w.instance = instance;
+	w.heartbeat_ms = 200;
+	w.has_last_seq = true;
+	w.last_seq = 0;
+	e.version = WIRE_VERSION;
+	e.seq = seq;
+	e.body_case = WEFT__ENVELOPE__BODY_WELCOME;
+	e.welcome = &w;
+	assert_int_equal(wire_send(f->sock, f->id, f->idlen, &e, false), 0);
+}
+
+static void test_parent_welcome_seq(void **state)
+{
+	struct cl *cl = *state;
+	struct fake_parent f = { 0 };
+	struct wire_allowlist al = { 0 };
+	struct cl_proc *region;
+	char pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1], parent_ep[64], region_ep[64];
+	Weft__Envelope *e;
+	uint64_t until;
+	int line = 0, zero = 0;
+
+	if (!cl->dir[0])
+		skip();
+	cl_keygen(cl, "aggregator", "parent", false);
+	cl_keygen(cl, "aggregator", "region1", true);
+	assert_int_equal(wire_keyfile_read(cl_path(cl, "parent.key"), pub, sec), 0);
+	assert_int_equal(wire_allowlist_load(cl_path(cl, "allow"), &al, &line), 0);
+	f.zctx = zmq_ctx_new();
+	assert_non_null(f.zctx);
+	f.zap = wire_zap_start(f.zctx, &al);
+	assert_non_null(f.zap);
+	wire_allowlist_free(&al);
+	snprintf(parent_ep, sizeof(parent_ep), "tcp://127.0.0.1:%d", cl_free_port());
+	f.sock = wire_server_socket(f.zctx, parent_ep, pub, sec);
+	assert_non_null(f.sock);
+	zmq_setsockopt(f.sock, ZMQ_LINGER, &zero, sizeof(zero));
+
+	snprintf(region_ep, sizeof(region_ep), "tcp://127.0.0.1:%d", cl_free_port());
+	region = cl_aggregator(cl, "region1", region_ep, NULL,
+			       (char *const[]){ (char *)"--parent", parent_ep,
+						(char *)"--parent-key",
+						(char *)cl_pub(cl, "parent"), NULL });
+	snprintf(cl->client_server, sizeof(cl->client_server), "region1");
+	until = wr_now_ms() + CL_WAIT_MS;
+	while (!(e = fake_recv(&f, 500)) || e->body_case != WEFT__ENVELOPE__BODY_HELLO) {
+		wire_free(e);
+		if (wr_now_ms() > until)
+			fail_msg("no Hello from the child");
+	}
+	assert_string_equal(e->hello->role, "aggregator");
+	assert_string_equal(e->hello->host, "region1");
+	wire_free(e);
+
+	/* welcomed by parent instance 7 with seq 10 */
+	fake_welcome(&f, 7, 10);
+	cl_expect_log(region, "welcomed by the parent", CL_WAIT_MS);
+	assert_int_equal(cl_rejected(cl, region_ep), 0);
+
+	/* the same instance again with a lower seq, then with the same one: both rejected */
+	fake_welcome(&f, 7, 5);
+	assert_true(CL_WAIT(cl_rejected(cl, region_ep) == 1, CL_WAIT_MS));
+	fake_welcome(&f, 7, 10);
+	assert_true(CL_WAIT(cl_rejected(cl, region_ep) == 2, CL_WAIT_MS));
+	assert_int_equal(cl_file_count(region->err, "welcomed by the parent"), 1);
+
+	/* a higher seq of the same instance is a Welcome again; a new instance starts anew */
+	fake_welcome(&f, 7, 11);
+	assert_true(CL_WAIT(cl_file_count(region->err, "welcomed by the parent") == 2, CL_WAIT_MS));
+	fake_welcome(&f, 8, 1);
+	assert_true(CL_WAIT(cl_file_count(region->err, "welcomed by the parent") == 3, CL_WAIT_MS));
+	assert_int_equal(cl_rejected(cl, region_ep), 2);
+	assert_true(cl_alive(region));
+
+	zmq_close(f.sock);
+	wire_zap_stop(f.zap);
+	zmq_ctx_term(f.zctx);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parent_welcome_seq, setup, teardown),
 	};
 
 	if (!wr_ready())
