@@ -1017,6 +1017,7 @@ static void features_probe(struct agent_daemon *d)
 		{ f && f->raw_tp, "raw_tracepoint" },
 		{ f && f->uprobe, "uprobe" },
 		{ f && f->uprobe, "usdt" },
+		{ f && f->uprobe_multi, "uprobe_multi" },
 		{ f && f->kprobe, "kprobe" },
 		{ f && f->fentry, "fentry" },
 		{ f && f->perf_event, "profile" },

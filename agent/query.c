@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "agent/agent.h"
+#include "agent/attach_multi.h"
 #include "agent/bpfrt.h"
 #include "agent/result.h"
 #include "probes/probes.h"
@@ -244,6 +245,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "weft");
 	struct agent_query *q;
 	libbpf_print_fn_t prev;
+	uint64_t multi, multi_done = 0; /* programs with multi-uprobe links; attached */
 	uint32_t pid;
 	int rc;
 
@@ -286,6 +288,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		goto fail;
 	}
 
+	multi = agent_multi_prepare(q->obj, p);
 	load_log = malloc(VERIFIER_LOG_MAX);
 	load_log_len = 0;
 	if (load_log)
@@ -351,8 +354,17 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			set_err(err, "the object has no program %s", p->progs[a->prog].name);
 			goto fail;
 		}
-		rc = probe_attach_target(prog, &a->target, a->cookie, o.pid,
-					 a->is_end ? &q->end_links : &q->links, &perr);
+		if (multi & (1ull << a->prog)) {
+			/* all the sites of the program at once, at its first attach point */
+			if (multi_done & (1ull << a->prog))
+				continue;
+			multi_done |= 1ull << a->prog;
+			rc = agent_multi_attach(p, a->prog, prog, o.pid,
+						a->is_end ? &q->end_links : &q->links, &perr);
+		} else {
+			rc = probe_attach_target(prog, &a->target, a->cookie, o.pid,
+						 a->is_end ? &q->end_links : &q->links, &perr);
+		}
 		if (rc) {
 			if (err) {
 				err->attach = true;
@@ -471,3 +483,4 @@ const struct agent_resolver *agent_query_resolver(const struct agent_query *q)
 {
 	return &q->resolver;
 }
+

@@ -55,7 +55,8 @@ static const char usage_text[] =
 	"\n"
 	"Environment: WEFT_CACHE_DIR (compile cache; default /var/cache/weft for root),\n"
 	"WEFT_CLANG (the clang to compile with), WEFT_AGGREGATOR, WEFT_SERVER_KEY, WEFT_KEY\n"
-	"(defaults of the cluster clients' --to, --server-key, --key).\n"
+	"(defaults of the cluster clients' --to, --server-key, --key), WEFT_UPROBE_MULTI=0\n"
+	"(attach wildcard uprobes one link per function, as on kernels before 6.6).\n"
 	"\n"
 	"The language reference is docs/language.md; `weft help COMMAND` shows a command's\n"
 	"options.\n";
