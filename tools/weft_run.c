@@ -356,6 +356,7 @@ int cmd_run(int argc, char **argv)
 	aopts.row_ctx = &r;
 	aopts.max_groups = (uint32_t)max_groups;
 	aopts.ringbuf_bytes = (uint32_t)ringbuf;
+	compile_sites_print(&res, "weft: ", stderr);
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
 		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),

@@ -11,6 +11,7 @@
  *    the workload's calls exactly.
  *  - In process, agent_query_stop() detaches fully: the link is gone from the process and
  *    from the kernel (its id no longer opens), and a second run of the workload adds nothing.
+ *  - `weft explain` and `weft run` (before "attached") say how many sites a wildcard matched.
  * Kernels without multi-uprobe links skip the checks that need them.
  */
 #include <dirent.h>
@@ -339,6 +340,46 @@ static void test_stop_detaches_fully(void **state)
 	diag_list_free(&dl);
 }
 
+/* weft explain, and weft run before attaching, say how many sites each wildcard matched. */
+static void test_sites_counted(void **state)
+{
+	char *argv[] = { getenv("WEFT_BIN"), (char *)"explain",
+			 query_of("from uprobe:%s:wl_f0* select count() as n"), NULL };
+	char line[PATH_MAX + 64], cmd[PATH_MAX + 32];
+	struct wr_proc p;
+	int rc;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	snprintf(line, sizeof(line), "uprobe:%s:wl_f0* matched 16 sites\n",
+		 wr_workload("wl_ufuncs"));
+	assert_int_equal(wr_start(&p, argv), 0);
+	rc = wr_finish(&p, WR_TIMEOUT_MS);
+	if (rc != 0 || !strstr(p.out.p, line))
+		wr_dump(&p, "weft explain");
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(p.out.p, line));
+	wr_free(&p);
+
+	/* a probe without a wildcard gets no such line */
+	argv[2] = query_of("from uprobe:%s:wl_f05 select count() as n");
+	assert_int_equal(wr_start(&p, argv), 0);
+	assert_int_equal(wr_finish(&p, WR_TIMEOUT_MS), 0);
+	assert_null(strstr(p.out.p, "matched"));
+	wr_free(&p);
+
+	snprintf(cmd, sizeof(cmd), "%s 1", wr_workload("wl_ufuncs"));
+	snprintf(line, sizeof(line), "weft: uprobe:%s:wl_f* matched 256 sites\nweft: attached",
+		 wr_workload("wl_ufuncs"));
+	rc = wr_weft_run(&p, "-c", cmd, query_of("from uprobe:%s:wl_f* select count() as n"));
+	if (rc != 0 || !strstr(p.err.p, line))
+		wr_dump(&p, "weft run");
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(p.err.p, line));
+	wr_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_multi_link_held),
 		cmocka_unit_test(test_single_links_fallback),
 		cmocka_unit_test(test_stop_detaches_fully),
+		cmocka_unit_test(test_sites_counted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
