@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "agent/attach_multi.h"
 #include "agent/bpfrt.h"
+#include "agent/budget.h"
 #include "agent/result.h"
 #include "probes/probes.h"
 #include "base/log.h"
@@ -46,6 +47,8 @@ struct agent_query {
 	struct agent_table *drain_into; /* during a drain */
 	uint8_t zero_key[PLAN_MAX_KEY_SIZE];
 	int drain_err;
+	struct agent_budget *budget; /* NULL: no CPU budget */
+	bool budget_stopped;
 };
 
 const char *agent_version(void)
@@ -326,6 +329,14 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		set_err(err, "the object lacks weft's runtime: %s", strerror(-rc));
 		goto fail;
 	}
+	if (o.cpu_budget > 0) {
+		char why[256];
+
+		/* before attaching: the first window counts from the first event */
+		q->budget = agent_budget_new(q->obj, p, o.cpu_budget, why, sizeof(why));
+		if (!q->budget)
+			log_warn("agent: the query's CPU budget cannot be enforced: %s", why);
+	}
 	if (!p->aggregating) {
 		rc = bpfrt_stream_open(q->rt, on_sample, q);
 		if (rc) {
@@ -465,6 +476,7 @@ void agent_query_free(struct agent_query *q)
 	if (!q)
 		return;
 	agent_query_stop(q);
+	agent_budget_free(q->budget);
 	if (q->rt)
 		bpfrt_close(q->rt);
 	if (q->obj)
@@ -484,3 +496,23 @@ const struct agent_resolver *agent_query_resolver(const struct agent_query *q)
 	return &q->resolver;
 }
 
+/* ---------------------------------------------------------------- the CPU budget */
+
+int agent_query_budget(struct agent_query *q, struct agent_budget_report *r)
+{
+	int rc;
+
+	if (!q->budget || q->stopped)
+		return 0;
+	rc = agent_budget_check(q->budget, mono_ns(), r);
+	if (rc == 1 && r->verdict == AGENT_BUDGET_STOPPED) {
+		agent_query_stop(q);
+		q->budget_stopped = true;
+	}
+	return rc;
+}
+
+bool agent_query_budget_stopped(const struct agent_query *q)
+{
+	return q->budget_stopped;
+}

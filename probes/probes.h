@@ -266,6 +266,18 @@ int probe_uprobe_multi_attach(struct bpf_program *prog, const struct probe_targe
 			      struct probe_err *err);
 
 /*
+ * What one hit of a uprobe costs the thread that hits it, beyond the BPF program (the trap,
+ * the dispatch, stepping over the probed instruction): measured once per process on a
+ * function of its own (uprobe_cost.c).  0, or -errno (no uprobe PMU, no BPF).
+ */
+struct probe_uprobe_cost {
+	uint64_t entry_ns; /* uprobe (and USDT) */
+	uint64_t ret_ns; /* uretprobe: the entry trap plus the return trampoline */
+};
+
+int probe_uprobe_cost(struct probe_uprobe_cost *c);
+
+/*
  * Symbolization (symbolize.c): kernel addresses through /proc/kallsyms, user addresses
  * through /proc/PID/maps and the symbol tables of the mapped ELF files.  A sym_cache holds
  * what it has read, bounded (processes and ELF files are evicted least recently used); it is

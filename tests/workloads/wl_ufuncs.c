@@ -10,7 +10,8 @@
  *   function k (0..255, wl_f<k in hex>) is called (k % 4) + 1 times, so a run of N makes
  *   exactly N * ((k % 4) + 1) calls of function k, 640 * N calls in all: different counts for
  *   neighbouring functions, so a probe credited to the wrong function shows.  N = 0 runs
- *   rounds until killed.  At the end it prints what it did.
+ *   rounds until killed, or until its parent exits (a test that fails half-way leaves no
+ *   busy loop behind).  At the end it prints what it did.
  *
  * Each function returns a different constant, so no two bodies are identical and no
  * compiler or linker folds them into one address (which would make one uprobe site of two).
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define WL_NFUNCS 256
@@ -58,6 +61,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s N [wait]\n", argv[0]);
 		return 2;
 	}
+	if (n == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1))
+		return 1;
 	printf("%d\n", (int)getpid());
 	fflush(stdout);
 	if (argc > 2 && strcmp(argv[2], "wait") == 0) {
