@@ -44,6 +44,7 @@ struct agent_budget {
 	double pct;
 	int stats_fd; /* bpf_enable_stats(): -1 if the sysctl had them on already */
 	struct probe_uprobe_cost ucost;
+	bool need_ucost; /* user probes: measure the hit cost at the first window */
 	bool have_ucost;
 	struct budget_prog *progs;
 	int nprogs;
@@ -134,19 +135,7 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 		}
 		err = 0; /* kernel.bpf_stats_enabled=1: they are on anyway */
 	}
-	if (user) {
-		int rc = probe_uprobe_cost(&b->ucost);
-
-		b->have_ucost = rc == 0;
-		if (rc)
-			log_warn("agent: cannot measure what a uprobe hit costs here (%s): the CPU "
-				 "budget counts the BPF run time of user probes only",
-				 strerror(-rc));
-		else
-			log_debug("agent: a uprobe hit costs %llu ns here, a uretprobe %llu ns",
-				  (unsigned long long)b->ucost.entry_ns,
-				  (unsigned long long)b->ucost.ret_ns);
-	}
+	b->need_ucost = user;
 	for (int i = 0; i < b->nprogs; i++) {
 		err = prog_read(&b->progs[i], &b->progs[i].run_ns, &b->progs[i].calls);
 		if (err) {
@@ -171,6 +160,25 @@ void agent_budget_free(struct agent_budget *b)
 		close(b->stats_fd);
 	free(b->progs);
 	free(b);
+}
+
+/* Once, at the first window rather than at start: the measure takes 0.1-0.2 s (it closes
+ * two uprobes), which should not delay the first events. */
+static void ucost_measure(struct agent_budget *b)
+{
+	int rc;
+
+	b->need_ucost = false;
+	rc = probe_uprobe_cost(&b->ucost);
+	b->have_ucost = rc == 0;
+	if (rc)
+		log_warn("agent: cannot measure what a uprobe hit costs here (%s): the CPU budget "
+			 "counts the BPF run time of user probes only",
+			 strerror(-rc));
+	else
+		log_debug("agent: a uprobe hit costs %llu ns here, a uretprobe %llu ns",
+			  (unsigned long long)b->ucost.entry_ns,
+			  (unsigned long long)b->ucost.ret_ns);
 }
 
 static uint64_t trap_cost(const struct agent_budget *b, enum probe_kind k, uint64_t calls)
@@ -263,6 +271,8 @@ int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_bud
 
 	if (now_ns - b->last_ns < WINDOW_MIN_NS)
 		return 0;
+	if (b->need_ucost)
+		ucost_measure(b);
 	window = now_ns - b->last_ns;
 	memset(r, 0, sizeof(*r));
 	for (int i = 0; i < b->nprogs && n < PLAN_MAX_PROGS; i++) {
