@@ -49,7 +49,7 @@ for mode in single multi; do
 			"$WEFT" run "from uprobe:$dir/many:$pat select count() for 1s" >/dev/null 2>"$dir/err"
 		fi
 		t1=$(date +%s.%N)
-		printf '%-7s round %d: %.2f s (%s)\n' $mode $r "$(echo "$t1 - $t0" | bc)" \
+		printf '%-7s round %d: %.2f s (%s)\n' $mode $r "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
 			"$(grep -o 'attached [0-9]* probes' "$dir/err" || cat "$dir/err")"
 	done
 done
