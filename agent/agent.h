@@ -8,6 +8,8 @@
  *   agent_query_window()  end the current window: flip, drain the idle half into a table
  *                         of mergeable states (agent/result.h), read the drop counters
  *   agent_query_poll()    streams: hand ring-buffer records to the row callback
+ *   agent_query_budget()  the CPU budget: a verdict per window of about a second; a query
+ *                         that stays over it is detached
  *   agent_query_stop()    detach everything; one last window collects what was in flight
  *   agent_query_free()
  *
@@ -49,6 +51,8 @@ struct agent_query_opts {
 	void *row_ctx;
 	uint32_t max_groups; /* 0: the plan's */
 	uint32_t ringbuf_bytes; /* 0: the plan's */
+	double cpu_budget; /* % of one CPU the query's probes may use (agent_query_budget());
+			    * 0: no budget (tools pass AGENT_CPU_BUDGET_DEFAULT) */
 };
 
 struct agent_query;
@@ -79,6 +83,62 @@ int agent_query_fd(const struct agent_query *q);
 /* Detaches every probe.  Windows can still be read afterwards (the last events). */
 void agent_query_stop(struct agent_query *q);
 void agent_query_free(struct agent_query *q);
+
+/*
+ * The CPU budget: what a query's probes cost the machine, checked once a window of about a
+ * second (AGENT_CPU_BUDGET_WINDOW_NS) against `cpu_budget` % of one CPU.  The cost of a window
+ * is, summed over the query's BPF programs, their run time in the kernel (the kernel's BPF
+ * statistics, turned on while the query runs: run_time_ns, run_cnt) plus, for user probes
+ * (uprobe, uretprobe, usdt), each run times the cost of one hit of such a probe measured on
+ * this machine (probe_uprobe_cost(): the trap, which the statistics do not see and which is
+ * most of a uprobe's cost).  A window over the budget is a warning (W_CPU_BUDGET); the
+ * AGENT_CPU_BUDGET_WINDOWS-th window over in a row detaches the query (E_CPU_BUDGET).
+ */
+#define AGENT_CPU_BUDGET_DEFAULT 5.0 /* % of one CPU: 50 ms per second */
+#define AGENT_CPU_BUDGET_WINDOWS 3 /* consecutive windows over the budget: detached */
+#define AGENT_CPU_BUDGET_WINDOW_NS 1000000000ull
+#define AGENT_CPU_BUDGET_HOT 3 /* programs named in a report, hottest first */
+
+enum agent_budget_verdict {
+	AGENT_BUDGET_UNDER, /* within the budget */
+	AGENT_BUDGET_OVER, /* over it: a warning */
+	AGENT_BUDGET_STOPPED, /* over it AGENT_CPU_BUDGET_WINDOWS times in a row: detached */
+};
+
+/* One BPF program of the query in one window. */
+struct agent_budget_prog {
+	char prog[32]; /* "wp0" */
+	char probe[PROBE_NAME_MAX * 2]; /* its first attach point */
+	int sites; /* its attach points */
+	uint64_t cost_ns; /* run_ns + trap_ns */
+	uint64_t run_ns; /* BPF run time */
+	uint64_t trap_ns; /* calls x the measured cost of one user-probe hit; 0 for others */
+	uint64_t calls; /* runs */
+};
+
+struct agent_budget_report {
+	enum agent_budget_verdict verdict;
+	uint64_t index; /* budget windows of this query: 0, 1, ... */
+	double budget_pct; /* the budget, % of one CPU */
+	uint64_t window_ns; /* the window's length */
+	uint64_t budget_ns; /* budget_pct of window_ns */
+	uint64_t cost_ns, run_ns, trap_ns, calls; /* summed over the query's programs */
+	unsigned over; /* windows over the budget in a row, this one included */
+	unsigned limit; /* AGENT_CPU_BUDGET_WINDOWS */
+	int nhot;
+	struct agent_budget_prog hot[AGENT_CPU_BUDGET_HOT]; /* by cost, highest first */
+	char text[1536]; /* one line for people (no tag), e.g. "over its CPU budget: ..." */
+};
+
+/*
+ * Called at least once a second (each window flip will do).  0: no budget, or no window
+ * ended since the last call; 1: a window ended and r describes it.  AGENT_BUDGET_STOPPED means
+ * the query was detached (agent_query_stop()) before returning: read its last window and
+ * report r->text.  -errno if the statistics could not be read (the query runs on).
+ */
+int agent_query_budget(struct agent_query *q, struct agent_budget_report *r);
+/* Whether the budget stopped the query. */
+bool agent_query_budget_stopped(const struct agent_query *q);
 
 const struct plan *agent_query_plan(const struct agent_query *q);
 /* The resolver (stacks, symbols, host) that stream rows are printed with. */

@@ -6,8 +6,9 @@
  * the spool of their partials, which the session sends.
  *
  * Queries: started -> (flip at least once a second, merge into the window's table; at each
- * window end ship a Partial) -> ended (QueryStop or end time: detach, last flip, last Partial
- * with last=true) -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
+ * window end ship a Partial) -> ended (QueryStop, end time, or its CPU budget: detach, last
+ * flip, last Partial with last=true, and with `stopped` saying why if the budget stopped it)
+ * -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
  * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike.
  *
  * Seq: one counter per process (instance), taken by the session at transmission: a partial's
@@ -201,6 +202,7 @@ struct dquery {
 	uint64_t close_at; /* its end (UINT64_MAX: every = 0, one window) */
 	uint64_t last_flip; /* CLOCK_MONOTONIC */
 	uint64_t drops[WEFT_DROP_NR], misses;
+	const char *stopped; /* why it ended early on this host (its last Partial says so) */
 	struct dquery *next;
 };
 
@@ -384,7 +386,7 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 	Weft__Partial p = WEFT__PARTIAL__INIT;
 	Weft__Group **groups = NULL;
 	size_t ngroups = 0, keep;
-	char why[256];
+	char why[256], stopped[WIRE_MAX_STRING + 1];
 	unsigned dropped;
 	void *buf;
 	int rc;
@@ -413,6 +415,12 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 	p.overflow = agent_table_overflow(q->win) + (ngroups - keep);
 	p.has_last = last;
 	p.last = last;
+	if (last && q->stopped) {
+		snprintf(stopped, sizeof(stopped), "%s", q->stopped);
+		text_clean(stopped);
+		utf8_cut(stopped, WIRE_MAX_STRING);
+		p.stopped = stopped;
+	}
 	e.version = WIRE_VERSION;
 	e.seq = 1; /* for the check only: the spool stamps each transmission */
 	e.body_case = WEFT__ENVELOPE__BODY_PARTIAL;
@@ -526,6 +534,31 @@ static void window_set(struct dquery *q, uint64_t w)
 	q->close_at = q->every ? add_sat(q->epoch, mul_sat(w + 1, q->every)) : UINT64_MAX;
 }
 
+/* The CPU budget (agent_query_budget()): a window over it is logged; a query it stopped
+ * ends here, its last Partial saying why (the aggregator records it for `weft status`).
+ * Returns false when the query ended (and was freed). */
+static bool query_budget(struct agent_daemon *d, struct dquery *q)
+{
+	struct agent_budget_report br;
+	char why[sizeof(br.text) + 32];
+	int rc = agent_query_budget(q->q, &br);
+
+	if (rc < 0)
+		log_warn("agent: query %" PRIu64 ": cannot read the CPU budget's statistics: %s",
+			 q->id, strerror(-rc));
+	if (rc <= 0 || br.verdict == AGENT_BUDGET_UNDER)
+		return true;
+	if (br.verdict == AGENT_BUDGET_OVER) {
+		log_warn("agent: query %" PRIu64 ": %s [W_CPU_BUDGET]", q->id, br.text);
+		return true;
+	}
+	snprintf(why, sizeof(why), "%s [E_CPU_BUDGET]", br.text);
+	log_warn("agent: query %" PRIu64 ": %s", q->id, why);
+	q->stopped = why;
+	query_finish(d, q, true);
+	return false;
+}
+
 /* Flips that are due: window ends, the query's end, the once-a-second merge.  Returns false
  * when the query ended (and was freed). */
 static bool query_tick(struct agent_daemon *d, struct dquery *q)
@@ -554,7 +587,7 @@ static bool query_tick(struct agent_daemon *d, struct dquery *q)
 		}
 		if (mono_ns() - q->last_flip >= FLIP_MAX_NS)
 			flip(q);
-		return true;
+		return query_budget(d, q);
 	}
 }
 
@@ -586,7 +619,7 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	struct agent_query_opts ao = { .sz = sizeof(ao) };
 	struct agent_err aerr;
 	struct dquery *q;
-	char err[512], msg[640];
+	char err[512], msg[640], budget[64];
 	uint64_t now = real_ns();
 	int rc;
 
@@ -653,6 +686,9 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	}
 	ao.host = d->host;
 	ao.verbose = d->o.verbose;
+	ao.cpu_budget = d->o.cpu_budget < 0 ? 0 :
+			d->o.cpu_budget > 0 ? d->o.cpu_budget :
+					      AGENT_CPU_BUDGET_DEFAULT;
 	rc = agent_query_start(q->plan, m->object.data, m->object.len, &ao, &q->q, &aerr);
 	if (rc) {
 		snprintf(msg, sizeof(msg), "%s%s", aerr.msg[0] ? aerr.msg : strerror(-rc),
@@ -666,14 +702,18 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	q->next = d->queries;
 	d->queries = q;
 	d->st.queries++;
+	if (ao.cpu_budget > 0)
+		snprintf(budget, sizeof(budget), "CPU budget %g%% of one CPU", ao.cpu_budget);
+	else
+		snprintf(budget, sizeof(budget), "no CPU budget");
 	if (q->every)
 		log_info("agent: query %" PRIu64 " running: %d probe%s, window %" PRIu64
-			 " of %" PRIu64 " ms",
+			 " of %" PRIu64 " ms, %s",
 			 q->id, q->plan->nattach, q->plan->nattach == 1 ? "" : "s", q->window,
-			 q->every / MS);
+			 q->every / MS, budget);
 	else
-		log_info("agent: query %" PRIu64 " running: %d probe%s, one window", q->id,
-			 q->plan->nattach, q->plan->nattach == 1 ? "" : "s");
+		log_info("agent: query %" PRIu64 " running: %d probe%s, one window, %s", q->id,
+			 q->plan->nattach, q->plan->nattach == 1 ? "" : "s", budget);
 	return;
 out_free:
 	query_free(q);
@@ -786,6 +826,7 @@ static void features_probe(struct agent_daemon *d)
 		{ f && f->raw_tp, "raw_tracepoint" },
 		{ f && f->uprobe, "uprobe" },
 		{ f && f->uprobe, "usdt" },
+		{ f && f->uprobe_multi, "uprobe_multi" },
 		{ f && f->kprobe, "kprobe" },
 		{ f && f->fentry, "fentry" },
 		{ f && f->perf_event, "profile" },

@@ -42,6 +42,8 @@ struct agent_daemon_opts {
 	uint64_t spool_max_bytes; /* and their bytes; 0: 64 MiB */
 	int stop_fd; /* becomes readable: shut down (a signalfd); -1: none */
 	bool verbose; /* full verifier logs in QueryError.detail */
+	double cpu_budget; /* % of one CPU each query's probes may cost (agent/agent.h);
+			    * 0: AGENT_CPU_BUDGET_DEFAULT; < 0: no budget */
 };
 
 struct agent_daemon_stats {

@@ -21,7 +21,9 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "agent/agent.h"
+#include "agent/attach_multi.h"
 #include "agent/bpfrt.h"
+#include "agent/budget.h"
 #include "agent/result.h"
 #include "probes/probes.h"
 #include "base/log.h"
@@ -45,6 +47,8 @@ struct agent_query {
 	struct agent_table *drain_into; /* during a drain */
 	uint8_t zero_key[PLAN_MAX_KEY_SIZE];
 	int drain_err;
+	struct agent_budget *budget; /* NULL: no CPU budget */
+	bool budget_stopped;
 };
 
 const char *agent_version(void)
@@ -244,6 +248,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "weft");
 	struct agent_query *q;
 	libbpf_print_fn_t prev;
+	uint64_t multi, multi_done = 0; /* programs with multi-uprobe links; attached */
 	uint32_t pid;
 	int rc;
 
@@ -286,6 +291,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		goto fail;
 	}
 
+	multi = agent_multi_prepare(q->obj, p);
 	load_log = malloc(VERIFIER_LOG_MAX);
 	load_log_len = 0;
 	if (load_log)
@@ -323,6 +329,14 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		set_err(err, "the object lacks weft's runtime: %s", strerror(-rc));
 		goto fail;
 	}
+	if (o.cpu_budget > 0) {
+		char why[256];
+
+		/* before attaching: the first window counts from the first event */
+		q->budget = agent_budget_new(q->obj, p, o.cpu_budget, why, sizeof(why));
+		if (!q->budget)
+			log_warn("agent: the query's CPU budget cannot be enforced: %s", why);
+	}
 	if (!p->aggregating) {
 		rc = bpfrt_stream_open(q->rt, on_sample, q);
 		if (rc) {
@@ -356,8 +370,17 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			set_err(err, "the object has no program %s", p->progs[a->prog].name);
 			goto fail;
 		}
-		rc = probe_attach_target(prog, &a->target, a->cookie, o.pid,
-					 a->is_end ? &q->end_links : &q->links, &perr);
+		if (multi & (1ull << a->prog)) {
+			/* all the sites of the program at once, at its first attach point */
+			if (multi_done & (1ull << a->prog))
+				continue;
+			multi_done |= 1ull << a->prog;
+			rc = agent_multi_attach(p, a->prog, prog, o.pid,
+						a->is_end ? &q->end_links : &q->links, &perr);
+		} else {
+			rc = probe_attach_target(prog, &a->target, a->cookie, o.pid,
+						 a->is_end ? &q->end_links : &q->links, &perr);
+		}
 		if (rc) {
 			if (err) {
 				err->attach = true;
@@ -470,6 +493,7 @@ void agent_query_free(struct agent_query *q)
 	if (!q)
 		return;
 	agent_query_stop(q);
+	agent_budget_free(q->budget);
 	if (q->rt)
 		bpfrt_close(q->rt);
 	if (q->obj)
@@ -487,4 +511,25 @@ const struct plan *agent_query_plan(const struct agent_query *q)
 const struct agent_resolver *agent_query_resolver(const struct agent_query *q)
 {
 	return &q->resolver;
+}
+
+/* ---------------------------------------------------------------- the CPU budget */
+
+int agent_query_budget(struct agent_query *q, struct agent_budget_report *r)
+{
+	int rc;
+
+	if (!q->budget || q->stopped)
+		return 0;
+	rc = agent_budget_check(q->budget, mono_ns(), r);
+	if (rc == 1 && r->verdict == AGENT_BUDGET_STOPPED) {
+		agent_query_stop(q);
+		q->budget_stopped = true;
+	}
+	return rc;
+}
+
+bool agent_query_budget_stopped(const struct agent_query *q)
+{
+	return q->budget_stopped;
 }

@@ -1625,3 +1625,15 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 	free(kv);
 	return rc;
 }
+
+void agent_json_str(FILE *out, const char *s)
+{
+	struct sbuf b = { 0 };
+
+	sb_json_str(&b, s ? s : "", s ? strlen(s) : 0);
+	if (!b.oom && b.p)
+		fputs(b.p, out);
+	else
+		fputs("\"\"", out);
+	sb_free(&b);
+}

@@ -109,4 +109,8 @@ void agent_groups_free(Weft__Group **groups, size_t n);
  */
 int agent_table_add_groups(struct agent_table *t, Weft__Group *const *groups, size_t n);
 
+/* s as a JSON string literal, escaped as every JSON line weft prints is (docs/output.md:
+ * quotes, backslashes and controls escaped, bytes that are not UTF-8 as U+FFFD). */
+void agent_json_str(FILE *out, const char *s);
+
 #endif

@@ -361,7 +361,10 @@ static bool check_partial(struct why *w, const Weft__Partial *m)
 	       check_groups(w, "Partial", m->groups, m->n_groups) &&
 	       check_drops(w, "Partial", m->n_drops, m->drops) &&
 	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
-	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true);
+	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true) &&
+	       check_str(w, "Partial.stopped", m->stopped, WIRE_MAX_STRING, TEXT_PROSE, false) &&
+	       (!m->stopped || !*m->stopped || (m->has_last && m->last) ||
+		bad(w, "Partial.stopped: set without last"));
 }
 
 static bool check_result(struct why *w, const Weft__Result *m)

@@ -159,6 +159,19 @@ void aggd_on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, en
 	}
 }
 
+/* A sender stopped the query early (its last Partial says why: its CPU budget): no longer
+ * running there, recorded with the query's errors for `weft status`, and told to its
+ * subscribers. */
+static void query_host_stopped(struct aggd *a, struct query *q, struct peer *p, const char *why)
+{
+	log_warn("aggregator: query %" PRIu64 " stopped on %s: %s", q->id, p->host, why);
+	aggd_peer_pq_add(p, q->id, PQ_STOPPED); /* not running there, and not to be started again */
+	query_add_error(q, p->host, why);
+	for (struct peer *c = a->peers; c; c = c->next)
+		if (c->role == WIRE_ROLE_CLIENT && aggd_peer_sub(c, q->id))
+			aggd_send_error(a, c, 0, q->id, "%s: %s", p->host, why);
+}
+
 void aggd_on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 {
 	const Weft__Partial *pt = env->partial;
@@ -203,6 +216,8 @@ void aggd_on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 			if (rc == AGGD_REVISED && q->parent_id)
 				aggd_partial_forward(a, q, pt);
 		}
+		if (pt->stopped && *pt->stopped)
+			query_host_stopped(a, q, p, pt->stopped);
 	}
 	/* merged, refused or too late: either way it is settled, and acknowledged after the
 	 * next checkpoint (aggd_txn_commit()) */

@@ -117,3 +117,39 @@ void compile_result_free(struct compile_result *res)
 	free(res->object);
 	memset(res, 0, sizeof(*res));
 }
+
+/* Sites of one resolved probe as written: attach points, USDT call sites each. */
+static int spec_sites(const struct probe_spec *sp)
+{
+	int n = 0;
+
+	for (int i = 0; sp->set && i < sp->set->n; i++)
+		n += sp->set->v[i].kind == PROBE_USDT && sp->set->v[i].nsites > 0 ?
+			     sp->set->v[i].nsites :
+			     1;
+	return n;
+}
+
+int compile_sites_print(const struct compile_result *res, const char *prefix, FILE *out)
+{
+	const struct ast_query *q = res->ast;
+	int lines = 0;
+
+	for (int i = 0; q && i < q->nsources; i++) {
+		const struct source *src = &q->sources[i];
+
+		for (int end = 0; end < 2; end++) {
+			const struct probe_spec *sp = end ? &src->end : &src->start;
+			int n;
+
+			/* an implied span end (uretprobe of the same functions) adds nothing new */
+			if ((end && (!src->is_span || !src->has_end)) || !sp->wild || !sp->set)
+				continue;
+			n = spec_sites(sp);
+			fprintf(out, "%s%s matched %d site%s\n", prefix, sp->text, n,
+				n == 1 ? "" : "s");
+			lines++;
+		}
+	}
+	return lines;
+}

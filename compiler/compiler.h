@@ -50,4 +50,9 @@ int compiler_run(const char *src, const struct compile_opts *opts, enum compile_
 		 struct diag_list *dl, struct compile_result *res);
 void compile_result_free(struct compile_result *res);
 
+/* After PASS_SEMA: one line per probe of the query written with a wildcard, saying how many
+ * sites it matched ("uprobe:libc:mem* matched 57 sites"; a site is a function, a tracepoint or
+ * a USDT call site), each line starting with prefix.  Returns the number of lines. */
+int compile_sites_print(const struct compile_result *res, const char *prefix, FILE *out);
+
 #endif

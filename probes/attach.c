@@ -38,6 +38,21 @@ int probe_links_push(struct probe_links *links, struct bpf_link *link)
 	return 0;
 }
 
+int probe_links_push_fd(struct probe_links *links, int fd)
+{
+	if (links->nfds == links->fdcap) {
+		int cap = links->fdcap ? links->fdcap * 2 : 8;
+		int *v = realloc(links->fds, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		links->fds = v;
+		links->fdcap = cap;
+	}
+	links->fds[links->nfds++] = fd;
+	return 0;
+}
+
 void probe_links_truncate(struct probe_links *links, int n)
 {
 	/* newest first: the reverse of the order they were made in */
@@ -50,9 +65,14 @@ void probe_links_destroy(struct probe_links *links)
 	if (!links)
 		return;
 	probe_links_truncate(links, 0);
+	while (links->nfds > 0)
+		close(links->fds[--links->nfds]);
 	free(links->v);
+	free(links->fds);
 	links->v = NULL;
 	links->n = links->cap = 0;
+	links->fds = NULL;
+	links->fdcap = 0;
 }
 
 bool probe_pmu_exists(const char *name)

@@ -118,6 +118,7 @@ const struct probe_features *probe_features_get(void)
 		       perf_event_works();
 	f.uprobe = path_exists("/sys/bus/event_source/devices/uprobe/type") ||
 		   tracefs_file_exists(tfs, "uprobe_events");
+	f.uprobe_multi = f.uprobe && probe_uprobe_multi_supported();
 	f.kprobe = path_exists("/sys/bus/event_source/devices/kprobe/type") ||
 		   tracefs_file_exists(tfs, "kprobe_events");
 	f.ringbuf = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) == 1;

@@ -138,6 +138,7 @@ struct probe_features {
 	bool raw_tp; /* BPF_PROG_TYPE_RAW_TRACEPOINT */
 	bool perf_event; /* BPF_PROG_TYPE_PERF_EVENT + perf_event_open */
 	bool uprobe; /* uprobe PMU or uprobe_events */
+	bool uprobe_multi; /* multi-uprobe links (probe_uprobe_multi_supported()) */
 	bool kprobe; /* kprobe PMU or kprobe_events */
 	bool fentry; /* BPF_PROG_TYPE_TRACING with BTF */
 	bool ringbuf; /* BPF_MAP_TYPE_RINGBUF */
@@ -163,12 +164,16 @@ struct bpf_link;
 struct probe_links {
 	struct bpf_link **v;
 	int n, cap;
+	int *fds; /* BPF link fds made without libbpf (multi-uprobe links): closed alike */
+	int nfds, fdcap;
 };
 
 int probe_links_push(struct probe_links *links, struct bpf_link *link); /* 0 or -ENOMEM */
-/* Destroys links from index n on (bpf_link__destroy), keeping the first n. */
+int probe_links_push_fd(struct probe_links *links, int fd); /* 0 or -ENOMEM */
+/* Destroys links from index n on (bpf_link__destroy), keeping the first n (of v only). */
 void probe_links_truncate(struct probe_links *links, int n);
-/* Destroys every link and frees the vector; links is zeroed and may be reused. */
+/* Destroys every link, closes every fd and frees the vectors; links is zeroed and may be
+ * reused. */
 void probe_links_destroy(struct probe_links *links);
 
 struct probe_provider {
@@ -239,6 +244,40 @@ int probe_syscall_exit_resolve(const char *name, const struct probe_ctx *ctx, st
  * on this kernel, PERR_PID, PERR_ATTACH) and links left as they were. */
 int probe_attach_target(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
 			pid_t pid, struct probe_links *links, struct probe_err *err);
+
+/*
+ * Multi-uprobe links (uprobe_multi.c): one link attaches a program to many uprobe or uretprobe
+ * sites of a binary at once, each with its own cookie, and detaches them all with one wait
+ * (single uprobes cost ~50 ms each to detach).  Linux 6.6+, detected at run time;
+ * WEFT_UPROBE_MULTI=0 in the environment disables them.
+ *   probe_uprobe_multi_supported()  whether this kernel has them (detected once, quietly)
+ *   probe_uprobe_multi_prepare()    before load: makes prog a multi-uprobe program (it can
+ *                                   then only be attached by probe_uprobe_multi_attach());
+ *                                   0, or -EOPNOTSUPP without kernel support
+ *   probe_uprobe_multi_attach()     after load: attaches prog to the n targets t[] (all of one
+ *                                   kind, uprobe or uretprobe; any binaries: one link each)
+ *                                   with cookies[i] for t[i], pushing the link fds to links.
+ *                                   0, or -1 with err filled (PERR_ATTACH, PERR_PID) and
+ *                                   links left as they were.
+ */
+bool probe_uprobe_multi_supported(void);
+int probe_uprobe_multi_prepare(struct bpf_program *prog);
+bool probe_uprobe_multi_prepared(const struct bpf_program *prog);
+int probe_uprobe_multi_attach(struct bpf_program *prog, const struct probe_target *const *t,
+			      const uint64_t *cookies, int n, pid_t pid, struct probe_links *links,
+			      struct probe_err *err);
+
+/*
+ * What one hit of a uprobe costs the thread that hits it, beyond the BPF program (the trap,
+ * the dispatch, stepping over the probed instruction): measured once per process on a
+ * function of its own (uprobe_cost.c).  0, or -errno (no uprobe PMU, no BPF).
+ */
+struct probe_uprobe_cost {
+	uint64_t entry_ns; /* uprobe (and USDT) */
+	uint64_t ret_ns; /* uretprobe: the entry trap plus the return trampoline */
+};
+
+int probe_uprobe_cost(struct probe_uprobe_cost *c);
 
 /*
  * Symbolization (symbolize.c): kernel addresses through /proc/kallsyms, user addresses

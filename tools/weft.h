@@ -13,6 +13,7 @@
 #define WEFT_EXIT_FAIL 1 /* the query ran but something failed */
 #define WEFT_EXIT_USAGE 2 /* bad command line */
 #define WEFT_EXIT_QUERY 3 /* the query has errors */
+#define WEFT_EXIT_BUDGET 4 /* the query was stopped by its CPU budget (weft run) */
 #define WEFT_EXIT_PIPE 141 /* weft run: standard output was closed (128 + SIGPIPE) */
 
 int cmd_explain(int argc, char **argv);

@@ -40,6 +40,10 @@ static const char agent_help[] =
 	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
 	"                          spool is full the oldest is dropped, counted and logged\n"
 	"      --spool-bytes SIZE  and their total size (default 64MiB; suffixes KiB, MiB, GiB)\n"
+	"      --cpu-budget PCT    the share of one CPU each query's probes may cost on this\n"
+	"                          host (default 5; 0: no limit); a query over it three\n"
+	"                          seconds in a row is stopped here, and the aggregator told\n"
+	"                          why (`weft status` shows it)\n"
 	"  -v, --verbose           debug detail on stderr, including every rejected message\n"
 	"                          and the full verifier log of a query that fails to load\n"
 	"  -h, --help              this text\n"
@@ -108,6 +112,7 @@ int cmd_agent(int argc, char **argv)
 		{ "host", required_argument, NULL, 'H' },
 		{ "spool-max", required_argument, NULL, 'S' },
 		{ "spool-bytes", required_argument, NULL, 'B' },
+		{ "cpu-budget", required_argument, NULL, 'U' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -132,6 +137,20 @@ int cmd_agent(int argc, char **argv)
 		case 'k':
 			key = optarg;
 			break;
+		case 'U': {
+			char *end;
+			double v = strtod(optarg, &end);
+
+			if (end == optarg || *end || !(v >= 0 && v <= 100000)) {
+				fprintf(stderr,
+					"weft: --cpu-budget takes a percentage of one CPU from 0 "
+					"(no limit) to 100000, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			o.cpu_budget = v > 0 ? v : -1;
+			break;
+		}
 		case 'H':
 			if (!*optarg || strlen(optarg) > 255 || strpbrk(optarg, " \t\n\r")) {
 				fprintf(stderr, "weft: --host takes a name of 1 to 255 characters "

@@ -121,8 +121,10 @@ int cmd_explain(int argc, char **argv)
 		if (!opts.dump) {
 			if (manifest)
 				manifest_write(res.plan, stdout);
-			else
+			else {
+				compile_sites_print(&res, "", stdout);
 				plan_explain(res.plan, stdout);
+			}
 		}
 	}
 	compile_result_free(&res);

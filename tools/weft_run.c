@@ -63,18 +63,23 @@ static const char run_help[] =
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
 	"                        4MiB); rows that find it full are counted and reported\n"
+	"      --cpu-budget PCT  the share of one CPU the query's probes may cost (default 5;\n"
+	"                        0: no limit): each second over it is a warning, and three\n"
+	"                        seconds over it in a row detach the query (exit status 4)\n"
 	"  -v, --verbose         show the compile cache, libbpf and verifier detail\n"
 	"  -h, --help            this text\n"
 	"\n"
 	"SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run: the probes are detached and the\n"
 	"last window is printed.  The -c command runs in its own process group and dies with\n"
 	"weft: a signal is passed on to its group, which is killed (SIGKILL) half a second\n"
-	"later if still there; when `for` or `limit` ends the query, weft waits for it.\n"
+	"later if still there; when `for`, `limit` or the CPU budget ends the query, weft\n"
+	"waits for it.\n"
 	"\n"
 	"Exit status: 0 success (also when ended by a signal), 1 failure while loading or\n"
 	"tracing (e.g. the verifier rejected a program: its generated line is shown), 2 bad\n"
-	"command line, 3 the query has errors, 141 standard output was closed (e.g. the reader\n"
-	"of `weft run ... | head` exited): the probes were detached, the last window is lost.\n";
+	"command line, 3 the query has errors, 4 the query was stopped by its CPU budget (its\n"
+	"last window is printed), 141 standard output was closed (e.g. the reader of\n"
+	"`weft run ... | head` exited): the probes were detached, the last window is lost.\n";
 
 struct run {
 	struct agent_query *q;
@@ -85,6 +90,7 @@ struct run {
 	bool header_done;
 	bool out_pollable; /* stdout is a pipe or socket: poll tells when its reader is gone */
 	int out_err; /* errno of the first failed write of stdout (EPIPE: reader gone), or 0 */
+	bool budget_stopped;
 };
 
 /* The -c command: its pid is also its process group's id. */
@@ -353,6 +359,64 @@ static uint64_t parse_size(const char *s)
 	return v;
 }
 
+/* A budget window over the budget, as a JSON line (docs/output.md). */
+static void budget_json(const struct agent_budget_report *br)
+{
+	printf("{\"type\":\"cpu_budget\",\"index\":%llu,\"verdict\":\"%s\",\"window_ns\":%llu,"
+	       "\"budget_pct\":%g,\"budget_ns\":%llu,\"cost_ns\":%llu,\"run_ns\":%llu,"
+	       "\"trap_ns\":%llu,\"calls\":%llu,\"over\":%u,\"limit\":%u,\"probes\":[",
+	       (unsigned long long)br->index,
+	       br->verdict == AGENT_BUDGET_STOPPED ? "stopped" : "over",
+	       (unsigned long long)br->window_ns, br->budget_pct, (unsigned long long)br->budget_ns,
+	       (unsigned long long)br->cost_ns, (unsigned long long)br->run_ns,
+	       (unsigned long long)br->trap_ns, (unsigned long long)br->calls, br->over, br->limit);
+	for (int i = 0; i < br->nhot; i++) {
+		const struct agent_budget_prog *h = &br->hot[i];
+
+		printf("%s{\"program\":", i ? "," : "");
+		agent_json_str(stdout, h->prog);
+		printf(",\"probe\":");
+		agent_json_str(stdout, h->probe);
+		printf(",\"sites\":%d,\"cost_ns\":%llu,\"run_ns\":%llu,\"trap_ns\":%llu,"
+		       "\"calls\":%llu}",
+		       h->sites, (unsigned long long)h->cost_ns, (unsigned long long)h->run_ns,
+		       (unsigned long long)h->trap_ns, (unsigned long long)h->calls);
+	}
+	printf("],\"message\":");
+	agent_json_str(stdout, br->text);
+	printf("}\n");
+	fflush(stdout);
+}
+
+/* The CPU budget, at every tick: a window over it is a warning, the last one a stop (the
+ * query is detached already).  True when the query was stopped. */
+static bool budget_tick(struct run *r)
+{
+	struct agent_budget_report br;
+	int rc = agent_query_budget(r->q, &br);
+
+	if (rc < 0) {
+		fprintf(stderr, "weft: warning: cannot read the CPU budget's statistics: %s\n",
+			strerror(-rc));
+		return false;
+	}
+	if (rc == 0 || br.verdict == AGENT_BUDGET_UNDER)
+		return false;
+	if (br.verdict == AGENT_BUDGET_STOPPED) {
+		fprintf(stderr, "weft: %s [E_CPU_BUDGET]\n", br.text);
+		fprintf(stderr, "  (--cpu-budget PCT sets the budget, 0 removes it; or narrow the "
+				"probes, filter with -p)\n");
+	} else {
+		fprintf(stderr, "weft: warning: %s [W_CPU_BUDGET]\n", br.text);
+	}
+	if (r->fmt == AGENT_FMT_JSON)
+		budget_json(&br);
+	if (br.verdict != AGENT_BUDGET_STOPPED)
+		return false;
+	r->budget_stopped = true;
+	return true;
+}
+
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
 {
 	if (r->out_err)
@@ -370,6 +434,7 @@ int cmd_run(int argc, char **argv)
 		{ "format", required_argument, NULL, 'F' },
 		{ "max-groups", required_argument, NULL, 'G' },
 		{ "ringbuf-size", required_argument, NULL, 'R' },
+		{ "cpu-budget", required_argument, NULL, 'B' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -393,6 +458,7 @@ int cmd_run(int argc, char **argv)
 	uint64_t start, tick, next_tick, next_window, end_at;
 	long max_groups = 0;
 	uint64_t ringbuf = 0;
+	double budget = AGENT_CPU_BUDGET_DEFAULT;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:p:c:vh", longopts, NULL)) != -1) {
@@ -438,6 +504,19 @@ int cmd_run(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			}
 			break;
+		case 'B': {
+			char *end;
+
+			budget = strtod(optarg, &end);
+			if (end == optarg || *end || !(budget >= 0 && budget <= 100000)) {
+				fprintf(stderr,
+					"weft: --cpu-budget takes a percentage of one CPU from 0 "
+					"(no limit) to 100000, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		}
 		case 'v':
 			verbose++;
 			break;
@@ -501,6 +580,8 @@ int cmd_run(int argc, char **argv)
 	aopts.row_ctx = &r;
 	aopts.max_groups = (uint32_t)max_groups;
 	aopts.ringbuf_bytes = (uint32_t)ringbuf;
+	aopts.cpu_budget = budget;
+	compile_sites_print(&res, "weft: ", stderr);
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
 		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
@@ -564,6 +645,8 @@ int cmd_run(int argc, char **argv)
 			acc.misses += st.misses;
 			acc.groups += st.groups;
 			next_tick += tick;
+			if (budget_tick(&r))
+				break;
 			if (close_window) {
 				acc.end_ns = now_ns();
 				print_window(&r, win, &acc);
@@ -581,6 +664,8 @@ int cmd_run(int argc, char **argv)
 		if (!res.plan->aggregating && t >= next_tick) {
 			stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
 			next_tick += tick;
+			if (budget_tick(&r))
+				break;
 			continue;
 		}
 		timeout = wake == UINT64_MAX ? 1000 : (int)((wake - t) / 1000000ULL) + 1;
@@ -659,12 +744,17 @@ out_stop:
 		status = r.out_err == EPIPE ? WEFT_EXIT_PIPE : WEFT_EXIT_FAIL;
 	agent_table_free(win);
 	agent_query_free(r.q);
+	if (r.budget_stopped)
+		status = WEFT_EXIT_BUDGET;
 out:
 	if (go_fd >= 0)
 		close(go_fd);
-	if (status != WEFT_EXIT_OK && status != WEFT_EXIT_PIPE)
+	if (status != WEFT_EXIT_OK && status != WEFT_EXIT_PIPE && status != WEFT_EXIT_BUDGET)
 		child_signal(&ch, SIGKILL); /* it may not even have started */
-	child_finish(&ch, sfd, ended_by_query);
+	if (status == WEFT_EXIT_BUDGET && ch.pid > 0)
+		/* the budget protects the command: it goes on, untraced, and weft waits for it */
+		fprintf(stderr, "weft: the command (pid %d) goes on untraced\n", (int)ch.pid);
+	child_finish(&ch, sfd, ended_by_query || status == WEFT_EXIT_BUDGET);
 	if (sfd >= 0)
 		close(sfd);
 	if (pfd >= 0)

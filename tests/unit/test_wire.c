@@ -184,6 +184,7 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->partial.n_hosts = 2;
 		f->partial.has_last = true;
 		f->partial.last = true;
+		f->partial.stopped = "query stopped by its CPU budget: ...\n [E_CPU_BUDGET]";
 		f->e.partial = &f->partial;
 		break;
 	case WEFT__ENVELOPE__BODY_ACK:
@@ -542,6 +543,19 @@ static void b_partial_missing(struct full *f)
 	f->partial.n_missing = 1;
 	f->strs[2] = "";
 }
+static void b_partial_stopped_long(struct full *f)
+{
+	f->partial.stopped = long_name;
+}
+static void b_partial_stopped_ctl(struct full *f)
+{
+	f->partial.stopped = "stopped\a";
+}
+static void b_partial_stopped_not_last(struct full *f)
+{
+	/* only a host's last partial can say the query stopped there */
+	f->partial.last = false;
+}
 static void b_result_id(struct full *f)
 {
 	f->result.query_id = 0;
@@ -613,6 +627,10 @@ static const struct breakage breakages[] = {
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.drops: 65 entries", b_partial_drops },
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.hosts: control character", b_partial_hosts },
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.missing: empty", b_partial_missing },
+	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.stopped: 4097 bytes", b_partial_stopped_long },
+	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.stopped: control", b_partial_stopped_ctl },
+	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.stopped: set without last",
+	  b_partial_stopped_not_last },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.query_id: 0", b_result_id },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: empty", b_result_missing },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "AgentStatus.role", b_reply_role },
