@@ -51,12 +51,9 @@ static const char usage_text[] =
 	"  weft list /usr/bin/python3\n"
 	"\n"
 	"Exit status: 0 success, 1 failure while tracing, 2 bad command line, 3 the query has\n"
-	"errors (each printed as FILE:LINE:COL with the line, a caret, and a fix), 4 the query
-"
-	"was stopped by its CPU budget (weft run --cpu-budget), 141 weft run's standard output
-"
-	"was closed (probes detached).
-"
+	"errors (each printed as FILE:LINE:COL with the line, a caret, and a fix), 4 the query\n"
+	"was stopped by its CPU budget (weft run --cpu-budget), 141 weft run's standard output\n"
+	"was closed (probes detached).\n"
 	"\n"
 	"Environment: WEFT_CACHE_DIR (compile cache; default /var/cache/weft for root),\n"
 	"WEFT_CLANG (the clang to compile with), WEFT_AGGREGATOR, WEFT_SERVER_KEY, WEFT_KEY\n"
