@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "tests/skip.h"
 #include "agent/agent.h"
 #include "tests/cluster/cluster_util.h"
 
@@ -149,7 +150,7 @@ static void test_agent_budget_stops_and_reports(void **state)
 	uint64_t id;
 
 	if (!cl->dir[0])
-		skip();
+		wt_skip("the cluster tests need root, tracefs and the weft binary");
 	cl_keygen(cl, "agent", "tight", true);
 	cl_keygen(cl, "agent", "off", true);
 	cl_keygen(cl, "agent", "dflt", true);
@@ -212,5 +213,7 @@ int main(void)
 						teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

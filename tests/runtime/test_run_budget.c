@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/skip.h"
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "compiler/compiler.h"
@@ -123,7 +124,7 @@ static void test_uprobe_over_budget_is_stopped(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	snprintf(query, sizeof(query), "from uprobe:%s:wl_f05 select count() as n",
 		 wr_workload("wl_ufuncs"));
 	check_stopped(false, query, "wl_f05");
@@ -133,7 +134,7 @@ static void test_syscall_over_budget_is_stopped(void **state)
 {
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	check_stopped(true, "from syscall:getppid select count() as n", "syscall:getppid");
 }
 
@@ -146,7 +147,7 @@ static void test_default_budget_light_not_stopped(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	/* wl_usdt sleeps 3.5 s (more than AGENT_CPU_BUDGET_WINDOWS budget windows), then makes
 	 * 1000 calls of wl_work: light, under the default budget */
 	snprintf(cmd, sizeof(cmd), "%s 1000 3500", wr_workload("wl_usdt"));
@@ -172,7 +173,7 @@ static void test_budget_zero_is_unlimited(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	forever_start(&wl, false, pid);
 	snprintf(query, sizeof(query), "from uprobe:%s:wl_f05 select count() as n for 4s",
 		 wr_workload("wl_ufuncs"));
@@ -193,7 +194,7 @@ static void test_bad_budget_refused(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int status = wr_weft_run(&p, "--cpu-budget", bad[i],
 					 "from syscall:getppid select "
@@ -272,7 +273,7 @@ static void test_stop_detaches_in_process(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	forever_start(&wl, false, pid);
 	snprintf(query, sizeof(query), "from uprobe:%s:wl_f05 select count() as n",
 		 wr_workload("wl_ufuncs"));
@@ -327,5 +328,7 @@ int main(void)
 		cmocka_unit_test(test_stop_detaches_in_process),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <bpf/bpf.h>
 
+#include "tests/skip.h"
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "compiler/compiler.h"
@@ -143,7 +144,7 @@ static void test_wildcard_counts_each_function(void **state)
 {
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	check_per_function(query_of("from uprobe:%s:wl_f* group by probe select count() as n"));
 }
 
@@ -154,7 +155,7 @@ static void test_wildcard_uretprobe_values(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	run_counted(query_of("from uretprobe:%s:wl_f* group by probe select count() as n, "
 			     "sum(retval) as r"),
 		    &j);
@@ -182,7 +183,7 @@ static void test_wildcard_probe_filter(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	/* wl_f05 and wl_fa3: k % 4 + 1 = 2 and 4 */
 	snprintf(q, sizeof(q),
 		 "from uprobe:%s:wl_f* where probe = 'uprobe:%s:wl_f05' or "
@@ -235,10 +236,9 @@ static void test_multi_link_held(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	if (!probe_uprobe_multi_supported()) {
-		fprintf(stderr, "skipped: this kernel has no multi-uprobe links\n");
-		skip();
+		wt_skip("this kernel has no multi-uprobe links");
 	}
 	links_while_running(true, &h);
 	assert_int_equal(h.nlinks, 1);
@@ -251,7 +251,7 @@ static void test_single_links_fallback(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	links_while_running(false, &h);
 	assert_int_equal(h.nlinks, 0);
 	assert_int_equal(h.perf_events, NFUNCS);
@@ -304,10 +304,9 @@ static void test_stop_detaches_fully(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	if (!probe_uprobe_multi_supported()) {
-		fprintf(stderr, "skipped: this kernel has no multi-uprobe links\n");
-		skip();
+		wt_skip("this kernel has no multi-uprobe links");
 	}
 	diag_list_init(&dl, query, "query");
 	assert_int_equal(compiler_run(query, &o, PASS_CLANG, &dl, &res), 0);
@@ -351,7 +350,7 @@ static void test_sites_counted(void **state)
 
 	(void)state;
 	if (!wr_ready())
-		skip();
+		wt_skip("tracing needs root, tracefs and the weft binary");
 	snprintf(line, sizeof(line), "uprobe:%s:wl_f0* matched 16 sites\n",
 		 wr_workload("wl_ufuncs"));
 	assert_int_equal(wr_start(&p, argv), 0);
@@ -392,5 +391,7 @@ int main(void)
 		cmocka_unit_test(test_sites_counted),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
