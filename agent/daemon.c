@@ -42,6 +42,7 @@
 #include "compiler/plan.h"
 #include "probes/probes.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define NS ((uint64_t)1000000000)
 #define MS ((uint64_t)1000000)
@@ -360,28 +361,6 @@ static void send_heartbeat(struct agent_daemon *d)
 	free(h.running);
 }
 
-/* Cut s to at most max bytes, at a UTF-8 character boundary, in place. */
-static void utf8_cut(char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n <= max)
-		return;
-	n = max;
-	while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
-		n--;
-	s[n] = 0;
-}
-
-/* Bytes that are not valid one-line-or-prose UTF-8 (verifier logs may hold anything)
- * become '?', so the message passes the receiver's checks. */
-static void text_clean(char *s)
-{
-	for (unsigned char *u = (unsigned char *)s; *u; u++)
-		if ((*u < 0x20 && *u != '\n' && *u != '\t') || *u >= 0x7f)
-			*u = '?';
-}
-
 static void send_query_error(struct agent_daemon *d, uint64_t id, const char *msg,
 			     const char *detail)
 {
@@ -391,10 +370,10 @@ static void send_query_error(struct agent_daemon *d, uint64_t id, const char *ms
 
 	snprintf(m, sizeof(m), "%s", msg && *msg ? msg : "failed");
 	snprintf(det, sizeof(det), "%s", detail ? detail : "");
-	text_clean(m);
-	text_clean(det);
-	utf8_cut(m, WIRE_MAX_STRING);
-	utf8_cut(det, WIRE_MAX_STRING);
+	/* cut to WIRE_MAX_STRING bytes above; what the receiver would refuse (bytes of a
+	 * verifier log may be anything, a cut may split a character) becomes '?' */
+	text_clean(m, strlen(m), TEXT_PROSE);
+	text_clean(det, strlen(det), TEXT_PROSE);
 	log_warn("agent: query %" PRIu64 ": %s", id, m);
 	qe.query_id = id;
 	qe.message = m;

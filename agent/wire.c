@@ -29,6 +29,7 @@
 #include <zmq.h>
 #include "agent/wire.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define WIRE_MAX_LIST 65536 /* ids, hosts, agents, queries in one message */
 #define WIRE_MAX_FEATURES 1024
@@ -188,65 +189,27 @@ __attribute__((format(printf, 2, 3))) static bool bad(struct why *w, const char 
 	return false;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t need;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		need = 1;
-	else if (c >= 0xe0 && c <= 0xef)
-		need = 2;
-	else if (c >= 0xf0 && c <= 0xf4)
-		need = 3;
-	else
-		return 0;
-	if (n < need + 1)
-		return 0;
-	for (size_t i = 1; i <= need; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	/* no overlong forms, no surrogates, nothing above U+10FFFF */
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
-	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
-		return 0;
-	return need + 1;
-}
-
-enum text_kind {
-	TEXT_NAME, /* one line, no control characters: host, role, version, ... */
-	TEXT_PROSE, /* query text, error messages: may span lines */
-};
-
 /*
  * A string field: at most max bytes of valid UTF-8; names carry no control characters at
- * all, prose only newlines, tabs and carriage returns.  NULL counts as empty (protobuf-c
- * packs it so).  required_nonempty: "" is refused.
+ * all, prose only newlines, tabs and carriage returns (text_check() of base/text.h).  NULL
+ * counts as empty (protobuf-c packs it so).  nonempty: "" is refused.
  */
 static bool check_str(struct why *w, const char *field, const char *s, size_t max,
-		      enum text_kind kind, bool nonempty)
+		      enum text_class kind, bool nonempty)
 {
-	const unsigned char *u = (const unsigned char *)(s ? s : "");
-	size_t len = strlen((const char *)u), i = 0;
+	const char *t = s ? s : "";
+	size_t len = strlen(t), i;
 
 	if (nonempty && len == 0)
 		return bad(w, "%s: empty", field);
 	if (len > max)
 		return bad(w, "%s: %zu bytes (at most %zu)", field, len, max);
-	while (i < len) {
-		size_t n = utf8_seq(u + i, len - i);
-
-		if (n == 0)
-			return bad(w, "%s: not UTF-8 at byte %zu", field, i);
-		if (n == 1 && (u[i] < 0x20 || u[i] == 0x7f) &&
-		    !(kind == TEXT_PROSE && (u[i] == '\n' || u[i] == '\t' || u[i] == '\r')))
-			return bad(w, "%s: control character 0x%02x at byte %zu", field, u[i], i);
-		i += n;
-	}
-	return true;
+	i = text_check(t, len, kind);
+	if (i == len)
+		return true;
+	if (text_utf8_seq(t + i, len - i) == 0)
+		return bad(w, "%s: not UTF-8 at byte %zu", field, i);
+	return bad(w, "%s: control character 0x%02x at byte %zu", field, (unsigned char)t[i], i);
 }
 
 static bool check_strs(struct why *w, const char *field, char *const *v, size_t n, size_t maxn,

@@ -45,10 +45,6 @@
 #define AGGD_MAX_QUERIES 1024 /* running queries */
 #define AGGD_MAX_HOST 256 /* bytes of a host name, NUL included */
 
-/* ---- durations ---- */
-
-/* "2s", "500ms", "1m", "250us", "10ns", or a bare number of seconds.  0 or -EINVAL. */
-int aggd_duration_parse(const char *s, uint64_t *ns);
 /* The default store: /var/lib/weft/aggregator.sqlite for root, else
  * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */
 int aggd_store_default_path(char *buf, size_t sz);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "agent/daemon.h"
 #include "agent/wire.h"
+#include "base/units.h"
 #include "tools/weft.h"
 
 static const char agent_help[] =
@@ -39,7 +40,7 @@ static const char agent_help[] =
 	"  -H, --host NAME         the name this host's results carry (default: the host name)\n"
 	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
 	"                          spool is full the oldest is dropped, counted and logged\n"
-	"      --spool-bytes SIZE  and their total size (default 64MiB; suffixes KiB, MiB, GiB)\n"
+	"      --spool-bytes SIZE  and their total size (default 64MiB; units B KiB MiB GiB TiB)\n"
 	"  -v, --verbose           debug detail on stderr, including every rejected message\n"
 	"                          and the full verifier log of a query that fails to load\n"
 	"  -h, --help              this text\n"
@@ -51,33 +52,6 @@ static const char agent_help[] =
 	"\n"
 	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys), 2 bad command\n"
 	"line.\n";
-
-/* "64MiB", "1048576", "512KiB": bytes, or 0 if malformed. */
-static uint64_t parse_size(const char *s)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = { { "", 1 },
-		      { "B", 1 },
-		      { "KiB", 1ull << 10 },
-		      { "K", 1ull << 10 },
-		      { "MiB", 1ull << 20 },
-		      { "M", 1ull << 20 },
-		      { "GiB", 1ull << 30 },
-		      { "G", 1ull << 30 } };
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].suffix) == 0)
-			return v && v <= UINT64_MAX / units[i].mult ? v * units[i].mult : 0;
-	return 0;
-}
 
 static int read_key(const char *opt, const char *path, char pub[WIRE_KEY_LEN + 1],
 		    char sec[WIRE_KEY_LEN + 1])
@@ -154,8 +128,8 @@ int cmd_agent(int argc, char **argv)
 			break;
 		}
 		case 'B':
-			o.spool_max_bytes = parse_size(optarg);
-			if (o.spool_max_bytes < (1u << 20)) {
+			if (units_size_parse(optarg, &o.spool_max_bytes) ||
+			    o.spool_max_bytes < (1u << 20)) {
 				fprintf(stderr, "weft: --spool-bytes takes a size of at least 1MiB "
 						"(e.g. 256MiB)\n");
 				return WEFT_EXIT_USAGE;

@@ -15,6 +15,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
+#include "base/units.h"
 #include "tools/weft.h"
 
 static const char aggregator_help[] =
@@ -143,8 +144,8 @@ int cmd_aggregator(int argc, char **argv)
 			o.name = optarg;
 			break;
 		case 'L':
-			if (aggd_duration_parse(optarg, &o.lateness_ns) || !o.lateness_ns ||
-			    o.lateness_ns > 3600ULL * 1000000000ULL) {
+			if (units_duration_parse(optarg, UNITS_NS_PER_SEC, &o.lateness_ns) ||
+			    !o.lateness_ns || o.lateness_ns > 3600ULL * 1000000000ULL) {
 				fprintf(stderr,
 					"weft: --lateness takes a duration (500ms, 2s, ...; at "
 					"most 1h), not '%s'\n",
@@ -153,7 +154,7 @@ int cmd_aggregator(int argc, char **argv)
 			}
 			break;
 		case 'B':
-			if (aggd_duration_parse(optarg, &v) || v < 10000000ULL ||
+			if (units_duration_parse(optarg, UNITS_NS_PER_SEC, &v) || v < 10000000ULL ||
 			    v > 3600ULL * 1000000000ULL) {
 				fprintf(stderr,
 					"weft: --heartbeat takes a duration from 10ms to 1h, "

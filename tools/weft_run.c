@@ -25,6 +25,7 @@
 #include <wordexp.h>
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tools/weft.h"
@@ -196,27 +197,6 @@ static void stream_summary(struct run *r, const struct agent_window_stats *acc)
 			(unsigned long long)acc->misses);
 }
 
-/* "4MiB", "65536", "256KiB" -> bytes; 0 on a bad size. */
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	if (strcasecmp(end, "k") == 0 || strcmp(end, "KiB") == 0)
-		v <<= 10;
-	else if (strcasecmp(end, "m") == 0 || strcmp(end, "MiB") == 0)
-		v <<= 20;
-	else if (strcasecmp(end, "g") == 0 || strcmp(end, "GiB") == 0)
-		v <<= 30;
-	else if (*end)
-		return 0;
-	return v;
-}
-
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
 {
 	agent_table_print(t, r->fmt, st, stdout);
@@ -289,8 +269,8 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		case 'R':
-			ringbuf = parse_size(optarg);
-			if (ringbuf < 4096 || ringbuf > (1ULL << 30)) {
+			if (units_size_parse(optarg, &ringbuf) || ringbuf < 4096 ||
+			    ringbuf > (1ULL << 30)) {
 				fprintf(stderr,
 					"weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
 					optarg);

@@ -22,6 +22,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "aggregator/aggd.h"
+#include "base/text.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tools/weft.h"
@@ -91,27 +92,13 @@ static uint64_t real_to_mono(uint64_t t)
 	return real - t < mono ? mono - (real - t) : 1;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void json_list(FILE *f, const char *name, char *const *v, size_t n)
 {
 	fprintf(f, ",\"%s\":[", name);
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		json_str(f, v[i]);
+		text_json_fputs(f, v[i]);
 	}
 	fputc(']', f);
 }
