@@ -13,6 +13,9 @@
  *
  * Output: text (columns aligned, histograms drawn as bpftrace does) or JSON lines (one
  * object per window, one per stream row; schema in docs/output.md).
+ *
+ * Two files implement it, by role: agent/table.c (canonical keys, the table, its merge and
+ * wire form: what the agent and the aggregator share) and agent/output.c (text and JSON).
  */
 #ifndef WEFT_AGENT_RESULT_H
 #define WEFT_AGENT_RESULT_H
@@ -85,12 +88,12 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
 
 /*
- * The wire form of a table (aggregator/weft.proto's Group): one Group per group, its
+ * The wire form of a table (agent/weft.proto's Group): one Group per group, its
  * canonical key, and one agg_state_encode()d state per aggregate in plan order (quantiles
  * that share a sketch repeat the same state).  Additions for the cluster (agent/daemon.c and
  * the aggregator daemon).
  */
-typedef struct Weft__Group Weft__Group; /* aggregator/weft.pb-c.h */
+typedef struct Weft__Group Weft__Group; /* weft.pb-c.h, generated from agent/weft.proto */
 
 /* All groups of t as a malloc'd array of *n malloc'd Groups (each one allocation);
  * release with agent_groups_free(), never with protobuf-c's free.  0, -EINVAL or -ENOMEM. */
