@@ -20,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/sema.h"
+#include "kernel/aggstate.h"
+#include "kernel/weft_abi.h"
+#include "kernel/weft_aggval.h"
 
 #define MAX_STR 256
 #define DEFAULT_STR 64
-#define MAX_LHIST_BUCKETS 1000
 #define MIN_WINDOW_NS 10000000ULL /* 10 ms */
 #define MAX_WINDOW_NS (24ULL * 3600 * 1000000000ULL) /* a day */
 
@@ -783,6 +785,7 @@ static int check_call(struct sema *s, struct expr *e)
 		return 0;
 	case FN_LHIST: {
 		int64_t lo, hi, step;
+		uint64_t nb;
 
 		if (!const_int(e->args[1], &lo) || !const_int(e->args[2], &hi) ||
 		    !const_int(e->args[3], &step) || lo >= hi || step <= 0) {
@@ -793,10 +796,22 @@ static int check_call(struct sema *s, struct expr *e)
 				"e.g. lhist(args.count, 0, 4096, 256)");
 			return -EINVAL;
 		}
-		if ((hi - lo) / step > MAX_LHIST_BUCKETS) {
-			diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
-				   "lhist would have %lld buckets; at most %d",
-				   (long long)((hi - lo) / step), MAX_LHIST_BUCKETS);
+		/* the runtime's bound (kernel/weft_aggval.h), counted as the runtime counts:
+		 * in all, below lo and from hi up included, in arithmetic that cannot wrap */
+		nb = agg_lhist_nbuckets(lo, hi, step);
+		if (nb > WEFT_LHIST_MAX_BUCKETS) {
+			struct diag *d =
+				nb == UINT64_MAX ?
+					diag_error(
+						s->dl, DIAG_E_LHIST_ARGS, e->loc,
+						"lhist would have 2^64 buckets or more; at most %d",
+						WEFT_LHIST_MAX_BUCKETS) :
+					diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
+						   "lhist would have %llu buckets; at most %d",
+						   (unsigned long long)nb, WEFT_LHIST_MAX_BUCKETS);
+
+			diag_fix(d,
+				 "ceil((hi - lo) / step) + 2 buckets: widen step or narrow lo..hi");
 			return -EINVAL;
 		}
 	}
@@ -845,6 +860,22 @@ static int check_call(struct sema *s, struct expr *e)
 static bool is_probe(const struct expr *e)
 {
 	return e->kind == EXPR_NAME && e->bi == BI_PROBE;
+}
+
+/* A string literal the kernel compares with (=, !=, in, like): at most WEFT_GLOB_MAX - 1
+ * bytes, or the comparison could never hold there (kernel/weft_abi.h). */
+static int check_kernel_literal(struct sema *s, const struct expr *lit)
+{
+	size_t n;
+
+	if (lit->kind != EXPR_STR || (n = strlen(lit->sval)) < WEFT_GLOB_MAX)
+		return 0;
+	diag_fix(
+		diag_error(s->dl, DIAG_E_CONST_RANGE, lit->loc,
+			   "a string compared in the kernel has at most %d bytes; this one has %zu",
+			   WEFT_GLOB_MAX - 1, n),
+		"compare a prefix: e like 'its first %d bytes*'", WEFT_GLOB_MAX - 2);
+	return -EINVAL;
 }
 
 static int check_binary(struct sema *s, struct expr *e)
@@ -904,6 +935,9 @@ static int check_binary(struct sema *s, struct expr *e)
 					 "for patterns use: e like 'pre*'");
 				return -EINVAL;
 			}
+			if (l->kind == TY_STR &&
+			    (check_kernel_literal(s, e->lhs) || check_kernel_literal(s, e->rhs)))
+				return -EINVAL;
 			e->ty = ty_bool;
 			return 0;
 		}
@@ -1000,6 +1034,8 @@ static int check_expr(struct sema *s, struct expr *e)
 				   "the pattern of `like` must be a string constant");
 			return -EINVAL;
 		}
+		if (check_kernel_literal(s, e->rhs))
+			return -EINVAL;
 		e->ty = ty_bool;
 		return 0;
 	case EXPR_IN:
@@ -1027,6 +1063,8 @@ static int check_expr(struct sema *s, struct expr *e)
 					   type_name(&e->lhs->ty, b2, sizeof(b2)));
 				return -EINVAL;
 			}
+			if (e->lhs->ty.kind == TY_STR && check_kernel_literal(s, a))
+				return -EINVAL;
 		}
 		e->ty = ty_bool;
 		return 0;

@@ -415,7 +415,7 @@ WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 siz
 	return weft_str_kernel(e, buf, size, (const char *)ctx + off);
 }
 
-#define WEFT_GLOB_MAX 64 /* longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */
+/* WEFT_GLOB_MAX (weft_abi.h): the longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */
 #define WEFT_GLOB_STR_MAX 4096 /* longest string `like` looks at */
 
 /*
