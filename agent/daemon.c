@@ -223,7 +223,7 @@ struct agent_daemon {
 	struct agent_daemon_opts o;
 	char endpoint[512];
 	char server_key[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
-	char host[256], kernel[128];
+	char host[WIRE_MAX_HOST + 1], kernel[128];
 	char *features[16];
 	size_t nfeatures;
 	uint64_t instance;
@@ -237,7 +237,7 @@ struct agent_daemon {
 	uint64_t hb_ns, next_hb;
 	struct wire_seq srv; /* the aggregator's seqs */
 	uint64_t srv_instance;
-	char srv_name[128];
+	char srv_name[WIRE_MAX_HOST + 1];
 	bool auth_warned;
 
 	struct dquery *queries;

@@ -213,14 +213,14 @@ static bool check_str(struct why *w, const char *field, const char *s, size_t ma
 }
 
 static bool check_strs(struct why *w, const char *field, char *const *v, size_t n, size_t maxn,
-		       bool nonempty)
+		       size_t max, bool nonempty)
 {
 	if (n > maxn)
 		return bad(w, "%s: %zu entries (at most %zu)", field, n, maxn);
 	if (n && !v)
 		return bad(w, "%s: missing", field);
 	for (size_t i = 0; i < n; i++)
-		if (!check_str(w, field, v[i], WIRE_MAX_STRING, TEXT_NAME, nonempty))
+		if (!check_str(w, field, v[i], max, TEXT_NAME, nonempty))
 			return false;
 	return true;
 }
@@ -295,19 +295,19 @@ static bool check_hello(struct why *w, const Weft__Hello *h)
 	if (r == WIRE_ROLE_NONE)
 		return bad(w, "Hello.role: '%.32s' is not agent, client or aggregator",
 			   h->role ? h->role : "");
-	return check_str(w, "Hello.host", h->host, WIRE_MAX_STRING, TEXT_NAME,
+	return check_str(w, "Hello.host", h->host, WIRE_MAX_HOST, TEXT_NAME,
 			 r != WIRE_ROLE_CLIENT) &&
 	       check_str(w, "Hello.version", h->version, WIRE_MAX_STRING, TEXT_NAME, true) &&
 	       (h->instance ? true : bad(w, "Hello.instance: 0")) &&
 	       check_str(w, "Hello.kernel", h->kernel, WIRE_MAX_STRING, TEXT_NAME, false) &&
 	       check_strs(w, "Hello.features", h->features, h->n_features, WIRE_MAX_FEATURES,
-			  true) &&
+			  WIRE_MAX_STRING, true) &&
 	       check_ids(w, "Hello.running", h->running, h->n_running);
 }
 
 static bool check_welcome(struct why *w, const Weft__Welcome *m)
 {
-	if (!check_str(w, "Welcome.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME, true))
+	if (!check_str(w, "Welcome.aggregator", m->aggregator, WIRE_MAX_HOST, TEXT_NAME, true))
 		return false;
 	if (!m->instance)
 		return bad(w, "Welcome.instance: 0");
@@ -320,11 +320,13 @@ static bool check_welcome(struct why *w, const Weft__Welcome *m)
 static bool check_partial(struct why *w, const Weft__Partial *m)
 {
 	return check_query_id(w, "Partial", m->query_id) &&
-	       check_str(w, "Partial.host", m->host, WIRE_MAX_STRING, TEXT_NAME, true) &&
+	       check_str(w, "Partial.host", m->host, WIRE_MAX_HOST, TEXT_NAME, true) &&
 	       check_groups(w, "Partial", m->groups, m->n_groups) &&
 	       check_drops(w, "Partial", m->n_drops, m->drops) &&
-	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
-	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true);
+	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
+			  true) &&
+	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST,
+			  WIRE_MAX_HOST, true);
 }
 
 static bool check_result(struct why *w, const Weft__Result *m)
@@ -332,16 +334,17 @@ static bool check_result(struct why *w, const Weft__Result *m)
 	return check_query_id(w, "Result", m->query_id) &&
 	       check_groups(w, "Result", m->groups, m->n_groups) &&
 	       check_drops(w, "Result", m->n_drops, m->drops) &&
-	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
-	       check_strs(w, "Result.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true) &&
+	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
+			  true) &&
+	       check_strs(w, "Result.missing", m->missing, m->n_missing, WIRE_MAX_LIST,
+			  WIRE_MAX_HOST, true) &&
 	       (!m->has_manifest ||
 		check_bytes(w, "Result.manifest", &m->manifest, 0, WIRE_MAX_OBJECT));
 }
 
 static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 {
-	if (!check_str(w, "StatusReply.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME,
-		       false))
+	if (!check_str(w, "StatusReply.aggregator", m->aggregator, WIRE_MAX_HOST, TEXT_NAME, false))
 		return false;
 	if (m->n_agents > WIRE_MAX_LIST || (m->n_agents && !m->agents))
 		return bad(w, "StatusReply.agents: %zu entries (at most %u)", m->n_agents,
@@ -351,13 +354,13 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 
 		if (!a)
 			return bad(w, "StatusReply.agents[%zu]: missing", i);
-		if (!check_str(w, "AgentStatus.host", a->host, WIRE_MAX_STRING, TEXT_NAME, false) ||
+		if (!check_str(w, "AgentStatus.host", a->host, WIRE_MAX_HOST, TEXT_NAME, false) ||
 		    !check_str(w, "AgentStatus.version", a->version, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_str(w, "AgentStatus.kernel", a->kernel, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_strs(w, "AgentStatus.features", a->features, a->n_features,
-				WIRE_MAX_FEATURES, true) ||
+				WIRE_MAX_FEATURES, WIRE_MAX_STRING, true) ||
 		    !check_ids(w, "AgentStatus.running", a->running, a->n_running))
 			return false;
 		if (a->role && *a->role && wire_role_parse(a->role) == WIRE_ROLE_NONE)
@@ -374,7 +377,8 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		if (!check_query_id(w, "QueryStatus", q->query_id) ||
 		    !check_str(w, "QueryStatus.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE,
 			       false) ||
-		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST, true))
+		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST,
+				WIRE_MAX_HOST, true))
 			return false;
 	}
 	return true;

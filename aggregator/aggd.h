@@ -43,7 +43,7 @@
 #define AGGD_CHECKPOINT_NS 50000000ULL /* 50 ms */
 #define AGGD_MAX_OPEN 256 /* open windows per query; partials further ahead are refused */
 #define AGGD_MAX_QUERIES 1024 /* running queries */
-#define AGGD_MAX_HOST 256 /* bytes of a host name, NUL included */
+#define AGGD_MAX_HOST (WIRE_MAX_HOST + 1) /* bytes of a host name, NUL included */
 
 /* The default store: /var/lib/weft/aggregator.sqlite for root, else
  * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */

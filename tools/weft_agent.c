@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "agent/daemon.h"
 #include "agent/wire.h"
+#include "base/text.h"
 #include "base/units.h"
 #include "tools/weft.h"
 
@@ -107,9 +108,13 @@ int cmd_agent(int argc, char **argv)
 			key = optarg;
 			break;
 		case 'H':
-			if (!*optarg || strlen(optarg) > 255 || strpbrk(optarg, " \t\n\r")) {
-				fprintf(stderr, "weft: --host takes a name of 1 to 255 characters "
-						"without spaces\n");
+			/* what the wire takes as a host (agent/wire.h, base/text.h) */
+			if (!*optarg || strlen(optarg) > WIRE_MAX_HOST || strchr(optarg, ' ') ||
+			    text_check(optarg, strlen(optarg), TEXT_NAME) != strlen(optarg)) {
+				fprintf(stderr,
+					"weft: --host takes a name of 1 to %d bytes of UTF-8 "
+					"without spaces or control characters\n",
+					WIRE_MAX_HOST);
 				return WEFT_EXIT_USAGE;
 			}
 			o.host = optarg;

@@ -15,6 +15,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
+#include "base/text.h"
 #include "base/units.h"
 #include "tools/weft.h"
 
@@ -136,9 +137,13 @@ int cmd_aggregator(int argc, char **argv)
 			o.parent_key = optarg;
 			break;
 		case 'n':
-			if (!*optarg || strlen(optarg) >= AGGD_MAX_HOST ||
-			    strpbrk(optarg, " \t\n")) {
-				fprintf(stderr, "weft: --name takes a name without spaces\n");
+			/* what the wire takes as a host (agent/wire.h, base/text.h) */
+			if (!*optarg || strlen(optarg) > WIRE_MAX_HOST || strchr(optarg, ' ') ||
+			    text_check(optarg, strlen(optarg), TEXT_NAME) != strlen(optarg)) {
+				fprintf(stderr,
+					"weft: --name takes a name of 1 to %d bytes of UTF-8 without "
+					"spaces or control characters\n",
+					WIRE_MAX_HOST);
 				return WEFT_EXIT_USAGE;
 			}
 			o.name = optarg;

@@ -548,6 +548,20 @@ static void b_result_missing(struct full *f)
 {
 	f->strs[2] = "";
 }
+/* host names have one bound, WIRE_MAX_HOST, in every field and list that holds one */
+static char host_256[WIRE_MAX_HOST + 2];
+static void b_host_256(struct full *f)
+{
+	f->hello.host = host_256;
+}
+static void b_result_missing_long(struct full *f)
+{
+	f->strs[2] = host_256;
+}
+static void b_welcome_name_long(struct full *f)
+{
+	f->welcome.aggregator = host_256;
+}
 static void b_reply_role(struct full *f)
 {
 	f->as.role = "king";
@@ -613,6 +627,11 @@ static const struct breakage breakages[] = {
 	{ WEFT__ENVELOPE__BODY_PARTIAL, "Partial.missing: empty", b_partial_missing },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.query_id: 0", b_result_id },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: empty", b_result_missing },
+	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.host: 256 bytes (at most 255)", b_host_256 },
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: 256 bytes (at most 255)",
+	  b_result_missing_long },
+	{ WEFT__ENVELOPE__BODY_WELCOME, "Welcome.aggregator: 256 bytes (at most 255)",
+	  b_welcome_name_long },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "AgentStatus.role", b_reply_role },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "QueryStatus.query_id: 0", b_reply_query },
 	{ WEFT__ENVELOPE__BODY_SUBSCRIBE, "Subscribe.query_id: 0", b_subscribe },
@@ -625,6 +644,7 @@ static const struct breakage breakages[] = {
 static void test_every_rule_refuses(void **state)
 {
 	memset(long_name, 'x', sizeof(long_name) - 1);
+	memset(host_256, 'h', sizeof(host_256) - 1);
 	memset(long_query, 'q', sizeof(long_query) - 1);
 	for (size_t i = 0; i < sizeof(many_strs) / sizeof(many_strs[0]); i++)
 		many_strs[i] = "f";
