@@ -61,6 +61,10 @@ static const char run_help[] =
 	"rejected a program: its generated line is shown), 2 bad command line, 3 the query has\n"
 	"errors.\n";
 
+/* the numbers the help and the messages state */
+_Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20, "run_help");
+_Static_assert(PLAN_MIN_RINGBUF == 4096 && PLAN_MAX_RINGBUF == 1u << 30, "--ringbuf-size");
+
 struct run {
 	struct agent_query *q;
 	const struct plan *p;
@@ -262,15 +266,16 @@ int cmd_run(int argc, char **argv)
 			char *end;
 
 			max_groups = strtol(optarg, &end, 10);
-			if (*end || max_groups < 1 || max_groups > (1 << 22)) {
-				fprintf(stderr, "weft: --max-groups takes 1 to 4194304\n");
+			if (*end || max_groups < 1 || max_groups > PLAN_MAX_GROUPS) {
+				fprintf(stderr, "weft: --max-groups takes 1 to %u\n",
+					PLAN_MAX_GROUPS);
 				return WEFT_EXIT_USAGE;
 			}
 			break;
 		}
 		case 'R':
-			if (units_size_parse(optarg, &ringbuf) || ringbuf < 4096 ||
-			    ringbuf > (1ULL << 30)) {
+			if (units_size_parse(optarg, &ringbuf) || ringbuf < PLAN_MIN_RINGBUF ||
+			    ringbuf > PLAN_MAX_RINGBUF) {
 				fprintf(stderr,
 					"weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
 					optarg);
