@@ -52,6 +52,14 @@ const char *agent_version(void)
 	return WEFT_VERSION;
 }
 
+void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz)
+{
+	snprintf(buf, sz, "%s%s", e->msg[0] ? e->msg : strerror(-rc),
+		 e->verifier ? " [E_VERIFIER]" :
+		 e->attach   ? " [E_ATTACH]" :
+			       "");
+}
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;

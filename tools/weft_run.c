@@ -7,7 +7,10 @@
  *
  * Windows: the kernel's maps are flipped at least once a second even when `every` is
  * longer (or absent), and the parts are merged in user space: per-CPU counters stay far
- * from overflow and a long `for` costs no more kernel memory than a short one.
+ * from overflow and a long `for` costs no more kernel memory than a short one.  When windows
+ * close and maps flip is agent/schedule.h's, as for the agent daemon; windows here run on
+ * CLOCK_MONOTONIC from the attach, and a late wake closes every window in turn, so windows
+ * are numbered 0, 1, 2, ... whatever `every` is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +28,11 @@
 #include <wordexp.h>
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "agent/schedule.h"
 #include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tools/weft.h"
-
-#define TICK_MAX_NS 1000000000ULL
 
 static const char run_help[] =
 	"Usage: weft run [OPTIONS] 'QUERY'\n"
@@ -233,7 +235,8 @@ int cmd_run(int argc, char **argv)
 	pid_t pid = 0, child = 0;
 	char *src;
 	sigset_t mask;
-	uint64_t start, tick, next_tick, next_window, end_at;
+	struct agent_sched sched = { 0 };
+	uint64_t start;
 	long max_groups = 0;
 	uint64_t ringbuf = 0;
 
@@ -343,10 +346,10 @@ int cmd_run(int argc, char **argv)
 	aopts.ringbuf_bytes = (uint32_t)ringbuf;
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
-		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
-			aerr.verifier ? " [E_VERIFIER]" :
-			aerr.attach   ? " [E_ATTACH]" :
-					"");
+		char line[sizeof(aerr.msg) + 32];
+
+		agent_err_line(&aerr, rc, line, sizeof(line));
+		fprintf(stderr, "weft: %s\n", line);
 		if (aerr.detail[0])
 			fprintf(stderr, "%s\n", aerr.detail);
 		status = WEFT_EXIT_FAIL;
@@ -371,50 +374,51 @@ int cmd_run(int argc, char **argv)
 			goto out_stop;
 		}
 	}
+	/* windows on CLOCK_MONOTONIC from now; a late wake closes every window in turn */
 	start = now_ns();
-	tick = res.plan->every_ns && res.plan->every_ns < TICK_MAX_NS ? res.plan->every_ns :
-									TICK_MAX_NS;
-	next_tick = start + tick; /* streams too: their drop counters are read every tick */
-	next_window = res.plan->every_ns ? start + res.plan->every_ns : UINT64_MAX;
-	end_at = res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX;
+	agent_sched_init(&sched, start, res.plan->every_ns,
+			 res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX, true, start,
+			 start);
 	acc.start_ns = start;
 
 	while (!r.stop) {
 		struct pollfd fds[3];
 		int nfds = 0, timeout;
-		uint64_t t = now_ns(), wake = next_tick < end_at ? next_tick : end_at;
+		uint64_t t = now_ns();
+		enum agent_sched_due due = agent_sched_due(&sched, t, t);
 
-		if (t >= end_at)
+		if (due == AGENT_SCHED_END)
 			break;
-		if (res.plan->aggregating && t >= next_tick) {
-			bool close_window = t >= next_window;
-
-			rc = agent_query_window(r.q, win, &st);
-			if (rc < 0)
-				fprintf(stderr, "weft: reading the window failed: %s\n",
-					strerror(-rc));
-			for (int i = 0; i < WEFT_DROP_NR; i++)
-				acc.drops[i] += st.drops[i];
-			acc.misses += st.misses;
-			acc.groups += st.groups;
-			next_tick += tick;
-			if (close_window) {
+		if (due == AGENT_SCHED_CLOSE || due == AGENT_SCHED_FLIP) {
+			/* streams flip too: their drop counters are read every second */
+			if (!res.plan->aggregating) {
+				stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
+			} else {
+				rc = agent_query_window(r.q, win, &st);
+				if (rc < 0)
+					fprintf(stderr, "weft: reading the window failed: %s\n",
+						strerror(-rc));
+				for (int i = 0; i < WEFT_DROP_NR; i++)
+					acc.drops[i] += st.drops[i];
+				acc.misses += st.misses;
+				acc.groups += st.groups;
+			}
+			if (due == AGENT_SCHED_FLIP) {
+				agent_sched_flipped(&sched, t);
+				continue;
+			}
+			if (res.plan->aggregating) {
+				acc.index = sched.window;
 				acc.end_ns = now_ns();
 				print_window(&r, win, &acc);
 				agent_table_clear(win);
 				memset(&acc, 0, sizeof(acc));
-				acc.index = st.index + 1;
 				acc.start_ns = now_ns();
-				next_window += res.plan->every_ns;
 			}
+			agent_sched_close(&sched, t, t);
 			continue;
 		}
-		if (!res.plan->aggregating && t >= next_tick) {
-			stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
-			next_tick += tick;
-			continue;
-		}
-		timeout = wake == UINT64_MAX ? 1000 : (int)((wake - t) / 1000000ULL) + 1;
+		timeout = (int)(agent_sched_wait_ns(&sched, t, t) / 1000000ULL) + 1;
 		if (timeout > 1000)
 			timeout = 1000;
 		if (!res.plan->aggregating) {
@@ -457,6 +461,7 @@ out_stop:
 			acc.misses += st.misses;
 			acc.groups += st.groups;
 		}
+		acc.index = sched.window;
 		acc.end_ns = now_ns();
 		print_window(&r, win, &acc);
 	} else if (!res.plan->aggregating) {
