@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster aggregator (`weft aggregator`) and the client side of its protocol (`weft
- * submit`, `weft status`, `weft cancel`).  Library weft_cluster: it sits above agent/ (tables
- * of mergeable states) and compiler/ (manifests), and below tools/.
+ * submit`, `weft status`, `weft cancel`).  Library weft_aggregator: it sits above agent/
+ * (tables of mergeable states, the wire) and compiler/ (manifests), and below tools/.
  *
- * Four parts, each a file:
+ * Its parts, each a file:
  *   aggd.c         the daemon: one ROUTER socket for agents, clients and child aggregators;
  *                  the registry of peers; queries (submit, start, stop); acknowledgements;
- *                  results to subscribers; the link to a parent aggregator (a tree)
+ *                  results to subscribers
+ *   aggd_parent.c  the link to a parent aggregator (a tree)
+ *   aggd_restore.c restoring queries and windows from the store at start-up
  *   aggd_window.c  the windows of one query: merging partials, the close rules (every live
  *                  agent reported, or the lateness bound passed), revisions for late partials,
  *                  bounded retention.  Pure: no sockets, no clock of its own (tests drive it)
  *   aggd_store.c   the embedded SQLite store: queries, merged partials, per-sender merged
  *                  sequence numbers, emitted windows, the spool towards the parent
  *   aggd_client.c  a client connection: CURVE, Hello/Welcome, heartbeats, reconnects
+ *   zap.c          who may connect: the allow-list and the ZAP handler (zap.h)
+ * aggd_int.h holds what aggd*.c share; it is not an API.
  *
  * The rules the daemon keeps (docs/protocol.md, "The aggregator: windows, lateness,
  * revisions"): a partial is merged at most once (per sender instance, by sequence number,
@@ -301,12 +305,16 @@ void aggd_free(struct aggd *a);
 
 struct aggd_client;
 
+/* A client's wait to connect and be welcomed, and the cluster tools' wait for an answer,
+ * unless --timeout says otherwise */
+#define AGGD_CLIENT_TIMEOUT_MS 5000
+
 struct aggd_client_opts {
 	size_t sz;
 	const char *endpoint;
 	const char *server_key_file; /* the aggregator's public key */
 	const char *key_file; /* this client's key pair */
-	int timeout_ms; /* to connect and be welcomed (0: 5000) */
+	int timeout_ms; /* to connect and be welcomed (0: AGGD_CLIENT_TIMEOUT_MS) */
 };
 
 /*

@@ -43,6 +43,8 @@ static const char status_help[] =
 
 /* ---- shared by the cluster clients ---- */
 
+_Static_assert(AGGD_CLIENT_TIMEOUT_MS == 5000, "CLUSTER_OPTIONS_HELP says 5s");
+
 int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg)
 {
 	switch (c) {
@@ -107,13 +109,16 @@ struct aggd_client *tool_cluster_connect(struct tool_cluster *tc)
 }
 
 /*
- * Waits for the aggregator's answer to the message sent with seq: a StatusReply, or an
- * Error.  Other messages (results of a subscription) are dropped.  1 with *out, 0 on
- * timeout, -errno.
+ * Waits for the aggregator's answer to the request just sent: the first StatusReply or
+ * Error.  Other messages (results of a subscription) are dropped, and so are receive errors
+ * (aggd_client_recv() reconnects): 1 with *out, or 0 when timeout_ms (0: the default) passed.
  */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out)
 {
 	struct timespec t0, t1;
+
+	if (timeout_ms <= 0)
+		timeout_ms = AGGD_CLIENT_TIMEOUT_MS;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -372,7 +377,7 @@ int cmd_status(int argc, char **argv)
 	e.status_request = &req;
 	rc = aggd_client_send(cl, &e);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc.timeout_ms ? tc.timeout_ms : 5000, &reply);
+		rc = tool_cluster_reply(cl, tc.timeout_ms, &reply);
 	if (rc <= 0) {
 		fprintf(stderr, "weft: no status from %s: %s\n", tc.to,
 			rc ? strerror(-rc) : "no answer in time");

@@ -324,7 +324,7 @@ static int submit_attach(struct tool_cluster *tc, uint64_t id, enum agent_format
 	/* from window 0: the aggregator replays what it retains, then follows */
 	rc = aggd_client_subscribe(cl, id);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc->timeout_ms ? tc->timeout_ms : 5000, &reply);
+		rc = tool_cluster_reply(cl, tc->timeout_ms, &reply);
 	if (rc <= 0 || reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
 		fprintf(stderr, "weft: %s: %s\n", tc->to,
 			rc < 0	? strerror(-rc) :
