@@ -3,7 +3,7 @@
  * A compiled query running on this host: open the object from bytes, size its maps from
  * the plan, set the -p filter, load it (the kernel's verifier runs; a rejection is mapped to
  * the generated line that caused it), attach every attach point through its provider, and
- * then read windows (bpfrt.c) into tables of mergeable states (result.c) or hand stream
+ * then read windows (bpfrt.c) into tables of mergeable states (table.c) or hand stream
  * records to the caller.
  *
  * States: started -> (windows, polls) -> stopped (detached; windows still readable) -> freed.

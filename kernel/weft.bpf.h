@@ -212,7 +212,7 @@ struct {
 /*
  * Reserve a stream record of `size` bytes (a constant) for probe index `probe`, header filled.
  * NULL when the buffer is full: counted as WEFT_DROP_RINGBUF_FULL.  A non-NULL record must be
- * passed to weft_rec_submit() on every path (the verifier insists).
+ * passed to WEFT_REC_SUBMIT() on every path (the verifier insists).
  */
 WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Unit tests of the mergeable aggregate states (aggregator/aggstate.c) and of the kernel-side
+ * Unit tests of the mergeable aggregate states (kernel/aggstate.c) and of the kernel-side
  * update functions they share (kernel/weft_agg.bpf.h, run here as host C).  Every expectation
  * is computed independently in the test: exact sorted-array quantiles, long double standard
  * deviations, 128-bit integer sums of squares, true distinct counts.  Merge properties are

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Unit tests of the wire (aggregator/wire.c) and of the wire form of result tables
- * (agent/result.c agent_table_to_groups / agent_table_add_groups).
+ * Unit tests of the wire (agent/wire.c) and of the wire form of result tables
+ * (agent/table.c agent_table_to_groups / agent_table_add_groups).
  *
  * Every body kind is built with every field set, encoded, decoded and encoded again: the
  * bytes must be identical.  Every rule of weft.proto is broken once, on a message packed by
