@@ -42,6 +42,10 @@ struct agent_err {
 /* Called for each stream record (after the weft_rec_hdr) by agent_query_poll(). */
 typedef int (*agent_row_fn)(void *ctx, const struct plan *p, const void *rec, size_t len);
 
+/* The one line that reports a failed agent_query_start() (rc): e's message, or strerror(-rc)
+ * without one, and the tag that users and tests match, " [E_VERIFIER]" or " [E_ATTACH]". */
+void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz);
+
 struct agent_query_opts {
 	size_t sz; /* sizeof(struct agent_query_opts) */
 	pid_t pid; /* -p: only this process (its thread group); 0: all */

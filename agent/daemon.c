@@ -9,7 +9,9 @@
  * window end ship a Partial) -> ended (QueryStop, end time, or its CPU budget: detach, last
  * flip, last Partial with last=true, and with `stopped` saying why if the budget stopped it)
  * -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
- * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike.
+ * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike (the schedule of
+ * agent/schedule.h, which weft run follows too; windows the agent was too late for are
+ * skipped, not shipped empty).
  *
  * Seq: one counter per process (instance), taken by the session at transmission: a partial's
  * identity on the wire is the (instance, seq) of its latest transmission.
@@ -30,14 +32,15 @@
 #include "agent/daemon.h"
 #include "agent/result.h"
 #include "agent/session.h"
+#include "agent/schedule.h"
 #include "agent/wire.h"
 #include "compiler/plan.h"
 #include "probes/probes.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define NS ((uint64_t)1000000000)
 #define MS ((uint64_t)1000000)
-#define FLIP_MAX_NS NS /* the kernel maps are flipped at least this often */
 #define SHUTDOWN_ACK_WAIT_NS (2 * NS)
 #define ENDED_MEMORY 256 /* queries that ended here, so a repeated QueryStart is ignored */
 #define PARTIAL_ROOM 4096 /* bytes of an envelope besides the partial's groups */
@@ -197,10 +200,8 @@ struct dquery {
 	struct plan *plan;
 	struct agent_query *q;
 	struct agent_table *win;
-	uint64_t epoch, every, end; /* CLOCK_REALTIME ns; end UINT64_MAX: until QueryStop */
-	uint64_t window; /* the index being filled */
-	uint64_t close_at; /* its end (UINT64_MAX: every = 0, one window) */
-	uint64_t last_flip; /* CLOCK_MONOTONIC */
+	struct agent_sched s; /* windows on CLOCK_REALTIME (agent/schedule.h); end UINT64_MAX:
+				 until QueryStop */
 	uint64_t drops[WEFT_DROP_NR], misses;
 	const char *stopped; /* why it ended early on this host (its last Partial says so) */
 	struct dquery *next;
@@ -210,7 +211,7 @@ struct agent_daemon {
 	struct agent_daemon_opts o;
 	char endpoint[512];
 	char server_key[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
-	char host[256], kernel[128];
+	char host[WIRE_MAX_HOST + 1], kernel[128];
 	const char *features[16];
 	size_t nfeatures;
 
@@ -248,11 +249,6 @@ static uint64_t real_ns(void)
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 /* ---------------------------------------------------------------- the session's side */
@@ -315,28 +311,6 @@ static const struct session_spool_ops agent_spool_ops = {
 	.dropped = spool_dropped,
 };
 
-/* Cut s to at most max bytes, at a UTF-8 character boundary, in place. */
-static void utf8_cut(char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n <= max)
-		return;
-	n = max;
-	while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
-		n--;
-	s[n] = 0;
-}
-
-/* Bytes that are not valid one-line-or-prose UTF-8 (verifier logs may hold anything)
- * become '?', so the message passes the receiver's checks. */
-static void text_clean(char *s)
-{
-	for (unsigned char *u = (unsigned char *)s; *u; u++)
-		if ((*u < 0x20 && *u != '\n' && *u != '\t') || *u >= 0x7f)
-			*u = '?';
-}
-
 static void send_query_error(struct agent_daemon *d, uint64_t id, const char *msg,
 			     const char *detail)
 {
@@ -346,10 +320,10 @@ static void send_query_error(struct agent_daemon *d, uint64_t id, const char *ms
 
 	snprintf(m, sizeof(m), "%s", msg && *msg ? msg : "failed");
 	snprintf(det, sizeof(det), "%s", detail ? detail : "");
-	text_clean(m);
-	text_clean(det);
-	utf8_cut(m, WIRE_MAX_STRING);
-	utf8_cut(det, WIRE_MAX_STRING);
+	/* cut to WIRE_MAX_STRING bytes above; what the receiver would refuse (bytes of a
+	 * verifier log may be anything, a cut may split a character) becomes '?' */
+	text_clean(m, strlen(m), TEXT_PROSE);
+	text_clean(det, strlen(det), TEXT_PROSE);
 	log_warn("agent: query %" PRIu64 ": %s", id, m);
 	qe.query_id = id;
 	qe.message = m;
@@ -393,7 +367,7 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 
 	rc = agent_table_to_groups(q->win, &groups, &ngroups);
 	if (rc) {
-		log_err("agent: query %" PRIu64 " window %" PRIu64 ": %s", q->id, q->window,
+		log_err("agent: query %" PRIu64 " window %" PRIu64 ": %s", q->id, q->s.window,
 			strerror(-rc));
 		ngroups = 0; /* ship the losses at least */
 	}
@@ -401,9 +375,9 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 	if (keep < ngroups)
 		log_warn("agent: query %" PRIu64 " window %" PRIu64
 			 ": %zu of %zu groups do not fit one message; counted as overflow",
-			 q->id, q->window, ngroups - keep, ngroups);
+			 q->id, q->s.window, ngroups - keep, ngroups);
 	p.query_id = q->id;
-	p.window = q->window;
+	p.window = q->s.window;
 	p.host = d->host;
 	p.groups = groups;
 	p.n_groups = keep;
@@ -417,8 +391,7 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 	p.last = last;
 	if (last && q->stopped) {
 		snprintf(stopped, sizeof(stopped), "%s", q->stopped);
-		text_clean(stopped);
-		utf8_cut(stopped, WIRE_MAX_STRING);
+		text_clean(stopped, strlen(stopped), TEXT_PROSE);
 		p.stopped = stopped;
 	}
 	e.version = WIRE_VERSION;
@@ -427,7 +400,7 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 	e.partial = &p;
 	if (wire_validate(&e, why, sizeof(why)) != 0) {
 		log_err("agent: query %" PRIu64 " window %" PRIu64 ": invalid partial: %s", q->id,
-			q->window, why);
+			q->s.window, why);
 		goto out_free;
 	}
 	buf = malloc(weft__partial__get_packed_size(&p) + 1);
@@ -442,7 +415,7 @@ static void ship_partial(struct agent_daemon *d, struct dquery *q, bool last)
 			 agent_spool_count(d->spool), agent_spool_bytes(d->spool), dropped,
 			 agent_spool_dropped(d->spool));
 	d->st.partials++;
-	log_debug("agent: query %" PRIu64 " window %" PRIu64 ": %zu groups%s", q->id, q->window,
+	log_debug("agent: query %" PRIu64 " window %" PRIu64 ": %zu groups%s", q->id, q->s.window,
 		  keep, last ? " (last)" : "");
 out_free:
 	agent_groups_free(groups, ngroups);
@@ -464,7 +437,7 @@ static void flip(struct dquery *q)
 	for (int i = 0; i < WEFT_DROP_NR; i++)
 		q->drops[i] += ws.drops[i];
 	q->misses += ws.misses;
-	q->last_flip = mono_ns();
+	agent_sched_flipped(&q->s, mono_ns());
 }
 
 static void query_free(struct dquery *q)
@@ -482,7 +455,7 @@ static void remember_ended(struct agent_daemon *d, const struct dquery *q)
 	unsigned i = d->nended++ % ENDED_MEMORY;
 
 	d->ended[i].id = q->id;
-	d->ended[i].epoch = q->epoch;
+	d->ended[i].epoch = q->s.epoch;
 }
 
 static bool has_ended(const struct agent_daemon *d, uint64_t id, uint64_t epoch)
@@ -516,22 +489,8 @@ static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
 	if (last)
 		remember_ended(d, q);
 	log_info("agent: query %" PRIu64 " %s after window %" PRIu64, q->id,
-		 last ? "ended" : "detached", q->window);
+		 last ? "ended" : "detached", q->s.window);
 	query_free(q);
-}
-
-/* The window that holds realtime t. */
-static uint64_t window_of(const struct dquery *q, uint64_t t)
-{
-	if (!q->every || t < q->epoch)
-		return 0;
-	return (t - q->epoch) / q->every;
-}
-
-static void window_set(struct dquery *q, uint64_t w)
-{
-	q->window = w;
-	q->close_at = q->every ? add_sat(q->epoch, mul_sat(w + 1, q->every)) : UINT64_MAX;
 }
 
 /* The CPU budget (agent_query_budget()): a window over it is logged; a query it stopped
@@ -559,51 +518,36 @@ static bool query_budget(struct agent_daemon *d, struct dquery *q)
 	return false;
 }
 
-/* Flips that are due: window ends, the query's end, the once-a-second merge.  Returns false
- * when the query ended (and was freed). */
+/* Window ends, the query's end, the once-a-second merge: whatever is due
+ * (agent/schedule.h, with windows aligned across hosts: late windows are skipped), then the
+ * CPU budget.  Returns false when the query ended (and was freed). */
 static bool query_tick(struct agent_daemon *d, struct dquery *q)
 {
 	for (;;) {
-		uint64_t now = real_ns();
+		uint64_t w = q->s.window, skipped;
 
-		if (now >= q->end && q->end <= q->close_at) {
+		switch (agent_sched_due(&q->s, real_ns(), mono_ns())) {
+		case AGENT_SCHED_END:
 			query_finish(d, q, true);
 			return false;
-		}
-		if (now >= q->close_at) {
-			uint64_t next;
-
+		case AGENT_SCHED_CLOSE:
 			flip(q);
 			ship_partial(d, q, false);
-			next = window_of(q, real_ns());
-			if (next > q->window + 1)
+			skipped = agent_sched_close(&q->s, real_ns(), mono_ns());
+			if (skipped)
 				log_warn(
 					"agent: query %" PRIu64 ": windows %" PRIu64 "..%" PRIu64
 					" skipped (the agent was late); their events are in window "
 					"%" PRIu64,
-					q->id, q->window + 1, next - 1, q->window);
-			window_set(q, next > q->window ? next : q->window + 1);
+					q->id, w + 1, w + skipped, w);
 			continue;
-		}
-		if (mono_ns() - q->last_flip >= FLIP_MAX_NS)
+		case AGENT_SCHED_FLIP:
 			flip(q);
-		return query_budget(d, q);
+			return query_budget(d, q);
+		case AGENT_SCHED_NONE:
+			return query_budget(d, q);
+		}
 	}
-}
-
-/* Milliseconds until this query needs the loop again. */
-static uint64_t query_wait_ns(const struct dquery *q)
-{
-	uint64_t now = real_ns(), mono = mono_ns(), wait = FLIP_MAX_NS;
-	uint64_t due = q->close_at < q->end ? q->close_at : q->end;
-
-	if (mono - q->last_flip < FLIP_MAX_NS)
-		wait = FLIP_MAX_NS - (mono - q->last_flip);
-	else
-		wait = 0;
-	if (due != UINT64_MAX)
-		wait = due <= now ? 0 : (due - now < wait ? due - now : wait);
-	return wait;
 }
 
 static struct dquery *query_find(struct agent_daemon *d, uint64_t id)
@@ -620,11 +564,11 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	struct agent_err aerr;
 	struct dquery *q;
 	char err[512], msg[640], budget[64];
-	uint64_t now = real_ns();
+	uint64_t now = real_ns(), end;
 	int rc;
 
 	q = query_find(d, m->query_id);
-	if (q && q->epoch != m->epoch_realtime_ns) {
+	if (q && q->s.epoch != m->epoch_realtime_ns) {
 		/* the id was reused: an aggregator that lost its store forgot the old query */
 		log_warn("agent: query %" PRIu64 " started again with another epoch: the old one "
 			 "is dropped, the new one runs",
@@ -664,22 +608,22 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 				 NULL);
 		goto out_free;
 	}
-	q->epoch = m->epoch_realtime_ns;
-	q->every = q->plan->every_ns;
-	q->end = UINT64_MAX;
+	end = UINT64_MAX;
 	if (m->has_end_realtime_ns && m->end_realtime_ns)
-		q->end = m->end_realtime_ns;
+		end = m->end_realtime_ns;
 	else if (q->plan->for_ns)
-		q->end = add_sat(q->epoch, q->plan->for_ns);
+		end = add_sat(m->epoch_realtime_ns, q->plan->for_ns);
+	agent_sched_init(&q->s, m->epoch_realtime_ns, q->plan->every_ns, end, false, now,
+			 mono_ns());
 	q->win = agent_table_new(q->plan, 0);
 	if (!q->win) {
 		send_query_error(d, q->id, "cannot make the query's table", strerror(errno));
 		goto out_free;
 	}
-	window_set(q, window_of(q, now));
-	if (now >= q->end) {
+	if (now >= end) {
 		/* over before it reached us (a late join): say so, with nothing in it */
-		window_set(q, window_of(q, q->end - (q->end > q->epoch ? 1 : 0)));
+		agent_sched_set_window(
+			&q->s, agent_sched_window_of(&q->s, end - (end > q->s.epoch ? 1 : 0)));
 		ship_partial(d, q, true);
 		remember_ended(d, q);
 		goto out_free;
@@ -691,14 +635,11 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 					      AGENT_CPU_BUDGET_DEFAULT;
 	rc = agent_query_start(q->plan, m->object.data, m->object.len, &ao, &q->q, &aerr);
 	if (rc) {
-		snprintf(msg, sizeof(msg), "%s%s", aerr.msg[0] ? aerr.msg : strerror(-rc),
-			 aerr.verifier ? " [E_VERIFIER]" :
-			 aerr.attach   ? " [E_ATTACH]" :
-					 "");
+		agent_err_line(&aerr, rc, msg, sizeof(msg));
 		send_query_error(d, q->id, msg, aerr.detail);
 		goto out_free;
 	}
-	q->last_flip = mono_ns();
+	agent_sched_flipped(&q->s, mono_ns());
 	q->next = d->queries;
 	d->queries = q;
 	d->st.queries++;
@@ -706,11 +647,11 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		snprintf(budget, sizeof(budget), "CPU budget %g%% of one CPU", ao.cpu_budget);
 	else
 		snprintf(budget, sizeof(budget), "no CPU budget");
-	if (q->every)
+	if (q->s.every)
 		log_info("agent: query %" PRIu64 " running: %d probe%s, window %" PRIu64
 			 " of %" PRIu64 " ms, %s",
-			 q->id, q->plan->nattach, q->plan->nattach == 1 ? "" : "s", q->window,
-			 q->every / MS, budget);
+			 q->id, q->plan->nattach, q->plan->nattach == 1 ? "" : "s", q->s.window,
+			 q->s.every / MS, budget);
 	else
 		log_info("agent: query %" PRIu64 " running: %d probe%s, one window, %s", q->id,
 			 q->plan->nattach, q->plan->nattach == 1 ? "" : "s", budget);
@@ -917,10 +858,10 @@ static void tick(struct agent_daemon *d)
 
 static int wait_ms(struct agent_daemon *d)
 {
-	uint64_t wait = FLIP_MAX_NS;
+	uint64_t now = mono_ns(), real = real_ns(), wait = AGENT_FLIP_MAX_NS;
 
 	for (struct dquery *q = d->queries; q; q = q->next) {
-		uint64_t w = query_wait_ns(q);
+		uint64_t w = agent_sched_wait_ns(&q->s, real, now);
 
 		if (w < wait)
 			wait = w;

@@ -3,7 +3,7 @@
  * A compiled query running on this host: open the object from bytes, size its maps from
  * the plan, set the -p filter, load it (the kernel's verifier runs; a rejection is mapped to
  * the generated line that caused it), attach every attach point through its provider, and
- * then read windows (bpfrt.c) into tables of mergeable states (result.c) or hand stream
+ * then read windows (bpfrt.c) into tables of mergeable states (table.c) or hand stream
  * records to the caller.
  *
  * States: started -> (windows, polls) -> stopped (detached; windows still readable) -> freed.
@@ -54,6 +54,14 @@ struct agent_query {
 const char *agent_version(void)
 {
 	return WEFT_VERSION;
+}
+
+void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz)
+{
+	snprintf(buf, sz, "%s%s", e->msg[0] ? e->msg : strerror(-rc),
+		 e->verifier ? " [E_VERIFIER]" :
+		 e->attach   ? " [E_ATTACH]" :
+			       "");
 }
 
 static uint64_t mono_ns(void)

@@ -13,6 +13,9 @@
  *
  * Output: text (columns aligned, histograms drawn as bpftrace does) or JSON lines (one
  * object per window, one per stream row; schema in docs/output.md).
+ *
+ * Two files implement it, by role: agent/table.c (canonical keys, the table, its merge and
+ * wire form: what the agent and the aggregator share) and agent/output.c (text and JSON).
  */
 #ifndef WEFT_AGENT_RESULT_H
 #define WEFT_AGENT_RESULT_H

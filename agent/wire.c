@@ -29,6 +29,7 @@
 #include <zmq.h>
 #include "agent/wire.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define WIRE_MAX_LIST 65536 /* ids, hosts, agents, queries in one message */
 #define WIRE_MAX_FEATURES 1024
@@ -188,76 +189,38 @@ __attribute__((format(printf, 2, 3))) static bool bad(struct why *w, const char 
 	return false;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t need;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		need = 1;
-	else if (c >= 0xe0 && c <= 0xef)
-		need = 2;
-	else if (c >= 0xf0 && c <= 0xf4)
-		need = 3;
-	else
-		return 0;
-	if (n < need + 1)
-		return 0;
-	for (size_t i = 1; i <= need; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	/* no overlong forms, no surrogates, nothing above U+10FFFF */
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
-	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
-		return 0;
-	return need + 1;
-}
-
-enum text_kind {
-	TEXT_NAME, /* one line, no control characters: host, role, version, ... */
-	TEXT_PROSE, /* query text, error messages: may span lines */
-};
-
 /*
  * A string field: at most max bytes of valid UTF-8; names carry no control characters at
- * all, prose only newlines, tabs and carriage returns.  NULL counts as empty (protobuf-c
- * packs it so).  required_nonempty: "" is refused.
+ * all, prose only newlines, tabs and carriage returns (text_check() of base/text.h).  NULL
+ * counts as empty (protobuf-c packs it so).  nonempty: "" is refused.
  */
 static bool check_str(struct why *w, const char *field, const char *s, size_t max,
-		      enum text_kind kind, bool nonempty)
+		      enum text_class kind, bool nonempty)
 {
-	const unsigned char *u = (const unsigned char *)(s ? s : "");
-	size_t len = strlen((const char *)u), i = 0;
+	const char *t = s ? s : "";
+	size_t len = strlen(t), i;
 
 	if (nonempty && len == 0)
 		return bad(w, "%s: empty", field);
 	if (len > max)
 		return bad(w, "%s: %zu bytes (at most %zu)", field, len, max);
-	while (i < len) {
-		size_t n = utf8_seq(u + i, len - i);
-
-		if (n == 0)
-			return bad(w, "%s: not UTF-8 at byte %zu", field, i);
-		if (n == 1 && (u[i] < 0x20 || u[i] == 0x7f) &&
-		    !(kind == TEXT_PROSE && (u[i] == '\n' || u[i] == '\t' || u[i] == '\r')))
-			return bad(w, "%s: control character 0x%02x at byte %zu", field, u[i], i);
-		i += n;
-	}
-	return true;
+	i = text_check(t, len, kind);
+	if (i == len)
+		return true;
+	if (text_utf8_seq(t + i, len - i) == 0)
+		return bad(w, "%s: not UTF-8 at byte %zu", field, i);
+	return bad(w, "%s: control character 0x%02x at byte %zu", field, (unsigned char)t[i], i);
 }
 
 static bool check_strs(struct why *w, const char *field, char *const *v, size_t n, size_t maxn,
-		       bool nonempty)
+		       size_t max, bool nonempty)
 {
 	if (n > maxn)
 		return bad(w, "%s: %zu entries (at most %zu)", field, n, maxn);
 	if (n && !v)
 		return bad(w, "%s: missing", field);
 	for (size_t i = 0; i < n; i++)
-		if (!check_str(w, field, v[i], WIRE_MAX_STRING, TEXT_NAME, nonempty))
+		if (!check_str(w, field, v[i], max, TEXT_NAME, nonempty))
 			return false;
 	return true;
 }
@@ -332,19 +295,19 @@ static bool check_hello(struct why *w, const Weft__Hello *h)
 	if (r == WIRE_ROLE_NONE)
 		return bad(w, "Hello.role: '%.32s' is not agent, client or aggregator",
 			   h->role ? h->role : "");
-	return check_str(w, "Hello.host", h->host, WIRE_MAX_STRING, TEXT_NAME,
+	return check_str(w, "Hello.host", h->host, WIRE_MAX_HOST, TEXT_NAME,
 			 r != WIRE_ROLE_CLIENT) &&
 	       check_str(w, "Hello.version", h->version, WIRE_MAX_STRING, TEXT_NAME, true) &&
 	       (h->instance ? true : bad(w, "Hello.instance: 0")) &&
 	       check_str(w, "Hello.kernel", h->kernel, WIRE_MAX_STRING, TEXT_NAME, false) &&
 	       check_strs(w, "Hello.features", h->features, h->n_features, WIRE_MAX_FEATURES,
-			  true) &&
+			  WIRE_MAX_STRING, true) &&
 	       check_ids(w, "Hello.running", h->running, h->n_running);
 }
 
 static bool check_welcome(struct why *w, const Weft__Welcome *m)
 {
-	if (!check_str(w, "Welcome.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME, true))
+	if (!check_str(w, "Welcome.aggregator", m->aggregator, WIRE_MAX_HOST, TEXT_NAME, true))
 		return false;
 	if (!m->instance)
 		return bad(w, "Welcome.instance: 0");
@@ -357,11 +320,13 @@ static bool check_welcome(struct why *w, const Weft__Welcome *m)
 static bool check_partial(struct why *w, const Weft__Partial *m)
 {
 	return check_query_id(w, "Partial", m->query_id) &&
-	       check_str(w, "Partial.host", m->host, WIRE_MAX_STRING, TEXT_NAME, true) &&
+	       check_str(w, "Partial.host", m->host, WIRE_MAX_HOST, TEXT_NAME, true) &&
 	       check_groups(w, "Partial", m->groups, m->n_groups) &&
 	       check_drops(w, "Partial", m->n_drops, m->drops) &&
-	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
-	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true) &&
+	       check_strs(w, "Partial.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
+			  true) &&
+	       check_strs(w, "Partial.missing", m->missing, m->n_missing, WIRE_MAX_LIST,
+			  WIRE_MAX_HOST, true) &&
 	       check_str(w, "Partial.stopped", m->stopped, WIRE_MAX_STRING, TEXT_PROSE, false) &&
 	       (!m->stopped || !*m->stopped || (m->has_last && m->last) ||
 		bad(w, "Partial.stopped: set without last"));
@@ -372,16 +337,17 @@ static bool check_result(struct why *w, const Weft__Result *m)
 	return check_query_id(w, "Result", m->query_id) &&
 	       check_groups(w, "Result", m->groups, m->n_groups) &&
 	       check_drops(w, "Result", m->n_drops, m->drops) &&
-	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, true) &&
-	       check_strs(w, "Result.missing", m->missing, m->n_missing, WIRE_MAX_LIST, true) &&
+	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
+			  true) &&
+	       check_strs(w, "Result.missing", m->missing, m->n_missing, WIRE_MAX_LIST,
+			  WIRE_MAX_HOST, true) &&
 	       (!m->has_manifest ||
 		check_bytes(w, "Result.manifest", &m->manifest, 0, WIRE_MAX_OBJECT));
 }
 
 static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 {
-	if (!check_str(w, "StatusReply.aggregator", m->aggregator, WIRE_MAX_STRING, TEXT_NAME,
-		       false))
+	if (!check_str(w, "StatusReply.aggregator", m->aggregator, WIRE_MAX_HOST, TEXT_NAME, false))
 		return false;
 	if (m->n_agents > WIRE_MAX_LIST || (m->n_agents && !m->agents))
 		return bad(w, "StatusReply.agents: %zu entries (at most %u)", m->n_agents,
@@ -391,13 +357,13 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 
 		if (!a)
 			return bad(w, "StatusReply.agents[%zu]: missing", i);
-		if (!check_str(w, "AgentStatus.host", a->host, WIRE_MAX_STRING, TEXT_NAME, false) ||
+		if (!check_str(w, "AgentStatus.host", a->host, WIRE_MAX_HOST, TEXT_NAME, false) ||
 		    !check_str(w, "AgentStatus.version", a->version, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_str(w, "AgentStatus.kernel", a->kernel, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_strs(w, "AgentStatus.features", a->features, a->n_features,
-				WIRE_MAX_FEATURES, true) ||
+				WIRE_MAX_FEATURES, WIRE_MAX_STRING, true) ||
 		    !check_ids(w, "AgentStatus.running", a->running, a->n_running))
 			return false;
 		if (a->role && *a->role && wire_role_parse(a->role) == WIRE_ROLE_NONE)
@@ -414,7 +380,8 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		if (!check_query_id(w, "QueryStatus", q->query_id) ||
 		    !check_str(w, "QueryStatus.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE,
 			       false) ||
-		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST, true))
+		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST,
+				WIRE_MAX_HOST, true))
 			return false;
 	}
 	return true;

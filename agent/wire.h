@@ -24,6 +24,9 @@
 #define WIRE_MAX_BYTES (64u << 20)
 #define WIRE_MAX_GROUPS 1000000
 #define WIRE_MAX_STRING 4096
+/* Bytes of a host name, without the NUL: an agent's --host, an aggregator's --name, and
+ * every host field and host list on the wire (the aggregator keeps them in AGGD_MAX_HOST) */
+#define WIRE_MAX_HOST 255
 #define WIRE_MAX_QUERY 65536
 #define WIRE_MAX_OBJECT (16u << 20)
 #define WIRE_KEY_LEN 40 /* Z85 of 32 bytes */

@@ -70,35 +70,6 @@ uint64_t aggd_real_ns(void)
 	return clock_ns(CLOCK_REALTIME);
 }
 
-int aggd_duration_parse(const char *s, uint64_t *ns)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = {
-		{ "ns", 1ULL },		{ "us", 1000ULL },	 { "ms", 1000000ULL },
-		{ "s", 1000000000ULL }, { "m", 60000000000ULL }, { "h", 3600000000000ULL },
-		{ "", 1000000000ULL },
-	};
-	char *end;
-	unsigned long long v;
-
-	if (!s || !ns || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].suffix) == 0) {
-			if (v > UINT64_MAX / units[i].mult)
-				return -EINVAL;
-			*ns = v * units[i].mult;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 /* ---- envelopes ---- */
 
 void aggd_env_init(struct aggd *a, Weft__Envelope *e)

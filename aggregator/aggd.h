@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster aggregator (`weft aggregator`) and the client side of its protocol (`weft
- * submit`, `weft status`, `weft cancel`).  Library weft_cluster: it sits above agent/ (tables
- * of mergeable states) and compiler/ (manifests), and below tools/.
+ * submit`, `weft status`, `weft cancel`).  Library weft_aggregator: it sits above agent/
+ * (tables of mergeable states, the wire) and compiler/ (manifests), and below tools/.
  *
  * The parts, each a file:
  *   aggd.c         the daemon: one ROUTER socket for agents, clients and child aggregators;
@@ -19,6 +19,8 @@
  *                  sequence numbers, emitted windows, the spool towards the parent
  *   aggd_client.c  a client connection: a sender session (CURVE, Hello/Welcome, heartbeats,
  *                  reconnects) that renews its subscriptions after a reconnect
+ *   zap.c          who may connect: the allow-list and the ZAP handler (zap.h)
+ * aggd_int.h holds what aggd*.c share; it is not an API.
  *
  * The rules the daemon keeps (docs/protocol.md, "The aggregator: windows, lateness,
  * revisions"): a partial is merged at most once (per sender instance, by sequence number,
@@ -48,12 +50,8 @@
 #define AGGD_CHECKPOINT_NS 50000000ULL /* 50 ms */
 #define AGGD_MAX_OPEN 256 /* open windows per query; partials further ahead are refused */
 #define AGGD_MAX_QUERIES 1024 /* running queries */
-#define AGGD_MAX_HOST 256 /* bytes of a host name, NUL included */
+#define AGGD_MAX_HOST (WIRE_MAX_HOST + 1) /* bytes of a host name, NUL included */
 
-/* ---- durations ---- */
-
-/* "2s", "500ms", "1m", "250us", "10ns", or a bare number of seconds.  0 or -EINVAL. */
-int aggd_duration_parse(const char *s, uint64_t *ns);
 /* The default store: /var/lib/weft/aggregator.sqlite for root, else
  * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */
 int aggd_store_default_path(char *buf, size_t sz);
@@ -310,12 +308,16 @@ void aggd_free(struct aggd *a);
 
 struct aggd_client;
 
+/* A client's wait to connect and be welcomed, and the cluster tools' wait for an answer,
+ * unless --timeout says otherwise */
+#define AGGD_CLIENT_TIMEOUT_MS 5000
+
 struct aggd_client_opts {
 	size_t sz;
 	const char *endpoint;
 	const char *server_key_file; /* the aggregator's public key */
 	const char *key_file; /* this client's key pair */
-	int timeout_ms; /* to connect and be welcomed (0: 5000) */
+	int timeout_ms; /* to connect and be welcomed (0: AGGD_CLIENT_TIMEOUT_MS) */
 };
 
 /*

@@ -214,7 +214,7 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 		errno = -rc;
 		goto out_free;
 	}
-	timeout = o->timeout_ms > 0 ? o->timeout_ms : 5000;
+	timeout = o->timeout_ms > 0 ? o->timeout_ms : AGGD_CLIENT_TIMEOUT_MS;
 	deadline = mono_ms() + (uint64_t)timeout;
 	while (!session_up(c->s)) {
 		Weft__Envelope *e = NULL;

@@ -7,8 +7,8 @@
  *   - numbers never overflow silently: a value beyond int64 is E_LEX_NUMBER, a unit that
  *     does not scale to a whole number (1.5ns) too;
  *   - units are unambiguous: durations ns us ms s m h, sizes B KiB MiB GiB TiB (binary,
- *     powers of 1024).  K/KB/M/MB/G/GB are refused with a fix, because half of all tools read
- *     KB as 1000 and the other half as 1024;
+ *     powers of 1024), from the one table of base/units.h.  K/KB/M/MB/G/GB are refused with
+ *     a fix, because half of all tools read KB as 1000 and the other half as 1024;
  *   - the scanner never reads past the terminating NUL and never allocates outside the
  *     arena, so a failed query leaks nothing.
  */
@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/units.h"
 #include "compiler/lexer.h"
 
 static const struct {
@@ -31,26 +32,6 @@ static const struct {
 };
 
 #define NKEYWORDS (sizeof(lexer_keywords) / sizeof(lexer_keywords[0]))
-
-static const struct {
-	const char *name;
-	enum int_unit unit;
-	uint64_t scale;
-} lexer_units[] = {
-	{ "ns", UNIT_DURATION, 1ull },
-	{ "us", UNIT_DURATION, 1000ull },
-	{ "ms", UNIT_DURATION, 1000000ull },
-	{ "s", UNIT_DURATION, 1000000000ull },
-	{ "m", UNIT_DURATION, 60000000000ull },
-	{ "h", UNIT_DURATION, 3600000000000ull },
-	{ "B", UNIT_SIZE, 1ull },
-	{ "KiB", UNIT_SIZE, 1ull << 10 },
-	{ "MiB", UNIT_SIZE, 1ull << 20 },
-	{ "GiB", UNIT_SIZE, 1ull << 30 },
-	{ "TiB", UNIT_SIZE, 1ull << 40 },
-};
-
-#define NUNITS (sizeof(lexer_units) / sizeof(lexer_units[0]))
 
 #define UNITS_FIX "units: ns us ms s m h (durations), B KiB MiB GiB TiB (sizes)"
 
@@ -276,6 +257,7 @@ static int lexer_number(struct lexer *lx, struct token *t, size_t start)
 	}
 	if (is_ident_start(s[lx->pos])) {
 		size_t ustart = lx->pos;
+		const struct units_unit *u;
 		char unit[32];
 		size_t ulen;
 
@@ -283,29 +265,27 @@ static int lexer_number(struct lexer *lx, struct token *t, size_t start)
 			lx->pos++;
 		ulen = lx->pos - ustart;
 		snprintf(unit, sizeof(unit), "%.*s", (int)(ulen < 31 ? ulen : 31), s + ustart);
-		for (size_t i = 0; i < NUNITS; i++) {
-			if (strlen(lexer_units[i].name) != ulen ||
-			    strncmp(lexer_units[i].name, s + ustart, ulen) != 0)
-				continue;
-			if (overflow ||
-			    !lexer_scale(ip, frac, nf, lexer_units[i].scale, &t->ival)) {
-				d = lexer_error(
-					lx, t, DIAG_E_LEX_NUMBER, lexer_loc(lx, start, lx->pos),
-					overflow || !is_float ?
-						"'%.*s' is too large" :
-						"'%.*s' is not a whole number of %s",
-					(int)(lx->pos - start), s + start,
-					lexer_units[i].unit == UNIT_DURATION ? "nanoseconds" :
-									       "bytes");
+		u = units_find(s + ustart, ulen);
+		if (u) {
+			enum int_unit kind = u->kind == UNITS_DURATION ? UNIT_DURATION : UNIT_SIZE;
+
+			if (overflow || !lexer_scale(ip, frac, nf, u->scale, &t->ival)) {
+				d = lexer_error(lx, t, DIAG_E_LEX_NUMBER,
+						lexer_loc(lx, start, lx->pos),
+						overflow || !is_float ?
+							"'%.*s' is too large" :
+							"'%.*s' is not a whole number of %s",
+						(int)(lx->pos - start), s + start,
+						kind == UNIT_DURATION ? "nanoseconds" : "bytes");
 				diag_fix(
 					d,
-					lexer_units[i].unit == UNIT_DURATION ?
+					kind == UNIT_DURATION ?
 						"durations are whole nanoseconds, at most about 292 years" :
 						"sizes are whole bytes, at most 8 EiB");
 				return -1;
 			}
 			t->kind = TOK_INT;
-			t->unit = lexer_units[i].unit;
+			t->unit = kind;
 			t->loc = lexer_loc(lx, start, lx->pos);
 			return 0;
 		}

@@ -405,9 +405,9 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		NEED_I64("key", 0, PLAN_MAX_KEY_SIZE, p->key_size);
 		NEED_I64("value", 0, PLAN_MAX_VALUE_SIZE, p->value_size);
 		NEED_I64("event", 0, PLAN_MAX_EVENT_SIZE, p->event_size);
-		NEED_I64("groups", 0, 1 << 24, p->max_groups);
-		NEED_I64("spans", 0, 1 << 24, p->max_spans);
-		NEED_I64("ringbuf", 0, 1 << 30, p->ringbuf_bytes);
+		NEED_I64("groups", 0, PLAN_MAX_GROUPS, p->max_groups);
+		NEED_I64("spans", 0, PLAN_MAX_SPANS, p->max_spans);
+		NEED_I64("ringbuf", 0, PLAN_MAX_RINGBUF, p->ringbuf_bytes);
 		NEED_I64("spansave", 0, PLAN_MAX_EVENT_SIZE, p->span_save_size);
 		return 0;
 	}

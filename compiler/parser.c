@@ -16,6 +16,14 @@
  *     (PARSE_MAX_HEIGHT), so neither this parser nor any later pass can exhaust the stack;
  *   - clauses come in the grammar's order, each at most once, and an error about order
  *     names the order.
+ *
+ * One file, on purpose: a recursive-descent parser reads best as the grammar does, one
+ * function per rule next to the rules it calls, and every rule shares the parser's state
+ * (the look-ahead, the depth bound, the first-error-stops flag) through the helpers at the
+ * top.  Its parts are sections, in the grammar's order: errors and tokens, expressions
+ * (precedence climbing from `or` down to primaries), probes (splitting a probe's raw text),
+ * clauses.  Split into files they would need that state in a shared header and would no
+ * longer read top to bottom as the grammar in docs/language.md does.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -28,8 +28,12 @@
 #define PLAN_VERSION 1
 #define PLAN_MAX_PROGS 64
 #define PLAN_DEFAULT_GROUPS 10240
+#define PLAN_MAX_GROUPS (1u << 22) /* weft run --max-groups, and what a manifest may ask */
 #define PLAN_DEFAULT_SPANS 10240
+#define PLAN_MAX_SPANS (1u << 24)
 #define PLAN_DEFAULT_RINGBUF (4u << 20)
+#define PLAN_MIN_RINGBUF 4096u /* weft run --ringbuf-size, and what a manifest may ask */
+#define PLAN_MAX_RINGBUF (1u << 30)
 #define PLAN_MAX_KEY_SIZE 256
 #define PLAN_MAX_VALUE_SIZE 32768 /* the kernel's limit for a per-CPU value */
 #define PLAN_MAX_EVENT_SIZE 4096

@@ -4,14 +4,16 @@
  *
  * Order of work, each step reporting what it finds with a tagged diagnostic and going on
  * where it safely can, so that one run shows as many real mistakes as possible:
- *   1. probes: every source's probe is resolved by its provider against the running kernel
- *      (tracefs) or the ELF files it names; span sources get their end probe (the syscall
- *      exit tracepoint, the uretprobe, the kretprobe) unless one is given;
+ *   1. probes (compiler/sema_probes.c, the one step that reads the running system): every
+ *      source's probe is resolved by its provider against the running kernel (tracefs) or
+ *      the ELF files it names; span sources get their end probe (the syscall exit
+ *      tracepoint, the uretprobe, the kretprobe) unless one is given;
  *   2. names and types: `where`, the `on` keys, `group by`, `select` and `order by`, in that
  *      order, so that aliases are known before `order by` uses them;
  *   3. aggregate placement: none in `where`/`group by`, none nested, every plain select item
  *      of an aggregating query is a group key, `group by`/`order by` need aggregates;
  *   4. windows: `every` and `for` within bounds.
+ * Steps 2 to 4 are here: they read only the tree and the resolved probes' fields.
  *
  * Must never: touch the kernel beyond reading tracefs, ELF files and /proc; attach
  * anything; keep state between queries.
@@ -20,13 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/sema.h"
+#include "kernel/aggstate.h"
+#include "kernel/weft_abi.h"
+#include "kernel/weft_aggval.h"
 
 #define MAX_STR 256
 #define DEFAULT_STR 64
-#define MAX_LHIST_BUCKETS 1000
 #define MIN_WINDOW_NS 10000000ULL /* 10 ms */
 #define MAX_WINDOW_NS (24ULL * 3600 * 1000000000ULL) /* a day */
-#define MAX_LIKE 63 /* bytes of a `like` pattern (kernel/weft.bpf.h: WEFT_GLOB_MAX - 1) */
 #define COLUMN_NAME_MAX 63 /* bytes of a column name the plan keeps (plan.h: name[64]) */
 
 enum sema_ctx { CTX_WHERE, CTX_ON, CTX_GROUP, CTX_SELECT, CTX_ORDER };
@@ -97,205 +100,6 @@ const struct probe_field *sema_target_field(const struct probe_target *t, const 
 		if (strcmp(t->fields[i].name, name) == 0)
 			return &t->fields[i];
 	return NULL;
-}
-
-/* ---------------------------------------------------------------- probes */
-
-static enum diag_tag perr_tag(enum probe_err_kind k)
-{
-	switch (k) {
-	case PERR_PROVIDER:
-		return DIAG_E_PROBE_PROVIDER;
-	case PERR_SYNTAX:
-		return DIAG_E_PARSE_PROBE;
-	case PERR_UNKNOWN:
-		return DIAG_E_PROBE_UNKNOWN;
-	case PERR_NO_MATCH:
-		return DIAG_E_PROBE_NO_MATCH;
-	case PERR_TOO_MANY:
-		return DIAG_E_PROBE_TOO_MANY;
-	case PERR_BINARY:
-		return DIAG_E_PROBE_BINARY;
-	case PERR_LIBRARY:
-		return DIAG_E_PROBE_LIBRARY;
-	case PERR_SYMBOL:
-		return DIAG_E_PROBE_SYMBOL;
-	case PERR_USDT:
-		return DIAG_E_PROBE_USDT;
-	case PERR_RATE:
-		return DIAG_E_PROBE_RATE;
-	case PERR_FEATURE:
-		return DIAG_E_PROBE_FEATURE;
-	case PERR_OFFSET:
-		return DIAG_E_PROBE_OFFSET;
-	case PERR_PID:
-		return DIAG_E_PROBE_PID;
-	case PERR_OFFSET_INSN:
-		return DIAG_E_PROBE_OFFSET_INSN;
-	case PERR_USDT_SITE:
-		return DIAG_E_PROBE_USDT_SITE;
-	default:
-		return DIAG_E_PROBE_UNKNOWN;
-	}
-}
-
-static void report_perr(struct sema *s, const struct probe_spec *spec, const struct probe_err *err)
-{
-	/* an error about the +offset points at it */
-	bool at_off =
-		spec->has_offset && (err->kind == PERR_OFFSET || err->kind == PERR_OFFSET_INSN);
-	struct diag *d =
-		diag_error(s->dl, perr_tag(err->kind), at_off ? spec->offset_loc : spec->loc, "%s",
-			   err->msg[0] ? err->msg : "cannot resolve probe");
-
-	if (err->fix[0])
-		diag_fix(d, "%s", err->fix);
-}
-
-/* Resolves spec as kind `kind` (which may differ from spec->kind for implied span ends). */
-static struct probe_set *resolve_as(struct sema *s, const struct probe_spec *spec,
-				    enum probe_kind kind, const char *const *parts, int nparts)
-{
-	const struct probe_provider *p = probe_provider_get(kind);
-	struct probe_ctx ctx = { .pid = s->pid, .max_targets = PROBE_MAX_TARGETS };
-	struct probe_err err = { 0 };
-	struct probe_set *set;
-
-	if (!p || !p->resolve) {
-		diag_error(s->dl, DIAG_E_PROBE_PROVIDER, spec->loc,
-			   "probe provider '%s' is not available in this build",
-			   probe_kind_name(kind));
-		return NULL;
-	}
-	set = arena_alloc(s->q->arena, sizeof(*set));
-	if (!set)
-		return NULL;
-	/* resolve first: a provider the kernel lacks says so itself, with a fix naming the
-	 * tracepoints to use instead; available() then catches what resolve cannot know */
-	if (p->resolve(parts, nparts, spec->offset, spec->has_offset, &ctx, set, &err) != 0 ||
-	    (p->available && !p->available(&err))) {
-		probe_set_free(set);
-		report_perr(s, spec, &err);
-		return NULL;
-	}
-	if (set->n == 0) {
-		probe_set_free(set);
-		diag_error(s->dl, DIAG_E_PROBE_NO_MATCH, spec->loc, "'%s' matches no probe",
-			   spec->text);
-		return NULL;
-	}
-	return set;
-}
-
-static int resolve_spec(struct sema *s, struct probe_spec *spec)
-{
-	spec->set = resolve_as(s, spec, spec->kind, (const char *const *)spec->parts, spec->nparts);
-	return spec->set ? 0 : -EINVAL;
-}
-
-/* The implied end of span(P): syscall exit, uretprobe, kretprobe. */
-static int resolve_span_end(struct sema *s, struct source *src)
-{
-	struct probe_spec *st = &src->start;
-	struct probe_set *end, *set = st->set;
-	enum probe_kind ek;
-
-	switch (st->kind) {
-	case PROBE_SYSCALL:
-		/* One exit tracepoint per resolved syscall, in the same order. */
-		end = arena_alloc(s->q->arena, sizeof(*end));
-		if (!end)
-			return -ENOMEM;
-		end->v = calloc(set->n, sizeof(*end->v));
-		if (!end->v)
-			return -ENOMEM;
-		for (int i = 0; i < set->n; i++) {
-			char ev[PROBE_NAME_MAX + 16];
-			const char *parts[2] = { "syscalls", ev };
-			struct probe_set *one;
-			const char *name = set->v[i].event;
-
-			if (strncmp(name, "sys_enter_", 10) == 0)
-				name += 10;
-			snprintf(ev, sizeof(ev), "sys_exit_%s", name);
-			one = resolve_as(s, st, PROBE_TRACEPOINT, parts, 2);
-			if (!one) {
-				end->n = i;
-				src->end.set = end;
-				return -EINVAL;
-			}
-			end->v[i] = one->v[0];
-			one->v[0].fields = NULL;
-			one->v[0].nfields = 0;
-			probe_set_free(one);
-			/* the exit record's `ret` is the span's retval */
-			end->v[i].has_retval = true;
-			end->n = i + 1;
-		}
-		src->end = *st;
-		src->end.kind = PROBE_TRACEPOINT;
-		src->end.set = end;
-		src->has_end = true;
-		return 0;
-	case PROBE_UPROBE:
-		ek = PROBE_URETPROBE;
-		break;
-	case PROBE_KPROBE:
-		ek = PROBE_KRETPROBE;
-		break;
-	default:
-		diag_fix(diag_error(s->dl, DIAG_E_SPAN_PAIR, st->loc,
-				    "span(%s) has no natural end probe", st->text),
-			 "name the end probe: span(%s, PROBE [on KEY])", st->text);
-		return -EINVAL;
-	}
-	if (st->has_offset) {
-		diag_error(s->dl, DIAG_E_PROBE_OFFSET, st->loc,
-			   "span(%s): a function with an offset has no return to pair with",
-			   st->text);
-		return -EINVAL;
-	}
-	src->end = *st;
-	src->end.kind = ek;
-	src->end.set = resolve_as(s, st, ek, (const char *const *)st->parts, st->nparts);
-	if (!src->end.set)
-		return -EINVAL;
-	src->has_end = true;
-	return 0;
-}
-
-static int check_sources(struct sema *s)
-{
-	int rc = 0;
-
-	for (int i = 0; i < s->q->nsources; i++) {
-		struct source *src = &s->q->sources[i];
-
-		if (resolve_spec(s, &src->start) != 0) {
-			rc = -EINVAL;
-			continue;
-		}
-		if (!src->is_span)
-			continue;
-		if (src->start.kind == PROBE_PROFILE || src->start.kind == PROBE_INTERVAL) {
-			diag_error(s->dl, DIAG_E_SPAN_PAIR, src->start.loc,
-				   "a timer probe cannot start a span");
-			rc = -EINVAL;
-			continue;
-		}
-		if (src->has_end) {
-			if (src->end.kind == PROBE_PROFILE || src->end.kind == PROBE_INTERVAL) {
-				diag_error(s->dl, DIAG_E_SPAN_PAIR, src->end.loc,
-					   "a timer probe cannot end a span");
-				rc = -EINVAL;
-			} else if (resolve_spec(s, &src->end) != 0) {
-				rc = -EINVAL;
-			}
-		} else if (resolve_span_end(s, src) != 0) {
-			rc = -EINVAL;
-		}
-	}
-	return rc;
 }
 
 /* ---------------------------------------------------------------- names */
@@ -902,6 +706,7 @@ static int check_call(struct sema *s, struct expr *e)
 		return 0;
 	case FN_LHIST: {
 		int64_t lo, hi, step;
+		uint64_t nb;
 
 		if (!const_int(e->args[1], &lo) || !const_int(e->args[2], &hi) ||
 		    !const_int(e->args[3], &step) || lo >= hi || step <= 0) {
@@ -912,12 +717,22 @@ static int check_call(struct sema *s, struct expr *e)
 				"e.g. lhist(args.count, 0, 4096, 256)");
 			return -EINVAL;
 		}
-		if (((uint64_t)hi - (uint64_t)lo) / (uint64_t)step > MAX_LHIST_BUCKETS) {
-			diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
-				   "lhist would have %llu buckets; at most %d",
-				   (unsigned long long)(((uint64_t)hi - (uint64_t)lo) /
-							(uint64_t)step),
-				   MAX_LHIST_BUCKETS);
+		/* the runtime's bound (kernel/weft_aggval.h), counted as the runtime counts:
+		 * in all, below lo and from hi up included, in arithmetic that cannot wrap */
+		nb = agg_lhist_nbuckets(lo, hi, step);
+		if (nb > WEFT_LHIST_MAX_BUCKETS) {
+			struct diag *d =
+				nb == UINT64_MAX ?
+					diag_error(
+						s->dl, DIAG_E_LHIST_ARGS, e->loc,
+						"lhist would have 2^64 buckets or more; at most %d",
+						WEFT_LHIST_MAX_BUCKETS) :
+					diag_error(s->dl, DIAG_E_LHIST_ARGS, e->loc,
+						   "lhist would have %llu buckets; at most %d",
+						   (unsigned long long)nb, WEFT_LHIST_MAX_BUCKETS);
+
+			diag_fix(d,
+				 "ceil((hi - lo) / step) + 2 buckets: widen step or narrow lo..hi");
 			return -EINVAL;
 		}
 	}
@@ -1059,6 +874,23 @@ static int fold_binary(struct sema *s, struct expr *e)
 	e->ival = r;
 	e->is_const = true;
 	return 0;
+}
+
+/* A `like` pattern: at most WEFT_GLOB_MAX - 1 bytes, the kernel's matcher keeps one bit per
+ * pattern byte (kernel/weft_abi.h).  (Equality with a longer literal is compiled to a loop
+ * compare by the code generator, so = != in take literals of any length.) */
+static int check_kernel_literal(struct sema *s, const struct expr *lit)
+{
+	size_t n;
+
+	if (lit->kind != EXPR_STR || (n = strlen(lit->sval)) < WEFT_GLOB_MAX)
+		return 0;
+	diag_fix(
+		diag_error(s->dl, DIAG_E_CONST_RANGE, lit->loc,
+			   "a `like` pattern is at most %d bytes; this one has %zu",
+			   WEFT_GLOB_MAX - 1, n),
+		"compare a prefix: e like 'its first %d bytes*'", WEFT_GLOB_MAX - 2);
+	return -EINVAL;
 }
 
 static int check_binary(struct sema *s, struct expr *e)
@@ -1229,13 +1061,8 @@ static int check_expr(struct sema *s, struct expr *e)
 				   "the pattern of `like` must be a string constant");
 			return -EINVAL;
 		}
-		if (strlen(e->rhs->sval) > MAX_LIKE) {
-			/* the kernel's matcher keeps one bit per pattern byte in a u64 */
-			diag_error(s->dl, DIAG_E_CONST_RANGE, e->rhs->loc,
-				   "a `like` pattern is at most %d bytes; this one has %zu",
-				   MAX_LIKE, strlen(e->rhs->sval));
+		if (check_kernel_literal(s, e->rhs))
 			return -EINVAL;
-		}
 		e->ty = ty_bool;
 		return 0;
 	case EXPR_IN:
@@ -1619,7 +1446,7 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 	struct sema s = { .q = q, .dl = dl, .pid = opts ? opts->pid : 0 };
 	int rc = 0;
 
-	if (check_sources(&s) != 0)
+	if (sema_probes_resolve(q, s.pid, dl) != 0)
 		return -EINVAL; /* names cannot be checked against unknown probes */
 	if (check_on(&s) != 0)
 		rc = -EINVAL;
@@ -1638,19 +1465,4 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 	if (check_windows(&s) != 0)
 		rc = -EINVAL;
 	return rc || diag_has_errors(dl) ? -EINVAL : 0;
-}
-
-void sema_release(struct ast_query *q)
-{
-	if (!q)
-		return;
-	for (int i = 0; i < q->nsources; i++) {
-		struct source *src = &q->sources[i];
-
-		if (src->start.set)
-			probe_set_free(src->start.set);
-		if (src->has_end && src->end.set && src->end.set != src->start.set)
-			probe_set_free(src->end.set);
-		src->start.set = src->end.set = NULL;
-	}
 }

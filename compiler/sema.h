@@ -19,6 +19,10 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 /* Frees what sema attached to the tree (probe sets).  Safe on an unchecked tree. */
 void sema_release(struct ast_query *q);
 
+/* Step 1 of sema_check() (compiler/sema_probes.c): resolves every source's probes (pid: -p,
+ * or 0) into probe_spec.set.  0, or -EINVAL with diagnostics in dl. */
+int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl);
+
 /* The probe spec whose fields a source's expressions see: the start probe. */
 #define SOURCE_FIELDS(s) (&(s)->start)
 

@@ -44,16 +44,24 @@ _Static_assert(8 * WEFT_LHIST_MAX_BUCKETS <= WEFT_AGGVAL_LARGEST_SIZE, "zero buf
 
 #define AGG_WIRE_VERSION 1
 
-/* lhist's bucket count (WEFT_LHIST_NBUCKETS), or 0 if lo/hi/step are unusable. */
+uint64_t agg_lhist_nbuckets(int64_t lo, int64_t hi, int64_t step)
+{
+	uint64_t d, st, in_range;
+
+	if (step <= 0 || hi <= lo)
+		return 0;
+	d = (uint64_t)hi - (uint64_t)lo;
+	st = (uint64_t)step;
+	in_range = d / st + (d % st != 0);
+	/* lhist(e, INT64_MIN, INT64_MAX, 1) has 2^64 + 1 buckets: saturate, never wrap */
+	return in_range > UINT64_MAX - 2 ? UINT64_MAX : in_range + 2;
+}
+
+/* lhist's bucket count, or 0 if lo/hi/step are unusable or make too many buckets. */
 static uint32_t lhist_nbuckets(const struct agg_spec *s)
 {
-	uint64_t d, step, nb;
+	uint64_t nb = agg_lhist_nbuckets(s->lo, s->hi, s->step);
 
-	if (s->step <= 0 || s->hi <= s->lo)
-		return 0;
-	d = (uint64_t)s->hi - (uint64_t)s->lo;
-	step = (uint64_t)s->step;
-	nb = d / step + (d % step != 0) + 2;
 	if (nb > WEFT_LHIST_MAX_BUCKETS)
 		return 0;
 	return (uint32_t)nb;

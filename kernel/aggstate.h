@@ -35,6 +35,13 @@ struct agg_spec {
 };
 
 bool agg_spec_valid(const struct agg_spec *spec);
+/*
+ * lhist's bucket count in all, below lo and from hi up included: ceil((hi - lo) / step) + 2,
+ * the WEFT_LHIST_NBUCKETS of kernel/weft_aggval.h in unsigned 64-bit arithmetic that neither
+ * wraps nor truncates, whatever lo, hi and step are; 0 if hi <= lo or step <= 0.  A spec is
+ * valid with at most WEFT_LHIST_MAX_BUCKETS (the compiler checks the same bound with it).
+ */
+uint64_t agg_lhist_nbuckets(int64_t lo, int64_t hi, int64_t step);
 /* Bytes of the user-side state; 0 if the spec is not valid. */
 size_t agg_state_size(const struct agg_spec *spec);
 /* Bytes of one per-CPU kernel value (kernel/weft_aggval.h); 0 if the spec is not valid. */

@@ -221,7 +221,7 @@ struct {
 /*
  * Reserve a stream record of `size` bytes (a constant) for probe index `probe`, header filled.
  * NULL when the buffer is full: counted as WEFT_DROP_RINGBUF_FULL.  A non-NULL record must be
- * passed to weft_rec_submit() on every path (the verifier insists).
+ * passed to WEFT_REC_SUBMIT() on every path (the verifier insists).
  */
 WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 {
@@ -431,7 +431,7 @@ WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 siz
 	return weft_str_kernel(e, buf, size, (const char *)ctx + off);
 }
 
-#define WEFT_GLOB_MAX 64 /* longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */
+/* WEFT_GLOB_MAX (weft_abi.h): the longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */
 #define WEFT_GLOB_STR_MAX 4096 /* longest string `like` looks at */
 
 /*

@@ -96,4 +96,12 @@ struct weft_span_hdr {
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127
 
+/*
+ * The longest string literal the kernel compares a string with (`=`, `!=`, `in`, `like`),
+ * NUL included: WEFT_STREQ unrolls that many bytes and WEFT_LIKE's bit-parallel matcher keeps
+ * one bit per pattern byte in a __u64.  The compiler refuses longer literals (E_CONST_RANGE),
+ * which the kernel side would never match.
+ */
+#define WEFT_GLOB_MAX 64
+
 #endif

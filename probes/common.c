@@ -283,39 +283,6 @@ int probe_near_matches(const char *word, const char *const *cands, int ncands, c
 	return n;
 }
 
-bool probe_duration_parse(const char *s, uint64_t *ns)
-{
-	static const struct {
-		const char *sfx;
-		uint64_t mul;
-	} units[] = {
-		{ "ns", 1ULL },
-		{ "us", 1000ULL },
-		{ "ms", 1000000ULL },
-		{ "s", 1000000000ULL },
-		{ "m", 60ULL * 1000000000ULL },
-		{ "h", 3600ULL * 1000000000ULL },
-	};
-	char *end;
-	unsigned long long v;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].sfx) == 0) {
-			if (v > UINT64_MAX / units[i].mul)
-				return false;
-			*ns = v * units[i].mul;
-			return true;
-		}
-	}
-	return false;
-}
-
 bool probe_kind_is_binary(enum probe_kind k)
 {
 	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT;

@@ -61,9 +61,6 @@ int tracepoint_target_add(struct probe_set *set, const char *cat, const char *ev
 /* Syscall tracepoints (syscall.c): the syscall names whose sys_enter_NAME matches name_glob. */
 int syscall_names_list(const char *name_glob, struct strv *out);
 
-/* Parses a duration "10ms", "1s", "500us", "2m", "1h", "250ns" into ns; false if malformed. */
-bool probe_duration_parse(const char *s, uint64_t *ns);
-
 /* Resolves the BINARY part of a uprobe/usdt probe to an ELF file (uprobe.c): PERR_BINARY,
  * PERR_LIBRARY or PERR_PID on failure, with a fix. */
 int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, size_t outsz,

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "base/units.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -40,7 +41,7 @@ static bool rate_parse(const char *s, uint64_t *v, bool *is_rate)
 		return true;
 	}
 	*is_rate = false;
-	return probe_duration_parse(s, v);
+	return units_duration_parse(s, 0, v) == 0; /* "10ms": base/units.h */
 }
 
 /* Writes a period in the largest unit that states it exactly: "100ms", "1s", "2m". */

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include "agent/daemon.h"
 #include "agent/wire.h"
+#include "base/text.h"
+#include "base/units.h"
 #include "tools/weft.h"
 
 static const char agent_help[] =
@@ -39,7 +41,7 @@ static const char agent_help[] =
 	"  -H, --host NAME         the name this host's results carry (default: the host name)\n"
 	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
 	"                          spool is full the oldest is dropped, counted and logged\n"
-	"      --spool-bytes SIZE  and their total size (default 64MiB; suffixes KiB, MiB, GiB)\n"
+	"      --spool-bytes SIZE  and their total size (default 64MiB; units B KiB MiB GiB TiB)\n"
 	"      --cpu-budget PCT    the share of one CPU each query's probes may cost on this\n"
 	"                          host (default 5; 0: no limit); a query over it three\n"
 	"                          seconds in a row is stopped here, and the aggregator told\n"
@@ -55,33 +57,6 @@ static const char agent_help[] =
 	"\n"
 	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys), 2 bad command\n"
 	"line.\n";
-
-/* "64MiB", "1048576", "512KiB": bytes, or 0 if malformed. */
-static uint64_t parse_size(const char *s)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = { { "", 1 },
-		      { "B", 1 },
-		      { "KiB", 1ull << 10 },
-		      { "K", 1ull << 10 },
-		      { "MiB", 1ull << 20 },
-		      { "M", 1ull << 20 },
-		      { "GiB", 1ull << 30 },
-		      { "G", 1ull << 30 } };
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].suffix) == 0)
-			return v && v <= UINT64_MAX / units[i].mult ? v * units[i].mult : 0;
-	return 0;
-}
 
 static int read_key(const char *opt, const char *path, char pub[WIRE_KEY_LEN + 1],
 		    char sec[WIRE_KEY_LEN + 1])
@@ -152,9 +127,13 @@ int cmd_agent(int argc, char **argv)
 			break;
 		}
 		case 'H':
-			if (!*optarg || strlen(optarg) > 255 || strpbrk(optarg, " \t\n\r")) {
-				fprintf(stderr, "weft: --host takes a name of 1 to 255 characters "
-						"without spaces\n");
+			/* what the wire takes as a host (agent/wire.h, base/text.h) */
+			if (!*optarg || strlen(optarg) > WIRE_MAX_HOST || strchr(optarg, ' ') ||
+			    text_check(optarg, strlen(optarg), TEXT_NAME) != strlen(optarg)) {
+				fprintf(stderr,
+					"weft: --host takes a name of 1 to %d bytes of UTF-8 "
+					"without spaces or control characters\n",
+					WIRE_MAX_HOST);
 				return WEFT_EXIT_USAGE;
 			}
 			o.host = optarg;
@@ -173,8 +152,8 @@ int cmd_agent(int argc, char **argv)
 			break;
 		}
 		case 'B':
-			o.spool_max_bytes = parse_size(optarg);
-			if (o.spool_max_bytes < (1u << 20)) {
+			if (units_size_parse(optarg, &o.spool_max_bytes) ||
+			    o.spool_max_bytes < (1u << 20)) {
 				fprintf(stderr, "weft: --spool-bytes takes a size of at least 1MiB "
 						"(e.g. 256MiB)\n");
 				return WEFT_EXIT_USAGE;

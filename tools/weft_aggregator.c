@@ -15,6 +15,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
+#include "base/text.h"
+#include "base/units.h"
 #include "tools/weft.h"
 
 static const char aggregator_help[] =
@@ -135,16 +137,20 @@ int cmd_aggregator(int argc, char **argv)
 			o.parent_key = optarg;
 			break;
 		case 'n':
-			if (!*optarg || strlen(optarg) >= AGGD_MAX_HOST ||
-			    strpbrk(optarg, " \t\n")) {
-				fprintf(stderr, "weft: --name takes a name without spaces\n");
+			/* what the wire takes as a host (agent/wire.h, base/text.h) */
+			if (!*optarg || strlen(optarg) > WIRE_MAX_HOST || strchr(optarg, ' ') ||
+			    text_check(optarg, strlen(optarg), TEXT_NAME) != strlen(optarg)) {
+				fprintf(stderr,
+					"weft: --name takes a name of 1 to %d bytes of UTF-8 without "
+					"spaces or control characters\n",
+					WIRE_MAX_HOST);
 				return WEFT_EXIT_USAGE;
 			}
 			o.name = optarg;
 			break;
 		case 'L':
-			if (aggd_duration_parse(optarg, &o.lateness_ns) || !o.lateness_ns ||
-			    o.lateness_ns > 3600ULL * 1000000000ULL) {
+			if (units_duration_parse(optarg, UNITS_NS_PER_SEC, &o.lateness_ns) ||
+			    !o.lateness_ns || o.lateness_ns > 3600ULL * 1000000000ULL) {
 				fprintf(stderr,
 					"weft: --lateness takes a duration (500ms, 2s, ...; at "
 					"most 1h), not '%s'\n",
@@ -153,7 +159,7 @@ int cmd_aggregator(int argc, char **argv)
 			}
 			break;
 		case 'B':
-			if (aggd_duration_parse(optarg, &v) || v < 10000000ULL ||
+			if (units_duration_parse(optarg, UNITS_NS_PER_SEC, &v) || v < 10000000ULL ||
 			    v > 3600ULL * 1000000000ULL) {
 				fprintf(stderr,
 					"weft: --heartbeat takes a duration from 10ms to 1h, "

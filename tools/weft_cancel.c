@@ -87,7 +87,7 @@ int cmd_cancel(int argc, char **argv)
 	e.query_stop = &stop;
 	rc = aggd_client_send(cl, &e);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc.timeout_ms ? tc.timeout_ms : 5000, &reply);
+		rc = tool_cluster_reply(cl, tc.timeout_ms, &reply);
 	if (rc <= 0) {
 		fprintf(stderr, "weft: no answer from %s: %s\n", tc.to,
 			rc ? strerror(-rc) : "timed out");

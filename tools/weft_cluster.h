@@ -11,7 +11,7 @@
 
 struct tool_cluster {
 	const char *to, *server_key, *key;
-	int timeout_ms; /* 0: 5 s */
+	int timeout_ms; /* --timeout; 0: AGGD_CLIENT_TIMEOUT_MS */
 	bool usage_error; /* a missing option, reported */
 };
 
@@ -30,7 +30,8 @@ struct tool_cluster {
 	"                         ($WEFT_SERVER_KEY)\n"                                        \
 	"      --key FILE         this client's key pair, whose public key the aggregator's\n" \
 	"                         allow-list has as 'client KEY NAME' ($WEFT_KEY)\n"           \
-	"      --timeout D        to connect and for each answer (default 5s)\n"               \
+	"      --timeout D        to connect and for each answer (default 5s; a submit's\n"    \
+	"                         answer waits at least 10s)\n"                                \
 	"\n"                                                                                   \
 	"Options:\n"
 
@@ -39,7 +40,8 @@ int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg);
 /* Connects and is welcomed; NULL with the reason reported (usage_error for a missing
  * option). */
 struct aggd_client *tool_cluster_connect(struct tool_cluster *tc);
-/* The answer to the last request: a StatusReply or an Error.  1 with *out, 0 on timeout. */
+/* The answer to the request just sent: the first StatusReply or Error.  1 with *out, 0 when
+ * timeout_ms passed (0: AGGD_CLIENT_TIMEOUT_MS). */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
 
 #endif

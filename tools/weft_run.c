@@ -14,7 +14,10 @@
  *
  * Windows: the kernel's maps are flipped at least once a second even when `every` is
  * longer (or absent), and the parts are merged in user space: per-CPU counters stay far
- * from overflow and a long `for` costs no more kernel memory than a short one.
+ * from overflow and a long `for` costs no more kernel memory than a short one.  When windows
+ * close and maps flip is agent/schedule.h's, as for the agent daemon; windows here run on
+ * CLOCK_MONOTONIC from the attach, and a late wake closes every window in turn, so windows
+ * are numbered 0, 1, 2, ... whatever `every` is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,11 +37,12 @@
 #include <wordexp.h>
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "agent/schedule.h"
+#include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tools/weft.h"
 
-#define TICK_MAX_NS 1000000000ULL
 #define CHILD_GRACE_MS 500 /* from a signal passed on to the -c command to its SIGKILL */
 
 static const char run_help[] =
@@ -80,6 +84,10 @@ static const char run_help[] =
 	"command line, 3 the query has errors, 4 the query was stopped by its CPU budget (its\n"
 	"last window is printed), 141 standard output was closed (e.g. the reader of\n"
 	"`weft run ... | head` exited): the probes were detached, the last window is lost.\n";
+
+/* the numbers the help and the messages state */
+_Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20, "run_help");
+_Static_assert(PLAN_MIN_RINGBUF == 4096 && PLAN_MAX_RINGBUF == 1u << 30, "--ringbuf-size");
 
 struct run {
 	struct agent_query *q;
@@ -338,27 +346,6 @@ static void stream_summary(struct run *r, const struct agent_window_stats *acc)
 			(unsigned long long)acc->misses);
 }
 
-/* "4MiB", "65536", "256KiB" -> bytes; 0 on a bad size. */
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	if (strcasecmp(end, "k") == 0 || strcmp(end, "KiB") == 0)
-		v <<= 10;
-	else if (strcasecmp(end, "m") == 0 || strcmp(end, "MiB") == 0)
-		v <<= 20;
-	else if (strcasecmp(end, "g") == 0 || strcmp(end, "GiB") == 0)
-		v <<= 30;
-	else if (*end)
-		return 0;
-	return v;
-}
-
 /* A budget window over the budget, as a JSON line (docs/output.md). */
 static void budget_json(const struct agent_budget_report *br)
 {
@@ -455,7 +442,8 @@ int cmd_run(int argc, char **argv)
 	bool ended_by_query = false; /* `for` or `limit`: the -c command may run on */
 	char *src;
 	sigset_t mask;
-	uint64_t start, tick, next_tick, next_window, end_at;
+	struct agent_sched sched = { 0 };
+	uint64_t start;
 	long max_groups = 0;
 	uint64_t ringbuf = 0;
 	double budget = AGENT_CPU_BUDGET_DEFAULT;
@@ -489,15 +477,16 @@ int cmd_run(int argc, char **argv)
 			char *end;
 
 			max_groups = strtol(optarg, &end, 10);
-			if (*end || max_groups < 1 || max_groups > (1 << 22)) {
-				fprintf(stderr, "weft: --max-groups takes 1 to 4194304\n");
+			if (*end || max_groups < 1 || max_groups > PLAN_MAX_GROUPS) {
+				fprintf(stderr, "weft: --max-groups takes 1 to %u\n",
+					PLAN_MAX_GROUPS);
 				return WEFT_EXIT_USAGE;
 			}
 			break;
 		}
 		case 'R':
-			ringbuf = parse_size(optarg);
-			if (ringbuf < 4096 || ringbuf > (1ULL << 30)) {
+			if (units_size_parse(optarg, &ringbuf) || ringbuf < PLAN_MIN_RINGBUF ||
+			    ringbuf > PLAN_MAX_RINGBUF) {
 				fprintf(stderr,
 					"weft: --ringbuf-size takes 4KiB to 1GiB, not '%s'\n",
 					optarg);
@@ -584,10 +573,10 @@ int cmd_run(int argc, char **argv)
 	compile_sites_print(&res, "weft: ", stderr);
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
-		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
-			aerr.verifier ? " [E_VERIFIER]" :
-			aerr.attach   ? " [E_ATTACH]" :
-					"");
+		char line[sizeof(aerr.msg) + 32];
+
+		agent_err_line(&aerr, rc, line, sizeof(line));
+		fprintf(stderr, "weft: %s\n", line);
 		if (aerr.detail[0])
 			fprintf(stderr, "%s\n", aerr.detail);
 		status = WEFT_EXIT_FAIL;
@@ -613,62 +602,57 @@ int cmd_run(int argc, char **argv)
 			goto out_stop;
 		}
 	}
+	/* windows on CLOCK_MONOTONIC from now; a late wake closes every window in turn */
 	start = now_ns();
-	tick = res.plan->every_ns && res.plan->every_ns < TICK_MAX_NS ? res.plan->every_ns :
-									TICK_MAX_NS;
-	next_tick = start + tick; /* streams too: their drop counters are read every tick */
-	next_window = res.plan->every_ns ? start + res.plan->every_ns : UINT64_MAX;
-	end_at = res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX;
+	agent_sched_init(&sched, start, res.plan->every_ns,
+			 res.plan->for_ns ? start + res.plan->for_ns : UINT64_MAX, true, start,
+			 start);
 	acc.start_ns = start;
 
 	while (!r.stop) {
 		struct pollfd fds[4];
 		int nfds = 0, timeout;
-		uint64_t t = now_ns(), wake = next_tick < end_at ? next_tick : end_at;
+		uint64_t t = now_ns();
+		enum agent_sched_due due = agent_sched_due(&sched, t, t);
 
 		if (r.out_err)
 			break;
-		if (t >= end_at) {
+		if (due == AGENT_SCHED_END) {
 			ended_by_query = true;
 			break;
 		}
-		if (res.plan->aggregating && t >= next_tick) {
-			bool close_window = t >= next_window;
-			uint64_t index;
-
-			rc = agent_query_window(r.q, win, &st);
-			if (rc < 0)
-				fprintf(stderr, "weft: reading the window failed: %s\n",
-					strerror(-rc));
-			for (int i = 0; i < WEFT_DROP_NR; i++)
-				acc.drops[i] += st.drops[i];
-			acc.misses += st.misses;
-			acc.groups += st.groups;
-			next_tick += tick;
+		if (due == AGENT_SCHED_CLOSE || due == AGENT_SCHED_FLIP) {
+			/* streams flip too: their drop counters are read every second */
+			if (!res.plan->aggregating) {
+				stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
+			} else {
+				rc = agent_query_window(r.q, win, &st);
+				if (rc < 0)
+					fprintf(stderr, "weft: reading the window failed: %s\n",
+						strerror(-rc));
+				for (int i = 0; i < WEFT_DROP_NR; i++)
+					acc.drops[i] += st.drops[i];
+				acc.misses += st.misses;
+				acc.groups += st.groups;
+			}
 			if (budget_tick(&r))
 				break;
-			if (close_window) {
+			if (due == AGENT_SCHED_FLIP) {
+				agent_sched_flipped(&sched, t);
+				continue;
+			}
+			if (res.plan->aggregating) {
+				acc.index = sched.window;
 				acc.end_ns = now_ns();
 				print_window(&r, win, &acc);
 				agent_table_clear(win);
-				/* the window's ordinal, not the kernel's flip count: with
-				 * `every` above the 1 s tick, several flips make one window */
-				index = acc.index + 1;
 				memset(&acc, 0, sizeof(acc));
-				acc.index = index;
 				acc.start_ns = now_ns();
-				next_window += res.plan->every_ns;
 			}
+			agent_sched_close(&sched, t, t);
 			continue;
 		}
-		if (!res.plan->aggregating && t >= next_tick) {
-			stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
-			next_tick += tick;
-			if (budget_tick(&r))
-				break;
-			continue;
-		}
-		timeout = wake == UINT64_MAX ? 1000 : (int)((wake - t) / 1000000ULL) + 1;
+		timeout = (int)(agent_sched_wait_ns(&sched, t, t) / 1000000ULL) + 1;
 		if (timeout > 1000)
 			timeout = 1000;
 		if (!res.plan->aggregating) {
@@ -731,6 +715,7 @@ out_stop:
 			acc.misses += st.misses;
 			acc.groups += st.groups;
 		}
+		acc.index = sched.window;
 		acc.end_ns = now_ns();
 		print_window(&r, win, &acc);
 	} else if (!res.plan->aggregating) {

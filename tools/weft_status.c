@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 #include "aggregator/aggd.h"
+#include "base/text.h"
+#include "base/units.h"
 #include "tools/weft.h"
 #include "tools/weft_cluster.h"
 
@@ -41,6 +43,8 @@ static const char status_help[] =
 
 /* ---- shared by the cluster clients ---- */
 
+_Static_assert(AGGD_CLIENT_TIMEOUT_MS == 5000, "CLUSTER_OPTIONS_HELP says 5s");
+
 int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg)
 {
 	switch (c) {
@@ -56,7 +60,7 @@ int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg)
 	case 'W': {
 		uint64_t ns;
 
-		if (aggd_duration_parse(arg, &ns) || ns < 100000000ULL ||
+		if (units_duration_parse(arg, UNITS_NS_PER_SEC, &ns) || ns < 100000000ULL ||
 		    ns > 3600ULL * 1000000000ULL) {
 			fprintf(stderr,
 				"weft: --timeout takes a duration from 100ms to 1h, not '%s'\n",
@@ -105,13 +109,16 @@ struct aggd_client *tool_cluster_connect(struct tool_cluster *tc)
 }
 
 /*
- * Waits for the aggregator's answer to the message sent with seq: a StatusReply, or an
- * Error.  Other messages (results of a subscription) are dropped.  1 with *out, 0 on
- * timeout, -errno.
+ * Waits for the aggregator's answer to the request just sent: the first StatusReply or
+ * Error.  Other messages (results of a subscription) are dropped, and so are receive errors
+ * (aggd_client_recv() reconnects): 1 with *out, or 0 when timeout_ms (0: the default) passed.
  */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out)
 {
 	struct timespec t0, t1;
+
+	if (timeout_ms <= 0)
+		timeout_ms = AGGD_CLIENT_TIMEOUT_MS;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -135,20 +142,6 @@ int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **o
 }
 
 /* ---- printing ---- */
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
 
 /* Query text on one line: runs of white space become one space. */
 static void one_line(FILE *f, const char *s, size_t max)
@@ -183,19 +176,19 @@ static const char *query_state(const Weft__QueryStatus *q)
 static void print_status_json(const Weft__StatusReply *r, FILE *f)
 {
 	fputs("{\"type\":\"status\",\"aggregator\":", f);
-	json_str(f, r->aggregator);
+	text_json_fputs(f, r->aggregator);
 	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
 	for (size_t i = 0; i < r->n_agents; i++) {
 		const Weft__AgentStatus *a = r->agents[i];
 
 		fputs(i ? ",{\"host\":" : "{\"host\":", f);
-		json_str(f, a->host);
+		text_json_fputs(f, a->host);
 		fputs(",\"role\":", f);
-		json_str(f, a->role ? a->role : "agent");
+		text_json_fputs(f, a->role ? a->role : "agent");
 		fputs(",\"version\":", f);
-		json_str(f, a->version);
+		text_json_fputs(f, a->version);
 		fputs(",\"kernel\":", f);
-		json_str(f, a->kernel);
+		text_json_fputs(f, a->kernel);
 		fprintf(f,
 			",\"alive\":%s,\"last_seen_ms\":%" PRIu64 ",\"spooled\":%" PRIu64
 			",\"running\":[",
@@ -206,7 +199,7 @@ static void print_status_json(const Weft__StatusReply *r, FILE *f)
 		for (size_t j = 0; j < a->n_features; j++) {
 			if (j)
 				fputc(',', f);
-			json_str(f, a->features[j]);
+			text_json_fputs(f, a->features[j]);
 		}
 		fputs("]}", f);
 	}
@@ -222,18 +215,18 @@ static void print_status_json(const Weft__StatusReply *r, FILE *f)
 			i ? "," : "", q->query_id, query_state(q), q->windows, q->revisions,
 			q->late_dropped, q->subscribers, q->started_realtime_ns, q->end_realtime_ns,
 			q->every_ns);
-		json_str(f, q->query);
+		text_json_fputs(f, q->query);
 		fputs(",\"hosts\":[", f);
 		for (size_t j = 0; j < q->n_hosts; j++) {
 			if (j)
 				fputc(',', f);
-			json_str(f, q->hosts[j]);
+			text_json_fputs(f, q->hosts[j]);
 		}
 		fputs("],\"errors\":[", f);
 		for (size_t j = 0; j < q->n_errors; j++) {
 			if (j)
 				fputc(',', f);
-			json_str(f, q->errors[j]);
+			text_json_fputs(f, q->errors[j]);
 		}
 		fputs("]}", f);
 	}
@@ -384,7 +377,7 @@ int cmd_status(int argc, char **argv)
 	e.status_request = &req;
 	rc = aggd_client_send(cl, &e);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc.timeout_ms ? tc.timeout_ms : 5000, &reply);
+		rc = tool_cluster_reply(cl, tc.timeout_ms, &reply);
 	if (rc <= 0) {
 		fprintf(stderr, "weft: no status from %s: %s\n", tc.to,
 			rc ? strerror(-rc) : "no answer in time");

@@ -22,6 +22,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "aggregator/aggd.h"
+#include "base/text.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tools/weft.h"
@@ -91,27 +92,13 @@ static uint64_t real_to_mono(uint64_t t)
 	return real - t < mono ? mono - (real - t) : 1;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void json_list(FILE *f, const char *name, char *const *v, size_t n)
 {
 	fprintf(f, ",\"%s\":[", name);
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		json_str(f, v[i]);
+		text_json_fputs(f, v[i]);
 	}
 	fputc(']', f);
 }
@@ -337,7 +324,7 @@ static int submit_attach(struct tool_cluster *tc, uint64_t id, enum agent_format
 	/* from window 0: the aggregator replays what it retains, then follows */
 	rc = aggd_client_subscribe(cl, id);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc->timeout_ms ? tc->timeout_ms : 5000, &reply);
+		rc = tool_cluster_reply(cl, tc->timeout_ms, &reply);
 	if (rc <= 0 || reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
 		fprintf(stderr, "weft: %s: %s\n", tc->to,
 			rc < 0	? strerror(-rc) :

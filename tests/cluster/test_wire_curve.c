@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * CURVE and ZAP over real TCP sockets on loopback (agent/wire_sock.c, aggregator/zap.c): a
- * ROUTER made by wire_server_socket() with the ZAP handler and an allow-list, and DEALERs
- * made by wire_client_socket().  An allowed client exchanges envelopes both ways and its
- * messages carry the user id "ROLE:NAME"; a client whose key is not listed is refused by the
- * ZAP handler (counted once) and nothing it sends arrives; a client that trusts another
- * server key, or speaks no CURVE at all, never gets through the handshake.
+ * ROUTER made by wire_server_socket() with the ZAP handler and an allow-list, and DEALERs made by
+ * wire_client_socket().  An allowed client exchanges envelopes both ways and its messages
+ * carry the user id "ROLE:NAME"; a client whose key is not listed is refused by the ZAP
+ * handler (counted once) and nothing it sends arrives; a client that trusts another server
+ * key, or speaks no CURVE at all, never gets through the handshake.
  */
 #include <errno.h>
 #include <setjmp.h>

@@ -7,6 +7,14 @@
  * and read `--format json` output with a minimal JSON parser: values into a small tree, enough
  * for weft's windows and rows and for `bpftool -j`.  Header-only, static inline functions:
  * each test is one executable.  Include <cmocka.h> first: the checking helpers fail the test.
+ *
+ * One loop tails a process's pipes (wr_pump(), under wr_wait_in() and wr_finish()); the
+ * cluster harness builds on it (tests/cluster/cluster_util.h), except for its daemons, which
+ * write into files that cl_wait_log() polls: a daemon that outlives a test step must never
+ * block on a pipe nobody reads.  tools/bench/tsrun.c tails a child's pipes too, but it is
+ * a program of its own for the start-up benchmark (it times every line as it arrives, for
+ * tracers other than weft as well) and cannot use a test header (tools/ is below tests/);
+ * a shared pump would have to serve both line timing and whole-output collection.
  */
 #ifndef WEFT_TEST_RUN_UTIL_H
 #define WEFT_TEST_RUN_UTIL_H
@@ -175,16 +183,17 @@ static inline bool wr_pump(struct wr_proc *p, int timeout_ms)
 	return p->out_fd >= 0 || p->err_fd >= 0;
 }
 
-/* Collects output until `needle` appears on its stderr: 0, or -ETIMEDOUT, or -EPIPE if it
- * closed stderr (exited) first. */
-static inline int wr_wait_err(struct wr_proc *p, const char *needle, int timeout_ms)
+/* Collects output until `needle` appears in *buf (its stdout or stderr), whose pipe is *fd:
+ * 0, or -ETIMEDOUT, or -EPIPE if it closed that pipe (exited) first. */
+static inline int wr_wait_in(struct wr_proc *p, const struct wr_buf *buf, const int *fd,
+			     const char *needle, int timeout_ms)
 {
 	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
 
-	while (!strstr(p->err.p, needle)) {
+	while (!strstr(buf->p, needle)) {
 		uint64_t now = wr_now_ms();
 
-		if (p->err_fd < 0)
+		if (*fd < 0)
 			return -EPIPE;
 		if (now >= end)
 			return -ETIMEDOUT;
@@ -193,21 +202,16 @@ static inline int wr_wait_err(struct wr_proc *p, const char *needle, int timeout
 	return 0;
 }
 
+/* Waits for needle on its stderr ("attached"). */
+static inline int wr_wait_err(struct wr_proc *p, const char *needle, int timeout_ms)
+{
+	return wr_wait_in(p, &p->err, &p->err_fd, needle, timeout_ms);
+}
+
 /* Same for its stdout. */
 static inline int wr_wait_out(struct wr_proc *p, const char *needle, int timeout_ms)
 {
-	uint64_t end = wr_now_ms() + (uint64_t)timeout_ms;
-
-	while (!strstr(p->out.p, needle)) {
-		uint64_t now = wr_now_ms();
-
-		if (p->out_fd < 0)
-			return -EPIPE;
-		if (now >= end)
-			return -ETIMEDOUT;
-		wr_pump(p, (int)(end - now));
-	}
-	return 0;
+	return wr_wait_in(p, &p->out, &p->out_fd, needle, timeout_ms);
 }
 
 static inline void wr_close_stdin(struct wr_proc *p)

@@ -21,6 +21,7 @@
  *    final window.  The commands write their pids to a file; "gone" is no such process or a
  *    zombie.
  * Deadlines only catch hangs; nothing here asserts elapsed time.
+ *  - windows longer than the once-a-second flip are numbered 0, 1, 2, ... (exact count).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -283,6 +284,52 @@ static void test_sigint_prints_final_window(void **state)
 	assert_int_equal(p.out.len, 0); /* nothing before the end */
 	assert_int_equal(kill(p.pid, SIGINT), 0);
 	assert_final_count(&p, wr_finish(&p, WR_TIMEOUT_MS), N_CALLS);
+	wr_free(&p);
+	wr_free(&wl);
+}
+
+/* How many window lines weft has printed so far. */
+static size_t windows_printed(const struct wr_proc *p)
+{
+	size_t n = 0;
+
+	for (const char *s = p->out.p; s && (s = strstr(s, "\"type\":\"window\"")); s++)
+		n++;
+	return n;
+}
+
+/*
+ * Windows longer than the once-a-second flip are numbered 0, 1, 2, ... (they were numbered
+ * by flips: 0, 2, 4, ... with `every 1500ms`), and their counts add up to the workload's N.
+ */
+static void test_windows_longer_than_a_flip(void **state)
+{
+	char pid[32], query[160];
+	struct wr_proc wl, p;
+	struct wr_json j;
+	uint64_t end;
+	size_t n;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	workload_start(&wl, pid);
+	snprintf(query, sizeof(query),
+		 "from syscall:getppid where pid = %s select count() as n every 1500ms", pid);
+	assert_int_equal(wr_weft_start(&p, "--format", "json", query, NULL), 0);
+	workload_run(&wl, &p);
+	/* two windows closed by the schedule, then Ctrl-C for the last one */
+	end = wr_now_ms() + WR_TIMEOUT_MS;
+	while (windows_printed(&p) < 2 && wr_now_ms() < end && p.out_fd >= 0)
+		wr_pump(&p, 100);
+	assert_int_equal(kill(p.pid, SIGINT), 0);
+	assert_int_equal(wr_finish(&p, WR_TIMEOUT_MS), 0);
+	wr_json_lines(&p.out, &j);
+	n = wr_check_windows(&j); /* indices 0, 1, 2, ... */
+	if (n < 3)
+		fail_msg("%zu windows: two closed by `every`, one by Ctrl-C expected", n);
+	assert_int_equal(wr_sum_col(&j, "n", NULL, 0), N_CALLS);
+	wr_json_free(&j);
 	wr_free(&p);
 	wr_free(&wl);
 }
@@ -567,6 +614,7 @@ int main(void)
 		cmocka_unit_test(test_closed_output_before_window),
 		cmocka_unit_test(test_sigkill_ends_command),
 		cmocka_unit_test(test_sigterm_ends_command_ignoring_it),
+		cmocka_unit_test(test_windows_longer_than_a_flip),
 	};
 
 	if (!wr_ready())

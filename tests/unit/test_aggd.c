@@ -219,30 +219,6 @@ static const struct ev ev_b[] = { { 10, 10 }, { 20, 20 }, { 20, 20 } };
 static const struct ev ev_ab[] = { { 10, 10 }, { 10, 10 }, { 11, 11 }, { 12, 7 },
 				   { 10, 10 }, { 20, 20 }, { 20, 20 } };
 
-/* ---- durations ---- */
-
-static void test_duration(void **state)
-{
-	uint64_t ns;
-
-	(void)state;
-	assert_int_equal(aggd_duration_parse("2s", &ns), 0);
-	assert_int_equal(ns, 2 * S);
-	assert_int_equal(aggd_duration_parse("500ms", &ns), 0);
-	assert_int_equal(ns, 500000000ULL);
-	assert_int_equal(aggd_duration_parse("3", &ns), 0);
-	assert_int_equal(ns, 3 * S);
-	assert_int_equal(aggd_duration_parse("1m", &ns), 0);
-	assert_int_equal(ns, 60 * S);
-	assert_int_equal(aggd_duration_parse("250us", &ns), 0);
-	assert_int_equal(ns, 250000ULL);
-	assert_int_equal(aggd_duration_parse("", &ns), -EINVAL);
-	assert_int_equal(aggd_duration_parse("-1s", &ns), -EINVAL);
-	assert_int_equal(aggd_duration_parse("2 s", &ns), -EINVAL);
-	assert_int_equal(aggd_duration_parse("2d", &ns), -EINVAL);
-	assert_int_equal(aggd_duration_parse("99999999999999999999s", &ns), -EINVAL);
-}
-
 /* ---- windows ---- */
 
 /* A window closes as soon as every live member has reported it, before its deadline. */
@@ -1089,7 +1065,6 @@ static void test_restore(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_close_when_all_reported),
 		cmocka_unit_test(test_lateness_and_expiry),
 		cmocka_unit_test(test_revision_and_retention),

@@ -706,6 +706,9 @@ static void test_lhist(void **unused)
 		{ .kind = AGG_LHIST, .lo = 0, .hi = 100, .step = -1 },
 		{ .kind = AGG_LHIST, .lo = 10, .hi = 10, .step = 1 },
 		{ .kind = AGG_LHIST, .lo = 0, .hi = 100000, .step = 1 }, /* too many buckets */
+		{ .kind = AGG_LHIST, .lo = 0, .hi = 1023, .step = 1 }, /* 1025 buckets */
+		/* 2^64 + 1 buckets, which a wrapping count took for 1 */
+		{ .kind = AGG_LHIST, .lo = INT64_MIN, .hi = INT64_MAX, .step = 1 },
 		{ .kind = AGG_QUANTILE, .q = 1.5 },
 		{ .kind = AGG_QUANTILE, .q = NAN },
 		{ .kind = AGG__COUNT },
@@ -716,6 +719,16 @@ static void test_lhist(void **unused)
 		assert_int_equal(agg_state_add(&bad[i], b, 1), -EINVAL);
 	}
 	free(b);
+	/* the one bound, in all (below lo and from hi up included): 1022 + 2 fit */
+	struct agg_spec edge = { .kind = AGG_LHIST, .lo = 0, .hi = 1022, .step = 1 };
+	assert_true(agg_spec_valid(&edge));
+	assert_int_equal(agg_lhist_nbuckets(0, 1022, 1), WEFT_LHIST_MAX_BUCKETS);
+	assert_int_equal(agg_lhist_nbuckets(0, 1023, 1), WEFT_LHIST_MAX_BUCKETS + 1);
+	assert_int_equal(agg_lhist_nbuckets(0, 95, 10), WEFT_LHIST_NBUCKETS(0, 95, 10));
+	assert_true(agg_lhist_nbuckets(INT64_MIN, INT64_MAX, 1) == UINT64_MAX); /* saturated */
+	assert_true(agg_lhist_nbuckets(INT64_MIN, INT64_MAX, 2) == (1ULL << 63) + 2);
+	assert_int_equal(agg_lhist_nbuckets(5, 5, 1), 0);
+	assert_int_equal(agg_lhist_nbuckets(0, 5, 0), 0);
 	/* ceil() without wrapping: 2^64 - 1 over 2^63 - 1 is 3 buckets (the last one short) */
 	struct agg_spec whole = {
 		.kind = AGG_LHIST, .lo = INT64_MIN, .hi = INT64_MAX, .step = INT64_MAX

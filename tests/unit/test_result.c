@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Unit tests of agent/result.c: canonical keys, tables of mergeable states, window and stream
- * output.  Plans come from compiling real queries (compiler_run up to PASS_PLAN); kernel keys
+ * Unit tests of agent/result.h (agent/table.c, agent/output.c): canonical keys, tables of
+ * mergeable states, window and stream output.  Plans come from compiling real queries (compiler_run up to PASS_PLAN); kernel keys
  * and per-CPU kernel values are built exactly as the generated BPF code builds them — the
  * key bytes at the plan's offsets, the values by the kernel's own update functions
  * (kernel/weft_agg.bpf.h, compiled here as host C) on two "CPUs".  Expected values are

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Unit tests of the wire (agent/wire.c, the keys of agent/wire_keys.c, the allow-list of
- * aggregator/zap.c) and of the wire form of result tables (agent/result.c
- * agent_table_to_groups / agent_table_add_groups).
+ * aggregator/zap.c) and of the wire form of result tables
+ * (agent/table.c agent_table_to_groups / agent_table_add_groups).
  *
  * Every body kind is built with every field set, encoded, decoded and encoded again: the
  * bytes must be identical.  Every rule of weft.proto is broken once, on a message packed by
@@ -564,6 +564,20 @@ static void b_result_missing(struct full *f)
 {
 	f->strs[2] = "";
 }
+/* host names have one bound, WIRE_MAX_HOST, in every field and list that holds one */
+static char host_256[WIRE_MAX_HOST + 2];
+static void b_host_256(struct full *f)
+{
+	f->hello.host = host_256;
+}
+static void b_result_missing_long(struct full *f)
+{
+	f->strs[2] = host_256;
+}
+static void b_welcome_name_long(struct full *f)
+{
+	f->welcome.aggregator = host_256;
+}
 static void b_reply_role(struct full *f)
 {
 	f->as.role = "king";
@@ -633,6 +647,11 @@ static const struct breakage breakages[] = {
 	  b_partial_stopped_not_last },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.query_id: 0", b_result_id },
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: empty", b_result_missing },
+	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.host: 256 bytes (at most 255)", b_host_256 },
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.missing: 256 bytes (at most 255)",
+	  b_result_missing_long },
+	{ WEFT__ENVELOPE__BODY_WELCOME, "Welcome.aggregator: 256 bytes (at most 255)",
+	  b_welcome_name_long },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "AgentStatus.role", b_reply_role },
 	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "QueryStatus.query_id: 0", b_reply_query },
 	{ WEFT__ENVELOPE__BODY_SUBSCRIBE, "Subscribe.query_id: 0", b_subscribe },
@@ -645,6 +664,7 @@ static const struct breakage breakages[] = {
 static void test_every_rule_refuses(void **state)
 {
 	memset(long_name, 'x', sizeof(long_name) - 1);
+	memset(host_256, 'h', sizeof(host_256) - 1);
 	memset(long_query, 'q', sizeof(long_query) - 1);
 	for (size_t i = 0; i < sizeof(many_strs) / sizeof(many_strs[0]); i++)
 		many_strs[i] = "f";

@@ -5,7 +5,7 @@
  *
  * The plan is compiled from query text (compiler_run() up to PASS_PLAN), written as a
  * manifest and read back with manifest_read(), exactly the way the aggregator gets it from
- * a Submit.  A group is made the way agent/result.c keys groups on the wire: a canonical key
+ * a Submit.  A group is made the way agent/table.c keys groups on the wire: a canonical key
  * (per key column 's' + u32 length + text, or 'i' + int64, little endian) and one
  * agg_state_encode()d state per aggregate, built with agg_state_add() from a few inputs.
  * Group i of the key space has comm "proc-%05u" (text columns) and 1000 + i (integer
