@@ -57,6 +57,9 @@ bool wire_seq_accept(struct wire_seq *s, uint64_t instance, uint64_t seq);
 /* CURVE keys. */
 int wire_keypair_new(char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 int wire_keyfile_write(const char *path, const char *pub, const char *sec); /* sec may be NULL */
+/* Reads a key file (sec NULL: the public key only).  0, -EINVAL (not a key file), -ENOKEY (no
+ * secret line), or a file error of base/file.h: -ENODEV (a FIFO, device or socket), -EISDIR,
+ * -EFBIG (over WEFT_FILE_MAX_KEY), -ENOENT, ...: weft_file_strerror() names them. */
 int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 bool wire_key_valid(const char *z85);
 /* Does sec belong to pub? */

@@ -42,6 +42,7 @@
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "aggregator/aggd_int.h"
 /* ---- time ---- */
@@ -1615,7 +1616,7 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "--key %s: %s", o->key_file,
 			 rc == -ENOKEY ? "holds no secret key (give NAME.key, not NAME.pub)" :
 			 rc == -EINVAL ? "not a key file (weft keygen writes one)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		goto out_free;
 	}
 	rc = wire_allowlist_load(o->allow_file, &a->al, &line);
@@ -1627,7 +1628,8 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 				"aggregator; each key once)",
 				o->allow_file, line);
 		else
-			snprintf(err, errsz, "--allow %s: %s", o->allow_file, strerror(-rc));
+			snprintf(err, errsz, "--allow %s: %s", o->allow_file,
+				 weft_file_strerror(rc));
 		goto out_free;
 	}
 	a->allow_file = strdup(o->allow_file);
@@ -1685,8 +1687,13 @@ static void reload_allowlist(struct aggd *a)
 	int line = 0, rc = wire_allowlist_load(a->allow_file, &al, &line);
 
 	if (rc) {
-		log_err("aggregator: reloading %s failed (line %d: %s): keeping the old allow-list",
-			a->allow_file, line, strerror(-rc));
+		if (rc == -EINVAL)
+			log_err("aggregator: reloading %s failed (line %d is not 'ROLE PUBLIC-KEY "
+				"[NAME]', or a key listed twice): keeping the old allow-list",
+				a->allow_file, line);
+		else
+			log_err("aggregator: reloading %s failed (%s): keeping the old allow-list",
+				a->allow_file, weft_file_strerror(rc));
 		return;
 	}
 	rc = wire_zap_reload(a->zap, &al);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "aggregator/aggd.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #define NOT_WELCOMED "not welcomed: send Hello first"
@@ -287,7 +288,7 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 	if (rc) {
 		snprintf(err, errsz, "--server-key %s: %s", o->server_key_file,
 			 rc == -EINVAL ? "not a key file (the aggregator's NAME.pub)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		errno = -rc;
 		return NULL;
 	}
@@ -296,7 +297,7 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 		snprintf(err, errsz, "--key %s: %s", o->key_file,
 			 rc == -ENOKEY ? "holds no secret key (give NAME.key, not NAME.pub)" :
 			 rc == -EINVAL ? "not a key file (weft keygen writes one)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		errno = -rc;
 		return NULL;
 	}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
+#include "base/file.h"
 #include "probes/elf.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
@@ -40,7 +41,8 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
 	if (ret == -ENOEXEC)
 		return perr_set(err, PERR_BINARY, NULL, "not an ELF file: %s", out);
 	if (ret)
-		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out, strerror(-ret));
+		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out,
+				weft_file_strerror(ret));
 	return 0;
 }
 
@@ -147,7 +149,7 @@ static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, i
 	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
-				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 
 	if (!probe_has_wildcard(parts[1])) {
 		const struct probe_elf_func *fn = NULL;
@@ -242,7 +244,7 @@ static int uprobe_list_kind(enum probe_kind kind, const char *const *parts, int 
 	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
-				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 	for (int i = 0; i < nfuncs && ret == 0; i++) {
 		struct probe_target t;
 

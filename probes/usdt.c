@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
+#include "base/file.h"
 #include "probes/elf.h"
 #include "probes/probes.h"
 #include "probes/provider.h"
@@ -49,7 +50,8 @@ static int usdt_probes_read(const char *path, struct probe_elf_usdt **notes,
 	ret = probe_elf_usdt_read(path, notes, &n);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the USDT notes of %s: %s",
-				path, ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				path,
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 	if (n == 0)
 		return 0;
 	qsort(*notes, (size_t)n, sizeof(**notes), usdt_note_cmp);
