@@ -27,6 +27,7 @@
 #include "agent/result.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+#include "probes/probes.h"
 #include "tools/weft.h"
 
 #define TICK_MAX_NS 1000000000ULL
@@ -358,7 +359,7 @@ int cmd_run(int argc, char **argv)
 	aopts.ringbuf_bytes = (uint32_t)ringbuf;
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
-		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : strerror(-rc),
+		fprintf(stderr, "weft: %s%s\n", aerr.msg[0] ? aerr.msg : probe_bpf_strerror(rc),
 			aerr.verifier ? " [E_VERIFIER]" :
 			aerr.attach   ? " [E_ATTACH]" :
 					"");
@@ -407,7 +408,7 @@ int cmd_run(int argc, char **argv)
 			rc = agent_query_window(r.q, win, &st);
 			if (rc < 0)
 				fprintf(stderr, "weft: reading the window failed: %s\n",
-					strerror(-rc));
+					probe_bpf_strerror(rc));
 			for (int i = 0; i < WEFT_DROP_NR; i++)
 				acc.drops[i] += st.drops[i];
 			acc.misses += st.misses;
