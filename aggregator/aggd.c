@@ -1177,7 +1177,8 @@ static void send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	weft__status_reply__init(&r);
 	r.aggregator = a->name;
 	r.has_rejected = true;
-	r.rejected = a->rejected + wire_zap_rejected(a->zap);
+	/* the guard counts every connection gone without a message, refused keys included */
+	r.rejected = a->rejected + aggd_guard_failed(a->guard);
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &as[na];
 		size_t nr = 0;
@@ -1360,6 +1361,8 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 	}
 	e = wire_decode(zmq_msg_data(body), zmq_msg_size(body), why, sizeof(why));
 	p = peer_find(a, zmq_msg_data(idm), zmq_msg_size(idm));
+	if (!p)
+		aggd_guard_seen(a->guard, body); /* a new connection got through */
 	if (!e) {
 		a->rejected++;
 		log_debug("aggregator: rejected a message from %s %s: %s", wire_role_name(role),
@@ -1661,6 +1664,11 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "cannot listen on %s: %s", o->listen, zmq_strerror(errno));
 		goto out_free;
 	}
+	a->guard = aggd_guard_new(a->zctx, a->sock);
+	if (!a->guard) {
+		snprintf(err, errsz, "cannot watch the connections: %s", zmq_strerror(errno));
+		goto out_free;
+	}
 	if (o->parent && aggd_parent_open(a, err, errsz))
 		goto out_free;
 	rc = aggd_store_queries_load(a->store, aggd_restore_query, a);
@@ -1713,8 +1721,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 		return -EINVAL;
 	a->next_tick = aggd_mono_ns();
 	for (;;) {
-		zmq_pollitem_t items[4];
-		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, rc;
+		zmq_pollitem_t items[5];
+		int n = 0, sig_i = -1, par_i = -1, mon_i = -1, guard_i, rc;
 		uint64_t now = aggd_mono_ns();
 		/* the next tick, or the next checkpoint when one is pending */
 		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
@@ -1723,6 +1731,9 @@ int aggd_run(struct aggd *a, int sig_fd)
 		long timeout = now >= wake ? 0 : (long)((wake - now + 999999ULL) / 1000000ULL);
 
 		items[n++] = (zmq_pollitem_t){ .socket = a->sock, .events = ZMQ_POLLIN };
+		guard_i = n;
+		items[n++] = (zmq_pollitem_t){ .socket = aggd_guard_socket(a->guard),
+					       .events = ZMQ_POLLIN };
 		if (sig_fd >= 0) {
 			sig_i = n;
 			items[n++] = (zmq_pollitem_t){ .fd = sig_fd, .events = ZMQ_POLLIN };
@@ -1754,6 +1765,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 				break;
 			}
 		}
+		if (items[guard_i].revents & ZMQ_POLLIN)
+			aggd_guard_poll(a->guard);
 		if (mon_i >= 0 && (items[mon_i].revents & ZMQ_POLLIN))
 			aggd_parent_monitor(a);
 		if (par_i >= 0 && (items[par_i].revents & ZMQ_POLLIN))
@@ -1798,6 +1811,7 @@ void aggd_free(struct aggd *a)
 		zmq_socket_monitor(a->par.sock, NULL, 0);
 		zmq_close(a->par.sock);
 	}
+	aggd_guard_free(a->guard); /* its monitor stops before the socket closes */
 	if (a->sock)
 		zmq_close(a->sock);
 	wire_zap_stop(a->zap);
