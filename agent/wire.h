@@ -43,6 +43,12 @@ void wire_free(Weft__Envelope *e);
 /* Packs e (version and seq as set by the caller) into a malloc'd buffer.  0 or -errno. */
 int wire_encode(const Weft__Envelope *e, void **buf, size_t *len);
 
+/* Whether text may travel as a query (Submit.query): at most WIRE_MAX_QUERY bytes of UTF-8,
+ * no control characters but newlines, tabs and carriage returns.  0, or -E2BIG / -EINVAL
+ * with what is wrong in why, for the user ("the query is not valid UTF-8 at byte N", N
+ * counted from 1). */
+int wire_query_check(const char *text, char *why, size_t whysz);
+
 /* Whether a sender of `role` may send a body of this kind (weft.proto's rules). */
 bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body);
 

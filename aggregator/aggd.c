@@ -944,8 +944,10 @@ static void on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, 
 
 	if (wire_role_parse(h->role) != role) {
 		a->rejected++;
-		send_error(a, p, env->seq, 0, "Hello.role %s, but this key is allow-listed as %s",
-			   h->role, wire_role_name(role));
+		send_error(a, p, env->seq, 0,
+			   "Hello.role %s, but this key is allow-listed as %s \"%s\": use a key "
+			   "allow-listed as %s (weft keygen --role %s prints its line)",
+			   h->role, wire_role_name(role), p->name, h->role, h->role);
 		return;
 	}
 	if (aggd_peer_is_sender(p) || role == WIRE_ROLE_AGENT || role == WIRE_ROLE_AGGREGATOR) {
@@ -1344,6 +1346,49 @@ static void on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *e
 	}
 }
 
+/*
+ * A body the sender's role may not send: refused (counted by the caller) and answered with
+ * an Error naming the role, so that a tool used with the wrong key (`weft submit` with an
+ * agent's key) says why at once instead of waiting for an answer.  The sender may not have
+ * said Hello: the answer goes to its routing id.
+ */
+static void router_refuse_role(struct aggd *a, zmq_msg_t *idm, const Weft__Envelope *in,
+			       enum wire_role role, const char *name)
+{
+	static const enum wire_role roles[] = { WIRE_ROLE_AGENT, WIRE_ROLE_CLIENT,
+						WIRE_ROLE_AGGREGATOR };
+	const char *body = wire_body_name(in->body_case);
+	char who[64] = "", msg[256];
+	Weft__Envelope e;
+	Weft__Error err;
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (wire_body_allowed(roles[i], in->body_case) && n < sizeof(who))
+			n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%s", n ? " or " : "",
+					      wire_role_name(roles[i]));
+	if (who[0])
+		snprintf(msg, sizeof(msg),
+			 "this key is allow-listed as %s \"%s\", which may not send %s: %s "
+			 "takes a key allow-listed as %s",
+			 wire_role_name(role), name ? name : "?", body, body, who);
+	else
+		snprintf(msg, sizeof(msg),
+			 "this key is allow-listed as %s \"%s\", which may not send %s: only the "
+			 "aggregator sends it",
+			 wire_role_name(role), name ? name : "?", body);
+	weft__error__init(&err);
+	err.message = msg;
+	if (in->seq) {
+		err.has_in_reply_to = true;
+		err.in_reply_to = in->seq;
+	}
+	env_init(a, &e);
+	e.body_case = WEFT__ENVELOPE__BODY_ERROR;
+	e.error = &err;
+	wire_send(a->sock, zmq_msg_data(idm), zmq_msg_size(idm), &e, true);
+}
+
 /* One message from the ROUTER socket (identity, body). */
 static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 {
@@ -1373,6 +1418,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		a->rejected++;
 		log_debug("aggregator: rejected %s from %s %s: not allowed for its role",
 			  wire_body_name(e->body_case), wire_role_name(role), name ? name : "?");
+		router_refuse_role(a, idm, e, role, name);
 		goto out;
 	}
 	if (!p) {

@@ -360,10 +360,16 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 			goto out_free;
 		}
 		rc = aggd_client_recv(c, (int)(deadline - now > 100 ? 100 : deadline - now), &e);
-		if (rc == 1) {
-			/* nothing else can come before Welcome; drop it */
+		if (rc == 1 && e->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+			/* refused before Welcome (a key of another role): say why, now */
+			snprintf(err, errsz, "%s refused this client: %s", o->endpoint,
+				 e->error->message);
 			wire_free(e);
+			errno = EACCES;
+			goto out_free;
 		}
+		if (rc == 1)
+			wire_free(e); /* nothing else can come before Welcome */
 	}
 	return c;
 
