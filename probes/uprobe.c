@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "base/file.h"
 #include "probes/elf.h"
@@ -43,6 +44,22 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out,
 				weft_file_strerror(ret));
+	return 0;
+}
+
+int probe_binary_attachable(const struct probe_target *t, pid_t pid, struct probe_err *err)
+{
+	char why[160];
+	int fd = weft_file_open(t->binary, WEFT_FILE_MAX_ELF, NULL, why, sizeof(why));
+
+	if (fd == -ENODEV || fd == -EISDIR || fd == -EFBIG)
+		return perr_set(err, PERR_ATTACH,
+				"the file is not what the query was compiled against: compile it "
+				"again on this host",
+				"cannot attach to %s: %s: %s", t->name, t->binary, why);
+	if (fd < 0)
+		return perr_attach(err, t, pid, -fd); /* gone, unreadable: as libbpf would say */
+	close(fd);
 	return 0;
 }
 
@@ -292,6 +309,8 @@ static int uprobe_attach(struct bpf_program *prog, const struct probe_target *t,
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a uprobe would be a tracefs event "
 				"that outlives weft if it is killed");
+	if (probe_binary_attachable(t, pid, err))
+		return -1;
 	link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, t->binary,
 					       (size_t)(t->sym_offset + t->offset), &opts);
 	if (!link)

@@ -254,6 +254,8 @@ static int usdt_attach(struct bpf_program *prog, const struct probe_target *t, u
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a USDT probe would be a tracefs "
 				"event that outlives weft if it is killed");
+	if (probe_binary_attachable(t, pid, err))
+		return -1;
 	link = bpf_program__attach_usdt(prog, pid > 0 ? pid : -1, t->binary, t->provider,
 					t->usdt_name, &opts);
 	if (!link)

@@ -16,6 +16,9 @@
  *                     the calls of the workload; the entry is whole again afterwards
  *   libbpf's words    an object libbpf refuses (a truncated ELF) is reported in libbpf's
  *                     words, never as "Unknown error 4001"
+ *   agent's side      a USDT query compiled against a real binary whose path is then a FIFO
+ *                     fails at the attachment, naming the file, instead of hanging in
+ *                     libbpf's open of it
  *
  * Every command runs under a bounded wait: a hang is a failure, never a stuck test.  Needs
  * root (weft run loads BPF); skipped otherwise.
@@ -27,6 +30,7 @@
 
 #include <dirent.h>
 #include <ftw.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <bpf/libbpf.h>
 #include "agent/agent.h"
@@ -284,6 +288,71 @@ static void test_libbpf_error_words(void **state)
 }
 
 /* The test's directory, with a FIFO that nobody ever writes to. */
+/*
+ * The agent's side: a query compiled against a real binary (a copy of wl_usdt), whose file is
+ * then replaced by a FIFO before the query starts (an agent host where the path is not what
+ * the submitter's was).  Starting it must fail at the attachment, naming the file, not wait
+ * forever in libbpf's open of the FIFO: it runs in a child that SIGALRM ends if it hangs.
+ */
+static void test_attach_binary_swapped(void **state)
+{
+	struct compile_opts o = { .sz = sizeof(o), .cache_dir = in_dir("cache2") };
+	struct agent_query_opts ao = { .sz = sizeof(ao) };
+	struct compile_result res;
+	struct diag_list dl;
+	char q[PATH_MAX + 64], buf[4096] = "", *bin = (char *)in_dir("wl_usdt_copy");
+	int fds[2], ws;
+	size_t off = 0;
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	if (!wr_ready())
+		skip();
+	{
+		char cmd[2 * PATH_MAX + 16];
+
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", wr_workload("wl_usdt"), bin);
+		assert_int_equal(system(cmd), 0);
+	}
+	snprintf(q, sizeof(q), "from usdt:%s:weft_test:tick select count()", bin);
+	diag_list_init(&dl, q, "query");
+	if (compiler_run(q, &o, PASS_CLANG, &dl, &res) != 0) {
+		diag_print(&dl, stderr, false);
+		fail_msg("the USDT query does not compile");
+	}
+	assert_int_equal(unlink(bin), 0);
+	assert_int_equal(mkfifo(bin, 0600), 0);
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct agent_query *aq = NULL;
+		struct agent_err err;
+		int rc;
+
+		close(fds[0]);
+		alarm(20);
+		rc = agent_query_start(res.plan, res.object, res.object_sz, &ao, &aq, &err);
+		dprintf(fds[1], "%d %d %s", rc, err.attach, err.msg);
+		_exit(0);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], buf + off, sizeof(buf) - 1 - off)) > 0)
+		off += (size_t)n;
+	buf[off] = 0;
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	if (!WIFEXITED(ws))
+		fail_msg("starting the query hung on the FIFO (killed by signal %d)",
+			 WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+	if (buf[0] != '-' || strncmp(strchr(buf, ' ') ? strchr(buf, ' ') : "", " 1 ", 3) != 0 ||
+	    !strstr(buf, bin) || !strstr(buf, "not a regular file"))
+		fail_msg("the attachment was not refused as expected: '%s'", buf);
+	compile_result_free(&res);
+	diag_list_free(&dl);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -314,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_binary_fifo),
 		cmocka_unit_test(test_cache_corrupt),
 		cmocka_unit_test(test_libbpf_error_words),
+		cmocka_unit_test(test_attach_binary_swapped),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
