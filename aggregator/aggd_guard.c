@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,8 +380,9 @@ void aggd_guard_seen(struct aggd_guard *g, zmq_msg_t *msg)
 	fd = zmq_msg_get(msg, ZMQ_SRCFD);
 	if (fd < 0)
 		return;
-	/* its ACCEPTED event was written before the message: read it first */
-	drain(g, EVENTS_PER_POLL);
+	/* its ACCEPTED event was written before the message: read up to it, and so every
+	 * event before it (a finite number: the monitor is read faster than libzmq accepts) */
+	drain(g, INT_MAX);
 	s = slot_get(g, fd, false);
 	if (!s || s->state != SLOT_PENDING)
 		return;
