@@ -47,7 +47,8 @@ struct peer_addr {
 
 struct slot {
 	uint8_t state;
-	bool cut; /* shut down (or found not to be ours): never again */
+	bool cut; /* tried once (or its peer unknown): never again */
+	bool shut; /* shut down by the guard, its end not reported yet */
 	uint32_t serial; /* of its ACCEPTED event: matches its queue entry */
 	struct peer_addr peer;
 };
@@ -66,6 +67,7 @@ struct aggd_guard {
 	size_t qhead, qlen, qcap;
 	uint32_t serial;
 	size_t pending, established;
+	size_t shut; /* pending ones shut down, their end not reported yet */
 	size_t budget; /* connections held at most: the descriptor limit minus a reserve */
 	size_t limit; /* RLIMIT_NOFILE */
 	uint64_t failed, cut, accept_failed;
@@ -173,8 +175,11 @@ static void slot_end(struct aggd_guard *g, struct slot *s)
 	} else if (s->state == SLOT_ESTABLISHED) {
 		g->established--;
 	}
+	if (s->shut)
+		g->shut--;
 	s->state = SLOT_FREE;
 	s->cut = false;
+	s->shut = false;
 }
 
 static void on_event(struct aggd_guard *g, uint16_t event, uint32_t value)
@@ -247,12 +252,13 @@ static void drain(struct aggd_guard *g, int max)
 /* How many pending connections are over the bounds now. */
 static size_t over(const struct aggd_guard *g)
 {
-	size_t held = g->pending + g->established, n = 0;
+	/* those already shut down are as good as gone: libzmq is closing them */
+	size_t pending = g->pending - g->shut, held = pending + g->established, n = 0;
 
 	if (held > g->budget)
 		n = held - g->budget;
-	if (g->pending > AGGD_GUARD_MAX_PENDING && g->pending - AGGD_GUARD_MAX_PENDING > n)
-		n = g->pending - AGGD_GUARD_MAX_PENDING;
+	if (pending > AGGD_GUARD_MAX_PENDING && pending - AGGD_GUARD_MAX_PENDING > n)
+		n = pending - AGGD_GUARD_MAX_PENDING;
 	if (g->short_of_fds) {
 		size_t extra = (g->limit - g->budget) / 4;
 
@@ -285,6 +291,8 @@ static void shed(struct aggd_guard *g)
 		if (!peer_read(e.fd, &now) || memcmp(&now, &s->peer, sizeof(now)) != 0)
 			continue;
 		if (shutdown(e.fd, SHUT_RDWR) == 0) {
+			s->shut = true;
+			g->shut++;
 			g->cut++;
 			done++;
 		}
@@ -389,6 +397,11 @@ void aggd_guard_seen(struct aggd_guard *g, zmq_msg_t *msg)
 	s->state = SLOT_ESTABLISHED;
 	g->pending--;
 	g->established++;
+	if (s->shut) {
+		/* a message it sent before it was cut: it is closing all the same */
+		s->shut = false;
+		g->shut--;
+	}
 }
 
 uint64_t aggd_guard_failed(const struct aggd_guard *g)
