@@ -27,6 +27,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "agent/bpfrt.h"
+#include "probes/probes.h"
 #include "base/log.h"
 
 /* Largest batch asked of the kernel; the buffer bound usually limits it first. */
@@ -390,7 +391,8 @@ int bpfrt_window_flip(struct bpfrt *rt)
 	if (bpf_map_update_elem(rt->sync_fd, &zero, &rt->sync_inner_fd, BPF_ANY)) {
 		err = -errno;
 		rt->idle_valid = false;
-		log_err("bpfrt: window flip: grace period wait failed: %s", strerror(-err));
+		log_err("bpfrt: window flip: grace period wait failed: %s",
+			probe_bpf_strerror(err));
 		return err;
 	}
 	rt->idle_valid = true;
@@ -549,7 +551,8 @@ static int drain_hash(struct bpfrt *rt, int fd, uint32_t ksz, uint32_t value_siz
 			 * -ENOSPC: one hash bucket holds more than `batch` entries; -EINVAL or
 			 * -ENOTSUPP: no batch ops.  What is left is drained one by one.
 			 */
-			log_debug("bpfrt: batch drain: %s, draining one by one", strerror(-err));
+			log_debug("bpfrt: batch drain: %s, draining one by one",
+				  probe_bpf_strerror(err));
 			break;
 		}
 		/* keys are packed at key_size, values at stride * ncpu */
@@ -728,7 +731,7 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 		first = false;
 	}
 	/* no batch ops: a key walk, bounded in steps since concurrent deletes restart it */
-	log_debug("bpfrt: batch sweep: %s, walking keys", strerror(-err));
+	log_debug("bpfrt: batch sweep: %s, walking keys", probe_bpf_strerror(err));
 	{
 		uint64_t cur, next;
 		uint32_t steps = 0;

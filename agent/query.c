@@ -58,7 +58,7 @@ const char *agent_version(void)
 
 void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz)
 {
-	snprintf(buf, sz, "%s%s", e->msg[0] ? e->msg : strerror(-rc),
+	snprintf(buf, sz, "%s%s", e->msg[0] ? e->msg : probe_bpf_strerror(rc),
 		 e->verifier ? " [E_VERIFIER]" :
 		 e->attach   ? " [E_ATTACH]" :
 			       "");
@@ -284,18 +284,18 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	q->obj = bpf_object__open_mem(objbuf, obj_sz, &oo);
 	if (!q->obj) {
 		rc = -errno;
-		set_err(err, "not a loadable BPF object: %s", strerror(-rc));
+		set_err(err, "not a loadable BPF object: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
 	rc = size_maps(q->obj, p, &o);
 	if (rc) {
-		set_err(err, "cannot size the query's maps: %s", strerror(-rc));
+		set_err(err, "cannot size the query's maps: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
 	pid = (uint32_t)o.pid;
 	rc = bpfrt_rodata_set(q->obj, "weft_target_pid", &pid, sizeof(pid));
 	if (rc) {
-		set_err(err, "cannot set the process filter: %s", strerror(-rc));
+		set_err(err, "cannot set the process filter: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
 
@@ -319,7 +319,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 				explain_verifier(load_log, err, o.verbose);
 			} else {
 				set_err(err, "cannot load the query's BPF object: %s",
-					strerror(-rc));
+					probe_bpf_strerror(rc));
 				if (load_log)
 					snprintf(err->detail, sizeof(err->detail), "%s", load_log);
 			}
@@ -334,7 +334,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	q->rt = bpfrt_open(q->obj);
 	if (!q->rt) {
 		rc = -errno;
-		set_err(err, "the object lacks weft's runtime: %s", strerror(-rc));
+		set_err(err, "the object lacks weft's runtime: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
 	if (o.cpu_budget > 0) {
@@ -348,7 +348,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	if (!p->aggregating) {
 		rc = bpfrt_stream_open(q->rt, on_sample, q);
 		if (rc) {
-			set_err(err, "cannot open the ring buffer: %s", strerror(-rc));
+			set_err(err, "cannot open the ring buffer: %s", probe_bpf_strerror(rc));
 			goto fail;
 		}
 	}
@@ -393,7 +393,7 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			if (err) {
 				err->attach = true;
 				set_err(err, "cannot attach %s: %s", a->target.name,
-					perr.msg[0] ? perr.msg : strerror(-rc));
+					perr.msg[0] ? perr.msg : probe_bpf_strerror(rc));
 				snprintf(err->detail, sizeof(err->detail), "%s", perr.fix);
 			}
 			goto fail;

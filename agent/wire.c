@@ -212,6 +212,36 @@ static bool check_str(struct why *w, const char *field, const char *s, size_t ma
 	return bad(w, "%s: control character 0x%02x at byte %zu", field, (unsigned char)t[i], i);
 }
 
+int wire_query_check(const char *text, char *why, size_t whysz)
+{
+	const unsigned char *u = (const unsigned char *)(text ? text : "");
+	size_t len = strlen((const char *)u), i = 0;
+
+	if (len > WIRE_MAX_QUERY) {
+		snprintf(why, whysz,
+			 "the query is %zu bytes: a query sent to the cluster is at most %u bytes",
+			 len, (unsigned)WIRE_MAX_QUERY);
+		return -E2BIG;
+	}
+	while (i < len) {
+		size_t n = text_utf8_seq((const char *)u + i, len - i);
+
+		if (n == 0) {
+			snprintf(why, whysz, "the query is not valid UTF-8 at byte %zu", i + 1);
+			return -EINVAL;
+		}
+		if (n == 1 && (u[i] < 0x20 || u[i] == 0x7f) && u[i] != '\n' && u[i] != '\t' &&
+		    u[i] != '\r') {
+			snprintf(why, whysz,
+				 "the query holds the control character 0x%02x at byte %zu", u[i],
+				 i + 1);
+			return -EINVAL;
+		}
+		i += n;
+	}
+	return 0;
+}
+
 static bool check_strs(struct why *w, const char *field, char *const *v, size_t n, size_t maxn,
 		       size_t max, bool nonempty)
 {

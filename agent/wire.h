@@ -46,6 +46,12 @@ void wire_free(Weft__Envelope *e);
 /* Packs e (version and seq as set by the caller) into a malloc'd buffer.  0 or -errno. */
 int wire_encode(const Weft__Envelope *e, void **buf, size_t *len);
 
+/* Whether text may travel as a query (Submit.query): at most WIRE_MAX_QUERY bytes of UTF-8,
+ * no control characters but newlines, tabs and carriage returns.  0, or -E2BIG / -EINVAL
+ * with what is wrong in why, for the user ("the query is not valid UTF-8 at byte N", N
+ * counted from 1). */
+int wire_query_check(const char *text, char *why, size_t whysz);
+
 /* Whether a sender of `role` may send a body of this kind (weft.proto's rules). */
 bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body);
 
@@ -60,6 +66,9 @@ bool wire_seq_accept(struct wire_seq *s, uint64_t instance, uint64_t seq);
 /* CURVE keys. */
 int wire_keypair_new(char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 int wire_keyfile_write(const char *path, const char *pub, const char *sec); /* sec may be NULL */
+/* Reads a key file (sec NULL: the public key only).  0, -EINVAL (not a key file), -ENOKEY (no
+ * secret line), or a file error of base/file.h: -ENODEV (a FIFO, device or socket), -EISDIR,
+ * -EFBIG (over WEFT_FILE_MAX_KEY), -ENOENT, ...: weft_file_strerror() names them. */
 int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1]);
 bool wire_key_valid(const char *z85);
 /* Does sec belong to pub? */

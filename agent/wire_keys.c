@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "agent/wire.h"
+#include "base/file.h"
 #include "base/log.h"
 
 static bool z85_char(char c)
@@ -103,15 +104,23 @@ out_unlink:
 int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIRE_KEY_LEN + 1])
 {
 	char line[256], got_pub[WIRE_KEY_LEN + 1] = "", got_sec[WIRE_KEY_LEN + 1] = "";
+	char *text = NULL, why[160];
+	size_t len = 0;
 	struct stat st;
 	FILE *f;
-	int rc = 0;
+	int rc;
 
 	if (!path || !pub)
 		return -EINVAL;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
+	/* a regular file of a few lines, never a FIFO or a device (base/file.h) */
+	rc = weft_file_read(path, WEFT_FILE_MAX_KEY, &text, &len, why, sizeof(why));
+	if (rc)
+		return rc;
+	f = len ? fmemopen(text, len, "r") : NULL;
+	if (!f) {
+		free(text);
+		return len ? -ENOMEM : -EINVAL; /* an empty file holds no key */
+	}
 	while (fgets(line, sizeof(line), f)) {
 		char word[16], key[64], extra[2];
 		int n;
@@ -138,9 +147,10 @@ int wire_keyfile_read(const char *path, char pub[WIRE_KEY_LEN + 1], char sec[WIR
 	}
 	if (!rc && ferror(f))
 		rc = -EIO;
-	if (!rc && fstat(fileno(f), &st) == 0 && got_sec[0] && (st.st_mode & 077))
-		log_warn("%s: a secret key readable by others (chmod 600 it)", path);
 	fclose(f);
+	free(text);
+	if (!rc && got_sec[0] && stat(path, &st) == 0 && (st.st_mode & 077))
+		log_warn("%s: a secret key readable by others (chmod 600 it)", path);
 	if (rc)
 		return rc;
 	if (!got_pub[0])

@@ -24,6 +24,7 @@
 #define SOCK_KEEPALIVE_IDLE_S 30 /* the server's TCP keepalive: a dead client is closed after */
 #define SOCK_KEEPALIVE_INTVL_S 10 /* 30 s idle + 3 unanswered probes 10 s apart */
 #define SOCK_KEEPALIVE_CNT 3
+#define SOCK_HANDSHAKE_MS 10000 /* a connection still in its handshake after this is closed */
 #define SOCK_RECONNECT_MS 200
 #define SOCK_RECONNECT_MAX_MS 5000
 
@@ -51,7 +52,10 @@ static int common_opts(void *s, bool server)
 	    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max)) || set_int(s, ZMQ_IPV6, 1))
 		return -1;
 	if (server) {
-		if (set_int(s, ZMQ_TCP_KEEPALIVE, 1) ||
+		/* a connection that never finishes its handshake (idle, half a greeting) holds a
+		 * descriptor: not for long (aggregator/aggd_guard.h bounds how many) */
+		if (set_int(s, ZMQ_HANDSHAKE_IVL, SOCK_HANDSHAKE_MS) ||
+		    set_int(s, ZMQ_TCP_KEEPALIVE, 1) ||
 		    set_int(s, ZMQ_TCP_KEEPALIVE_IDLE, SOCK_KEEPALIVE_IDLE_S) ||
 		    set_int(s, ZMQ_TCP_KEEPALIVE_INTVL, SOCK_KEEPALIVE_INTVL_S) ||
 		    set_int(s, ZMQ_TCP_KEEPALIVE_CNT, SOCK_KEEPALIVE_CNT))

@@ -48,6 +48,7 @@
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "aggregator/aggd_int.h"
 /* ---- time ---- */
@@ -606,6 +607,49 @@ void aggd_query_stop(struct aggd *a, struct query *q, const char *why)
 
 /* ---- the ROUTER socket ---- */
 
+/*
+ * A body the sender's role may not send: refused (counted by the caller) and answered with
+ * an Error naming the role, so that a tool used with the wrong key (`weft submit` with an
+ * agent's key) says why at once instead of waiting for an answer.  The sender may not have
+ * said Hello: the answer goes to its routing id.
+ */
+static void router_refuse_role(struct aggd *a, zmq_msg_t *idm, const Weft__Envelope *in,
+			       enum wire_role role, const char *name)
+{
+	static const enum wire_role roles[] = { WIRE_ROLE_AGENT, WIRE_ROLE_CLIENT,
+						WIRE_ROLE_AGGREGATOR };
+	const char *body = wire_body_name(in->body_case);
+	char who[64] = "", msg[256];
+	Weft__Envelope e;
+	Weft__Error err;
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (wire_body_allowed(roles[i], in->body_case) && n < sizeof(who))
+			n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%s", n ? " or " : "",
+					      wire_role_name(roles[i]));
+	if (who[0])
+		snprintf(msg, sizeof(msg),
+			 "this key is allow-listed as %s \"%s\", which may not send %s: %s "
+			 "takes a key allow-listed as %s",
+			 wire_role_name(role), name ? name : "?", body, body, who);
+	else
+		snprintf(msg, sizeof(msg),
+			 "this key is allow-listed as %s \"%s\", which may not send %s: only the "
+			 "aggregator sends it",
+			 wire_role_name(role), name ? name : "?", body);
+	weft__error__init(&err);
+	err.message = msg;
+	if (in->seq) {
+		err.has_in_reply_to = true;
+		err.in_reply_to = in->seq;
+	}
+	aggd_env_init(a, &e);
+	e.body_case = WEFT__ENVELOPE__BODY_ERROR;
+	e.error = &err;
+	wire_send(a->sock, zmq_msg_data(idm), zmq_msg_size(idm), &e, true);
+}
+
 /* One message from the ROUTER socket (identity, body). */
 static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 {
@@ -623,6 +667,8 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 	}
 	e = wire_decode(zmq_msg_data(body), zmq_msg_size(body), why, sizeof(why));
 	p = peer_find(a, zmq_msg_data(idm), zmq_msg_size(idm));
+	if (!p)
+		aggd_guard_seen(a->guard, body); /* a new connection got through */
 	if (!e) {
 		a->rejected++;
 		log_debug("aggregator: rejected a message from %s %s: %s", wire_role_name(role),
@@ -633,6 +679,7 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		a->rejected++;
 		log_debug("aggregator: rejected %s from %s %s: not allowed for its role",
 			  wire_body_name(e->body_case), wire_role_name(role), name ? name : "?");
+		router_refuse_role(a, idm, e, role, name);
 		goto out;
 	}
 	if (!p) {
@@ -879,7 +926,7 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "--key %s: %s", o->key_file,
 			 rc == -ENOKEY ? "holds no secret key (give NAME.key, not NAME.pub)" :
 			 rc == -EINVAL ? "not a key file (weft keygen writes one)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		goto out_free;
 	}
 	rc = wire_allowlist_load(o->allow_file, &a->al, &line);
@@ -891,7 +938,8 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 				"aggregator; each key once)",
 				o->allow_file, line);
 		else
-			snprintf(err, errsz, "--allow %s: %s", o->allow_file, strerror(-rc));
+			snprintf(err, errsz, "--allow %s: %s", o->allow_file,
+				 weft_file_strerror(rc));
 		goto out_free;
 	}
 	a->allow_file = strdup(o->allow_file);
@@ -923,6 +971,11 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "cannot listen on %s: %s", o->listen, zmq_strerror(errno));
 		goto out_free;
 	}
+	a->guard = aggd_guard_new(a->zctx, a->sock);
+	if (!a->guard) {
+		snprintf(err, errsz, "cannot watch the connections: %s", zmq_strerror(errno));
+		goto out_free;
+	}
 	if (o->parent && aggd_parent_open(a, err, errsz))
 		goto out_free;
 	rc = aggd_store_queries_load(a->store, aggd_restore_query, a);
@@ -949,8 +1002,13 @@ static void reload_allowlist(struct aggd *a)
 	int line = 0, rc = wire_allowlist_load(a->allow_file, &al, &line);
 
 	if (rc) {
-		log_err("aggregator: reloading %s failed (line %d: %s): keeping the old allow-list",
-			a->allow_file, line, strerror(-rc));
+		if (rc == -EINVAL)
+			log_err("aggregator: reloading %s failed (line %d is not 'ROLE PUBLIC-KEY "
+				"[NAME]', or a key listed twice): keeping the old allow-list",
+				a->allow_file, line);
+		else
+			log_err("aggregator: reloading %s failed (%s): keeping the old allow-list",
+				a->allow_file, weft_file_strerror(rc));
 		return;
 	}
 	rc = wire_zap_reload(a->zap, &al);
@@ -970,8 +1028,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 		return -EINVAL;
 	a->next_tick = aggd_mono_ns();
 	for (;;) {
-		zmq_pollitem_t items[2 + SESSION_POLL_ITEMS];
-		int n = 0, sig_i = -1, par_i = -1, npar = 0, rc;
+		zmq_pollitem_t items[3 + SESSION_POLL_ITEMS];
+		int n = 0, sig_i = -1, par_i = -1, npar = 0, guard_i, rc;
 		uint64_t now = aggd_mono_ns();
 		/* the next tick, or the next checkpoint when one is pending */
 		uint64_t wake = (a->txn || a->acks_due) && a->next_ckpt < a->next_tick ?
@@ -980,6 +1038,9 @@ int aggd_run(struct aggd *a, int sig_fd)
 		long timeout = now >= wake ? 0 : (long)((wake - now + 999999ULL) / 1000000ULL);
 
 		items[n++] = (zmq_pollitem_t){ .socket = a->sock, .events = ZMQ_POLLIN };
+		guard_i = n;
+		items[n++] = (zmq_pollitem_t){ .socket = aggd_guard_socket(a->guard),
+					       .events = ZMQ_POLLIN };
 		if (sig_fd >= 0) {
 			sig_i = n;
 			items[n++] = (zmq_pollitem_t){ .fd = sig_fd, .events = ZMQ_POLLIN };
@@ -1010,6 +1071,8 @@ int aggd_run(struct aggd *a, int sig_fd)
 				break;
 			}
 		}
+		if (items[guard_i].revents & ZMQ_POLLIN)
+			aggd_guard_poll(a->guard);
 		if (npar && (items[par_i + 1].revents & ZMQ_POLLIN))
 			session_poll_events(a->par.s);
 		if (npar && (items[par_i].revents & ZMQ_POLLIN))
@@ -1046,6 +1109,7 @@ void aggd_free(struct aggd *a)
 		aggd_query_free(a->q[i]);
 	free(a->q);
 	aggd_parent_close(a);
+	aggd_guard_free(a->guard); /* its monitor stops before the socket closes */
 	if (a->sock)
 		zmq_close(a->sock);
 	wire_zap_stop(a->zap);

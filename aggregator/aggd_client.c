@@ -21,6 +21,7 @@
 #include <zmq.h>
 #include "aggregator/aggd.h"
 #include "agent/session.h"
+#include "base/file.h"
 #include "base/log.h"
 
 struct aggd_client {
@@ -161,7 +162,7 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 	if (rc) {
 		snprintf(err, errsz, "--server-key %s: %s", o->server_key_file,
 			 rc == -EINVAL ? "not a key file (the aggregator's NAME.pub)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		errno = -rc;
 		return NULL;
 	}
@@ -170,7 +171,7 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 		snprintf(err, errsz, "--key %s: %s", o->key_file,
 			 rc == -ENOKEY ? "holds no secret key (give NAME.key, not NAME.pub)" :
 			 rc == -EINVAL ? "not a key file (weft keygen writes one)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		errno = -rc;
 		return NULL;
 	}
@@ -241,10 +242,16 @@ struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *
 			goto out_free;
 		}
 		rc = aggd_client_recv(c, (int)(deadline - now > 100 ? 100 : deadline - now), &e);
-		if (rc == 1) {
-			/* nothing else can come before Welcome; drop it */
+		if (rc == 1 && e->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+			/* refused before Welcome (a key of another role): say why, now */
+			snprintf(err, errsz, "%s refused this client: %s", o->endpoint,
+				 e->error->message);
 			wire_free(e);
+			errno = EACCES;
+			goto out_free;
 		}
+		if (rc == 1)
+			wire_free(e); /* nothing else can come before Welcome */
 	}
 	return c;
 

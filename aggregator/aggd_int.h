@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include "agent/session.h"
 #include "aggregator/aggd.h"
+#include "aggregator/aggd_guard.h"
 
 #define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
 #define TICK_NS 100000000ULL /* 100 ms */
@@ -110,6 +111,7 @@ struct aggd {
 	char *allow_file;
 	void *zctx, *sock;
 	struct wire_zap *zap;
+	struct aggd_guard *guard; /* the server socket's connections (aggd_guard.h) */
 	struct aggd_store *store;
 	uint64_t instance, seq;
 	struct peer *buckets[PEER_BUCKETS];

@@ -83,9 +83,11 @@ void aggd_on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, en
 
 	if (wire_role_parse(h->role) != role) {
 		a->rejected++;
-		aggd_send_error(a, p, env->seq, 0,
-				"Hello.role %s, but this key is allow-listed as %s", h->role,
-				wire_role_name(role));
+		aggd_send_error(
+			a, p, env->seq, 0,
+			"Hello.role %s, but this key is allow-listed as %s \"%s\": use a key "
+			"allow-listed as %s (weft keygen --role %s prints its line)",
+			h->role, wire_role_name(role), p->name, h->role, h->role);
 		return;
 	}
 	if (aggd_peer_is_sender(p) || role == WIRE_ROLE_AGENT || role == WIRE_ROLE_AGGREGATOR) {

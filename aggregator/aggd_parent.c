@@ -28,6 +28,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "agent/session.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "aggregator/aggd_int.h"
 
@@ -382,7 +383,7 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz)
 	if (rc) {
 		snprintf(err, errsz, "--parent-key %s: %s", a->o.parent_key,
 			 rc == -EINVAL ? "not a public key file (weft keygen writes NAME.pub)" :
-					 strerror(-rc));
+					 weft_file_strerror(rc));
 		return rc;
 	}
 	/* our identity towards the parent outlives restarts: the parent dedups by it */

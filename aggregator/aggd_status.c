@@ -106,7 +106,8 @@ void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	weft__status_reply__init(&r);
 	r.aggregator = a->name;
 	r.has_rejected = true;
-	r.rejected = a->rejected + wire_zap_rejected(a->zap) + aggd_parent_rejected(a);
+	/* the guard counts every connection gone without a message, refused keys included */
+	r.rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &as[na];
 		size_t nr = 0;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "aggregator/zap.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -113,35 +114,20 @@ out_bad:
 
 int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line)
 {
-	char *text = NULL;
+	char *text = NULL, why[160];
 	size_t len = 0;
-	FILE *f, *m;
-	char chunk[4096];
-	size_t n;
 	int rc;
 
 	if (line)
 		*line = 0;
 	if (!path || !al)
 		return -EINVAL;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	m = open_memstream(&text, &len);
-	if (!m) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && len < (16u << 20))
-		fwrite(chunk, 1, n, m);
-	rc = ferror(f) ? -EIO : 0;
-	fclose(f);
-	if (fclose(m) != 0 && !rc)
-		rc = -ENOMEM;
-	if (!rc && len >= (16u << 20))
-		rc = -EFBIG;
-	if (!rc)
-		rc = wire_allowlist_parse(text, len, al, line);
+	/* a regular file of at most 16 MiB: never a FIFO that blocks or /dev/zero that never
+	 * ends (base/file.h) */
+	rc = weft_file_read(path, WEFT_FILE_MAX_ALLOW, &text, &len, why, sizeof(why));
+	if (rc)
+		return rc;
+	rc = wire_allowlist_parse(text, len, al, line);
 	free(text);
 	return rc;
 }

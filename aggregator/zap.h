@@ -21,7 +21,9 @@ struct wire_allowlist {
 	struct wire_allow_entry *v;
 	size_t n;
 };
-/* Loads an allow-list; -EINVAL with the bad line number in *line (if not NULL). */
+/* Loads an allow-list; -EINVAL with the bad line number in *line (if not NULL), or a file
+ * error of base/file.h (-ENODEV: not a regular file, -EFBIG: over WEFT_FILE_MAX_ALLOW, ...;
+ * weft_file_strerror() names them). */
 int wire_allowlist_load(const char *path, struct wire_allowlist *al, int *line);
 void wire_allowlist_free(struct wire_allowlist *al);
 /* The role of a public key (Z85), or WIRE_ROLE_NONE. */

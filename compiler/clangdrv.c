@@ -11,7 +11,9 @@
  *
  * Cache: $WEFT_CACHE_DIR, else /var/cache/weft for root, else ~/.cache/weft; mode 0700;
  * entries written to a temporary name and renamed, so a crash never leaves a torn object;
- * at most CACHE_MAX_ENTRIES objects (the oldest are removed).
+ * each entry carries the SHA-256 of its object, checked on every read, so that one damaged
+ * on disk is rebuilt rather than loaded; at most CACHE_MAX_ENTRIES objects (the oldest are
+ * removed).
  *
  * Must never: run clang through a shell, trust a cache entry that is not a BPF ELF file,
  * or leave its temporary directory behind.
@@ -29,7 +31,9 @@
 #include <unistd.h>
 #include "compiler/codegen.h"
 #include "kernel/kernel_embed.h"
+#include "base/file.h"
 #include "base/log.h"
+#include "base/sha256.h"
 
 extern char **environ;
 
@@ -38,6 +42,8 @@ extern char **environ;
 #define CLANG_ERR_MAX 4096
 /* Changes whenever run_clang()'s arguments change: objects built otherwise are not reused. */
 #define CLANG_ARGS_ID "bpf -O2 -g x86 cwd=tmp debug-dir=. v2"
+/* Changes whenever the layout of a cache entry changes: older entries are not read. */
+#define CACHE_FORMAT_ID "object + weftobj1 SHA-256 trailer"
 
 static const char *clang_path(void)
 {
@@ -98,6 +104,7 @@ static void cache_key(const char *source, char out[33])
 
 	hash_str(&h, WEFT_VERSION);
 	hash_str(&h, CLANG_ARGS_ID);
+	hash_str(&h, CACHE_FORMAT_ID);
 	hash_str(&h, source);
 	for (const struct kernel_embed_file *f = kernel_embed_files; f->name; f++) {
 		hash_str(&h, f->name);
@@ -157,35 +164,18 @@ static int cache_dir(const struct compile_opts *o, char *out, size_t sz)
 
 static int read_file(const char *path, void **data, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	char *buf;
-	size_t off = 0;
+	char *buf, why[160];
+	int rc;
 
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > OBJ_MAX) {
-		close(fd);
+	/* the cache directory may be shared or tampered with: a regular file, bounded */
+	rc = weft_file_read(path, OBJ_MAX, &buf, len, why, sizeof(why));
+	if (rc)
+		return rc;
+	if (*len == 0) {
+		free(buf);
 		return -EINVAL;
 	}
-	buf = malloc(st.st_size);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (off < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + off, st.st_size - off);
-
-		if (n <= 0) {
-			free(buf);
-			close(fd);
-			return n < 0 ? -errno : -EIO;
-		}
-		off += n;
-	}
-	close(fd);
 	*data = buf;
-	*len = off;
 	return 0;
 }
 
@@ -219,6 +209,49 @@ static bool is_bpf_elf(const void *data, size_t len)
 
 	/* ELF magic, 64-bit, and e_machine == EM_BPF (247) little-endian */
 	return len > 64 && memcmp(e, "\177ELF", 4) == 0 && e[4] == 2 && e[18] == 247 && e[19] == 0;
+}
+
+/*
+ * A cache entry is the object followed by a trailer: CACHE_MAGIC and the SHA-256 of the
+ * object.  An entry whose trailer is missing or does not match its bytes (truncated, a bit
+ * flipped on disk, a torn or tampered copy) is never handed to libbpf: it is rebuilt.
+ */
+#define CACHE_MAGIC "weftobj\001"
+#define CACHE_MAGIC_LEN 8
+#define CACHE_TRAILER (CACHE_MAGIC_LEN + WEFT_SHA256_LEN)
+
+/* Whether an entry read from the cache is intact; *obj_len: the object's bytes in it. */
+static bool cache_entry_ok(const void *data, size_t len, size_t *obj_len)
+{
+	const unsigned char *p = data;
+	uint8_t sum[WEFT_SHA256_LEN];
+
+	if (len <= CACHE_TRAILER)
+		return false;
+	len -= CACHE_TRAILER;
+	if (memcmp(p + len, CACHE_MAGIC, CACHE_MAGIC_LEN) != 0)
+		return false;
+	weft_sha256(p, len, sum);
+	if (memcmp(p + len + CACHE_MAGIC_LEN, sum, sizeof(sum)) != 0)
+		return false;
+	*obj_len = len;
+	return true;
+}
+
+/* Writes obj and its trailer to path (a temporary name: the caller renames it). */
+static int cache_entry_write(const char *path, const void *obj, size_t len)
+{
+	unsigned char *buf = malloc(len + CACHE_TRAILER);
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, obj, len);
+	memcpy(buf + len, CACHE_MAGIC, CACHE_MAGIC_LEN);
+	weft_sha256(obj, len, buf + len + CACHE_MAGIC_LEN);
+	rc = write_file(path, buf, len + CACHE_TRAILER, 0600);
+	free(buf);
+	return rc;
 }
 
 /* Keeps the cache bounded: removes the oldest entries beyond CACHE_MAX_ENTRIES. */
@@ -370,16 +403,28 @@ int clang_compile(const char *source, const struct compile_opts *o, struct diag_
 	cache_ok = cache_dir(o, cdir, sizeof(cdir)) == 0;
 	if (cache_ok) {
 		snprintf(cpath, sizeof(cpath), "%s/%s.o", cdir, key);
-		if (read_file(cpath, obj, obj_sz) == 0) {
-			if (is_bpf_elf(*obj, *obj_sz)) {
+		rc = read_file(cpath, obj, obj_sz);
+		if (rc == 0) {
+			size_t len = 0;
+
+			if (cache_entry_ok(*obj, *obj_sz, &len) && is_bpf_elf(*obj, len)) {
+				*obj_sz = len;
 				*cache_hit = true;
 				log_debug("compile cache hit: %s", cpath);
 				return 0;
 			}
-			log_warn("compile cache: %s is not a BPF object; recompiling", cpath);
+			log_warn("compile cache: %s does not match the SHA-256 recorded with it "
+				 "(truncated or changed on disk): recompiling",
+				 cpath);
 			free(*obj);
 			*obj = NULL;
+			*obj_sz = 0;
 			unlink(cpath);
+		} else if (rc != -ENOENT) {
+			log_warn("compile cache: %s: %s: recompiling", cpath,
+				 weft_file_strerror(rc));
+			if (rc == -EFBIG)
+				unlink(cpath);
 		}
 	}
 
@@ -418,7 +463,7 @@ int clang_compile(const char *source, const struct compile_opts *o, struct diag_
 		char tmp[4300];
 
 		snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", cdir, key, (int)getpid());
-		if (write_file(tmp, *obj, *obj_sz, 0600) == 0 && rename(tmp, cpath) == 0)
+		if (cache_entry_write(tmp, *obj, *obj_sz) == 0 && rename(tmp, cpath) == 0)
 			cache_prune(cdir);
 		else
 			unlink(tmp);

@@ -140,7 +140,7 @@ int perr_attach(struct probe_err *err, const struct probe_target *t, pid_t pid, 
 		break;
 	}
 	return perr_set(err, PERR_ATTACH, fix, "cannot attach to %s: %s", t->name,
-			strerror(errnum));
+			probe_bpf_strerror(errnum));
 }
 
 int probe_attach_target(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
@@ -286,4 +287,16 @@ int probe_near_matches(const char *word, const char *const *cands, int ncands, c
 bool probe_kind_is_binary(enum probe_kind k)
 {
 	return k == PROBE_UPROBE || k == PROBE_URETPROBE || k == PROBE_USDT;
+}
+
+const char *probe_bpf_strerror(int err)
+{
+	static __thread char buf[128];
+
+	if (err < 0)
+		err = -err;
+	/* libbpf_strerror() knows LIBBPF_ERRNO__* and falls back to strerror_r() */
+	if (libbpf_strerror(err, buf, sizeof(buf)) != 0 && err < __LIBBPF_ERRNO__START)
+		snprintf(buf, sizeof(buf), "%s", strerror(err));
+	return buf;
 }

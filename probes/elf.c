@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "base/file.h"
 #include "probes/elf.h"
 
 #define NT_STAPSDT 3
@@ -56,9 +57,10 @@ static int elf_file_open(const char *path, struct elf_file *ef)
 	ef->fd = -1;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
-	ef->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* a path a query names: a FIFO or a device is refused, never waited on (base/file.h) */
+	ef->fd = weft_file_open(path, WEFT_FILE_MAX_ELF, NULL, NULL, 0);
 	if (ef->fd < 0)
-		return -errno;
+		return ef->fd;
 	ef->elf = elf_begin(ef->fd, ELF_C_READ, NULL);
 	if (!ef->elf || elf_kind(ef->elf) != ELF_K_ELF || !gelf_getehdr(ef->elf, &ehdr))
 		goto out_noexec;

@@ -36,7 +36,8 @@ struct probe_elf_usdt {
 	bool arg_signed[PROBE_USDT_MAX_ARGS];
 };
 
-/* 0 when path is a readable ELF file; -ENOENT, -EACCES, -ENOEXEC (not ELF or corrupt). */
+/* 0 when path is a readable ELF file; -ENOENT, -EACCES, -ENOEXEC (not ELF or corrupt), or
+ * -ENODEV / -EISDIR (not a regular file: a FIFO is refused, never waited on; base/file.h). */
 int probe_elf_check(const char *path);
 
 /* Defined function symbols (STT_FUNC, STT_GNU_IFUNC, size > 0) of .symtab and .dynsym, one

@@ -227,6 +227,14 @@ int tracefs_format_read(const char *category, const char *event, struct probe_fi
  * /proc/PID/maps when pid > 0, then the dynamic linker's cache.  0 or -ENOENT. */
 int probe_resolve_binary(const char *name, pid_t pid, char *out, size_t outsz);
 
+/*
+ * An error from libbpf (or the kernel through it) in words: its own codes
+ * (LIBBPF_ERRNO__FORMAT 4001 "BPF object format invalid", ... 4000..4013) through
+ * libbpf_strerror(), others as strerror().  err may be negative.  The text lives in a
+ * thread-local buffer until the next call in the same thread.
+ */
+const char *probe_bpf_strerror(int err);
+
 /* Bounded edit-distance near matches, best first; returns how many were written. */
 int probe_near_matches(const char *word, const char *const *cands, int ncands, const char **out,
 		       int max);

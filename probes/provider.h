@@ -66,6 +66,12 @@ int syscall_names_list(const char *name_glob, struct strv *out);
 int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, size_t outsz,
 		      struct probe_err *err);
 
+/* Before a uprobe or USDT attach: t's binary as this host has it must be a regular file
+ * (libbpf opens it for USDT, and would wait forever on a FIFO put in its place since the
+ * query was compiled).  0, or -1 with err filled (PERR_ATTACH; a file gone or unreadable
+ * as perr_attach() says it). */
+int probe_binary_attachable(const struct probe_target *t, pid_t pid, struct probe_err *err);
+
 /* Whether a probe set provider kind needs ELF files (uprobe, uretprobe, usdt). */
 bool probe_kind_is_binary(enum probe_kind k);
 

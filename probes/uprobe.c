@@ -12,7 +12,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
+#include "base/file.h"
 #include "probes/elf.h"
 #include "probes/insn.h"
 #include "probes/probes.h"
@@ -43,7 +45,24 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
 	if (ret == -ENOEXEC)
 		return perr_set(err, PERR_BINARY, NULL, "not an ELF file: %s", out);
 	if (ret)
-		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out, strerror(-ret));
+		return perr_set(err, PERR_BINARY, NULL, "cannot read %s: %s", out,
+				weft_file_strerror(ret));
+	return 0;
+}
+
+int probe_binary_attachable(const struct probe_target *t, pid_t pid, struct probe_err *err)
+{
+	char why[160];
+	int fd = weft_file_open(t->binary, WEFT_FILE_MAX_ELF, NULL, why, sizeof(why));
+
+	if (fd == -ENODEV || fd == -EISDIR || fd == -EFBIG)
+		return perr_set(err, PERR_ATTACH,
+				"the file is not what the query was compiled against: compile it "
+				"again on this host",
+				"cannot attach to %s: %s: %s", t->name, t->binary, why);
+	if (fd < 0)
+		return perr_attach(err, t, pid, -fd); /* gone, unreadable: as libbpf would say */
+	close(fd);
 	return 0;
 }
 
@@ -231,7 +250,7 @@ static int uprobe_resolve_kind(enum probe_kind kind, const char *const *parts, i
 	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
-				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 
 	if (!probe_has_wildcard(parts[1])) {
 		const struct probe_elf_func *fn = NULL;
@@ -330,7 +349,7 @@ static int uprobe_list_kind(enum probe_kind kind, const char *const *parts, int 
 	ret = probe_elf_funcs_read(path, &funcs, &nfuncs);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the symbols of %s: %s", path,
-				ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 	for (int i = 0; i < nfuncs && ret == 0; i++) {
 		struct probe_target t;
 
@@ -407,6 +426,8 @@ static int uprobe_attach(struct bpf_program *prog, const struct probe_target *t,
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a uprobe would be a tracefs event "
 				"that outlives weft if it is killed");
+	if (probe_binary_attachable(t, pid, err))
+		return -1;
 	if (t->offset && uprobe_offset_recheck(t, err))
 		return -1;
 	link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, t->binary,

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "base/file.h"
 #include "probes/elf.h"
 #include "probes/insn.h"
 #include "probes/probes.h"
@@ -56,7 +57,8 @@ static int usdt_probes_read(const char *path, struct probe_elf_usdt **notes,
 	ret = probe_elf_usdt_read(path, notes, &n);
 	if (ret)
 		return perr_set(err, PERR_BINARY, NULL, "cannot read the USDT notes of %s: %s",
-				path, ret == -ENOEXEC ? "corrupt ELF file" : strerror(-ret));
+				path,
+				ret == -ENOEXEC ? "corrupt ELF file" : weft_file_strerror(ret));
 	if (n == 0)
 		return 0;
 	qsort(*notes, (size_t)n, sizeof(**notes), usdt_note_cmp);
@@ -330,6 +332,8 @@ static int usdt_attach(struct bpf_program *prog, const struct probe_target *t, u
 		return perr_set(err, PERR_FEATURE, NULL,
 				"this kernel has no uprobe PMU: a USDT probe would be a tracefs "
 				"event that outlives weft if it is killed");
+	if (probe_binary_attachable(t, pid, err))
+		return -1;
 	/* A probe with a semaphore fires only while its semaphore is raised.  libbpf raises it
 	 * through the kernel's uprobe reference counter (ref_ctr_offset, Linux 4.20), in running
 	 * processes too, and refuses with a bare ENOTSUP where the kernel has none: say why. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "tools/weft.h"
+#include "base/file.h"
 #include "base/log.h"
 
 static const char usage_text[] =
@@ -121,17 +122,27 @@ char *tool_read_query(const char *file, const char *arg, const char **name)
 			"weft: give the query either as an argument or with -f, not both\n");
 		return NULL;
 	}
-	f = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
-	if (!f) {
-		fprintf(stderr, "weft: cannot open %s: %s\n", file, strerror(errno));
-		return NULL;
+	if (strcmp(file, "-") != 0) {
+		char why[160];
+		int rc;
+
+		/* a named file must be a regular one of at most 1 MiB: a FIFO or a device is
+		 * refused, never waited on (`-f -` reads a pipe) */
+		rc = weft_file_read(file, WEFT_FILE_MAX_QUERY, &buf, &len, why, sizeof(why));
+		if (rc) {
+			fprintf(stderr, "weft: -f %s: %s%s\n", file, why,
+				rc == -ENODEV ? " (give a pipe as -f -)" : "");
+			return NULL;
+		}
+		goto out_check;
 	}
+	f = stdin;
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
 		if (len + n + 1 > cap) {
 			char *nb;
 
 			cap = (len + n + 1) * 2;
-			if (cap > (1u << 20)) {
+			if (cap > WEFT_FILE_MAX_QUERY) {
 				fprintf(stderr, "weft: %s: a query file of over 1 MiB\n", file);
 				goto fail;
 			}
@@ -147,12 +158,11 @@ char *tool_read_query(const char *file, const char *arg, const char **name)
 		fprintf(stderr, "weft: reading %s: %s\n", file, strerror(errno));
 		goto fail;
 	}
-	if (f != stdin)
-		fclose(f);
 	if (!buf)
 		buf = calloc(1, 1);
 	else
 		buf[len] = 0;
+out_check:
 	if (buf && memchr(buf, 0, len)) {
 		fprintf(stderr, "weft: %s: not a text file\n", file);
 		free(buf);
@@ -161,8 +171,6 @@ char *tool_read_query(const char *file, const char *arg, const char **name)
 	*name = file;
 	return buf;
 fail:
-	if (f != stdin)
-		fclose(f);
 	free(buf);
 	return NULL;
 }

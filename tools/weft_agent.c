@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "agent/daemon.h"
 #include "agent/wire.h"
+#include "base/file.h"
 #include "base/text.h"
 #include "base/units.h"
 #include "tools/weft.h"
@@ -74,7 +75,7 @@ static int read_key(const char *opt, const char *path, char pub[WIRE_KEY_LEN + 1
 			"\"secret Z85\" of the same pair; `weft keygen` makes them)\n",
 			opt, path);
 	else
-		fprintf(stderr, "weft: %s %s: %s\n", opt, path, strerror(-rc));
+		fprintf(stderr, "weft: %s %s: %s\n", opt, path, weft_file_strerror(rc));
 	return rc;
 }
 

@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
+#include "base/log.h"
 #include "base/text.h"
 #include "base/units.h"
 #include "tools/weft.h"
@@ -38,7 +40,11 @@ static const char aggregator_help[] =
 	"themselves and resend what was not acknowledged, and nothing is merged twice.\n"
 	"\n"
 	"Every connection is encrypted and authenticated with CURVE; only keys listed in the\n"
-	"allow-list get in, each with its role (docs/operations.md).\n"
+	"allow-list get in, each with its role (docs/operations.md).  A connection must finish\n"
+	"its handshake within 10 s; when descriptors run short, the oldest connections still\n"
+	"in their handshake are cut (established ones never); the open-file limit is raised\n"
+	"to the hard limit at start.  Connections that end without a message are counted in\n"
+	"`rejected` (weft status).\n"
 	"\n"
 	"Options:\n"
 	"  -l, --listen ENDPOINT   where agents and clients connect (default tcp://*:7470)\n"
@@ -88,6 +94,27 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 	}
 	*out = v;
 	return 0;
+}
+
+/*
+ * Every connection holds a descriptor, and the default soft limit (often 1024) is far below
+ * what an aggregator of many agents, or one under a flood of connections, needs: raise it
+ * to the hard limit, which any process may.  The guard (aggregator/aggd_guard.h) sizes its
+ * bounds from the limit in force.
+ */
+static void nofile_raise(void)
+{
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	was = rl.rlim_cur;
+	/* Linux refuses RLIM_INFINITY here: nr_open (default 1048576) is the real bound */
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		log_info("aggregator: open-file limit raised from %llu to %llu",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
 int cmd_aggregator(int argc, char **argv)
@@ -228,6 +255,7 @@ int cmd_aggregator(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 #endif
+	nofile_raise();
 	a = aggd_new(&o, err, sizeof(err));
 	if (!a) {
 		fprintf(stderr, "weft: aggregator: %s\n", err);

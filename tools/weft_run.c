@@ -41,6 +41,7 @@
 #include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+#include "probes/probes.h"
 #include "tools/weft.h"
 
 #define CHILD_GRACE_MS 500 /* from a signal passed on to the -c command to its SIGKILL */
@@ -56,7 +57,8 @@ static const char run_help[] =
 	"with a `--` comment needs `--` before it: weft run -- '-- top callers ...'.\n"
 	"\n"
 	"Options:\n"
-	"  -f, --file FILE       read the query from FILE ('-' for standard input)\n"
+	"  -f, --file FILE       read the query from FILE, a regular file ('-': standard\n"
+	"                        input, e.g. a pipe)\n"
 	"  -p, --pid PID         trace only process PID (its threads); library names in probes\n"
 	"                        resolve through its maps; weft stops when it exits\n"
 	"  -c, --cmd 'CMD ARGS'  run CMD (split into words as a shell would, with quotes, but\n"
@@ -629,7 +631,7 @@ int cmd_run(int argc, char **argv)
 				rc = agent_query_window(r.q, win, &st);
 				if (rc < 0)
 					fprintf(stderr, "weft: reading the window failed: %s\n",
-						strerror(-rc));
+						probe_bpf_strerror(rc));
 				for (int i = 0; i < WEFT_DROP_NR; i++)
 					acc.drops[i] += st.drops[i];
 				acc.misses += st.misses;

@@ -48,10 +48,12 @@ static const char submit_help[] =
 	"again).  If the connection drops, weft reconnects and asks for the windows it missed.\n"
 	"\n"
 	"Only queries with aggregates run on a cluster; a stream of rows (a select without\n"
-	"aggregates) runs on one host with `weft run`.\n"
+	"aggregates) runs on one host with `weft run`.  The query text travels as UTF-8 of at\n"
+	"most 64 KiB: anything else is refused here, before connecting (exit status 3).\n"
 	"\n"
 	CLUSTER_OPTIONS_HELP
-	"  -f, --file FILE        read the query from FILE ('-' for standard input)\n"
+	"  -f, --file FILE        read the query from FILE, a regular file ('-': standard\n"
+	"                         input, e.g. a pipe)\n"
 	"      --format FMT       text (default) or json: one JSON object per window, with the\n"
 	"                         members of docs/output.md and query_id, revision, last,\n"
 	"                         hosts, missing, late_dropped, results_dropped\n"
@@ -435,6 +437,16 @@ int cmd_submit(int argc, char **argv)
 	src = tool_read_query(file, optind < argc ? argv[optind] : NULL, &name);
 	if (!src)
 		return WEFT_EXIT_USAGE;
+	{
+		/* what the wire cannot carry is said here, not as "no answer" after sending */
+		char why[160];
+
+		if (wire_query_check(src, why, sizeof(why))) {
+			fprintf(stderr, "weft: %s\n", why);
+			free(src);
+			return WEFT_EXIT_QUERY;
+		}
+	}
 
 	/* compiled here, exactly as weft run compiles: agents never need a compiler */
 	copts.verbose = verbose > 0;
@@ -467,11 +479,6 @@ int cmd_submit(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-	cl = tool_cluster_connect(&tc);
-	if (!cl) {
-		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
-		goto out;
-	}
 	weft__submit__init(&sub);
 	sub.query = src;
 	sub.manifest.data = (uint8_t *)manifest;
@@ -483,9 +490,29 @@ int cmd_submit(int argc, char **argv)
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_SUBMIT;
 	e.submit = &sub;
+	e.version = WIRE_VERSION;
+	e.seq = 1; /* aggd_client_send() numbers it; the check wants one */
+	{
+		char why[256];
+
+		if (wire_validate(&e, why, sizeof(why))) {
+			fprintf(stderr, "weft: the query cannot be sent to the cluster: %s\n", why);
+			status = WEFT_EXIT_QUERY;
+			goto out;
+		}
+	}
+	cl = tool_cluster_connect(&tc);
+	if (!cl) {
+		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+		goto out;
+	}
 	rc = aggd_client_send(cl, &e);
-	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc.timeout_ms > 10000 ? tc.timeout_ms : 10000, &reply);
+	if (rc) {
+		fprintf(stderr, "weft: cannot send the submit to %s: %s\n", tc.to, strerror(-rc));
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+	rc = tool_cluster_reply(cl, tc.timeout_ms > 10000 ? tc.timeout_ms : 10000, &reply);
 	if (rc <= 0) {
 		fprintf(stderr, "weft: no answer from %s to the submit: %s\n", tc.to,
 			rc ? strerror(-rc) : "timed out");

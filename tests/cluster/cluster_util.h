@@ -73,6 +73,7 @@ struct cl {
 	struct cl_proc procs[CL_MAX_PROCS];
 	int nprocs;
 	bool passed; /* set by a test at its end: the teardown keeps the logs otherwise */
+	int agg_nofile; /* > 0: aggregators start with RLIMIT_NOFILE soft = hard = this */
 };
 
 /* "DIR/NAME" in one of eight static buffers. */
@@ -395,12 +396,13 @@ static inline void cl_fini(struct cl *cl)
  * `weft aggregator` named NAME (its key DIR/NAME.key, made here unless it exists; store
  * DIR/NAME.sqlite) listening on `listen` (NULL: the test's endpoint), with short lateness
  * and heartbeats to keep the tests fast; `extra` (NULL-terminated, may be NULL) is appended
- * and may override them.  Returns once it listens.
+ * and may override them; under `prlimit --nofile=N:N` when cl->agg_nofile is N.  Returns once
+ * it listens.
  */
 static inline struct cl_proc *cl_aggregator(struct cl *cl, const char *name, const char *listen,
 					    const char *log, char *const extra[])
 {
-	char key[PATH_MAX], store[PATH_MAX], keyname[64];
+	char key[PATH_MAX], store[PATH_MAX], keyname[64], nofile[48];
 	char *argv[WR_MAX_ARGS];
 	struct cl_proc *p;
 	int n = 0;
@@ -410,6 +412,13 @@ static inline struct cl_proc *cl_aggregator(struct cl *cl, const char *name, con
 		cl_keygen(cl, "aggregator", name, false);
 	snprintf(key, sizeof(key), "%s/%s.key", cl->dir, name);
 	snprintf(store, sizeof(store), "%s/%s.sqlite", cl->dir, name);
+	if (cl->agg_nofile > 0) {
+		/* prlimit sets its own limits and execs the command: the pid stays weft's */
+		snprintf(nofile, sizeof(nofile), "--nofile=%d:%d", cl->agg_nofile, cl->agg_nofile);
+		argv[n++] = (char *)"prlimit";
+		argv[n++] = nofile;
+		argv[n++] = (char *)"--";
+	}
 	argv[n++] = getenv("WEFT_BIN");
 	argv[n++] = (char *)"aggregator";
 	argv[n++] = (char *)"--listen";

@@ -1839,6 +1839,33 @@ static int teardown_tmp(void **state)
 	return 0;
 }
 
+/* What weft submit checks before sending: the wire's bound and UTF-8, in words. */
+static void test_query_check(void **state)
+{
+	char *q = malloc(WIRE_MAX_QUERY + 2), why[160];
+
+	(void)state;
+	assert_non_null(q);
+	memset(q, ' ', WIRE_MAX_QUERY + 1);
+	q[WIRE_MAX_QUERY] = 0; /* exactly the bound: fine */
+	assert_int_equal(wire_query_check(q, why, sizeof(why)), 0);
+	q[WIRE_MAX_QUERY] = ' ';
+	q[WIRE_MAX_QUERY + 1] = 0;
+	assert_int_equal(wire_query_check(q, why, sizeof(why)), -E2BIG);
+	assert_string_equal(why, "the query is 65537 bytes: a query sent to the cluster is at "
+				 "most 65536 bytes");
+	free(q);
+	assert_int_equal(wire_query_check("from x select count() -- \xc3\xa9t\xc3\xa9\n\t", why,
+					  sizeof(why)),
+			 0);
+	assert_int_equal(wire_query_check("ab\xc3", why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "the query is not valid UTF-8 at byte 3");
+	assert_int_equal(wire_query_check("a\xed\xa0\x80", why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "the query is not valid UTF-8 at byte 2"); /* a surrogate */
+	assert_int_equal(wire_query_check("a\x01", why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "the query holds the control character 0x01 at byte 2");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1859,6 +1886,7 @@ int main(void)
 		cmocka_unit_test(test_table_round_trip),
 		cmocka_unit_test(test_table_no_key_and_overflow),
 		cmocka_unit_test(test_table_hostile_groups),
+		cmocka_unit_test(test_query_check),
 	};
 
 	return wt_status(cmocka_run_group_tests(tests, NULL, teardown_tmp));
