@@ -22,7 +22,8 @@
  * instance outlives its restarts) makes the seqs durable before the bytes leave.
  *
  * Received: every message is decoded and checked (one part, wire_decode(), a body an
- * aggregator sends, nothing but a Welcome before the Welcome, seq strictly increasing per
+ * aggregator sends, nothing but a Welcome (or an Error refusing the Hello, which goes to the
+ * caller) before the Welcome, seq strictly increasing per
  * aggregator instance, the Welcome's own included: a replayed or stale Welcome would drop
  * partials from the spool that were never merged); a failure is counted and logged at debug,
  * never acted on.
@@ -428,6 +429,13 @@ int session_recv(struct session *s, Weft__Envelope **out)
 		if (s->state == SESSION_HELLO && is_not_welcomed(e)) {
 			/* the answers to what we sent before our Hello again: expected */
 			wire_free(e);
+			return 1;
+		}
+		if (s->state == SESSION_HELLO && e->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+			/* the aggregator refused our Hello (a key of another role, a bad Hello):
+			 * the caller says why instead of waiting for a Welcome that cannot come */
+			s->st.received++;
+			*out = e;
 			return 1;
 		}
 		log_debug("%s: rejected a %s before the Welcome", s->log_name,

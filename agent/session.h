@@ -148,7 +148,8 @@ int session_poll_items(struct session *s, zmq_pollitem_t *it);
 void session_poll_events(struct session *s);
 /*
  * Reads one message, if one waits: 1, with *out the message for the caller (a body of the
- * aggregator's other than Welcome and Ack, checked and in sequence; wire_free() it), or NULL
+ * aggregator's other than Welcome and Ack, checked and in sequence, or an Error refusing our
+ * Hello before any Welcome; wire_free() it), or NULL
  * when the session handled it (Welcome, Ack, the Error "not welcomed") or rejected it
  * (counted); 0 when none waits; -errno.
  */
