@@ -469,7 +469,10 @@ static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const ch
 		     (char *const[]){ getenv("WEFT_BIN"), (char *)"agent", (char *)"--connect",
 				      (char *)(endpoint ? endpoint : cl->endpoint),
 				      (char *)"--server-key", (char *)cl_pub(cl, cl->agent_server),
-				      (char *)"--key", key, (char *)"--host", (char *)host, NULL });
+				      (char *)"--key", key, (char *)"--host", (char *)host,
+				      /* no CPU budget: flat-out workloads must count exactly,
+				       * however loaded the machine (test_cluster_budget tests it) */
+				      (char *)"--cpu-budget", (char *)"0", NULL });
 	if (netns) {
 		char self[64], ns[PATH_MAX];
 		ino_t want;

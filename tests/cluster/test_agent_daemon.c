@@ -288,7 +288,7 @@ static pid_t spawn_agent(struct fake *f)
 		if (fd >= 0)
 			dup2(fd, 2);
 		execl(bin, bin, "agent", "--connect", f->endpoint, "--server-key", srv, "--key",
-		      key, "--host", HOST, "-v", (char *)NULL);
+		      key, "--host", HOST, "--cpu-budget", "0", "-v", (char *)NULL);
 		_exit(127);
 	}
 	return pid;

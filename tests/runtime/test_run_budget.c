@@ -153,7 +153,7 @@ static void test_default_budget_light_not_stopped(void **state)
 	snprintf(cmd, sizeof(cmd), "%s 1000 3500", wr_workload("wl_usdt"));
 	snprintf(query, sizeof(query), "from uprobe:%s:wl_work select count() as n",
 		 wr_workload("wl_usdt"));
-	status = wr_weft_run(&p, "--format", "json", "-c", cmd, query);
+	status = wr_weft_run(&p, WR_DEFAULT_BUDGET, "--format", "json", "-c", cmd, query);
 	if (status != 0)
 		wr_dump(&p, query);
 	assert_int_equal(status, 0);
