@@ -885,11 +885,10 @@ static int check_kernel_literal(struct sema *s, const struct expr *lit)
 
 	if (lit->kind != EXPR_STR || (n = strlen(lit->sval)) < WEFT_GLOB_MAX)
 		return 0;
-	diag_fix(
-		diag_error(s->dl, DIAG_E_CONST_RANGE, lit->loc,
-			   "a `like` pattern is at most %d bytes; this one has %zu",
-			   WEFT_GLOB_MAX - 1, n),
-		"compare a prefix: e like 'its first %d bytes*'", WEFT_GLOB_MAX - 2);
+	diag_fix(diag_error(s->dl, DIAG_E_CONST_RANGE, lit->loc,
+			    "a `like` pattern is at most %d bytes; this one has %zu",
+			    WEFT_GLOB_MAX - 1, n),
+		 "compare a prefix: e like 'its first %d bytes*'", WEFT_GLOB_MAX - 2);
 	return -EINVAL;
 }
 
