@@ -161,7 +161,7 @@ void *wire_monitor_open(void *zctx, void *sock, int events)
 	static atomic_uint next;
 	char ep[96];
 	void *mon;
-	int err;
+	int err, zero = 0;
 
 	if (!zctx || !sock) {
 		errno = EINVAL;
@@ -173,7 +173,11 @@ void *wire_monitor_open(void *zctx, void *sock, int events)
 	if (zmq_socket_monitor(sock, ep, events) != 0)
 		return NULL;
 	mon = zmq_socket(zctx, ZMQ_PAIR);
-	if (!mon || zmq_connect(mon, ep) != 0) {
+	/* no high-water mark: a dropped event would leave its reader's state wrong (events are
+	 * small and read at every turn of the loop); no linger: they die with the socket */
+	if (!mon || zmq_setsockopt(mon, ZMQ_RCVHWM, &zero, sizeof(zero)) != 0 ||
+	    zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+	    zmq_connect(mon, ep) != 0) {
 		err = errno;
 		if (mon)
 			zmq_close(mon);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "aggregator/aggd_guard.h"
+#include "agent/wire.h"
 #include "base/log.h"
 
 #define EVENTS_PER_POLL 8192 /* monitor events handled per call: the loop stays responsive */
@@ -219,33 +220,12 @@ static void on_event(struct aggd_guard *g, uint16_t event, uint32_t value)
 static void drain(struct aggd_guard *g, int max)
 {
 	for (int n = 0; n < max; n++) {
-		zmq_msg_t m;
-		uint16_t event = 0;
 		uint32_t value = 0;
-		int more = 0;
-		size_t msz = sizeof(more);
+		int event = wire_monitor_read(g->mon, &value);
 
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, g->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
+		if (!event)
 			return;
-		}
-		/* first frame: 16-bit event, 32-bit value; second: the endpoint */
-		if (zmq_msg_size(&m) >= 6) {
-			memcpy(&event, zmq_msg_data(&m), 2);
-			memcpy(&value, (const char *)zmq_msg_data(&m) + 2, 4);
-		}
-		zmq_getsockopt(g->mon, ZMQ_RCVMORE, &more, &msz);
-		zmq_msg_close(&m);
-		while (more) {
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, g->mon, ZMQ_DONTWAIT) < 0)
-				more = 0;
-			else
-				zmq_getsockopt(g->mon, ZMQ_RCVMORE, &more, &msz);
-			zmq_msg_close(&m);
-		}
-		on_event(g, event, value);
+		on_event(g, (uint16_t)event, value);
 	}
 }
 
@@ -311,9 +291,8 @@ struct aggd_guard *aggd_guard_new(void *zctx, void *sock)
 {
 	struct aggd_guard *g = calloc(1, sizeof(*g));
 	struct rlimit rl;
-	char ep[64];
 	size_t reserve;
-	int zero = 0, err;
+	int err;
 
 	if (!g)
 		return NULL;
@@ -325,20 +304,12 @@ struct aggd_guard *aggd_guard_new(void *zctx, void *sock)
 	if (reserve < AGGD_GUARD_RESERVE_MIN)
 		reserve = AGGD_GUARD_RESERVE_MIN;
 	g->budget = g->limit > 2 * reserve ? g->limit - reserve : g->limit / 2;
-	snprintf(ep, sizeof(ep), "inproc://weft-aggd-guard-%p", (void *)g);
-	if (zmq_socket_monitor(sock, ep,
-			       ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
-				       ZMQ_EVENT_ACCEPT_FAILED) != 0)
+	/* no high-water mark on what the monitor sends us (wire_monitor_open()): an event
+	 * dropped would leave a slot wrong; they are small, and drained at every turn */
+	g->mon = wire_monitor_open(
+		zctx, sock, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED);
+	if (!g->mon)
 		goto out_errno;
-	g->mon = zmq_socket(zctx, ZMQ_PAIR);
-	/* no high-water mark on what the monitor sends us: an event dropped would leave a
-	 * slot wrong; they are small, and drained at every turn of the loop */
-	if (!g->mon || zmq_setsockopt(g->mon, ZMQ_RCVHWM, &zero, sizeof(zero)) != 0 ||
-	    zmq_setsockopt(g->mon, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
-	    zmq_connect(g->mon, ep) != 0) {
-		zmq_socket_monitor(sock, NULL, 0);
-		goto out_errno;
-	}
 	log_debug("aggregator: descriptor limit %zu: at most %zu connections, %d of them in "
 		  "their handshake",
 		  g->limit, g->budget, AGGD_GUARD_MAX_PENDING);
@@ -346,8 +317,6 @@ struct aggd_guard *aggd_guard_new(void *zctx, void *sock)
 
 out_errno:
 	err = errno;
-	if (g->mon)
-		zmq_close(g->mon);
 	free(g);
 	errno = err;
 	return NULL;
@@ -357,9 +326,7 @@ void aggd_guard_free(struct aggd_guard *g)
 {
 	if (!g)
 		return;
-	zmq_socket_monitor(g->sock, NULL, 0);
-	if (g->mon)
-		zmq_close(g->mon);
+	wire_monitor_close(g->sock, g->mon);
 	free(g->slots);
 	free(g->q);
 	free(g);
