@@ -792,11 +792,13 @@ static void wait_count(int fd, uint32_t k, uint64_t n, bool busy)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	while (slot(fd, k) < n) {
-		if (busy)
+		if (busy) {
 			for (int i = 0; i < 100000; i++)
 				x += (uint64_t)i;
-		else
+			(void)x;
+		} else {
 			nanosleep(&nap, NULL);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 		if (t - t0 > 60000000000ull)

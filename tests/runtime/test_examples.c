@@ -141,6 +141,7 @@ __attribute__((noinline, used)) void busy_child_loop(void)
 	for (;;) {
 		for (int i = 0; i < 100000; i++)
 			x += i;
+		(void)x;
 		getppid();
 	}
 }
