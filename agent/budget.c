@@ -279,7 +279,7 @@ int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_bud
 		struct budget_prog *bp = &b->progs[i];
 		const struct plan_prog *pp = &b->plan->progs[bp->plan_idx];
 		struct agent_budget_prog *h = &all[n++];
-		uint64_t run, calls;
+		uint64_t run = 0, calls = 0;
 		int rc = prog_read(bp, &run, &calls);
 
 		if (rc)

@@ -84,7 +84,7 @@ static int run_variant(unsigned long n, size_t v, double *prog_ns, double *call_
 	const char *skip[NV + 1] = { NULL };
 	struct rt_prog p = { 0 };
 	char obj[PATH_MAX];
-	struct rt_wl wl;
+	struct rt_wl wl = { 0 };
 	uint64_t t0 = 0;
 	size_t nskip = 0;
 	int err;
@@ -155,7 +155,7 @@ static int bench_flip(unsigned long n)
 	static uint64_t lat[FLIPS];
 	char obj[PATH_MAX];
 	struct rt_prog p = { 0 };
-	struct rt_wl wl;
+	struct rt_wl wl = { 0 };
 	unsigned long seen = 0;
 	uint64_t t0;
 	int err, fd;
