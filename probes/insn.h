@@ -31,9 +31,13 @@ bool probe_insn_machine_ok(uint16_t machine);
  * On arm64 every instruction is the aligned 4 bytes holding `off`.  Returns 0 with *insn filled
  * (off is an instruction boundary iff insn->start == off); -ENOEXEC with insn->start set when
  * the bytes there are no instruction, or one that len cuts short (insn->len is then 0);
- * -ERANGE when off >= len; -EOPNOTSUPP for a machine that cannot be decoded; -ENOMEM.
+ * -ERANGE when off >= len; -EOPNOTSUPP for a machine that cannot be decoded; -ELIBACC when
+ * libcapstone cannot be loaded (probe_insn_lib_error() says why); -ENOMEM.
  */
 int probe_insn_find(uint16_t machine, const uint8_t *code, size_t len, uint64_t off,
 		    struct probe_insn *insn);
+
+/* NULL once libcapstone is loaded (on first call); else why it cannot be (dlerror's text). */
+const char *probe_insn_lib_error(void);
 
 #endif

@@ -186,6 +186,10 @@ static int uprobe_offset_check(const char *path, const struct probe_elf_func *fn
 				"%s+%llu is beyond the code of %s in %s (the symbol's size, %llu, "
 				"runs past its segment)",
 				f, off, f, path, (unsigned long long)fn->size);
+	if (ret == -ELIBACC)
+		return perr_set(err, PERR_SYSTEM, "install Debian's libcapstone4",
+				"cannot check that %s+%llu starts an instruction: %s", f, off,
+				probe_insn_lib_error());
 	return perr_set(err, PERR_SYSTEM, NULL, "cannot decode the code of %s: %s", f,
 			strerror(-ret));
 }

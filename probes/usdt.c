@@ -190,6 +190,10 @@ static int usdt_site_check(const char *path, const struct usdt_probe *p,
 				"USDT probe %s:%s in %s: cannot read the code at its site 0x%llx "
 				"(file offset 0x%llx)",
 				u->provider, u->name, path, pc, off);
+	if (ret == -ELIBACC)
+		return perr_set(err, PERR_SYSTEM, "install Debian's libcapstone4",
+				"cannot check the sites of USDT probe %s:%s: %s", u->provider,
+				u->name, probe_insn_lib_error());
 	return perr_set(err, PERR_SYSTEM, NULL, "cannot decode the USDT sites of %s: %s", path,
 			strerror(-ret));
 }
