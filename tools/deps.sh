@@ -8,7 +8,8 @@ set -euo pipefail
 WEFT_PACKAGES=(
 	build-essential cmake pkg-config clang clang-format llvm libclang-rt-14-dev
 	libbpf-dev libelf-dev zlib1g-dev libcapstone-dev bpftool
-	libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev
+	libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libjansson-dev
+	libbabeltrace2-dev babeltrace2 lttng-tools
 	liblttng-ust-dev systemtap-sdt-dev libcmocka-dev
 	python3 redis-server bpftrace procps iproute2
 )

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The graph store: where execution graphs and their aggregate context live (docs/graphs.md has
+ * the schema).  One interface, struct graph_store_ops; SQLite (graph/store_sqlite.c) is the
+ * default backend, a file next to the aggregator's store or --graph-store PATH.
+ *
+ * The aggregates are kept on ingest, never recomputed from the stored traces, so showing one
+ * trace with its context costs O(size of that trace) whatever the number of traces stored:
+ *   per task type (service, name)   a latency sketch (kernel/weft_sketch.h's, mergeable) and
+ *                                   a task count;
+ *   per (type, event name)          how many tasks of the type had the event at least once;
+ *   per (parent type, child type,   how many edges of that shape were seen, against the
+ *        edge kind)                 parent type's task count;
+ *   per (host, pid, ms)             how many tasks of the process were running in that
+ *                                   millisecond (the concurrency "molehills").
+ * Every aggregate is a sum of counts (the sketch is bucket counts), so two stores' aggregates
+ * merge exactly (graph_store_merge()).
+ */
+#ifndef WEFT_GRAPH_STORE_H
+#define WEFT_GRAPH_STORE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+/* Rare: an event or edge seen in under this share of the tasks of its (parent) type. */
+#define GRAPH_RARE_SHARE 0.05
+
+struct graph_store;
+
+/* What one put added. */
+struct graph_put_stats {
+	uint64_t traces, tasks, events, edges;
+	uint64_t
+		replaced; /* tasks already stored (same trace and id): kept once, not counted again */
+};
+
+/* A row of graph_store_list(). */
+struct graph_trace_row {
+	struct graph_id128 trace;
+	char service[128], name[256], host[256]; /* of the root task (earliest start if several) */
+	int64_t start, end; /* of the whole trace: min start, max end */
+	uint32_t ntasks;
+	uint32_t nhosts;
+};
+
+enum graph_sort {
+	GRAPH_SORT_START_DESC = 0, /* newest first: the default */
+	GRAPH_SORT_START_ASC,
+	GRAPH_SORT_DURATION_DESC,
+	GRAPH_SORT_DURATION_ASC,
+};
+
+struct graph_filter {
+	const char *service, *name, *host; /* any task of the trace matches; NULL: any */
+	int64_t from, to; /* trace start in [from, to); 0: unbounded */
+	int64_t min_dur, max_dur; /* trace duration, ns; 0: unbounded */
+	enum graph_sort sort;
+	size_t limit; /* 0: 20 */
+};
+
+/* Per task type, for graph_store_stats() and the context of a trace. */
+struct graph_type_stats {
+	char service[128], name[256];
+	uint64_t count;
+	int64_t p50, p90, p99; /* ns, from the sketch (within its 1.6% relative error) */
+};
+
+/* The context of one task of a trace (graph_store_context()), index-aligned with its tasks. */
+struct graph_task_ctx {
+	uint64_t type_count; /* tasks of its type stored, this one included */
+	double percentile; /* share of its type's tasks at or below its latency, 0..100 */
+	uint32_t hist_bin; /* the sketch bucket of its latency (weft_sketch_index()) */
+	uint32_t concurrency_max; /* most other tasks of its process running during it */
+};
+
+/* The context of one event of a trace. */
+struct graph_event_ctx {
+	double share; /* tasks of its task's type that have an event of this name, 0..1 */
+	bool rare; /* share < GRAPH_RARE_SHARE */
+};
+
+/* The context of one edge of a trace. */
+struct graph_edge_ctx {
+	double share; /* edges of this (parent type, child type, kind) per parent-type task */
+	bool rare;
+};
+
+struct graph_context {
+	struct graph_task_ctx *tasks;
+	struct graph_event_ctx *events;
+	struct graph_edge_ctx *edges;
+	size_t ntasks, nevents, nedges;
+};
+void graph_context_free(struct graph_context *c);
+
+struct graph_store_ops {
+	const char *name;
+	int (*put)(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
+		   char *why, size_t whysz);
+	/* ... the backend's own entry points follow the functions below ... */
+};
+
+/*
+ * Opens (creating if absent) the SQLite store at path; checks or creates the schema version.
+ * NULL with why[] on failure (not a store, a newer schema, no permission, ...).
+ */
+struct graph_store *graph_store_open(const char *path, char *why, size_t whysz);
+void graph_store_close(struct graph_store *s);
+
+/* Stores a checked batch in one transaction and updates the aggregates; all or nothing. */
+int graph_store_put(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
+		    char *why, size_t whysz);
+
+/* Traces matching f, sorted, at most f->limit; *rows is malloc'd.  Returns the count or -errno. */
+ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
+			 struct graph_trace_row **rows, char *why, size_t whysz);
+
+/* Loads one trace's elements into g (which the caller initialised); -ENOENT if unknown.  A
+ * prefix of the hex id that matches exactly one trace is accepted. */
+int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
+		     size_t whysz);
+
+/* The aggregate context of a loaded trace (g as graph_store_load() gave it): O(size of g). */
+int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,
+			char *why, size_t whysz);
+
+/* The latency sketch of one task type: WEFT_SKETCH_NBUCKETS counts into counts[] (for the
+ * histogram a trace view draws).  -ENOENT if the type is unknown. */
+int graph_store_type_sketch(struct graph_store *s, const char *service, const char *name,
+			    uint64_t *counts, char *why, size_t whysz);
+
+/* The molehill: for each millisecond of [from, to) (ns, rounded out to whole ms), how many
+ * tasks of process (host, pid) were running; n = number of ms, counts[] caller-sized. */
+int graph_store_concurrency(struct graph_store *s, const char *host, int64_t pid, int64_t from,
+			    int64_t to, uint32_t *counts, size_t n, char *why, size_t whysz);
+
+/* Per task type statistics, most frequent type first. */
+ssize_t graph_store_stats(struct graph_store *s, struct graph_type_stats **rows, char *why,
+			  size_t whysz);
+
+/* Retention: drops the traces that ended before `before` (ns, 0: no age limit) and then the
+ * oldest traces until the file holds at most max_bytes (0: no size limit).  Aggregates are
+ * kept (they describe everything ever seen).  Returns the traces dropped or -errno. */
+ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
+			   size_t whysz);
+
+/* Adds the aggregates of the store at `other` into s (another aggregator's): exact. */
+int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz);
+
+#endif
