@@ -158,6 +158,9 @@ struct graph_store {
 
 /* The SQLite backend's constructor (graph_store_open() calls it). */
 struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t whysz);
+/* For tests: EXPLAIN QUERY PLAN of every statement that loading a trace, its context and a
+ * put run per element; -EINVAL with the statement and step in why[] if one scans a table. */
+int graph_store_sqlite_check_plans(struct graph_store *s, char *why, size_t whysz);
 
 /*
  * Opens (creating if absent) the SQLite store at path; checks or creates the schema version.

@@ -2725,6 +2725,45 @@ out_detach:
 	return rc;
 }
 
+/* ---------------------------------------------------------------- plans */
+
+int graph_store_sqlite_check_plans(struct graph_store *base, char *why, size_t whysz)
+{
+	static const int hot[] = {
+		ST_FIND_EXACT, ST_FIND_HI,     ST_FIND_LO,   ST_LOAD_TASKS, ST_LOAD_EVENTS,
+		ST_LOAD_EDGES, ST_TYPE_GET,    ST_TYPE_READ, ST_STR_GET,    ST_PROC_GET,
+		ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,  ST_TRACE_GET,  ST_TASK_TYPE,
+		ST_EV_MAXSEQ,  ST_EV_HAS,      ST_TRACE_UPD, ST_TYPE_WRITE, ST_DEL_TASKS,
+		ST_DEL_EVENTS, ST_DEL_EDGES,   ST_DEL_TT,    ST_DEL_TH,	    ST_DEL_TRACE,
+	};
+	struct sq *s = (struct sq *)base;
+	char q[1024];
+	size_t i;
+	int rc;
+
+	if (base->ops != &sqlite_ops)
+		return fail(why, whysz, -EINVAL, "not a SQLite graph store");
+	for (i = 0; i < sizeof(hot) / sizeof(hot[0]); i++) {
+		sqlite3_stmt *t;
+
+		snprintf(q, sizeof(q), "EXPLAIN QUERY PLAN %s", stmt_sql[hot[i]]);
+		rc = sqlite3_prepare_v2(s->db, q, -1, &t, NULL);
+		if (rc != SQLITE_OK)
+			return sq_fail(s, rc, why, whysz, "explaining a statement");
+		while ((rc = sqlite3_step(t)) == SQLITE_ROW) {
+			const char *d = (const char *)sqlite3_column_text(t, 3);
+
+			if (d && !strncmp(d, "SCAN", 4)) {
+				fail(why, whysz, -EINVAL, "%s: %s", stmt_sql[hot[i]], d);
+				sqlite3_finalize(t);
+				return -EINVAL;
+			}
+		}
+		sqlite3_finalize(t);
+	}
+	return 0;
+}
+
 static const struct graph_store_ops sqlite_ops = {
 	.name = "sqlite",
 	.put = sq_put,
