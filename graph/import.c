@@ -181,7 +181,10 @@ int imp_id64(const json_t *v, bool b64, bool zero_ok, uint64_t *out)
 		return -EINVAL;
 	s = json_string_value(v);
 	len = json_string_length(v);
-	if (graph_id64_parse_hex(s, len, out) && (!b64 || graph_id64_parse_base64(s, len, out)))
+	/* base64 of 8 bytes is 11 or 12 characters, which could also be short hex: full-width
+	 * hex is hex, otherwise base64 if it decodes, else hex */
+	if (!(b64 && len != 16 && !graph_id64_parse_base64(s, len, out)) &&
+	    graph_id64_parse_hex(s, len, out))
 		return -EINVAL;
 	if (*out == 0 && !zero_ok)
 		return -EINVAL;
@@ -197,7 +200,8 @@ int imp_id128(const json_t *v, bool b64, struct graph_id128 *out)
 		return -EINVAL;
 	s = json_string_value(v);
 	len = json_string_length(v);
-	if (graph_id128_parse_hex(s, len, out) && (!b64 || graph_id128_parse_base64(s, len, out)))
+	if (!(b64 && len != 16 && len != 32 && !graph_id128_parse_base64(s, len, out)) &&
+	    graph_id128_parse_hex(s, len, out))
 		return -EINVAL;
 	if (out->hi == 0 && out->lo == 0)
 		return -EINVAL;

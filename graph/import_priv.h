@@ -50,7 +50,8 @@ int imp_json_u64(const json_t *v, uint64_t max, uint64_t *out);
 /* An integer in a JSON integer or a decimal string; -EINVAL otherwise. */
 int imp_json_i64(const json_t *v, int64_t *out);
 
-/* Ids in a JSON string: hex, or (b64) base64 when it is not hex of the right length.
+/* Ids in a JSON string: hex, or (b64) base64 when it is not full-width hex (16 digits for a
+ * span, 16 or 32 for a trace) and decodes as base64 of 8 (16) bytes.
  * -EINVAL when it is not a string or not an id; id 0 refused for tasks (zero_ok false). */
 int imp_id64(const json_t *v, bool b64, bool zero_ok, uint64_t *out);
 int imp_id128(const json_t *v, bool b64, struct graph_id128 *out);
