@@ -513,7 +513,11 @@ static int cmp_edge(const void *a, const void *b)
 
 void graph_sort(struct graph *g)
 {
-	qsort(g->tasks, g->ntasks, sizeof(*g->tasks), cmp_task);
-	qsort(g->events, g->nevents, sizeof(*g->events), cmp_event);
-	qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
+	/* an empty array's pointer may be NULL, which qsort() must not be given */
+	if (g->ntasks)
+		qsort(g->tasks, g->ntasks, sizeof(*g->tasks), cmp_task);
+	if (g->nevents)
+		qsort(g->events, g->nevents, sizeof(*g->events), cmp_event);
+	if (g->nedges)
+		qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
 }
