@@ -41,6 +41,7 @@ struct view {
 	int64_t *crit_ns; /* node -> time on the critical path */
 	size_t *ev_first, *ev; /* node -> its events (indices in g->events), by time */
 	size_t *ed_first, *ed; /* node -> edges into it (indices in g->edges) */
+	size_t *cs_first, *cs; /* node -> its critical-path segments (indices in cp.segs) */
 };
 
 static void view_free(struct view *v)
@@ -52,6 +53,8 @@ static void view_free(struct view *v)
 	free(v->ev);
 	free(v->ed_first);
 	free(v->ed);
+	free(v->cs_first);
+	free(v->cs);
 }
 
 static int cmp_str_p(const void *a, const void *b)
@@ -121,6 +124,8 @@ static int view_build(struct view *v, const struct graph *g, struct graph_id128 
 	big = g->ntasks > g->nevents ? g->ntasks : g->nevents;
 	if (g->nedges > big)
 		big = g->nedges;
+	if (v->cp.n > big)
+		big = v->cp.n;
 	node_of = malloc((big + 1) * sizeof(*node_of));
 	tmp = malloc((g->ntasks + 1) * sizeof(*tmp));
 	hosts = malloc((v->t.n + 1) * sizeof(*hosts));
@@ -153,7 +158,10 @@ static int view_build(struct view *v, const struct graph *g, struct graph_id128 
 		if (!v->crit_ns[k])
 			v->ncrit_tasks++;
 		v->crit_ns[k] += v->cp.segs[i].to - v->cp.segs[i].from;
+		node_of[i] = k;
 	}
+	if (csr(v->t.n, node_of, v->cp.n, &v->cs_first, &v->cs))
+		goto out_free;
 
 	for (size_t i = 0; i < g->nevents; i++) {
 		const struct graph_event *e = &g->events[i];
@@ -350,11 +358,11 @@ static void draw_lane(FILE *f, const struct view *v, size_t k, size_t label, siz
 	c1 = col_of(v, tk->end, bar);
 	for (size_t i = c0; i <= c1; i++)
 		cells[i] = (struct cell){ '=', ST_BAR };
-	for (size_t i = 0; i < v->cp.n; i++) {
-		if (v->cp.segs[i].task != ti)
-			continue;
-		for (size_t j = col_of(v, v->cp.segs[i].from, bar);
-		     j <= col_of(v, v->cp.segs[i].to, bar) && j < bar; j++)
+	for (size_t i = v->cs_first[k]; i < v->cs_first[k + 1]; i++) {
+		const struct graph_critseg *sg = &v->cp.segs[v->cs[i]];
+
+		for (size_t j = col_of(v, sg->from, bar); j <= col_of(v, sg->to, bar) && j < bar;
+		     j++)
 			cells[j] = (struct cell){ '#', ST_CRIT };
 	}
 	for (size_t i = v->ev_first[k]; i < v->ev_first[k + 1]; i++) {
