@@ -100,12 +100,26 @@ static void set_parent(struct graph_tree *t, size_t node, size_t parent, enum gr
 	t->link[node] = l;
 }
 
+/* Whether edge e arrives where its task began: at the task itself, or at its first named
+ * event. */
+static bool begins(const struct graph *g, const struct graph_tree *t, const struct id_node *ids,
+		   const size_t *first_ev, const struct graph_edge *e)
+{
+	size_t k;
+
+	if (!e->to_event)
+		return true;
+	k = find_node(ids, t->n, e->to_task);
+	return k != GRAPH_TREE_NONE && first_ev[k] != GRAPH_TREE_NONE &&
+	       g->events[first_ev[k]].id == e->to_event;
+}
+
 int graph_tree_build(const struct graph *g, struct graph_id128 trace, struct graph_tree *t)
 {
 	struct sort_ctx sc;
 	struct id_node *ids;
 	unsigned char *state = NULL;
-	size_t n = 0, i, k, *stack = NULL, sp, nord;
+	size_t n = 0, i, k, *stack = NULL, *first_ev = NULL, sp, nord;
 
 	memset(t, 0, sizeof(*t));
 	for (i = 0; i < g->ntasks; i++)
@@ -122,8 +136,9 @@ int graph_tree_build(const struct graph *g, struct graph_id128 trace, struct gra
 	t->roots = malloc((n + 1) * sizeof(*t->roots) + (n + 1) * sizeof(*ids));
 	state = calloc(n + 1, 1);
 	stack = malloc((n + 1) * sizeof(*stack));
+	first_ev = malloc((n + 1) * sizeof(*first_ev));
 	if (!t->task || !t->parent || !t->link || !t->depth || !t->first || !t->child ||
-	    !t->order || !t->roots || !state || !stack)
+	    !t->order || !t->roots || !state || !stack || !first_ev)
 		goto out_nomem;
 	ids = (struct id_node *)(void *)(t->roots + n);
 	k = 0;
@@ -132,17 +147,38 @@ int graph_tree_build(const struct graph *g, struct graph_id128 trace, struct gra
 			continue;
 		t->task[k] = i;
 		t->parent[k] = GRAPH_TREE_NONE;
+		first_ev[k] = GRAPH_TREE_NONE;
 		ids[k].id = g->tasks[i].id;
 		ids[k].node = k;
 		k++;
 	}
 	qsort(ids, n, sizeof(*ids), cmp_id_node);
 
+	/*
+	 * Each task's first named event (X-Trace names events): an edge that names the event it
+	 * arrives at makes a tree link only if that event is where the task began.  A reply
+	 * arriving in the middle of its client, or a join back into a task, is no parent.
+	 */
+	for (i = 0; i < g->nevents; i++) {
+		const struct graph_event *e = &g->events[i];
+		size_t k2;
+
+		if (!e->id || !graph_id128_eq(e->trace, trace))
+			continue;
+		k2 = find_node(ids, n, e->task);
+		if (k2 == GRAPH_TREE_NONE)
+			continue;
+		if (first_ev[k2] == GRAPH_TREE_NONE || e->time < g->events[first_ev[k2]].time ||
+		    (e->time == g->events[first_ev[k2]].time && e->id < g->events[first_ev[k2]].id))
+			first_ev[k2] = i;
+	}
+
 	/* the links, strongest first: a message, the task's parent, a fork, a parent edge */
 	for (i = 0; i < g->nedges; i++) {
 		const struct graph_edge *e = &g->edges[i];
 
-		if (e->kind == GRAPH_EDGE_MESSAGE && graph_id128_eq(e->trace, trace))
+		if (e->kind == GRAPH_EDGE_MESSAGE && graph_id128_eq(e->trace, trace) &&
+		    begins(g, t, ids, first_ev, e))
 			set_parent(t, find_node(ids, n, e->to_task),
 				   find_node(ids, n, e->from_task), GRAPH_LINK_MESSAGE);
 	}
@@ -168,7 +204,8 @@ int graph_tree_build(const struct graph *g, struct graph_id128 trace, struct gra
 				continue;
 			to = find_node(ids, n, e->to_task);
 			from = find_node(ids, n, e->from_task);
-			if (to == GRAPH_TREE_NONE || from == GRAPH_TREE_NONE)
+			if (to == GRAPH_TREE_NONE || from == GRAPH_TREE_NONE ||
+			    !begins(g, t, ids, first_ev, e))
 				continue;
 			if (e->kind == GRAPH_EDGE_EVENT &&
 			    g->tasks[t->task[from]].start > g->tasks[t->task[to]].start)
@@ -243,11 +280,13 @@ int graph_tree_build(const struct graph *g, struct graph_id128 trace, struct gra
 	}
 	free(state);
 	free(stack);
+	free(first_ev);
 	return 0;
 
 out_nomem:
 	free(state);
 	free(stack);
+	free(first_ev);
 	graph_tree_free(t);
 	return -ENOMEM;
 }

@@ -13,7 +13,9 @@
  *      (X-Trace: the event that began this thread's run; a join back into a task that
  *      started earlier is not a parent);
  *   5. the cause of a follows-from edge (drawn as a child, but never waited on).
- * Wakeup edges make no tree link.  A cycle (hostile or broken input) is cut where it closes.  Clock-skew correction
+ * An edge that names the event it arrives at links only if that event is the task's first
+ * (where the task began): a reply arriving in the middle of its client is no parent.  Wakeup
+ * edges make no tree link.  A cycle (hostile or broken input) is cut where it closes.  Clock-skew correction
  * (graph/skew.h), the critical path and the terminal view (graph/show.h) all read this tree,
  * so they agree on who is whose parent.
  *

@@ -187,6 +187,60 @@ static void test_message(void **state)
 	graph_free(&g);
 }
 
+static void event(struct graph *g, uint64_t task, uint64_t id, int64_t time)
+{
+	struct graph_event e = {
+		.trace = TR, .task = task, .id = id, .time = time, .name = "e", .attrs = "{}"
+	};
+
+	assert_non_null(graph_add_event(g, &e));
+}
+
+static void event_edge(struct graph *g, enum graph_edge_kind k, uint64_t from, uint64_t fe,
+		       uint64_t to, uint64_t te)
+{
+	struct graph_edge e = { .trace = TR,
+				.kind = k,
+				.from_task = from,
+				.from_event = fe,
+				.to_task = to,
+				.to_event = te };
+
+	assert_non_null(graph_add_edge(g, &e));
+}
+
+/* An RPC as X-Trace records it, with named events: the request A.send (10) -> B.recv (20,
+ * B's first event), the reply B.reply (70) -> A.recv (90, in the middle of A).  The reply is
+ * no tree link (else A and B would be each other's parent): B is A's child and the path is
+ * A [0,20), B [20,70), A [70,100). */
+static void test_request_reply(void **state)
+{
+	struct graph g;
+	struct graph_tree t;
+	const struct seg want[] = { { 1, 0, 20 }, { 2, 20, 70 }, { 1, 70, 100 } };
+
+	(void)state;
+	graph_init(&g);
+	/* in this order, taking the reply as a link and cutting the cycle from A's side would
+	 * make A the child of B */
+	task(&g, 1, 0, 0, 100, "h1");
+	task(&g, 2, 0, 20, 70, "h2");
+	event(&g, 1, 0xa1, 0);
+	event(&g, 1, 0xa2, 10);
+	event(&g, 1, 0xa6, 90);
+	event(&g, 2, 0xb1, 20);
+	event(&g, 2, 0xb5, 70);
+	event_edge(&g, GRAPH_EDGE_MESSAGE, 2, 0xb5, 1, 0xa6);
+	event_edge(&g, GRAPH_EDGE_MESSAGE, 1, 0xa2, 2, 0xb1);
+	assert_int_equal(graph_tree_build(&g, TR, &t), 0);
+	assert_int_equal(t.nroots, 1);
+	assert_int_equal(g.tasks[t.task[t.roots[0]]].id, 1);
+	assert_int_equal(t.link[graph_tree_find(&g, &t, 2)], GRAPH_LINK_MESSAGE);
+	graph_tree_free(&t);
+	expect_path(&g, want, 3);
+	graph_free(&g);
+}
+
 /* Follows-from: F [50,150] is drawn under R but R does not wait for it; R is the root (F
  * ends later but has a tree parent) and the path is R alone. */
 static void test_follows(void **state)
@@ -363,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_follows),	      cmocka_unit_test(test_two_roots),
 		cmocka_unit_test(test_cycle),	      cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_unknown_trace), cmocka_unit_test(test_zipkin_files),
+		cmocka_unit_test(test_request_reply),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
