@@ -42,7 +42,8 @@ struct graph_skew_stats {
 /* Corrects trace `trace` of g in place (stats added into *st, which may be NULL).  0 or
  * -ENOMEM; a trace with no task is no error. */
 int graph_skew_correct(struct graph *g, struct graph_id128 trace, struct graph_skew_stats *st);
-/* Every trace of g. */
+/* Every trace of g; sorts g first (graph_sort()), so a context index-aligned with g no
+ * longer is: correct a loaded trace with graph_skew_correct(), which moves but never reorders. */
 int graph_skew_correct_all(struct graph *g, struct graph_skew_stats *st);
 
 #endif
