@@ -408,6 +408,57 @@ static void test_zipkin_files(void **state)
 	}
 }
 
+/*
+ * Hostile shapes, generated: parents pointing anywhere (cycles, self, unknown ids), message,
+ * fork and follows edges between random tasks, times in any order.  Whatever the shape, the
+ * walk ends, and its segments are in order, back to back, and tile the root's span exactly.
+ */
+static void test_random_shapes(void **state)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+	(void)state;
+	for (int round = 0; round < 200; round++) {
+		struct graph g;
+		struct graph_critpath cp;
+		size_t n = 1 + round * 7 % 300;
+		int64_t total = 0;
+
+		graph_init(&g);
+		for (size_t i = 0; i < n; i++) {
+			int64_t a, b;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			a = (int64_t)(x % 1000);
+			b = a + (int64_t)((x >> 20) % 500);
+			task(&g, i + 1, (x >> 40) % (n + 3), a, b, (x >> 50) & 1 ? "h1" : "h2");
+		}
+		for (size_t i = 0; i < n / 2; i++) {
+			static const enum graph_edge_kind kinds[] = { GRAPH_EDGE_MESSAGE,
+								      GRAPH_EDGE_FORK,
+								      GRAPH_EDGE_FOLLOWS,
+								      GRAPH_EDGE_PARENT };
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			edge(&g, kinds[x % 4], 1 + (x >> 8) % n, 1 + (x >> 24) % n);
+		}
+		assert_int_equal(graph_critpath(&g, TR, &cp), 0);
+		for (size_t i = 0; i < cp.n; i++) {
+			assert_true(cp.segs[i].from < cp.segs[i].to);
+			if (i)
+				assert_int_equal(cp.segs[i].from, cp.segs[i - 1].to);
+			total += cp.segs[i].to - cp.segs[i].from;
+		}
+		assert_int_equal(total, g.tasks[cp.root].end - g.tasks[cp.root].start);
+		if (cp.n) {
+			assert_int_equal(cp.segs[0].from, g.tasks[cp.root].start);
+			assert_int_equal(cp.segs[cp.n - 1].to, g.tasks[cp.root].end);
+		}
+		graph_critpath_free(&cp);
+		graph_free(&g);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -417,7 +468,7 @@ int main(void)
 		cmocka_unit_test(test_follows),	      cmocka_unit_test(test_two_roots),
 		cmocka_unit_test(test_cycle),	      cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_unknown_trace), cmocka_unit_test(test_zipkin_files),
-		cmocka_unit_test(test_request_reply),
+		cmocka_unit_test(test_request_reply), cmocka_unit_test(test_random_shapes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
