@@ -997,7 +997,7 @@ static void test_hostile(void **state)
 	/* a weft store whose tables were replaced */
 	s = open_ok("crafted.db");
 	graph_store_close(s);
-	sql("crafted.db", "DROP TABLE tasks; CREATE TABLE tasks(x);");
+	sql("crafted.db", "DROP TABLE chunks; CREATE TABLE chunks(x);");
 	expect_refused("crafted.db", "not a usable weft graph store");
 
 	/* corrupt aggregate BLOBs: errors with a message, no crash */
