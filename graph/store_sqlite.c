@@ -758,8 +758,6 @@ static const char schema_sql[] =
 	" root_parentless INTEGER NOT NULL);"
 	"CREATE UNIQUE INDEX traces_id ON traces(hi, lo);"
 	"CREATE INDEX traces_start ON traces(start_ns);"
-	"CREATE INDEX traces_end ON traces(end_ns);"
-	"CREATE INDEX traces_dur ON traces(end_ns - start_ns);"
 	"CREATE TABLE chunks(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
 	"CREATE TABLE event_agg(type INTEGER NOT NULL, name INTEGER NOT NULL,"
 	" ntasks INTEGER NOT NULL, PRIMARY KEY(type, name)) WITHOUT ROWID;"
@@ -1152,7 +1150,7 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 	/* 64 MiB of page cache: the trace id index takes inserts at random places */
 	if ((err = exec(s,
 			"PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-			" PRAGMA cache_size = -65536;",
+			" PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 8192;",
 			why, whysz, "setting WAL mode")))
 		goto out_free;
 	rc = sqlite3_create_function(s->db, "weft_chunk_match", 2,
@@ -2802,13 +2800,15 @@ static int drop_trace(struct sq *s, int64_t tr, char *why, size_t whysz)
 	return step_done(s, t, why, whysz, "dropping a trace");
 }
 
-/* Drops the traces the query (one bound parameter or none) selects, as long as it finds
- * some and, with max_bytes, the pages in use exceed it.  Adds to *dropped. */
+/* Drops the traces the query selects (?1: the query's bound, ?2 and ?3: the (start_ns, tr) of
+ * the last trace seen, so that every round continues where the last stopped), oldest first,
+ * as long as it finds some and, with max_bytes, the pages in use exceed it.  Adds to
+ * *dropped. */
 static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_bytes,
 		      ssize_t *dropped, char *why, size_t whysz)
 {
+	int64_t trs[256], last_start = INT64_MIN, last_tr = INT64_MIN;
 	sqlite3_stmt *q;
-	int64_t trs[256];
 	int rc;
 
 	rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
@@ -2830,9 +2830,17 @@ static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_b
 		}
 		sqlite3_reset(q);
 		sqlite3_bind_int64(q, 1, arg);
-		while (n < 256 && (rc = sqlite3_step(q)) == SQLITE_ROW)
-			trs[n++] = sqlite3_column_int64(q, 0);
+		sqlite3_bind_int64(q, 2, last_start);
+		sqlite3_bind_int64(q, 3, last_tr);
+		while (n < 256 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+			trs[n++] = last_tr = sqlite3_column_int64(q, 0);
+			last_start = sqlite3_column_int64(q, 1);
+		}
 		sqlite3_reset(q);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			rc = sq_fail(s, rc, why, whysz, "retention");
+			break;
+		}
 		if (n == 0) {
 			rc = 0;
 			break;
@@ -2856,13 +2864,21 @@ static ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_
 
 	if ((rc = begin(s, why, whysz)))
 		return rc;
-	if (before && (rc = drop_where(s, "SELECT tr FROM traces WHERE end_ns < ?1 LIMIT 256",
-				       before, 0, &dropped, why, whysz)))
+	if (before &&
+	    (rc = drop_where(
+		     s,
+		     "SELECT tr, start_ns FROM traces WHERE start_ns < ?1 AND (start_ns, tr) > "
+		     "(?2, ?3) AND end_ns < ?1 ORDER BY start_ns, tr LIMIT 256",
+		     before, 0, &dropped, why, whysz)))
 		goto out_rollback;
 	/* by size: the oldest by start first; each round drops up to 256 traces (32 when the
 	 * store is small), then measures the pages in use again */
-	if (max_bytes && (rc = drop_where(s, "SELECT tr FROM traces ORDER BY start_ns, tr LIMIT 32",
-					  0, max_bytes, &dropped, why, whysz)))
+	if (max_bytes &&
+	    (rc = drop_where(
+		     s,
+		     "SELECT tr, start_ns FROM traces WHERE ?1 = 0 AND (start_ns, tr) > (?2, ?3) "
+		     "ORDER BY start_ns, tr LIMIT 32",
+		     0, max_bytes, &dropped, why, whysz)))
 		goto out_rollback;
 	if ((rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing")))
 		goto out_rollback;
