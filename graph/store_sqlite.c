@@ -6,10 +6,18 @@
  * Why it is built this way:
  *
  *  - Showing one trace with its context must cost O(size of the trace), whatever the number of
- *    traces stored.  So every element table is clustered (WITHOUT ROWID) on the trace's row id
- *    first: loading a trace is three range scans, and every aggregate the context reads is a
- *    point lookup by primary key (types, event_agg, edge_agg, conc).  Nothing on that path
- *    scans a table; tests/unit/test_graph_store.c checks the plans with EXPLAIN QUERY PLAN.
+ *    traces stored.  So the elements (tasks, events, edges) that one put brings for one trace
+ *    are one "chunk" BLOB whose row id is the trace's row id times 2^16 plus a sequence
+ *    number: loading a trace is one range scan of the chunk table, and every aggregate the
+ *    context reads is a point lookup by primary key (types, event_agg, edge_agg, conc).
+ *    Nothing on that path scans a table; tests/unit/test_graph_store.c checks the plans with
+ *    EXPLAIN QUERY PLAN.
+ *
+ *  - A row per span would cost two to three B-tree inserts per span (task, edge, event) and
+ *    cap a put near 100,000 spans/s; a chunk is one insert per trace and put, and about a
+ *    third of the bytes (varints, times relative to the chunk's first, ids for strings).  The
+ *    price: a task is not a row SQL can query; graph_store_list()'s filters on the tasks of a
+ *    trace read its chunks through weft_chunk_match(), a function this file registers.
  *
  *  - The aggregates are maintained on ingest, and a put accumulates them in memory (hash maps
  *    keyed by ids) and writes each touched aggregate row once, at the end of the
@@ -25,6 +33,10 @@
  *  - Strings that repeat (hosts, event names) and task types are interned, and their ids
  *    are cached in memory across puts; a rolled-back put drops the caches, since the ids it
  *    created are gone with it.
+ *
+ *  - A trace put again, or continued in a later batch, has its stored chunks decoded into the
+ *    put's maps first (O(size of that trace)), so that a task, an edge or an event name of a
+ *    task is counted once in the aggregates however often it arrives.
  *
  *  - Anything read back from the file may be hostile (a corrupt or crafted store): every BLOB
  *    is decoded with bounds checks, every enum clamped, every string cut; an error says what is
