@@ -688,6 +688,7 @@ enum {
 	ST_TYPE_READ,
 	ST_TYPE_WRITE,
 	ST_TYPE_NAMES,
+	ST_TYPE_COUNT,
 	ST_PROC_GET,
 	ST_PROC_INS,
 	ST_TRACE_GET,
@@ -718,6 +719,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_STR_INS] = "INSERT INTO strs(s) VALUES (?1)",
 	[ST_STR_TEXT] = "SELECT s FROM strs WHERE id = ?1",
 	[ST_TYPE_NAMES] = "SELECT service, name FROM types WHERE id = ?1",
+	[ST_TYPE_COUNT] = "SELECT count FROM types WHERE id = ?1",
 	[ST_CHUNK_INS] = "INSERT INTO chunks(id, data) VALUES (?1, ?2)",
 	[ST_CHUNKS_GET] = "SELECT data, id FROM chunks WHERE id BETWEEN ?1 AND ?2",
 	[ST_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2",
@@ -804,6 +806,21 @@ struct typeacc {
 #define PT_DUP 2 /* in the batch but already stored: replaced */
 #define PT_STORED 4 /* not in the batch, found stored */
 
+/*
+ * A type's sketch as the context reads it: its non-empty buckets, increasing, with the running
+ * count up to and including each; a task's "at or below" count is a binary search.  Kept
+ * across calls (struct sq's ctcache) and valid while the type's count is unchanged: every
+ * change to a sketch (put, merge) changes the count.
+ */
+struct ctx_type {
+	uint64_t count;
+	uint32_t *idx;
+	uint64_t *cum;
+	size_t n;
+};
+
+#define CT_MAX 4096 /* decoded sketches kept */
+
 struct sq {
 	struct graph_store base;
 	sqlite3 *db;
@@ -823,6 +840,10 @@ struct sq {
 	struct wbuf wb;
 	uint64_t *scratch; /* WEFT_SKETCH_NBUCKETS */
 	uint32_t conc_scratch[CONC_MS];
+	/* the context's decoded sketches */
+	struct kmap ctcache;
+	struct ctx_type *ct;
+	size_t nct, capct;
 	/* graph_store_list()'s filters, for weft_chunk_match() */
 	struct kmap lf_types;
 	int64_t lf_host;
@@ -1088,6 +1109,12 @@ static void sq_close(struct graph_store *base)
 	kmap_free(&s->pevseen);
 	kmap_free(&s->pedges);
 	kmap_free(&s->lf_types);
+	kmap_free(&s->ctcache);
+	for (i = 0; i < s->nct; i++) {
+		free(s->ct[i].idx);
+		free(s->ct[i].cum);
+	}
+	free(s->ct);
 	kmap_free(&s->pth);
 	kmap_free(&s->pevagg);
 	kmap_free(&s->pedgeagg);
@@ -2124,6 +2151,32 @@ static int load_edge(void *arg, const struct cedge *c)
 	return graph_add_edge(l->g, &d) ? 0 : -ENOMEM;
 }
 
+/*
+ * graph_sort() of graph.c passes a NULL array to qsort() when a kind has no element (undefined
+ * behaviour that UBSan reports): lend it an empty array until graph.c checks the count.
+ */
+static void sort_loaded(struct graph *g)
+{
+	struct graph_task t0;
+	struct graph_event e0;
+	struct graph_edge d0;
+	bool nt = !g->tasks, ne = !g->events, nd = !g->edges;
+
+	if (nt)
+		g->tasks = &t0;
+	if (ne)
+		g->events = &e0;
+	if (nd)
+		g->edges = &d0;
+	graph_sort(g);
+	if (nt)
+		g->tasks = NULL;
+	if (ne)
+		g->events = NULL;
+	if (nd)
+		g->edges = NULL;
+}
+
 static int sq_load(struct graph_store *base, const char *hex, struct graph *g, char *why,
 		   size_t whysz)
 {
@@ -2182,49 +2235,110 @@ out:
 		g->nedges = nd;
 		return rc;
 	}
-	graph_sort(g);
+	sort_loaded(g);
 	return 0;
 }
 
 /* ---------------------------------------------------------------- context */
 
-/* Tasks of the sketch in buckets <= bin (every task of the task's own bucket counts). */
-static bool sketch_cum(const void *blob, size_t len, uint32_t bin, uint64_t *cum)
+static bool sketch_prefix(struct ctx_type *y, const void *blob, size_t len)
 {
 	const uint8_t *p = blob;
-	size_t off = 0;
+	size_t off = 0, cap = len / 2 < WEFT_SKETCH_NBUCKETS ? len / 2 : WEFT_SKETCH_NBUCKETS;
 	uint64_t idx = 0, d, c, sum = 0;
 	bool first = true;
 
+	y->idx = malloc((cap + 1) * sizeof(*y->idx));
+	y->cum = malloc((cap + 1) * sizeof(*y->cum));
+	if (!y->idx || !y->cum)
+		return false;
 	while (off < len) {
 		if (!rd_varint(p, len, &off, &d) || !rd_varint(p, len, &off, &c) || !c ||
-		    d >= WEFT_SKETCH_NBUCKETS)
+		    d >= WEFT_SKETCH_NBUCKETS || y->n >= cap)
 			return false;
 		idx = first ? d : idx + d + 1;
 		first = false;
 		if (idx >= WEFT_SKETCH_NBUCKETS)
 			return false;
-		if (idx <= bin)
-			sum += c;
+		sum += c;
+		y->idx[y->n] = (uint32_t)idx;
+		y->cum[y->n++] = sum;
 	}
-	*cum = sum;
 	return true;
 }
 
-struct ctx_type {
-	uint64_t count;
-	uint8_t *sketch;
-	size_t len;
-};
+/* Tasks of the sketch in buckets <= bin (every task of the task's own bucket counts). */
+static uint64_t sketch_at_or_below(const struct ctx_type *y, uint32_t bin)
+{
+	size_t lo = 0, hi = y->n; /* the first bucket above bin is in [lo, hi] */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (y->idx[mid] <= bin)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? y->cum[lo - 1] : 0;
+}
+
+/* The decoded sketch of a type, from the cache if its count is unchanged. */
+static int ctx_type_get(struct sq *s, int64_t type, struct ctx_type **out, char *why, size_t whysz)
+{
+	struct kent *e = kmap_find(&s->ctcache, (uint64_t)type, 0, 0);
+	sqlite3_stmt *t = stmt(s, ST_TYPE_COUNT);
+	struct ctx_type *y;
+	int64_t n = 0;
+	int rc;
+	bool ok;
+
+	sqlite3_bind_int64(t, 1, type);
+	if ((rc = step_int(s, t, &n, why, whysz, "reading a type")) < 0)
+		return rc;
+	if (e && s->ct[e->v[0]].count == (uint64_t)(n > 0 ? n : 0)) {
+		*out = &s->ct[e->v[0]];
+		return 0;
+	}
+	if (!e) { /* room was made at the start of the call */
+		e = kmap_get(&s->ctcache, (uint64_t)type, 0, 0, NULL);
+		if (!e)
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		e->v[0] = (int64_t)s->nct++;
+		memset(&s->ct[e->v[0]], 0, sizeof(s->ct[0]));
+	}
+	y = &s->ct[e->v[0]];
+	free(y->idx);
+	free(y->cum);
+	memset(y, 0, sizeof(*y));
+	t = stmt(s, ST_TYPE_READ);
+	sqlite3_bind_int64(t, 1, type);
+	if ((rc = sqlite3_step(t)) != SQLITE_ROW) {
+		sqlite3_reset(t);
+		return rc == SQLITE_DONE ? fail(why, whysz, -EIO,
+						"graph store: type %" PRId64 " vanished", type) :
+					   sq_fail(s, rc, why, whysz, "reading a type");
+	}
+	n = sqlite3_column_int64(t, 0);
+	ok = sketch_prefix(y, sqlite3_column_blob(t, 3), (size_t)sqlite3_column_bytes(t, 3));
+	sqlite3_reset(t);
+	if (!ok || n < 0 || (y->n && y->cum[y->n - 1] != (uint64_t)n) || (!y->n && n)) {
+		rc = y->idx && y->cum ? -EIO : -ENOMEM;
+		y->count = UINT64_MAX; /* never valid: read again next time */
+		return fail(why, whysz, rc, "graph store: type %" PRId64 ": corrupt sketch", type);
+	}
+	y->count = (uint64_t)n;
+	*out = y;
+	return 0;
+}
 
 static int sq_context(struct graph_store *base, const struct graph *g, struct graph_context *c,
 		      char *why, size_t whysz)
 {
 	struct sq *s = (struct sq *)base;
 	struct kmap tasks = { 0 }, types = { 0 }, blocks = { 0 };
-	struct ctx_type *ty = NULL;
 	uint32_t(*blk)[CONC_MS] = NULL;
-	size_t nty = 0, nblk = 0, i;
+	size_t nblk = 0, i;
 	int64_t *ttype = NULL;
 	int rc = 0;
 
@@ -2233,12 +2347,31 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 	c->events = calloc(g->nevents + 1, sizeof(*c->events));
 	c->edges = calloc(g->nedges + 1, sizeof(*c->edges));
 	ttype = calloc(g->ntasks + 1, sizeof(*ttype));
-	ty = calloc(g->ntasks + 1, sizeof(*ty));
-	if (!c->tasks || !c->events || !c->edges || !ttype || !ty) {
+	if (!c->tasks || !c->events || !c->edges || !ttype) {
 		rc = fail(why, whysz, -ENOMEM, "out of memory");
 		goto out;
 	}
 	c->ntasks = g->ntasks;
+	/* room in the sketch cache for every type of this trace, so that entries stay put */
+	if (s->nct + g->ntasks > CT_MAX) {
+		for (i = 0; i < s->nct; i++) {
+			free(s->ct[i].idx);
+			free(s->ct[i].cum);
+		}
+		s->nct = 0;
+		kmap_free(&s->ctcache);
+	}
+	if (s->nct + g->ntasks > s->capct) {
+		size_t ncap = s->nct + g->ntasks + 64;
+		struct ctx_type *n = realloc(s->ct, ncap * sizeof(*n));
+
+		if (!n) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			goto out;
+		}
+		s->ct = n;
+		s->capct = ncap;
+	}
 	c->nevents = g->nevents;
 	c->nedges = g->nedges;
 	if (sqlite3_get_autocommit(s->db) && (rc = exec(s, "BEGIN", why, whysz, "reading")))
@@ -2248,7 +2381,7 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 		struct graph_task_ctx *x = &c->tasks[i];
 		int64_t lat = k->end > k->start ? k->end - k->start : 0, type, host, proc;
 		struct kent *e;
-		struct ctx_type *y;
+		struct ctx_type *y = NULL;
 		uint64_t cum;
 		bool isnew;
 
@@ -2271,37 +2404,14 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 				goto out_end;
 			}
 			if (isnew) {
-				sqlite3_stmt *t = stmt(s, ST_TYPE_READ);
-				const void *b;
-
-				sqlite3_bind_int64(t, 1, type);
-				e->v[0] = (int64_t)nty;
-				y = &ty[nty++];
-				if (sqlite3_step(t) == SQLITE_ROW) {
-					int64_t n = sqlite3_column_int64(t, 0);
-
-					y->count = n > 0 ? (uint64_t)n : 0;
-					y->len = (size_t)sqlite3_column_bytes(t, 3);
-					b = sqlite3_column_blob(t, 3);
-					y->sketch = malloc(y->len + 1);
-					if (y->sketch && y->len)
-						memcpy(y->sketch, b, y->len);
-				}
-				sqlite3_reset(t);
-				if (!y->sketch && y->count) {
-					rc = fail(why, whysz, -ENOMEM, "out of memory");
+				if ((rc = ctx_type_get(s, type, &y, why, whysz)))
 					goto out_end;
-				}
+				e->v[0] = y - s->ct;
 			}
-			y = &ty[e->v[0]];
+			y = &s->ct[e->v[0]];
 			x->type_count = y->count;
 			if (y->count) {
-				if (!sketch_cum(y->sketch, y->len, x->hist_bin, &cum)) {
-					rc = fail(why, whysz, -EIO,
-						  "graph store: type %s/%s: corrupt sketch",
-						  k->service, k->name);
-					goto out_end;
-				}
+				cum = sketch_at_or_below(y, x->hist_bin);
 				x->percentile = 100.0 * (double)cum / (double)y->count;
 				if (x->percentile > 100.0)
 					x->percentile = 100.0;
@@ -2409,9 +2519,6 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 out_end:
 	exec(s, "COMMIT", NULL, 0, "reading");
 out:
-	for (i = 0; i < nty; i++)
-		free(ty[i].sketch);
-	free(ty);
 	free(ttype);
 	free(blk);
 	kmap_free(&tasks);
@@ -2932,8 +3039,14 @@ static int merge_types(struct sq *s, struct kmap *map, char *why, size_t whysz)
 		sqlite3_stmt *t;
 
 		memset(theirs, 0, WEFT_SKETCH_NBUCKETS * sizeof(*theirs));
-		if (cnt < 0 || !sketch_add_blob(theirs, sqlite3_column_blob(q, 6),
-						(size_t)sqlite3_column_bytes(q, 6))) {
+		uint64_t sum = 0;
+
+		if (cnt >= 0 && sketch_add_blob(theirs, sqlite3_column_blob(q, 6),
+						(size_t)sqlite3_column_bytes(q, 6)))
+			for (size_t b = 0; b < WEFT_SKETCH_NBUCKETS; b++)
+				sum += theirs[b];
+		/* the buckets hold the count, no more, no less: the context's cache relies on it */
+		if (cnt < 0 || sum != (uint64_t)cnt) {
 			rc = fail(why, whysz, -EIO,
 				  "the other store: type %" PRId64 ": corrupt sketch", oid);
 			goto out;
@@ -3137,10 +3250,10 @@ out_detach:
 int graph_store_sqlite_check_plans(struct graph_store *base, char *why, size_t whysz)
 {
 	static const int hot[] = {
-		ST_FIND_EXACT, ST_FIND_HI,     ST_FIND_LO,   ST_CHUNKS_GET, ST_TYPE_GET,
-		ST_TYPE_READ,  ST_TYPE_NAMES,  ST_STR_GET,   ST_STR_TEXT,   ST_PROC_GET,
-		ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,  ST_TRACE_GET,  ST_TRACE_UPD,
-		ST_TYPE_WRITE, ST_DEL_CHUNKS,  ST_DEL_TRACE, ST_TRACE_MAX,
+		ST_FIND_EXACT, ST_FIND_HI,    ST_FIND_LO,     ST_CHUNKS_GET, ST_TYPE_GET,
+		ST_TYPE_READ,  ST_TYPE_NAMES, ST_TYPE_COUNT,  ST_STR_GET,    ST_STR_TEXT,
+		ST_PROC_GET,   ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,   ST_TRACE_GET,
+		ST_TRACE_UPD,  ST_TYPE_WRITE, ST_DEL_CHUNKS,  ST_DEL_TRACE,  ST_TRACE_MAX,
 	};
 	struct sq *s = (struct sq *)base;
 	char q[1024];
