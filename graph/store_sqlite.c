@@ -1219,20 +1219,36 @@ out_free:
 
 /* ---------------------------------------------------------------- put */
 
+/* Empties a put's map; one that a huge put made big is freed, not kept for the next. */
+static void kmap_reset(struct kmap *m)
+{
+	if (m->cap > (1u << 16))
+		kmap_free(m);
+	else
+		kmap_clear(m);
+}
+
 static void put_reset(struct sq *s)
 {
 	size_t i;
 
-	kmap_clear(&s->ptraces);
-	kmap_clear(&s->ptasks);
-	kmap_clear(&s->pevseen);
-	kmap_clear(&s->pedges);
-	kmap_clear(&s->pth);
-	kmap_clear(&s->pevagg);
-	kmap_clear(&s->pedgeagg);
-	kmap_clear(&s->ptypes);
-	kmap_clear(&s->pblocks);
+	kmap_reset(&s->ptraces);
+	kmap_reset(&s->ptasks);
+	kmap_reset(&s->pevseen);
+	kmap_reset(&s->pedges);
+	kmap_reset(&s->pth);
+	kmap_reset(&s->pevagg);
+	kmap_reset(&s->pedgeagg);
+	kmap_reset(&s->ptypes);
+	kmap_reset(&s->pblocks);
 	s->ntacc = 0;
+	if (s->captacc > 4096) { /* the same for the traces' chunk buffers */
+		for (i = 0; i < s->captacc; i++)
+			free(s->tacc[i].body.p);
+		free(s->tacc);
+		s->tacc = NULL;
+		s->captacc = 0;
+	}
 	for (i = 0; i < s->ntya; i++)
 		memset(s->tya[i].counts, 0, WEFT_SKETCH_NBUCKETS * sizeof(uint64_t));
 	s->ntya = 0;

@@ -1022,6 +1022,33 @@ static void test_hostile(void **state)
 	graph_free(&h);
 	graph_store_close(s);
 
+	/* a chunk cut short, one that claims more tasks than it has bytes, and a wrong version */
+	s = open_ok("chunk.db");
+	put_traces(s, 0, 3, "{}");
+	graph_store_close(s);
+	sql("chunk.db",
+	    "UPDATE chunks SET data = substr(data, 1, length(data) - 1) WHERE id = 65536;"
+	    "UPDATE chunks SET data = x'01ffffffff0f000000' WHERE id = 131072;"
+	    "UPDATE chunks SET data = x'02000000' WHERE id = 196608;");
+	s = open_ok("chunk.db");
+	for (int i = 1; i <= 3; i++) {
+		char hex[33];
+
+		graph_init(&h);
+		graph_id128_hex(tid128(7, (uint64_t)i), hex);
+		assert_int_equal(graph_store_load(s, hex, &h, why, sizeof(why)), -EIO);
+		assert_non_null(strstr(why, "corrupt chunk"));
+		assert_int_equal(h.ntasks, 0);
+		graph_free(&h);
+	}
+	{
+		struct graph_filter f = { .host = "h" };
+		struct graph_trace_row *rows;
+
+		assert_true(graph_store_list(s, &f, &rows, why, sizeof(why)) < 0);
+	}
+	graph_store_close(s);
+
 	/* a store whose pages were overwritten with garbage: every call fails or succeeds, none
 	 * crashes (ASan would say) */
 	s = open_ok("pages.db");
