@@ -1156,8 +1156,7 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 		err = fail(why, whysz, -EINVAL, "%s: not a regular file", path);
 		goto out_free;
 	}
-	rc = sqlite3_open_v2(path, &s->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, NULL);
+	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
 		err = fail(why, whysz, sq_errno(rc), "%s: cannot open: %s", path,
 			   s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
