@@ -455,6 +455,17 @@ static void task_ms(int64_t start, int64_t end, int64_t *first, int64_t *last)
 		*last = *first + GRAPH_CONC_MAX_MS - 1;
 }
 
+/* A task's latency, end - start: 0 if end is before start, INT64_MAX if it does not fit
+ * (hostile times: [INT64_MIN, INT64_MAX] is a task too). */
+static int64_t task_lat(const struct graph_task *k)
+{
+	uint64_t d = (uint64_t)k->end - (uint64_t)k->start;
+
+	if (k->end <= k->start)
+		return 0;
+	return d > INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
 static int64_t bias(uint64_t v)
 {
 	return (int64_t)(v ^ ID_BIAS);
@@ -486,7 +497,8 @@ static void cpy(char *dst, size_t sz, const unsigned char *src)
 
 struct ctask {
 	uint64_t id, parent;
-	int64_t type, host, pid, tid, start, dur, skew;
+	int64_t type, host, pid, tid, start, skew;
+	uint64_t dur; /* end - start, modulo 2^64: exact for any two int64 */
 	uint32_t status, source;
 	const char *attrs;
 	size_t alen;
@@ -606,7 +618,7 @@ static int chunk_decode(const void *blob, size_t len, const struct cvisit *v)
 		t.pid = rd_z(&r);
 		t.tid = rd_z(&r);
 		t.start = unrel(rd_z(&r), base);
-		t.dur = rd_id(&r);
+		t.dur = rd_u(&r);
 		t.skew = rd_z(&r);
 		t.status = (uint32_t)rd_id(&r);
 		t.source = (uint32_t)rd_id(&r);
@@ -1634,7 +1646,7 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 	for (i = 0; i < g->ntasks; i++) {
 		const struct graph_task *k = &g->tasks[i];
 		struct tacc *a;
-		int64_t type, host, lat = k->end > k->start ? k->end - k->start : 0;
+		int64_t type, host, lat = task_lat(k), end = k->end > k->start ? k->end : k->start;
 		struct kent *e;
 		struct wbuf *b;
 		bool isnew, better;
@@ -1666,9 +1678,10 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 		if (wb_varint(b, k->id) || wb_varint(b, k->parent) ||
 		    wb_varint(b, (uint64_t)type) || wb_varint(b, (uint64_t)host) ||
 		    wb_varint(b, zz(k->pid)) || wb_varint(b, zz(k->tid)) ||
-		    wb_varint(b, zz(rel(k->start, a->base))) || wb_varint(b, (uint64_t)lat) ||
-		    wb_varint(b, zz(k->skew)) || wb_varint(b, (uint32_t)k->status) ||
-		    wb_varint(b, (uint32_t)k->source) || wb_attrs(b, k->attrs))
+		    wb_varint(b, zz(rel(k->start, a->base))) ||
+		    wb_varint(b, (uint64_t)end - (uint64_t)k->start) || wb_varint(b, zz(k->skew)) ||
+		    wb_varint(b, (uint32_t)k->status) || wb_varint(b, (uint32_t)k->source) ||
+		    wb_attrs(b, k->attrs))
 			return fail(why, whysz, -ENOMEM, "out of memory");
 		a->nt++;
 		st->tasks++;
@@ -1677,8 +1690,8 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 		/* the trace's row */
 		if (!a->ntasks || k->start < a->start)
 			a->start = k->start;
-		if (!a->ntasks || k->start + lat > a->end)
-			a->end = k->start + lat;
+		if (!a->ntasks || end > a->end)
+			a->end = end;
 		better = !a->ntasks || (k->parent == 0) > (a->root_parentless != 0) ||
 			 ((k->parent == 0) == (a->root_parentless != 0) &&
 			  (k->start < a->root_start ||
@@ -1698,7 +1711,7 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 			int64_t proc;
 
 			if ((rc = proc_id(s, host, k->pid, true, &proc, why, whysz)) ||
-			    (rc = conc_add(s, proc, k->start, k->start + lat, why, whysz)))
+			    (rc = conc_add(s, proc, k->start, end, why, whysz)))
 				return rc;
 		}
 	}
@@ -2124,7 +2137,7 @@ static int load_task(void *arg, const struct ctask *c)
 	k.pid = c->pid;
 	k.tid = c->tid;
 	k.start = c->start;
-	k.end = unrel(c->dur, c->start);
+	k.end = (int64_t)((uint64_t)c->start + c->dur);
 	if (k.end < k.start)
 		k.end = k.start; /* a damaged chunk: never end before start */
 	k.skew = c->skew;
@@ -2394,7 +2407,7 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 	for (i = 0; i < g->ntasks; i++) {
 		const struct graph_task *k = &g->tasks[i];
 		struct graph_task_ctx *x = &c->tasks[i];
-		int64_t lat = k->end > k->start ? k->end - k->start : 0, type, host, proc;
+		int64_t lat = task_lat(k), type, host, proc;
 		struct kent *e;
 		struct ctx_type *y = NULL;
 		uint64_t cum;
@@ -2446,7 +2459,7 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 			int64_t first, last, ms;
 			uint32_t mx = 0;
 
-			task_ms(k->start, k->start + lat, &first, &last);
+			task_ms(k->start, k->end > k->start ? k->end : k->start, &first, &last);
 			for (ms = first; ms <= last;) {
 				int64_t sec = floordiv(ms, CONC_MS), off = ms - sec * CONC_MS;
 				uint32_t *b;

@@ -1022,6 +1022,39 @@ static void test_hostile(void **state)
 	graph_free(&h);
 	graph_store_close(s);
 
+	/* the widest task there is, and one that ends before it starts: stored and loaded as
+	 * they are, no overflow anywhere (UBSan), latency clamped for the sketch */
+	s = open_ok("wide.db");
+	{
+		struct graph g;
+		struct graph_put_stats st;
+		struct graph_id128 w = tid128(9, 9);
+
+		graph_init(&g);
+		task(&g, w, 1, 0, "w", "wide", "h", 1, INT64_MIN + 5, INT64_MAX - 5);
+		task(&g, w, 2, 1, "w", "back", "h", 1, 1000, 10);
+		put_ok(s, &g, &st);
+		graph_free(&g);
+		graph_init(&h);
+		assert_int_equal(graph_store_load(s, "00000000000000090000000000000009", &h, why,
+						  sizeof(why)),
+				 0);
+		assert_int_equal(h.ntasks, 2);
+		assert_int_equal(h.tasks[0].start, INT64_MIN + 5);
+		assert_int_equal(h.tasks[0].end, INT64_MAX - 5);
+		assert_int_equal(h.tasks[1].start, 1000);
+		assert_int_equal(h.tasks[1].end, 1000); /* end before start: as long as nothing */
+		assert_int_equal(graph_store_context(s, &h, &c, why, sizeof(why)), 0);
+		assert_int_equal(c.tasks[0].hist_bin, weft_sketch_index(INT64_MAX));
+		assert_int_equal(c.tasks[1].hist_bin, 0);
+		/* the wide task counts in its first minute, long before the other: both alone */
+		assert_int_equal(c.tasks[0].concurrency_max, 0);
+		assert_int_equal(c.tasks[1].concurrency_max, 0);
+		graph_context_free(&c);
+		graph_free(&h);
+	}
+	graph_store_close(s);
+
 	/* a chunk cut short, one that claims more tasks than it has bytes, and a wrong version */
 	s = open_ok("chunk.db");
 	put_traces(s, 0, 3, "{}");
