@@ -178,6 +178,27 @@ static int kmap_grow(struct kmap *m)
 	return 0;
 }
 
+/* Room for n entries without growing (a put knows its batch's size: no rehash on the way). */
+static int kmap_reserve(struct kmap *m, size_t n)
+{
+	size_t cap = 64;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (m->cap >= cap)
+		return 0;
+	if (m->n) { /* not empty: grow by rehashing */
+		while (m->cap < cap)
+			if (kmap_grow(m))
+				return -ENOMEM;
+		return 0;
+	}
+	free(m->e);
+	m->e = calloc(cap, sizeof(*m->e));
+	m->cap = m->e ? cap : 0;
+	return m->e ? 0 : -ENOMEM;
+}
+
 /* The entry of key (a, b, c), added with zero values if absent (*isnew says which); NULL when
  * out of memory. */
 static struct kent *kmap_get(struct kmap *m, uint64_t a, uint64_t b, uint64_t c, bool *isnew)
@@ -1932,6 +1953,11 @@ static int sq_put(struct graph_store *base, const struct graph *g, struct graph_
 	int rc;
 
 	put_reset(s);
+	/* every map a put fills, sized for the batch at once (a bound: elements may repeat) */
+	if (kmap_reserve(&s->ptraces, g->ntasks) || kmap_reserve(&s->ptasks, g->ntasks) ||
+	    kmap_reserve(&s->pth, g->ntasks) || kmap_reserve(&s->pedges, g->nedges) ||
+	    kmap_reserve(&s->pevseen, g->nevents))
+		return fail(why, whysz, -ENOMEM, "out of memory");
 	if ((rc = begin(s, why, whysz)))
 		return rc;
 	if ((rc = step_int(s, stmt(s, ST_TRACE_MAX), &s->next_tr, why, whysz, "reading traces")) <
