@@ -822,8 +822,7 @@ struct tacc {
 	int64_t nchunks; /* stored chunks: the next one's seq */
 	bool isnew, based;
 	int64_t base; /* the chunk's time base: its first element's time */
-	uint64_t nt, ne, nd; /* elements this put adds */
-	struct wbuf body; /* and their coding */
+	uint64_t nt, ne, nd; /* elements this put adds (coded in struct sq's body) */
 };
 
 /* A type a put touches: deltas, added to its row when flushed. */
@@ -871,6 +870,7 @@ struct sq {
 	int32_t (*blk)[CONC_MS + 1];
 	size_t nblk;
 	struct wbuf wb;
+	struct wbuf body; /* the elements of the trace a put is at, coded for its chunk */
 	uint64_t *scratch; /* WEFT_SKETCH_NBUCKETS */
 	uint32_t conc_scratch[CONC_MS];
 	/* the context's decoded sketches */
@@ -1153,9 +1153,8 @@ static void sq_close(struct graph_store *base)
 	kmap_free(&s->pedgeagg);
 	kmap_free(&s->ptypes);
 	kmap_free(&s->pblocks);
-	for (i = 0; i < s->captacc; i++)
-		free(s->tacc[i].body.p);
 	free(s->tacc);
+	free(s->body.p);
 	if (s->tya)
 		for (i = 0; i < FLUSH_TYPES; i++)
 			free(s->tya[i].counts);
@@ -1274,13 +1273,12 @@ static void put_reset(struct sq *s)
 	kmap_reset(&s->ptypes);
 	kmap_reset(&s->pblocks);
 	s->ntacc = 0;
-	if (s->captacc > 4096) { /* the same for the traces' chunk buffers */
-		for (i = 0; i < s->captacc; i++)
-			free(s->tacc[i].body.p);
+	if (s->captacc > 4096) { /* the same for the traces' row buffer */
 		free(s->tacc);
 		s->tacc = NULL;
 		s->captacc = 0;
 	}
+	s->body.n = 0;
 	for (i = 0; i < s->ntya; i++)
 		memset(s->tya[i].counts, 0, WEFT_SKETCH_NBUCKETS * sizeof(uint64_t));
 	s->ntya = 0;
@@ -1388,7 +1386,6 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 	int64_t hi = bias(id.hi), lo = bias(id.lo);
 	bool isnew;
 	struct kent *e = kmap_get(&s->ptraces, (uint64_t)hi, (uint64_t)lo, 0, &isnew);
-	struct wbuf keep;
 	struct tacc *a;
 	sqlite3_stmt *t;
 	int rc;
@@ -1407,15 +1404,11 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 
 		if (!n)
 			return fail(why, whysz, -ENOMEM, "out of memory");
-		memset(n + s->captacc, 0, (ncap - s->captacc) * sizeof(*n));
 		s->tacc = n;
 		s->captacc = ncap;
 	}
 	a = &s->tacc[s->ntacc];
-	keep = a->body; /* the slot's buffer is reused from put to put */
 	memset(a, 0, sizeof(*a));
-	a->body = keep;
-	a->body.n = 0;
 	a->hi = hi;
 	a->lo = lo;
 	if (isnew) {
@@ -1658,13 +1651,13 @@ static int conc_add(struct sq *s, int64_t proc, int64_t start, int64_t end, char
 	return 0;
 }
 
-static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		     size_t whysz)
+static int put_tasks(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		     struct graph_put_stats *st, char *why, size_t whysz)
 {
-	size_t i;
 	int rc;
 
-	for (i = 0; i < g->ntasks; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_task *k = &g->tasks[i];
 		struct tacc *a;
 		int64_t type, host, lat = task_lat(k), end = k->end > k->start ? k->end : k->start;
@@ -1695,7 +1688,7 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 			a->base = k->start;
 			a->based = true;
 		}
-		b = &a->body;
+		b = &s->body;
 		if (wb_varint(b, k->id) || wb_varint(b, k->parent) ||
 		    wb_varint(b, (uint64_t)type) || wb_varint(b, (uint64_t)host) ||
 		    wb_varint(b, zz(k->pid)) || wb_varint(b, zz(k->tid)) ||
@@ -1739,13 +1732,13 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 	return 0;
 }
 
-static int put_events(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		      size_t whysz)
+static int put_events(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		      struct graph_put_stats *st, char *why, size_t whysz)
 {
-	size_t i;
 	int rc;
 
-	for (i = 0; i < g->nevents; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_event *ev = &g->events[i];
 		struct tacc *a;
 		struct kent *e;
@@ -1779,7 +1772,7 @@ static int put_events(struct sq *s, const struct graph *g, struct graph_put_stat
 			a->base = ev->time;
 			a->based = true;
 		}
-		b = &a->body;
+		b = &s->body;
 		if (wb_varint(b, ev->task) || wb_varint(b, ev->id) ||
 		    wb_varint(b, zz(rel(ev->time, a->base))) || wb_varint(b, (uint64_t)name) ||
 		    wb_varint(b, (uint32_t)ev->source) || wb_attrs(b, ev->attrs))
@@ -1790,13 +1783,13 @@ static int put_events(struct sq *s, const struct graph *g, struct graph_put_stat
 	return 0;
 }
 
-static int put_edges(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		     size_t whysz)
+static int put_edges(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		     struct graph_put_stats *st, char *why, size_t whysz)
 {
-	size_t i;
 	int rc;
 
-	for (i = 0; i < g->nedges; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_edge *ed = &g->edges[i];
 		struct cedge d = { .kind = (uint32_t)ed->kind,
 				   .source = (uint32_t)ed->source,
@@ -1824,7 +1817,7 @@ static int put_edges(struct sq *s, const struct graph *g, struct graph_put_stats
 			return fail(why, whysz, -ENOMEM, "out of memory");
 		if (!added)
 			continue; /* stored already */
-		b = &a->body;
+		b = &s->body;
 		if (wb_varint(b, d.kind) || wb_varint(b, d.from_task) ||
 		    wb_varint(b, d.from_event) || wb_varint(b, d.to_task) ||
 		    wb_varint(b, d.to_event) || wb_varint(b, d.source))
@@ -1858,7 +1851,7 @@ static int chunk_write(struct sq *s, struct tacc *a, char *why, size_t whysz)
 	s->wb.n = 0;
 	if (wb_varint(&s->wb, CHUNK_VERSION) || wb_varint(&s->wb, a->nt) ||
 	    wb_varint(&s->wb, a->ne) || wb_varint(&s->wb, a->nd) ||
-	    wb_varint(&s->wb, zz(a->base)) || wb_bytes(&s->wb, a->body.p, a->body.n))
+	    wb_varint(&s->wb, zz(a->base)) || wb_bytes(&s->wb, s->body.p, s->body.n))
 		return fail(why, whysz, -ENOMEM, "out of memory");
 	if (s->wb.n > INT_MAX)
 		return fail(why, whysz, -EFBIG, "graph store: a trace's batch over 2 GiB");
@@ -1908,8 +1901,6 @@ static int put_flush(struct sq *s, char *why, size_t whysz)
 
 		if (!(a->nt + a->ne + a->nd))
 			continue; /* nothing new for it */
-		if ((rc = chunk_write(s, a, why, whysz)))
-			return rc;
 		t = stmt(s, a->isnew ? ST_TRACE_INS : ST_TRACE_UPD);
 		sqlite3_bind_int64(t, 1, a->tr);
 		sqlite3_bind_int64(t, 2, a->start);
@@ -1929,6 +1920,102 @@ static int put_flush(struct sq *s, char *why, size_t whysz)
 			return rc;
 	}
 	return 0;
+}
+
+/* An element of the batch, to visit the batch trace by trace. */
+struct gref {
+	uint64_t hi, lo;
+	size_t i;
+	int kind; /* 0 task, 1 event, 2 edge: a trace's tasks come first */
+};
+
+static int gref_cmp(const void *pa, const void *pb)
+{
+	const struct gref *a = pa, *b = pb;
+
+	if (a->hi != b->hi)
+		return a->hi < b->hi ? -1 : 1;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* An empty map with room for about n, cheap to empty again: the per-trace maps. */
+static int kmap_fit(struct kmap *m, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (m->cap >= cap && m->cap <= 4 * cap) {
+		kmap_clear(m);
+		return 0;
+	}
+	kmap_free(m);
+	m->e = calloc(cap, sizeof(*m->e));
+	m->cap = m->e ? cap : 0;
+	return m->e ? 0 : -ENOMEM;
+}
+
+/*
+ * The batch trace by trace (its elements sorted by trace, each kind in batch order), so that
+ * the maps of one trace's tasks, hosts, edges and event names stay small and in cache, and
+ * each trace's chunk is written as soon as its elements are coded.
+ */
+static int put_traces(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
+		      size_t whysz)
+{
+	size_t n = g->ntasks + g->nevents + g->nedges, p, q, j;
+	struct gref *r = malloc((n + 1) * sizeof(*r));
+	size_t *ix = malloc((n + 1) * sizeof(*ix));
+	int rc = 0;
+
+	if (!r || !ix) {
+		rc = fail(why, whysz, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (j = 0, p = 0; j < g->ntasks; j++)
+		r[p++] = (struct gref){ g->tasks[j].trace.hi, g->tasks[j].trace.lo, j, 0 };
+	for (j = 0; j < g->nevents; j++)
+		r[p++] = (struct gref){ g->events[j].trace.hi, g->events[j].trace.lo, j, 1 };
+	for (j = 0; j < g->nedges; j++)
+		r[p++] = (struct gref){ g->edges[j].trace.hi, g->edges[j].trace.lo, j, 2 };
+	qsort(r, n, sizeof(*r), gref_cmp);
+	for (j = 0, q = 0; j < n; j++) {
+		ix[j] = r[j].i;
+		q += !j || r[j].hi != r[j - 1].hi || r[j].lo != r[j - 1].lo;
+	}
+	if (kmap_reserve(&s->ptraces, q)) { /* q: the number of traces */
+		rc = fail(why, whysz, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (p = 0; p < n; p = q) {
+		size_t nk[3] = { 0, 0, 0 };
+		struct graph_id128 id = { .hi = r[p].hi, .lo = r[p].lo };
+		struct tacc *a;
+
+		for (q = p; q < n && r[q].hi == r[p].hi && r[q].lo == r[p].lo; q++)
+			nk[r[q].kind]++;
+		if (kmap_fit(&s->ptasks, nk[0]) || kmap_fit(&s->pth, nk[0]) ||
+		    kmap_fit(&s->pedges, nk[2]) || kmap_fit(&s->pevseen, nk[1])) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			goto out;
+		}
+		s->body.n = 0;
+		if ((rc = put_tasks(s, g, ix + p, nk[0], st, why, whysz)) ||
+		    (rc = put_events(s, g, ix + p + nk[0], nk[1], st, why, whysz)) ||
+		    (rc = put_edges(s, g, ix + p + nk[0] + nk[1], nk[2], st, why, whysz)) ||
+		    (rc = trace_get(s, id, false, &a, NULL, why, whysz)))
+			goto out;
+		if (a && a->nt + a->ne + a->nd && (rc = chunk_write(s, a, why, whysz)))
+			goto out;
+	}
+out:
+	free(r);
+	free(ix);
+	return rc;
 }
 
 static int begin(struct sq *s, char *why, size_t whysz)
@@ -1953,11 +2040,6 @@ static int sq_put(struct graph_store *base, const struct graph *g, struct graph_
 	int rc;
 
 	put_reset(s);
-	/* every map a put fills, sized for the batch at once (a bound: elements may repeat) */
-	if (kmap_reserve(&s->ptraces, g->ntasks) || kmap_reserve(&s->ptasks, g->ntasks) ||
-	    kmap_reserve(&s->pth, g->ntasks) || kmap_reserve(&s->pedges, g->nedges) ||
-	    kmap_reserve(&s->pevseen, g->nevents))
-		return fail(why, whysz, -ENOMEM, "out of memory");
 	if ((rc = begin(s, why, whysz)))
 		return rc;
 	if ((rc = step_int(s, stmt(s, ST_TRACE_MAX), &s->next_tr, why, whysz, "reading traces")) <
@@ -1966,8 +2048,7 @@ static int sq_put(struct graph_store *base, const struct graph *g, struct graph_
 		return rc;
 	}
 	s->next_tr++;
-	if ((rc = put_tasks(s, g, &st, why, whysz)) || (rc = put_events(s, g, &st, why, whysz)) ||
-	    (rc = put_edges(s, g, &st, why, whysz)) || (rc = put_flush(s, why, whysz)) ||
+	if ((rc = put_traces(s, g, &st, why, whysz)) || (rc = put_flush(s, why, whysz)) ||
 	    (rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing"))) {
 		rollback(s);
 		put_reset(s);
