@@ -11,7 +11,9 @@
  *     weft.edge.from_event, weft.edge.to_event unless it is a plain follows-from); Jaeger a
  *     CHILD_OF / FOLLOWS_FROM reference for event-less parent and follows edges, else an entry
  *     of the span tag weft.edges (a JSON list);
- *   an event's id: the event attribute / log field weft.event_id.
+ *   an event's id: the event attribute / log field weft.event_id;
+ *   a list or map attribute in Jaeger (whose tags are scalars): its JSON text, its key listed
+ *     in the tag / log field weft.json.
  * The kind ("span.kind") and the status travel in each format's own fields.
  *
  * Everything is built as a jansson tree per trace group and written with json_dumpf: the
@@ -233,7 +235,10 @@ static json_t *any_value(const json_t *v)
 		size_t i;
 		json_t *e, *vals = json_array();
 
-		json_array_foreach(v, i, e) json_array_append_new(vals, any_value(e));
+		json_array_foreach(v, i, e)
+		{
+			json_array_append_new(vals, any_value(e));
+		}
 		x = json_object();
 		json_object_set_new(x, "values", vals);
 		json_object_set_new(o, "arrayValue", x);
@@ -276,7 +281,10 @@ static json_t *kv_list(const json_t *obj)
 	json_t *a = json_array(), *v;
 	const char *k;
 
-	json_object_foreach((json_t *)obj, k, v) json_array_append_new(a, kv(k, any_value(v)));
+	json_object_foreach((json_t *)obj, k, v)
+	{
+		json_array_append_new(a, kv(k, any_value(v)));
+	}
 	return a;
 }
 
@@ -476,12 +484,29 @@ static json_t *jtag(const char *key, const json_t *v)
 	return o;
 }
 
+/* Tags of obj's keys; those whose values Jaeger has no type for (lists, objects, null) are
+ * written as their JSON text and named in the tag weft.json (a JSON list of keys), so that
+ * the importer parses them back. */
 static json_t *jtags(const json_t *obj)
 {
-	json_t *a = json_array(), *v;
+	json_t *a = json_array(), *v, *js = json_array();
 	const char *k;
 
-	json_object_foreach((json_t *)obj, k, v) json_array_append_new(a, jtag(k, v));
+	json_object_foreach((json_t *)obj, k, v)
+	{
+		json_array_append_new(a, jtag(k, v));
+		if (json_is_array(v) || json_is_object(v) || json_is_null(v))
+			json_array_append_new(js, json_string(k));
+	}
+	if (json_array_size(js)) {
+		char *txt = json_dumps(js, JSON_COMPACT);
+		json_t *t = json_string(txt ? txt : "[]");
+
+		json_array_append_new(a, jtag(WEFT_ATTR_JSON, t));
+		json_decref(t);
+		free(txt);
+	}
+	json_decref(js);
 	return a;
 }
 

@@ -86,5 +86,6 @@ int imp_xtrace(struct imp *im, json_t *root);
 #define WEFT_ATTR_FROM_EVENT "weft.edge.from_event"
 #define WEFT_ATTR_TO_EVENT "weft.edge.to_event"
 #define WEFT_ATTR_EVENT_ID "weft.event_id" /* OTLP event attribute, Jaeger log field */
+#define WEFT_ATTR_JSON "weft.json" /* Jaeger tag / log field: keys whose values are JSON text */
 
 #endif
