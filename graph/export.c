@@ -267,6 +267,15 @@ static json_t *any_value(const json_t *v)
 	return o;
 }
 
+/* An AnyValue of a new JSON value, which it takes. */
+static json_t *any_new(json_t *v)
+{
+	json_t *a = any_value(v);
+
+	json_decref(v);
+	return a;
+}
+
 static json_t *kv(const char *key, json_t *value /* an AnyValue, taken */)
 {
 	json_t *o = json_object();
@@ -364,13 +373,13 @@ static json_t *otlp_span(const struct xp *x, const struct graph_task *t)
 		if (e->kind != GRAPH_EDGE_FOLLOWS || e->from_event || e->to_event) {
 			json_array_append_new(
 				la, kv(WEFT_ATTR_EDGE_KIND,
-				       any_value(json_string(graph_edge_kind_name(e->kind)))));
+				       any_new(json_string(graph_edge_kind_name(e->kind)))));
 			if (e->from_event)
 				json_array_append_new(la, kv(WEFT_ATTR_FROM_EVENT,
-							     any_value(hex64(e->from_event))));
+							     any_new(hex64(e->from_event))));
 			if (e->to_event)
 				json_array_append_new(
-					la, kv(WEFT_ATTR_TO_EVENT, any_value(hex64(e->to_event))));
+					la, kv(WEFT_ATTR_TO_EVENT, any_new(hex64(e->to_event))));
 		}
 		json_object_set_new(l, "attributes", la);
 		json_array_append_new(links, l);
@@ -420,14 +429,14 @@ static int export_otlp(FILE *f, const struct xp *x)
 			json_t *rs = json_object(), *res = json_object(), *ra = json_array();
 			json_t *ss = json_array(), *scope = json_object();
 
-			json_array_append_new(
-				ra, kv("service.name", any_value(json_string(t->service))));
+			json_array_append_new(ra,
+					      kv("service.name", any_new(json_string(t->service))));
 			if (t->host[0])
 				json_array_append_new(
-					ra, kv("host.name", any_value(json_string(t->host))));
+					ra, kv("host.name", any_new(json_string(t->host))));
 			if (t->pid >= 0)
 				json_array_append_new(
-					ra, kv("process.pid", any_value(json_integer(t->pid))));
+					ra, kv("process.pid", any_new(json_integer(t->pid))));
 			json_object_set_new(res, "attributes", ra);
 			json_object_set_new(rs, "resource", res);
 			spans = json_array();
@@ -482,6 +491,15 @@ static json_t *jtag(const char *key, const json_t *v)
 	json_object_set_new(o, "type", json_string(type));
 	json_object_set_new(o, "value", val);
 	return o;
+}
+
+/* A tag of a new JSON value, which it takes. */
+static json_t *jtag_new(const char *key, json_t *v)
+{
+	json_t *t = jtag(key, v);
+
+	json_decref(v);
+	return t;
 }
 
 /* Tags of obj's keys; those whose values Jaeger has no type for (lists, objects, null) are
@@ -656,10 +674,10 @@ static int export_jaeger(FILE *f, const struct xp *x)
 				json_object_set_new(pr, "serviceName", json_string(t->service));
 				if (t->host[0])
 					json_array_append_new(
-						tags, jtag("hostname", json_string(t->host)));
+						tags, jtag_new("hostname", json_string(t->host)));
 				if (t->pid >= 0)
-					json_array_append_new(
-						tags, jtag("process.pid", json_integer(t->pid)));
+					json_array_append_new(tags, jtag_new("process.pid",
+									     json_integer(t->pid)));
 				json_object_set_new(pr, "tags", tags);
 				json_object_set_new(procs, name, pr);
 			}

@@ -114,9 +114,12 @@ static int cmp_edge(const void *a, const void *b)
 
 static void canon(struct graph *g)
 {
-	qsort(g->tasks, g->ntasks, sizeof(*g->tasks), cmp_task);
-	qsort(g->events, g->nevents, sizeof(*g->events), cmp_event);
-	qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
+	if (g->ntasks)
+		qsort(g->tasks, g->ntasks, sizeof(*g->tasks), cmp_task);
+	if (g->nevents)
+		qsort(g->events, g->nevents, sizeof(*g->events), cmp_event);
+	if (g->nedges)
+		qsort(g->edges, g->nedges, sizeof(*g->edges), cmp_edge);
 }
 
 static void same_graph(const char *what, struct graph *a, struct graph *b)
