@@ -305,7 +305,8 @@ static int weft_edges(struct jctx *c, struct jpos at, const struct graph_task *t
 		    (get(e, "from_event") &&
 		     imp_id64(get(e, "from_event"), false, true, &ed.from_event)) ||
 		    (get(e, "to_event") &&
-		     imp_id64(get(e, "to_event"), false, true, &ed.to_event))) {
+		     imp_id64(get(e, "to_event"), false, true, &ed.to_event)) ||
+		    ed.from_task == t->id) {
 			ret = imp_fail(c->im, "data[%zu].spans[%zu].tags.%s[%zu]: not an edge",
 				       at.t, at.s, WEFT_ATTR_EDGES, k);
 			break;

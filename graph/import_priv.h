@@ -37,7 +37,9 @@ int imp_fail(struct imp *im, const char *fmt, ...) __attribute__((format(printf,
 int imp_nomem(struct imp *im);
 
 /* A JSON object as compact, key-sorted text in g's arena ("{}" for NULL or empty); NULL when
- * out of memory. */
+ * out of memory.  Text over GRAPH_MAX_STR (which the arena would cut, breaking the JSON) is
+ * made to fit: string values over 1 KiB are cut and "weft.attrs_cut": true added; if that is
+ * not enough, the attributes are only {"weft.attrs_cut": true}. */
 const char *imp_attrs(struct imp *im, const json_t *obj);
 /* A JSON string's value in g's arena ("" for NULL); NULL when out of memory. */
 const char *imp_jstr(struct imp *im, const json_t *s);

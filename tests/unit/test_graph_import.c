@@ -772,6 +772,39 @@ static void test_xtrace_refused(void **state)
 		GRAPH_FMT_AUTO, "[0].reports[0].Edge[0]: not an event id", 0, 0);
 }
 
+/* Attributes whose text would pass GRAPH_MAX_STR (which the arena cuts, breaking the JSON):
+ * long strings are cut to 1024 bytes and the mark weft.attrs_cut added; the text stays JSON. */
+static void test_attrs_cut(void **state)
+{
+	const size_t big = 70000;
+	struct graph_import_err err;
+	struct graph g;
+	char *buf, *p;
+	const char *a;
+	size_t n = big + 256;
+
+	(void)state;
+	buf = malloc(n);
+	assert_non_null(buf);
+	p = buf + sprintf(buf, "[{\"traceId\":\"aa\",\"id\":\"1\",\"timestamp\":1,\"tags\":{"
+			       "\"short\":\"s\",\"sql\":\"");
+	memset(p, 'x', big);
+	p += big;
+	strcpy(p, "\"}}]");
+	graph_init(&g);
+	assert_int_equal(
+		graph_import_buffer("big.json", buf, strlen(buf), GRAPH_FMT_AUTO, &g, &err),
+		GRAPH_FMT_ZIPKIN);
+	assert_int_equal(g.ntasks, 1);
+	a = g.tasks[0].attrs;
+	/* {"short":"s","sql":"x...x","weft.attrs_cut":true}: 20 + 1024 + 24 bytes */
+	assert_int_equal(strlen(a), 20 + 1024 + 24);
+	assert_memory_equal(a, "{\"short\":\"s\",\"sql\":\"xxx", 23);
+	assert_string_equal(a + 20 + 1024, "\",\"weft.attrs_cut\":true}");
+	graph_free(&g);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -780,7 +813,7 @@ int main(void)
 		cmocka_unit_test(test_otlp_sample),    cmocka_unit_test(test_otlp_base64_lines),
 		cmocka_unit_test(test_jaeger_sample),  cmocka_unit_test(test_xtrace_sample),
 		cmocka_unit_test(test_otlp_refused),   cmocka_unit_test(test_jaeger_refused),
-		cmocka_unit_test(test_xtrace_refused),
+		cmocka_unit_test(test_xtrace_refused), cmocka_unit_test(test_attrs_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
