@@ -14,6 +14,7 @@
  *   an event's id: the event attribute / log field weft.event_id;
  *   a list or map attribute in Jaeger (whose tags are scalars): its JSON text, its key listed
  *     in the tag / log field weft.json.
+ * Those names are reserved: an attribute of the graph that bears one is not written.
  * The kind ("span.kind") and the status travel in each format's own fields.
  *
  * Everything is built as a jansson tree per trace group and written with json_dumpf: the
@@ -344,6 +345,8 @@ static json_t *otlp_span(const struct xp *x, const struct graph_task *t)
 		const struct graph_event *e = &x->g->events[x->events[i]];
 		json_t *ev = json_object(), *ea = attrs_of(e->attrs);
 
+		json_object_del(ea, WEFT_ATTR_EVENT_ID); /* reserved: only the event's own id */
+
 		json_object_set_new(ev, "timeUnixNano", ns_str(e->time));
 		json_object_set_new(ev, "name", json_string(e->name));
 		if (e->id)
@@ -535,6 +538,9 @@ static json_t *jaeger_span(const struct xp *x, const struct graph_task *t, const
 	size_t lo, hi, i;
 	bool own = false;
 
+	/* reserved names: what this writer itself puts there */
+	json_object_del(a, WEFT_ATTR_EDGES);
+	json_object_del(a, WEFT_ATTR_JSON);
 	json_object_set_new(sp, "traceID", hex128(t->trace, true));
 	json_object_set_new(sp, "spanID", hex64(t->id));
 	json_object_set_new(sp, "flags", json_integer(1));
@@ -607,6 +613,10 @@ static json_t *jaeger_span(const struct xp *x, const struct graph_task *t, const
 	for (i = lo; i < hi; i++) {
 		const struct graph_event *e = &x->g->events[x->events[i]];
 		json_t *l = json_object(), *fa = attrs_of(e->attrs), *fields;
+
+		/* reserved names: what this writer itself puts there */
+		json_object_del(fa, WEFT_ATTR_EVENT_ID);
+		json_object_del(fa, WEFT_ATTR_JSON);
 
 		json_object_set_new(l, "timestamp", json_integer(e->time / 1000));
 		fields = json_array();

@@ -153,6 +153,32 @@ bool imp_us_to_ns(json_int_t us, int64_t *ns)
 	return true;
 }
 
+bool imp_json_depth_ok(const json_t *v, int max)
+{
+	const json_t *x;
+	const char *k;
+	size_t i;
+
+	if (!json_is_array(v) && !json_is_object(v))
+		return true;
+	if (max <= 0)
+		return false;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+		{
+			if (!imp_json_depth_ok(x, max - 1))
+				return false;
+		}
+		return true;
+	}
+	json_object_foreach((json_t *)v, k, x)
+	{
+		if (!imp_json_depth_ok(x, max - 1))
+			return false;
+	}
+	return true;
+}
+
 static int parse_u64(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;

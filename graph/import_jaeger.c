@@ -155,9 +155,12 @@ static int unjson(struct jctx *c, json_t *obj, const char *path)
 						    JSON_DECODE_ANY, NULL) :
 					 NULL;
 
-		if (!parsed) {
-			ret = imp_fail(c->im, "%s.%s[%zu]: not a key holding JSON text", path,
-				       WEFT_ATTR_JSON, i);
+		if (!parsed || !imp_json_depth_ok(parsed, IMP_MAX_DEPTH)) {
+			json_decref(parsed);
+			ret = imp_fail(c->im,
+				       "%s.%s[%zu]: not a key holding JSON text (nested at most %d "
+				       "deep)",
+				       path, WEFT_ATTR_JSON, i, IMP_MAX_DEPTH);
 			break;
 		}
 		json_object_set_new(obj, json_string_value(k), parsed);

@@ -44,6 +44,10 @@ const char *imp_attrs(struct imp *im, const json_t *obj);
 /* A JSON string's value in g's arena ("" for NULL); NULL when out of memory. */
 const char *imp_jstr(struct imp *im, const json_t *s);
 
+/* Whether v nests at most max lists and objects deep (it stops looking past max, so its own
+ * recursion is bounded by max). */
+bool imp_json_depth_ok(const json_t *v, int max);
+
 /* us -> ns within [0, IMP_TIME_MAX]; false if absurd. */
 bool imp_us_to_ns(json_int_t us, int64_t *ns);
 /* An unsigned decimal in a JSON string or integer (protobuf JSON writes 64-bit integers as
