@@ -364,6 +364,24 @@ static void test_detect_refused(void **state)
 	refused("ctf.json", "[]", GRAPH_FMT_CTF, "cannot be read from a JSON file", 0, 0);
 }
 
+/* graph_import_file reads only regular files (base/file.h): a directory or a missing file is
+ * refused with the path in the message, and the graph stays empty. */
+static void test_file_refused(void **state)
+{
+	struct graph_import_err err;
+	struct graph g;
+	const char *dir = data_path("zipkin");
+
+	(void)state;
+	graph_init(&g);
+	assert_int_equal(graph_import_file(dir, GRAPH_FMT_AUTO, &g, &err), -EISDIR);
+	assert_non_null(strstr(err.msg, dir));
+	assert_int_equal(graph_import_file(data_path("zipkin/none.json"), GRAPH_FMT_AUTO, &g, &err),
+			 -ENOENT);
+	assert_int_equal(g.ntasks, 0);
+	graph_free(&g);
+}
+
 static const struct graph_task *task_in(const struct graph *g, uint64_t hi, uint64_t lo,
 					uint64_t id)
 {
@@ -814,6 +832,7 @@ int main(void)
 		cmocka_unit_test(test_jaeger_sample),  cmocka_unit_test(test_xtrace_sample),
 		cmocka_unit_test(test_otlp_refused),   cmocka_unit_test(test_jaeger_refused),
 		cmocka_unit_test(test_xtrace_refused), cmocka_unit_test(test_attrs_cut),
+		cmocka_unit_test(test_file_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
