@@ -781,6 +781,43 @@ static json_t *us(int64_t ns)
 	return json_real((double)(ns / 1000) + (double)(ns % 1000) / 1000.0);
 }
 
+static int cmp_evid(const void *a, const void *b, void *arg)
+{
+	const struct graph *g = arg;
+	const struct graph_event *x = &g->events[*(const size_t *)a];
+	const struct graph_event *y = &g->events[*(const size_t *)b];
+	int c = graph_id128_cmp(x->trace, y->trace);
+
+	if (c)
+		return c;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* When a flow leaves or arrives: at its event (X-Trace names them), else at the task's start. */
+static int64_t flow_time(const struct graph *g, const size_t *evid, size_t n,
+			 const struct graph_edge *e, uint64_t id, int64_t dflt)
+{
+	size_t lo = 0, hi = n;
+
+	if (!id)
+		return dflt;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct graph_event *v = &g->events[evid[mid]];
+		int c = graph_id128_cmp(v->trace, e->trace);
+
+		if (c == 0)
+			c = v->id < id ? -1 : v->id > id;
+		if (c == 0)
+			return v->time;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return dflt;
+}
+
 struct chrome_place {
 	int64_t pid, tid;
 };
@@ -796,8 +833,16 @@ static int export_chrome(FILE *f, const struct xp *x)
 	int nlanes = 0;
 	uint64_t flow = 0;
 	struct imp_index byid = { 0 };
+	size_t nevid = 0, *evid = malloc((g->nevents + 1) * sizeof(size_t));
 
-	if (!root || !evs || !ix || !pl || !lanes || imp_index_build(&byid, g, 0)) {
+	if (evid) {
+		for (i = 0; i < g->nevents; i++)
+			if (g->events[i].id)
+				evid[nevid++] = i;
+		qsort_r(evid, nevid, sizeof(size_t), cmp_evid, (void *)g);
+	}
+	if (!root || !evs || !ix || !pl || !lanes || !evid || imp_index_build(&byid, g, 0)) {
+		free(evid);
 		imp_index_free(&byid);
 		json_decref(root);
 		json_decref(evs);
@@ -931,13 +976,17 @@ static int export_chrome(FILE *f, const struct xp *x)
 			if (end)
 				json_object_set_new(fe, "bp", json_string("e"));
 			json_object_set_new(fe, "id", json_integer((json_int_t)flow));
-			json_object_set_new(fe, "ts", us(g->tasks[w].start));
+			json_object_set_new(
+				fe, "ts",
+				us(flow_time(g, evid, nevid, e, end ? e->to_event : e->from_event,
+					     g->tasks[w].start)));
 			json_object_set_new(fe, "pid", json_integer(pl[w].pid));
 			json_object_set_new(fe, "tid", json_integer(pl[w].tid));
 			json_array_append_new(evs, fe);
 		}
 	}
 	imp_index_free(&byid);
+	free(evid);
 	free(ix);
 	free(pl);
 	free(lanes);

@@ -429,6 +429,41 @@ static void test_chrome_skew(void **state)
 	graph_free(&a);
 }
 
+/* rpc.json's two message edges name their events: a2 (sent at ...412.001000) -> b1 (received
+ * at ...412.010000) and b5 (...412.040000) -> a6 (...412.050000); the flows leave and arrive
+ * at those times, in µs, on the lanes of the client (tid 1) and the acceptor (tid 7). */
+static void test_chrome_xtrace(void **state)
+{
+	struct graph a;
+	json_t *root, *e;
+	char *buf;
+	size_t len, i, seen = 0;
+
+	(void)state;
+	graph_init(&a);
+	import(data_path("xtrace/rpc.json"), NULL, 0, GRAPH_FMT_XTRACE, &a);
+	buf = export(&a, GRAPH_FMT_CHROME, &len);
+	root = json_loadb(buf, len, 0, NULL);
+	assert_non_null(root);
+	json_array_foreach(json_object_get(root, "traceEvents"), i, e)
+	{
+		const char *ph = json_string_value(json_object_get(e, "ph"));
+		json_int_t ts = json_integer_value(json_object_get(e, "ts"));
+		json_int_t tid = json_integer_value(json_object_get(e, "tid"));
+
+		if (!strcmp(ph, "s"))
+			seen += (ts == 1371663412001000 && tid == 1) ||
+				(ts == 1371663412040000 && tid == 7);
+		if (!strcmp(ph, "f"))
+			seen += (ts == 1371663412010000 && tid == 7) ||
+				(ts == 1371663412050000 && tid == 1);
+	}
+	assert_int_equal(seen, 4);
+	json_decref(root);
+	free(buf);
+	graph_free(&a);
+}
+
 static void test_export_refused(void **state)
 {
 	struct graph g;
@@ -455,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_otlp_roundtrip), cmocka_unit_test(test_jaeger_roundtrip),
 		cmocka_unit_test(test_jaeger_lists),   cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_chrome_skew),    cmocka_unit_test(test_export_refused),
+		cmocka_unit_test(test_chrome_xtrace),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
