@@ -330,7 +330,7 @@ static json_t *otlp_span(const struct xp *x, const struct graph_task *t)
 					 t->status == GRAPH_STATUS_ERROR ? 2 :
 									   0));
 	k = json_object_get(a, "otel.status_description");
-	if (json_is_string(k)) {
+	if (json_is_string(k) && json_string_length(k)) { /* the importer keeps "" as it is */
 		json_object_set(st, "message", k);
 		json_object_del(a, "otel.status_description");
 	}
