@@ -5,8 +5,9 @@
  *   - a refused input leaves the graph exactly as it was (here: a graph that already holds
  *     one element of each kind keeps exactly those);
  *   - an accepted input's graph exports to OTLP and to Jaeger, and importing each export gives
- *     as many tasks, events and edges as before (what test_graph_roundtrip.c checks field by
- *     field on real files), and its Chrome export is JSON.
+ *     as many tasks, events and edges as before; through OTLP, which keeps ns, the very same
+ *     graph, field by field (the source aside), as test_graph_roundtrip.c checks on real files
+ *     through both; its Chrome export is JSON.
  * A broken property is an abort(), which libFuzzer and tests/fuzz/replay.c report.
  */
 #ifndef WEFT_FUZZ_IMPORT_H
@@ -56,7 +57,100 @@ static char *fuzz_export(const struct graph *g, enum graph_format fmt, size_t *l
 	return buf;
 }
 
-static void fuzz_reimport(const struct graph *g, enum graph_format fmt)
+static int fz_cmp_task(const void *a, const void *b)
+{
+	const struct graph_task *x = a, *y = b;
+	int c = graph_id128_cmp(x->trace, y->trace);
+
+	if (c)
+		return c;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int fz_cmp_event(const void *a, const void *b)
+{
+	const struct graph_event *x = a, *y = b;
+	int c = graph_id128_cmp(x->trace, y->trace);
+
+	if (c)
+		return c;
+	if (x->task != y->task)
+		return x->task < y->task ? -1 : 1;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	if ((c = strcmp(x->name, y->name)))
+		return c;
+	return strcmp(x->attrs, y->attrs);
+}
+
+static int fz_cmp_edge(const void *a, const void *b)
+{
+	const struct graph_edge *x = a, *y = b;
+	int c = graph_id128_cmp(x->trace, y->trace);
+
+	if (c)
+		return c;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->from_task != y->from_task)
+		return x->from_task < y->from_task ? -1 : 1;
+	if (x->to_task != y->to_task)
+		return x->to_task < y->to_task ? -1 : 1;
+	if (x->from_event != y->from_event)
+		return x->from_event < y->from_event ? -1 : 1;
+	return x->to_event < y->to_event ? -1 : x->to_event > y->to_event;
+}
+
+static void fz_canon(struct graph *g)
+{
+	if (g->ntasks)
+		qsort(g->tasks, g->ntasks, sizeof(*g->tasks), fz_cmp_task);
+	if (g->nevents)
+		qsort(g->events, g->nevents, sizeof(*g->events), fz_cmp_event);
+	if (g->nedges)
+		qsort(g->edges, g->nedges, sizeof(*g->edges), fz_cmp_edge);
+}
+
+/* OTLP keeps everything exactly: the same graph, field by field (the source aside). */
+static void fz_same(struct graph *a, struct graph *b)
+{
+	size_t i;
+
+	fz_canon(a);
+	fz_canon(b);
+	for (i = 0; i < a->ntasks; i++) {
+		const struct graph_task *x = &a->tasks[i], *y = &b->tasks[i];
+
+		if (!graph_id128_eq(x->trace, y->trace) || x->id != y->id ||
+		    x->parent != y->parent || strcmp(x->service, y->service) ||
+		    strcmp(x->name, y->name) || strcmp(x->host, y->host) || x->pid != y->pid ||
+		    x->tid != y->tid || x->start != y->start || x->end != y->end ||
+		    x->status != y->status || strcmp(x->attrs, y->attrs)) {
+			fprintf(stderr,
+				"task %016llx differs: %s %s %s %lld %lld %d %s | %s %s %s %lld %lld %d %s\n",
+				(unsigned long long)x->id, x->service, x->name, x->host,
+				(long long)x->pid, (long long)x->tid, x->status, x->attrs,
+				y->service, y->name, y->host, (long long)y->pid, (long long)y->tid,
+				y->status, y->attrs);
+			abort();
+		}
+	}
+	for (i = 0; i < a->nevents; i++)
+		if (fz_cmp_event(&a->events[i], &b->events[i])) {
+			fprintf(stderr, "event differs: %s %s | %s %s\n", a->events[i].name,
+				a->events[i].attrs, b->events[i].name, b->events[i].attrs);
+			abort();
+		}
+	for (i = 0; i < a->nedges; i++)
+		if (fz_cmp_edge(&a->edges[i], &b->edges[i])) {
+			fprintf(stderr, "edge %zu differs\n", i);
+			abort();
+		}
+}
+
+static void fuzz_reimport(struct graph *g, enum graph_format fmt)
 {
 	struct graph_import_err err;
 	struct graph h;
@@ -75,6 +169,8 @@ static void fuzz_reimport(const struct graph *g, enum graph_format fmt)
 			g->nevents, g->nedges);
 		abort();
 	}
+	if (fmt == GRAPH_FMT_OTLP)
+		fz_same(g, &h);
 	graph_free(&h);
 	free(buf);
 }
