@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The LTTng CTF importer (graph/import_ctf.c) on a CTF trace written by hand
+ * (tests/fuzz/ctf_fixture.h), so that it runs without root or a session daemon: the exact
+ * graph of the reference stream (its comment in the fixture says what each event becomes),
+ * the search for traces below a directory, kernel traces skipped, and the refusals: a payload
+ * field of the wrong type, a status or edge kind out of range, a stream cut short, each with
+ * the event index or the directory, and the graph left as it was.  The recorded trace of a
+ * real LTTng session is tests/runtime/test_graph_ctf.c's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graph/graph.h"
+#include "graph/import.h"
+#include "tests/fuzz/ctf_fixture.h"
+
+#define NS(ts) ((int64_t)CTF_FIX_OFFSET_S * 1000000000 + (ts))
+
+static char dir[256];
+
+static int mk_dir(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/weft-test-ctf-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int rm_dir(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static const struct graph_task *task(const struct graph *g, uint64_t id)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].id == id)
+			return &g->tasks[i];
+	fail_msg("no task %llu", (unsigned long long)id);
+	return NULL;
+}
+
+static void check_json(const char *text, const char *expect)
+{
+	json_t *a = json_loads(text, 0, NULL), *b = json_loads(expect, 0, NULL);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	if (!json_equal(a, b))
+		fail_msg("attrs %s, expected %s", text, expect);
+	json_decref(a);
+	json_decref(b);
+}
+
+static void test_reference(void **state)
+{
+	struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	const struct graph_task *t;
+	char why[256];
+	size_t work = 0;
+
+	(void)state;
+	ctf_fix_reference(&s, false);
+	assert_int_equal(ctf_fix_write(dir, ctf_fixture_metadata("uint64_t"), s.buf, s.len), 0);
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf_stats(dir, &g, &st, &err), GRAPH_FMT_CTF);
+	assert_int_equal(g.ntasks, 3);
+	assert_int_equal(g.nevents, 3);
+	assert_int_equal(g.nedges, 2);
+	assert_int_equal(st.events, 12);
+	assert_int_equal(st.dropped_no_task, 1);
+	assert_int_equal(st.dropped_unknown, 1);
+	assert_int_equal(st.unmatched_ends, 1);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(st.kernel_events, 0);
+	assert_int_equal(graph_check(&g, why, sizeof(why)), 0);
+
+	t = task(&g, 1);
+	assert_int_equal(t->trace.hi, 0x77);
+	assert_int_equal(t->trace.lo, 0x88);
+	assert_int_equal(t->parent, 0);
+	assert_string_equal(t->service, "svc");
+	assert_string_equal(t->name, "root");
+	assert_string_equal(t->host, "fuzzhost");
+	assert_int_equal(t->pid, 10);
+	assert_int_equal(t->tid, 10);
+	assert_int_equal(t->start, NS(1010));
+	assert_int_equal(t->end, NS(1080));
+	assert_int_equal(t->status, GRAPH_STATUS_OK);
+	assert_int_equal(t->source, GRAPH_SRC_LTTNG);
+	check_json(t->attrs, "{\"procname\":\"fixture\"}");
+	t = task(&g, 2);
+	assert_int_equal(t->parent, 1);
+	assert_int_equal(t->tid, 11);
+	assert_int_equal(t->start, NS(1030));
+	assert_int_equal(t->end, NS(1070));
+	assert_int_equal(t->status, GRAPH_STATUS_ERROR);
+	t = task(&g, 3);
+	assert_int_equal(t->start, NS(1090));
+	assert_int_equal(t->end, NS(1110)); /* the trace's last event */
+	assert_int_equal(t->status, GRAPH_STATUS_UNSET);
+	check_json(t->attrs, "{\"procname\":\"fixture\",\"cut\":true}");
+
+	for (size_t i = 0; i < g.nevents; i++) {
+		const struct graph_event *e = &g.events[i];
+
+		assert_int_equal(e->source, GRAPH_SRC_LTTNG);
+		if (strcmp(e->name, "hello") == 0) {
+			assert_int_equal(e->task, 1);
+			assert_int_equal(e->time, NS(1020));
+			assert_string_equal(e->attrs, "{}");
+			continue;
+		}
+		assert_string_equal(e->name, "app:work");
+		work++;
+		if (e->task == 2) {
+			assert_int_equal(e->time, NS(1040));
+			check_json(e->attrs, "{\"value\":5,\"label\":\"in child\",\"ratio\":1.5,"
+					     "\"pair\":[3,4]}");
+		} else {
+			assert_int_equal(e->task, 1);
+			assert_int_equal(e->time, NS(1050));
+			check_json(e->attrs, "{\"value\":6,\"label\":\"in root\",\"ratio\":2.5,"
+					     "\"pair\":[5,6]}");
+		}
+	}
+	assert_int_equal(work, 2);
+	for (size_t i = 0; i < g.nedges; i++) {
+		const struct graph_edge *e = &g.edges[i];
+
+		assert_int_equal(e->from_task, 1);
+		assert_int_equal(e->to_task, 2);
+		assert_int_equal(e->kind, i == 0 ? GRAPH_EDGE_PARENT : GRAPH_EDGE_FOLLOWS);
+	}
+	graph_free(&g);
+}
+
+/* Appends to what g holds; the traces are found below the directory given. */
+static void test_nested_append(void **state)
+{
+	struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_import_err err;
+	struct graph_task t0 = { .trace = { 1, 1 }, .id = 5, .service = "", .name = "" };
+	char sub[PATH_MAX];
+
+	(void)state;
+	ctf_fix_reference(&s, false);
+	snprintf(sub, sizeof(sub), "%s/ust", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(sub, sizeof(sub), "%s/ust/uid", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(ctf_fix_write(sub, ctf_fixture_metadata("uint64_t"), s.buf, s.len), 0);
+	graph_init(&g);
+	assert_non_null(graph_add_task(&g, &t0));
+	assert_int_equal(graph_import_ctf(dir, &g, &err), GRAPH_FMT_CTF);
+	assert_int_equal(g.ntasks, 1 + 3);
+	assert_int_equal(g.tasks[0].id, 5);
+	assert_int_equal(g.nevents, 3);
+	assert_int_equal(g.nedges, 2);
+	graph_free(&g);
+}
+
+static void test_kernel_skipped(void **state)
+{
+	struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	char meta[4096], out[4200];
+	const char *q;
+
+	(void)state;
+	ctf_fix_reference(&s, false);
+	snprintf(meta, sizeof(meta), "%s", ctf_fixture_metadata("uint64_t"));
+	q = strstr(meta, "domain = \"ust\"");
+	assert_non_null(q);
+	snprintf(out, sizeof(out), "%.*sdomain = \"kernel\"%s", (int)(q - meta), meta,
+		 q + strlen("domain = \"ust\""));
+	assert_int_equal(ctf_fix_write(dir, out, s.buf, s.len), 0);
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf_stats(dir, &g, &st, &err), GRAPH_FMT_CTF);
+	assert_int_equal(g.ntasks + g.nevents + g.nedges, 0);
+	assert_int_equal(st.kernel_events, 12);
+	assert_int_equal(st.events, 0);
+	graph_free(&g);
+}
+
+/* An import refused: the message holds `want`, and g still holds its one task only. */
+static void refused(const char *metadata, const void *stream, size_t len, int ret, const char *want)
+{
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	struct graph_task t0 = { .trace = { 1, 1 }, .id = 5, .service = "", .name = "" };
+
+	assert_int_equal(ctf_fix_write(dir, metadata, stream, len), 0);
+	graph_init(&g);
+	assert_non_null(graph_add_task(&g, &t0));
+	assert_int_equal(graph_import_ctf_stats(dir, &g, &st, &err), ret);
+	if (!strstr(err.msg, want) || !strstr(err.msg, dir))
+		fail_msg("message '%s' lacks '%s' or the directory", err.msg, want);
+	assert_int_equal(g.ntasks, 1);
+	assert_int_equal(g.tasks[0].id, 5);
+	assert_int_equal(g.nevents, 0);
+	assert_int_equal(g.nedges, 0);
+	assert_int_equal(st.events, 0);
+	graph_free(&g);
+}
+
+static void test_wrong_type(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_reference(&s, true);
+	/* event 0 is app:work, event 1 the first task_begin */
+	refused(ctf_fixture_metadata("string"), s.buf, s.len, -EINVAL,
+		"event 1 (weft:task_begin): payload field trace_hi is not an unsigned integer");
+}
+
+static void test_bad_status(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_init(&s);
+	ctf_fix_event(&s, CTF_EV_BEGIN, 10, 1, 1);
+	ctf_fix_trace(&s, false, 1, 2);
+	ctf_fix_u64(&s, 1);
+	ctf_fix_u64(&s, 0);
+	ctf_fix_str(&s, "a");
+	ctf_fix_str(&s, "b");
+	ctf_fix_event(&s, CTF_EV_END, 20, 1, 1);
+	ctf_fix_trace(&s, false, 1, 2);
+	ctf_fix_u64(&s, 1);
+	ctf_fix_u32(&s, 7);
+	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len, -EINVAL,
+		"event 1 (weft:task_end): payload field status");
+}
+
+static void test_bad_kind(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_init(&s);
+	ctf_fix_event(&s, CTF_EV_EDGE, 10, 1, 1);
+	ctf_fix_trace(&s, false, 1, 2);
+	ctf_fix_str(&s, "sideways");
+	ctf_fix_u64(&s, 1);
+	ctf_fix_u64(&s, 0);
+	ctf_fix_u64(&s, 2);
+	ctf_fix_u64(&s, 0);
+	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len, -EINVAL,
+		"event 0 (weft:edge): kind is not an edge kind");
+}
+
+static void test_twice(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_init(&s);
+	for (int i = 0; i < 2; i++) {
+		ctf_fix_event(&s, CTF_EV_BEGIN, 10 + (uint64_t)i, 1, 1);
+		ctf_fix_trace(&s, false, 1, 2);
+		ctf_fix_u64(&s, 1);
+		ctf_fix_u64(&s, 0);
+		ctf_fix_str(&s, "a");
+		ctf_fix_str(&s, "b");
+	}
+	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len, -EINVAL,
+		"event 1 (weft:task_begin): task 1 begins twice");
+}
+
+/* A stream cut inside an event: babeltrace2 refuses it mid-way; nothing of it is kept. */
+static void test_truncated(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_reference(&s, false);
+	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len - 3, -EINVAL, "babeltrace2");
+}
+
+static void test_no_trace(void **state)
+{
+	struct graph g;
+	struct graph_import_err err;
+	char missing[PATH_MAX + 8];
+
+	(void)state;
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf(dir, &g, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, dir));
+	snprintf(missing, sizeof(missing), "%s/nope", dir);
+	assert_int_equal(graph_import_ctf(missing, &g, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, missing));
+	graph_free(&g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_reference, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_nested_append, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_kernel_skipped, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_wrong_type, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_bad_status, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_bad_kind, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_twice, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_truncated, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_no_trace, mk_dir, rm_dir),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
