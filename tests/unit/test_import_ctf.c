@@ -27,6 +27,9 @@
 #include "graph/import.h"
 #include "tests/fuzz/ctf_fixture.h"
 
+void __lsan_disable(void) __attribute__((weak));
+void __lsan_enable(void) __attribute__((weak));
+
 #define NS(ts) ((int64_t)CTF_FIX_OFFSET_S * 1000000000 + (ts))
 
 static char dir[256];
@@ -293,14 +296,20 @@ static void test_twice(void **state)
 		"event 1 (weft:task_begin): task 1 begins twice");
 }
 
-/* A stream cut inside an event: babeltrace2 refuses it mid-way; nothing of it is kept. */
+/* A stream cut inside an event: babeltrace2 refuses it mid-way; nothing of it is kept.
+ * babeltrace2 2.0.4 itself leaks a packet (about 500 bytes) there, as its own CLI does on
+ * this trace, so LeakSanitizer (when linked in) is paused for this call only. */
 static void test_truncated(void **state)
 {
 	struct ctf_fix_stream s;
 
 	(void)state;
 	ctf_fix_reference(&s, false);
+	if (__lsan_disable)
+		__lsan_disable();
 	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len - 3, -EINVAL, "babeltrace2");
+	if (__lsan_enable)
+		__lsan_enable();
 }
 
 static void test_no_trace(void **state)

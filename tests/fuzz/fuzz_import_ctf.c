@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * libFuzzer target: graph_import_ctf_stats() on a CTF trace whose metadata is fixed (the
+ * hand-written LTTng-UST-like metadata of ctf_fixture.h: the weft provider's events and an
+ * application event) and whose one stream file is the input, written into a temporary
+ * directory.  So the bytes babeltrace2 decodes and the values the importer reads (ids,
+ * strings, statuses, edge kinds, timestamps, context) are all the fuzzer's.  What must hold
+ * besides not crashing:
+ *   - refused: the graph is empty again and the message names the directory;
+ *   - taken: graph_check() passes, every element is tagged GRAPH_SRC_LTTNG, every
+ *     attribute text is a JSON object, and the counts add up with the statistics (no more
+ *     events and edges than events read).
+ *
+ * babeltrace2 2.0.4 leaks about 500 bytes (a packet) when a stream ends inside an event; its
+ * own CLI does the same.  So LeakSanitizer is paused around the import (the importer's own
+ * allocations are leak-checked by tests/unit/test_import_ctf.c, whose only paused call is
+ * that case).
+ *
+ * Seeds: tests/fuzz/corpus/import_ctf/, written by this target itself:
+ * WEFT_CTF_SEEDS=DIR replay_fuzz_import_ctf ANY writes them into DIR and exits.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "graph/graph.h"
+#include "graph/import.h"
+#include "tests/fuzz/ctf_fixture.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+void __lsan_disable(void) __attribute__((weak));
+void __lsan_enable(void) __attribute__((weak));
+
+static char fuzz_dir[64];
+
+static void fuzz_cleanup(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/metadata", fuzz_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/stream_0", fuzz_dir);
+	unlink(path);
+	rmdir(fuzz_dir);
+}
+
+static void seed(const char *dir, const char *name, const struct ctf_fix_stream *s, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(s->buf, 1, len, f) != len || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void write_seeds(const char *dir)
+{
+	struct ctf_fix_stream s;
+
+	ctf_fix_reference(&s, false);
+	seed(dir, "reference", &s, s.len);
+	seed(dir, "reference_cut", &s, s.len - 3);
+	/* one task, begun and ended, with an application event (a string that is not UTF-8, an
+	 * infinite ratio) and a message edge to a task that never began */
+	ctf_fix_init(&s);
+	ctf_fix_event(&s, CTF_EV_BEGIN, 5, 1, 1);
+	ctf_fix_trace(&s, false, 0, 9);
+	ctf_fix_u64(&s, 4);
+	ctf_fix_u64(&s, 8);
+	ctf_fix_str(&s, "s");
+	ctf_fix_str(&s, "n");
+	ctf_fix_event(&s, CTF_EV_WORK, 6, 1, 1);
+	ctf_fix_u32(&s, 1);
+	ctf_fix_str(&s, "\xff\xfe not utf-8");
+	ctf_fix_u64(&s, 0x7ff0000000000000ULL); /* +inf */
+	ctf_fix_u32(&s, 0);
+	ctf_fix_u32(&s, 0xffffffffu);
+	ctf_fix_event(&s, CTF_EV_EDGE, 7, 1, 1);
+	ctf_fix_trace(&s, false, 0, 9);
+	ctf_fix_str(&s, "message");
+	ctf_fix_u64(&s, 4);
+	ctf_fix_u64(&s, 0);
+	ctf_fix_u64(&s, 5);
+	ctf_fix_u64(&s, 0);
+	ctf_fix_event(&s, CTF_EV_END, 8, 1, 1);
+	ctf_fix_trace(&s, false, 0, 9);
+	ctf_fix_u64(&s, 4);
+	ctf_fix_u32(&s, 1);
+	seed(dir, "one_task", &s, s.len);
+	/* a header only */
+	ctf_fix_init(&s);
+	seed(dir, "empty", &s, s.len);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *seeds = getenv("WEFT_CTF_SEEDS");
+
+	(void)argc;
+	(void)argv;
+	if (seeds) {
+		write_seeds(seeds);
+		exit(0);
+	}
+	snprintf(fuzz_dir, sizeof(fuzz_dir), "/tmp/weft-fuzz-ctf-XXXXXX");
+	if (!mkdtemp(fuzz_dir)) {
+		perror("mkdtemp");
+		abort();
+	}
+	atexit(fuzz_cleanup);
+	return 0;
+}
+
+static void check_attrs(const char *text)
+{
+	json_t *j = json_loads(text, 0, NULL);
+
+	if (!json_is_object(j)) {
+		fprintf(stderr, "attributes are not a JSON object: %s\n", text);
+		abort();
+	}
+	json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	char why[256];
+	int ret;
+
+	if (!fuzz_dir[0] || size > 1 << 20)
+		return 0;
+	if (ctf_fix_write(fuzz_dir, ctf_fixture_metadata("uint64_t"), data, size) != 0)
+		abort();
+	graph_init(&g);
+	if (__lsan_disable)
+		__lsan_disable();
+	ret = graph_import_ctf_stats(fuzz_dir, &g, &st, &err);
+	if (__lsan_enable)
+		__lsan_enable();
+	if (ret < 0) {
+		if (g.ntasks || g.nevents || g.nedges || !strstr(err.msg, fuzz_dir)) {
+			fprintf(stderr, "refused (%s) but the graph holds elements\n", err.msg);
+			abort();
+		}
+	} else {
+		if (ret != GRAPH_FMT_CTF || graph_check(&g, why, sizeof(why)) != 0) {
+			fprintf(stderr, "taken, but graph_check: %s\n", why);
+			abort();
+		}
+		if (g.nevents > st.events || g.ntasks > st.events || g.nedges > 2 * st.events)
+			abort();
+		for (size_t i = 0; i < g.ntasks; i++) {
+			if (g.tasks[i].source != GRAPH_SRC_LTTNG)
+				abort();
+			check_attrs(g.tasks[i].attrs);
+		}
+		for (size_t i = 0; i < g.nevents; i++) {
+			if (g.events[i].source != GRAPH_SRC_LTTNG)
+				abort();
+			check_attrs(g.events[i].attrs);
+		}
+		for (size_t i = 0; i < g.nedges; i++)
+			if (g.edges[i].source != GRAPH_SRC_LTTNG)
+				abort();
+	}
+	graph_free(&g);
+	return 0;
+}
