@@ -54,6 +54,7 @@
 #define CTF_MAX_DEPTH 8 /* how deep below the input they are searched */
 #define CTF_ATTR_DEPTH 16 /* nesting of a payload field kept as an attribute */
 #define CTF_ATTR_ELEMS 1024 /* elements of one array kept */
+#define CTF_ATTR_NODES 65536 /* values of one event's attributes (arrays nest: a bound in all) */
 
 /* ------------------------------------------------------------------ finding the traces */
 
@@ -471,13 +472,15 @@ static json_t *json_text(const char *s, size_t len)
 
 /* A field as JSON: integers (an unsigned one above INT64_MAX as a decimal string), reals
  * (null unless finite), strings, booleans, bit arrays, structures as objects, arrays cut at
- * CTF_ATTR_ELEMS, options and variants as what they hold.  NULL when out of memory. */
-static json_t *field_json(const bt_field *f, int depth)
+ * CTF_ATTR_ELEMS, options and variants as what they hold; null below CTF_ATTR_DEPTH levels
+ * and once *budget values were made.  NULL when out of memory. */
+static json_t *field_json(const bt_field *f, int depth, size_t *budget)
 {
 	bt_field_class_type t;
 
-	if (!f || depth > CTF_ATTR_DEPTH)
+	if (!f || depth > CTF_ATTR_DEPTH || !*budget)
 		return json_null();
+	--*budget;
 	t = bt_field_get_class_type(f);
 	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_BOOL))
 		return json_boolean(bt_field_bool_get_value(f));
@@ -520,7 +523,7 @@ static json_t *field_json(const bt_field *f, int depth)
 				bt_field_class_structure_borrow_member_by_index_const(fc, i);
 			json_t *v = field_json(
 				bt_field_structure_borrow_member_field_by_index_const(f, i),
-				depth + 1);
+				depth + 1, budget);
 
 			if (!v || json_object_set_new(
 					  o, bt_field_class_structure_member_get_name(m), v) != 0) {
@@ -539,7 +542,7 @@ static json_t *field_json(const bt_field *f, int depth)
 		for (uint64_t i = 0; a && i < n; i++) {
 			json_t *v =
 				field_json(bt_field_array_borrow_element_field_by_index_const(f, i),
-					   depth + 1);
+					   depth + 1, budget);
 
 			if (!v || json_array_append_new(a, v) != 0) {
 				json_decref(a);
@@ -549,10 +552,10 @@ static json_t *field_json(const bt_field *f, int depth)
 		return a;
 	}
 	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_OPTION))
-		return field_json(bt_field_option_borrow_field_const(f), depth + 1);
+		return field_json(bt_field_option_borrow_field_const(f), depth + 1, budget);
 	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_VARIANT))
-		return field_json(bt_field_variant_borrow_selected_option_field_const(f),
-				  depth + 1);
+		return field_json(bt_field_variant_borrow_selected_option_field_const(f), depth + 1,
+				  budget);
 	return json_null();
 }
 
@@ -592,6 +595,7 @@ static void task_begin(struct ctf_import *im, const bt_field *pay, const struct 
 	const char *service, *name;
 	uint64_t lsvc, lname;
 	size_t slot, th, idx;
+	size_t budget = 1;
 	json_t *attrs;
 
 	if (!pay_trace(im, pay, ev, &t.trace) || !pay_u64(im, pay, ev, "task", &t.id) ||
@@ -621,7 +625,7 @@ static void task_begin(struct ctf_import *im, const bt_field *pay, const struct 
 		goto out_nomem;
 	attrs = json_object();
 	if (attrs && w->procname &&
-	    json_object_set_new(attrs, "procname", field_json(w->procname, CTF_ATTR_DEPTH)) != 0) {
+	    json_object_set_new(attrs, "procname", field_json(w->procname, 0, &budget)) != 0) {
 		json_decref(attrs);
 		attrs = NULL;
 	}
@@ -757,6 +761,7 @@ static void other_event(struct ctf_import *im, const char *name, const bt_field 
 	struct graph_event e = { .time = w->time, .source = GRAPH_SRC_LTTNG };
 	size_t th = thread_get(im, w->host, w->pid, w->tid);
 	const struct graph_task *t;
+	size_t budget = CTF_ATTR_NODES;
 	json_t *attrs;
 
 	if (th == SIZE_MAX) {
@@ -771,7 +776,8 @@ static void other_event(struct ctf_import *im, const char *name, const bt_field 
 	e.trace = t->trace;
 	e.task = t->id;
 	e.name = graph_strdup(im->g, name);
-	attrs = field_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE) ? field_json(pay, 0) : json_object();
+	attrs = field_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE) ? field_json(pay, 0, &budget) :
+							       json_object();
 	e.attrs = json_arena(im->g, attrs);
 	if (!e.name || !e.attrs) {
 		ctf_fail(im, -ENOMEM, "event %" PRIu64 " (%s): out of memory", im->index, name);
@@ -1049,13 +1055,18 @@ static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_impo
 		ret = ctf_fail_bt(err, dir, -ENOMEM, "cannot make the sink");
 		goto out_graph;
 	}
-	for (;;) {
+	for (unsigned again = 0;;) {
 		bt_graph_run_status s = bt_graph_run(graph);
 
-		if (s == BT_GRAPH_RUN_STATUS_AGAIN)
+		/* files never make a component wait; bounded all the same */
+		if (s == BT_GRAPH_RUN_STATUS_AGAIN && ++again < 1000000)
 			continue;
 		if (s == BT_GRAPH_RUN_STATUS_OK) {
 			ret = 0;
+		} else if (s == BT_GRAPH_RUN_STATUS_AGAIN) {
+			snprintf(err->msg, sizeof(err->msg),
+				 "%s: babeltrace2 keeps asking to retry", dir);
+			ret = -EAGAIN;
 		} else if (im->err) {
 			bt_current_thread_clear_error();
 			snprintf(err->msg, sizeof(err->msg), "%s: %.400s", dir, im->msg);
@@ -1080,7 +1091,8 @@ out_plugins:
 }
 
 /* After the last event: cut tasks end there; events and edges naming no task of this import
- * are dropped (parent edges may name a parent outside it: graph_check() allows that). */
+ * are dropped (a parent edge may name a parent outside it, as graph_check() allows: the
+ * parent id of a task whose parent was not recorded). */
 static void ctf_finish(struct ctf_import *im)
 {
 	struct graph *g = im->g;
@@ -1121,9 +1133,9 @@ static void ctf_finish(struct ctf_import *im)
 	for (size_t i = k = im->base_edges; i < g->nedges; i++) {
 		const struct graph_edge *e = &g->edges[i];
 
-		if (e->kind != GRAPH_EDGE_PARENT &&
-		    (task_find(im, e->trace, e->from_task) == SIZE_MAX ||
-		     task_find(im, e->trace, e->to_task) == SIZE_MAX)) {
+		if (task_find(im, e->trace, e->to_task) == SIZE_MAX ||
+		    (e->kind != GRAPH_EDGE_PARENT &&
+		     task_find(im, e->trace, e->from_task) == SIZE_MAX)) {
 			im->st->dropped_unknown++;
 			continue;
 		}
