@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -975,11 +976,19 @@ static int ctf_fail_bt(struct graph_import_err *err, const char *dir, int ret, c
 	return ret;
 }
 
+/*
+ * babeltrace2's plugins, found and loaded (dlopen) on the first import and kept: finding them
+ * scans the plugin directory and loads every plugin in it, which costs more than reading a
+ * small trace.  babeltrace2's reference counts are not atomic, so imports are serialized
+ * (ctf_lock): a process may import CTF traces from several threads, one at a time.
+ */
+static pthread_mutex_t ctf_lock = PTHREAD_MUTEX_INITIALIZER;
+static const bt_plugin *ctf_plugin, *utils_plugin;
+
 /* Builds src.ctf.fs (one per trace directory) -> flt.utils.muxer -> our sink and runs it. */
 static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_import *im,
 		   struct graph_import_err *err)
 {
-	const bt_plugin *ctf = NULL, *utils = NULL;
 	const bt_component_class_source *fs;
 	const bt_component_class_filter *muxc;
 	const bt_component_filter *mux;
@@ -988,16 +997,17 @@ static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_impo
 	uint64_t nin = 0;
 	int ret = -EINVAL;
 
-	if (bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE, &ctf) !=
-		    BT_PLUGIN_FIND_STATUS_OK ||
-	    bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE, &utils) !=
-		    BT_PLUGIN_FIND_STATUS_OK) {
-		ret = ctf_fail_bt(err, dir, -ENOENT,
-				  "babeltrace2's ctf and utils plugins cannot be loaded");
-		goto out_plugins;
-	}
-	fs = bt_plugin_borrow_source_component_class_by_name_const(ctf, "fs");
-	muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils, "muxer");
+	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
+					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
+		ctf_plugin = NULL;
+	if (!utils_plugin && bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
+					    &utils_plugin) != BT_PLUGIN_FIND_STATUS_OK)
+		utils_plugin = NULL;
+	if (!ctf_plugin || !utils_plugin)
+		return ctf_fail_bt(err, dir, -ENOENT,
+				   "babeltrace2's ctf and utils plugins cannot be loaded");
+	fs = bt_plugin_borrow_source_component_class_by_name_const(ctf_plugin, "fs");
+	muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils_plugin, "muxer");
 	graph = bt_graph_create(0);
 	if (!fs || !muxc || !graph) {
 		ret = ctf_fail_bt(err, dir, -ENOENT, "babeltrace2 has no src.ctf.fs or muxer");
@@ -1084,9 +1094,6 @@ static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_impo
 	}
 out_graph:
 	bt_graph_put_ref(graph);
-out_plugins:
-	bt_plugin_put_ref(ctf);
-	bt_plugin_put_ref(utils);
 	return ret;
 }
 
@@ -1182,7 +1189,9 @@ int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_st
 	im->base_tasks = g->ntasks;
 	im->base_events = g->nevents;
 	im->base_edges = g->nedges;
+	pthread_mutex_lock(&ctf_lock);
 	ret = ctf_run(dir, &dirs, im, err);
+	pthread_mutex_unlock(&ctf_lock);
 	if (ret == 0) {
 		ctf_finish(im);
 		ret = GRAPH_FMT_CTF;
