@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * libFuzzer target: graph_import_ctf_stats() on a CTF trace whose metadata is fixed (the
- * hand-written LTTng-UST-like metadata of ctf_fixture.h: the weft provider's events and an
- * application event) and whose one stream file is the input, written into a temporary
- * directory.  So the bytes babeltrace2 decodes and the values the importer reads (ids,
- * strings, statuses, edge kinds, timestamps, context) are all the fuzzer's.  What must hold
+ * libFuzzer target: graph_import_ctf_stats() on a CTF trace of one stream file, written into
+ * a temporary directory.  An input that starts with "/" + "* CTF" is the metadata text, a NUL
+ * byte, then the stream's bytes: the fuzzer changes the field types too (the importer's
+ * type checks, payloads of every kind of field made into attributes).  Any other input is
+ * the stream alone, under the fixed metadata of ctf_fixture.h (LTTng-UST-like: the weft
+ * provider's events and an application event), so the values the importer reads (ids,
+ * strings, statuses, edge kinds, timestamps, context) are the fuzzer's.  What must hold
  * besides not crashing:
  *   - refused: the graph is empty again and the message names the directory;
  *   - taken: graph_check() passes, every element is tagged GRAPH_SRC_LTTNG, every
@@ -100,6 +102,20 @@ static void write_seeds(const char *dir)
 	/* a header only */
 	ctf_fix_init(&s);
 	seed(dir, "empty", &s, s.len);
+	/* metadata in the input: the documented types, and trace_hi a string */
+	for (int as_string = 0; as_string < 2; as_string++) {
+		const char *m = ctf_fixture_metadata(as_string ? "string" : "uint64_t");
+		struct ctf_fix_stream in;
+		size_t n = strlen(m) + 1;
+
+		ctf_fix_reference(&s, as_string);
+		if (n + s.len > sizeof(in.buf))
+			abort();
+		memcpy(in.buf, m, n);
+		memcpy(in.buf + n, s.buf, s.len);
+		in.len = n + s.len;
+		seed(dir, as_string ? "meta_wrong_type" : "meta_reference", &in, in.len);
+	}
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -142,7 +158,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!fuzz_dir[0] || size > 1 << 20)
 		return 0;
-	if (ctf_fix_write(fuzz_dir, ctf_fixture_metadata("uint64_t"), data, size) != 0)
+	if (size >= 6 && memcmp(data, "/* CTF", 6) == 0) {
+		const uint8_t *nul = memchr(data, '\0', size);
+		char *meta;
+
+		if (!nul)
+			return 0;
+		meta = strndup((const char *)data, (size_t)(nul - data));
+		if (!meta)
+			return 0;
+		ret = ctf_fix_write(fuzz_dir, meta, nul + 1, size - (size_t)(nul - data) - 1);
+		free(meta);
+	} else {
+		ret = ctf_fix_write(fuzz_dir, ctf_fixture_metadata("uint64_t"), data, size);
+	}
+	if (ret != 0)
 		abort();
 	graph_init(&g);
 	if (__lsan_disable)
