@@ -96,9 +96,35 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A trace directory's entries, which babeltrace2 opens as streams, are all regular files or
+ * directories (a FIFO or a link to a device would block or never end): 0, or -EINVAL with
+ * the entry's path in bad[]. */
+static int ctf_plain(const char *path, char *bad, size_t badsz)
+{
+	char sub[PATH_MAX];
+	struct stat st;
+	struct dirent *de;
+	DIR *dir = opendir(path);
+	int ret = 0;
+
+	if (!dir)
+		return -errno;
+	while (ret == 0 && (de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub) ||
+		    stat(sub, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+			snprintf(bad, badsz, "%s", sub);
+			ret = -EINVAL;
+		}
+	}
+	closedir(dir);
+	return ret;
+}
+
 /* Every directory at or below `path` (symbolic links not followed) holding a regular file
  * `metadata`; a trace directory is not searched further (its index/ holds no trace). */
-static int ctf_find(const char *path, int depth, struct ctf_dirs *d)
+static int ctf_find(const char *path, int depth, struct ctf_dirs *d, char *bad, size_t badsz)
 {
 	char sub[PATH_MAX];
 	struct stat st;
@@ -108,8 +134,10 @@ static int ctf_find(const char *path, int depth, struct ctf_dirs *d)
 
 	if (snprintf(sub, sizeof(sub), "%s/metadata", path) >= (int)sizeof(sub))
 		return -ENAMETOOLONG;
-	if (stat(sub, &st) == 0 && S_ISREG(st.st_mode))
-		return ctf_dirs_add(d, path);
+	if (stat(sub, &st) == 0 && S_ISREG(st.st_mode)) {
+		ret = ctf_plain(path, bad, badsz);
+		return ret ? ret : ctf_dirs_add(d, path);
+	}
 	if (depth >= CTF_MAX_DEPTH)
 		return 0;
 	dir = opendir(path);
@@ -122,7 +150,7 @@ static int ctf_find(const char *path, int depth, struct ctf_dirs *d)
 			continue;
 		if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
-		ret = ctf_find(sub, depth + 1, d);
+		ret = ctf_find(sub, depth + 1, d, bad, badsz);
 	}
 	closedir(dir);
 	return ret;
@@ -1156,6 +1184,7 @@ int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_st
 {
 	struct graph_ctf_stats local;
 	struct ctf_dirs dirs = { 0 };
+	char bad[PATH_MAX] = "";
 	struct ctf_import *im;
 	int ret;
 
@@ -1164,10 +1193,16 @@ int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_st
 	if (!st)
 		st = &local;
 	memset(st, 0, sizeof(*st));
-	ret = ctf_find(dir, 0, &dirs);
+	ret = ctf_find(dir, 0, &dirs, bad, sizeof(bad));
 	if (ret) {
-		snprintf(err->msg, sizeof(err->msg), "%s: %s", dir,
-			 ret == -E2BIG ? "more than 1024 CTF traces in it" : strerror(-ret));
+		if (ret == -EINVAL)
+			snprintf(err->msg, sizeof(err->msg),
+				 "%s: %.300s is not a regular file (a stream of a CTF trace)", dir,
+				 bad);
+		else
+			snprintf(err->msg, sizeof(err->msg), "%s: %s", dir,
+				 ret == -E2BIG ? "more than 1024 CTF traces in it" :
+						 strerror(-ret));
 		goto out_dirs;
 	}
 	if (!dirs.n) {

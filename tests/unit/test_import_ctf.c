@@ -312,6 +312,76 @@ static void test_truncated(void **state)
 		__lsan_enable();
 }
 
+/* A FIFO among the streams would block babeltrace2 for ever: refused before it reads. */
+static void test_fifo(void **state)
+{
+	struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_import_err err;
+	char fifo[PATH_MAX];
+
+	(void)state;
+	ctf_fix_reference(&s, false);
+	assert_int_equal(ctf_fix_write(dir, ctf_fixture_metadata("uint64_t"), s.buf, s.len), 0);
+	snprintf(fifo, sizeof(fifo), "%s/stream_1", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf(dir, &g, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, fifo));
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_int_equal(g.ntasks, 0);
+	graph_free(&g);
+}
+
+/* weft:edge events naming tasks that never began are dropped, a parent edge too when its
+ * child is unknown; one between known tasks is kept. */
+static void test_edge_unknown(void **state)
+{
+	static const struct {
+		const char *kind;
+		uint64_t from, to;
+	} edges[] = { { "parent", 9, 1 },
+		      { "parent", 1, 9 },
+		      { "message", 1, 9 },
+		      { "wakeup", 9, 1 },
+		      { "fork", 1, 1 } };
+	struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	char why[256];
+
+	(void)state;
+	ctf_fix_init(&s);
+	ctf_fix_event(&s, CTF_EV_BEGIN, 10, 1, 1);
+	ctf_fix_trace(&s, false, 1, 2);
+	ctf_fix_u64(&s, 1);
+	ctf_fix_u64(&s, 0);
+	ctf_fix_str(&s, "a");
+	ctf_fix_str(&s, "b");
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+		ctf_fix_event(&s, CTF_EV_EDGE, 20 + i, 1, 1);
+		ctf_fix_trace(&s, false, 1, 2);
+		ctf_fix_str(&s, edges[i].kind);
+		ctf_fix_u64(&s, edges[i].from);
+		ctf_fix_u64(&s, 0);
+		ctf_fix_u64(&s, edges[i].to);
+		ctf_fix_u64(&s, 0);
+	}
+	assert_int_equal(ctf_fix_write(dir, ctf_fixture_metadata("uint64_t"), s.buf, s.len), 0);
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf_stats(dir, &g, &st, &err), GRAPH_FMT_CTF);
+	/* kept: parent 9 -> 1 (a parent outside the trace) and fork 1 -> 1 */
+	assert_int_equal(g.nedges, 2);
+	assert_int_equal(g.edges[0].kind, GRAPH_EDGE_PARENT);
+	assert_int_equal(g.edges[0].from_task, 9);
+	assert_int_equal(g.edges[1].kind, GRAPH_EDGE_FORK);
+	assert_int_equal(st.dropped_unknown, 3);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(graph_check(&g, why, sizeof(why)), 0);
+	graph_free(&g);
+}
+
 static void test_no_trace(void **state)
 {
 	struct graph g;
@@ -339,6 +409,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_kind, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_twice, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_truncated, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_fifo, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_edge_unknown, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_no_trace, mk_dir, rm_dir),
 	};
 
