@@ -141,6 +141,10 @@ struct agent_budget_report {
  * report r->text.  -errno if the statistics could not be read (the query runs on).
  */
 int agent_query_budget(struct agent_query *q, struct agent_budget_report *r);
+/* Starts measuring the CPU budget (the first window begins now): call it right after
+ * agent_query_start() has returned and the start is announced.  agent_query_budget() starts
+ * it too if it has not been; idempotent. */
+void agent_query_budget_start(struct agent_query *q);
 /* Whether the budget stopped the query. */
 bool agent_query_budget_stopped(const struct agent_query *q);
 

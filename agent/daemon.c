@@ -639,6 +639,7 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		send_query_error(d, q->id, msg, aerr.detail);
 		goto out_free;
 	}
+	agent_query_budget_start(q->q);
 	agent_sched_flipped(&q->s, mono_ns());
 	q->next = d->queries;
 	d->queries = q;

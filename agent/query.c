@@ -47,7 +47,9 @@ struct agent_query {
 	struct agent_table *drain_into; /* during a drain */
 	uint8_t zero_key[PLAN_MAX_KEY_SIZE];
 	int drain_err;
-	struct agent_budget *budget; /* NULL: no CPU budget */
+	struct agent_budget *budget; /* NULL: no CPU budget (yet) */
+	const struct plan *budget_plan; /* with budget_pct: what agent_query_budget_start() needs */
+	double budget_pct; /* 0: none asked for, or started (or failed) already */
 	bool budget_stopped;
 };
 
@@ -337,14 +339,13 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		set_err(err, "the object lacks weft's runtime: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
-	if (o.cpu_budget > 0) {
-		char why[256];
-
-		/* before attaching: the first window counts from the first event */
-		q->budget = agent_budget_new(q->obj, p, o.cpu_budget, why, sizeof(why));
-		if (!q->budget)
-			log_warn("agent: the query's CPU budget cannot be enforced: %s", why);
-	}
+	/*
+	 * The budget starts after the probes are attached (agent_query_budget_start()), not here:
+	 * turning the kernel's BPF statistics on flips a static key, which patches kernel text
+	 * (~10 ms on the development VM) and would sit between the start and the first event.
+	 */
+	q->budget_plan = p;
+	q->budget_pct = o.cpu_budget > 0 ? o.cpu_budget : 0;
 	if (!p->aggregating) {
 		rc = bpfrt_stream_open(q->rt, on_sample, q);
 		if (rc) {
@@ -523,10 +524,23 @@ const struct agent_resolver *agent_query_resolver(const struct agent_query *q)
 
 /* ---------------------------------------------------------------- the CPU budget */
 
+void agent_query_budget_start(struct agent_query *q)
+{
+	char why[256];
+
+	if (q->budget || q->budget_pct <= 0 || q->stopped)
+		return;
+	q->budget = agent_budget_new(q->obj, q->budget_plan, q->budget_pct, why, sizeof(why));
+	q->budget_pct = 0; /* once, whatever the outcome */
+	if (!q->budget)
+		log_warn("agent: the query's CPU budget cannot be enforced: %s", why);
+}
+
 int agent_query_budget(struct agent_query *q, struct agent_budget_report *r)
 {
 	int rc;
 
+	agent_query_budget_start(q); /* if the caller has not */
 	if (!q->budget || q->stopped)
 		return 0;
 	rc = agent_budget_check(q->budget, mono_ns(), r);

@@ -21,11 +21,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "graph/graph.h"
 
 /* Rare: an event or edge seen in under this share of the tasks of its (parent) type. */
 #define GRAPH_RARE_SHARE 0.05
+
+/* The schema version this weft writes (PRAGMA user_version); a newer file is refused. */
+#define GRAPH_STORE_VERSION 1
+/* A task counts in its process's concurrency during its first GRAPH_CONC_MAX_MS ms only (a
+ * task longer than that touches at most 61 one-second blocks, whatever its length). */
+#define GRAPH_CONC_MAX_MS 60000
+/* graph_store_stats(): the rarest event names and edges kept per type. */
+#define GRAPH_STATS_RAREST 3
 
 struct graph_store;
 
@@ -60,11 +69,30 @@ struct graph_filter {
 	size_t limit; /* 0: 20 */
 };
 
+/* An event name of a type, with how many of the type's tasks had it. */
+struct graph_rare_event {
+	char name[256];
+	uint64_t tasks;
+	double share; /* tasks / the type's count */
+};
+
+/* Edges from a type (the parent) to a child type of one kind. */
+struct graph_rare_edge {
+	char service[128], name[256]; /* the child type */
+	enum graph_edge_kind kind;
+	uint64_t count;
+	double share; /* count / the parent type's count */
+};
+
 /* Per task type, for graph_store_stats() and the context of a trace. */
 struct graph_type_stats {
 	char service[128], name[256];
 	uint64_t count;
 	int64_t p50, p90, p99; /* ns, from the sketch (within its 1.6% relative error) */
+	/* the rarest event names and outgoing edges, rarest first (ties: by name) */
+	uint32_t nrare_events, nrare_edges;
+	struct graph_rare_event rare_events[GRAPH_STATS_RAREST];
+	struct graph_rare_edge rare_edges[GRAPH_STATS_RAREST];
 };
 
 /* The context of one task of a trace (graph_store_context()), index-aligned with its tasks. */
@@ -95,12 +123,44 @@ struct graph_context {
 };
 void graph_context_free(struct graph_context *c);
 
+/*
+ * A backend: one table of entry points, each the function of the same name below minus the
+ * "graph_store_" prefix (graph/store.c dispatches).  SQLite (graph/store_sqlite.c) is the one
+ * implementation; another backend (a remote store a fleet forwards to) fills in the same
+ * table and embeds struct graph_store as its first member.
+ */
 struct graph_store_ops {
 	const char *name;
 	int (*put)(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
 		   char *why, size_t whysz);
-	/* ... the backend's own entry points follow the functions below ... */
+	ssize_t (*list)(struct graph_store *s, const struct graph_filter *f,
+			struct graph_trace_row **rows, char *why, size_t whysz);
+	int (*load)(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
+		    size_t whysz);
+	int (*context)(struct graph_store *s, const struct graph *g, struct graph_context *c,
+		       char *why, size_t whysz);
+	int (*type_sketch)(struct graph_store *s, const char *service, const char *name,
+			   uint64_t *counts, char *why, size_t whysz);
+	int (*concurrency)(struct graph_store *s, const char *host, int64_t pid, int64_t from,
+			   int64_t to, uint32_t *counts, size_t n, char *why, size_t whysz);
+	ssize_t (*stats)(struct graph_store *s, struct graph_type_stats **rows, char *why,
+			 size_t whysz);
+	ssize_t (*retain)(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
+			  size_t whysz);
+	int (*merge)(struct graph_store *s, const char *other, char *why, size_t whysz);
+	void (*close)(struct graph_store *s);
 };
+
+/* What every backend's store starts with. */
+struct graph_store {
+	const struct graph_store_ops *ops;
+};
+
+/* The SQLite backend's constructor (graph_store_open() calls it). */
+struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t whysz);
+/* For tests: EXPLAIN QUERY PLAN of every statement that loading a trace, its context and a
+ * put run per element; -EINVAL with the statement and step in why[] if one scans a table. */
+int graph_store_sqlite_check_plans(struct graph_store *s, char *why, size_t whysz);
 
 /*
  * Opens (creating if absent) the SQLite store at path; checks or creates the schema version.

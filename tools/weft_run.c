@@ -590,6 +590,7 @@ int cmd_run(int argc, char **argv)
 	fprintf(stderr, "weft: attached %d probe%s%s; %s\n", res.plan->nattach,
 		res.plan->nattach == 1 ? "" : "s", res.cache_hit ? " (compile cache)" : "",
 		res.plan->for_ns ? "running" : "Ctrl-C to stop");
+	agent_query_budget_start(r.q); /* after the line: it costs ~10 ms the first time */
 	if (go_fd >= 0) {
 		if (write(go_fd, "g", 1) != 1)
 			fprintf(stderr, "weft: cannot start the command\n");

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The graph store's backend-neutral face (store.h): every graph_store_*() call goes through
+ * the backend's table of entry points, so the command line and the aggregator never name a
+ * backend.  graph_store_open() opens the one backend there is, SQLite (store_sqlite.c); a
+ * backend that forwards to a remote store would be chosen here, by the form of the path.
+ *
+ * Nothing here touches a store's contents; the checks that belong to every backend (NULL
+ * arguments) are made once, here.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "graph/store.h"
+
+static int bad_args(char *why, size_t whysz)
+{
+	if (why && whysz)
+		snprintf(why, whysz, "graph store: missing argument");
+	return -EINVAL;
+}
+
+struct graph_store *graph_store_open(const char *path, char *why, size_t whysz)
+{
+	if (!path || !*path) {
+		bad_args(why, whysz);
+		errno = EINVAL;
+		return NULL;
+	}
+	return graph_store_sqlite_open(path, why, whysz);
+}
+
+void graph_store_close(struct graph_store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+int graph_store_put(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
+		    char *why, size_t whysz)
+{
+	if (!s || !g)
+		return bad_args(why, whysz);
+	return s->ops->put(s, g, st, why, whysz);
+}
+
+ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
+			 struct graph_trace_row **rows, char *why, size_t whysz)
+{
+	if (!s || !rows)
+		return bad_args(why, whysz);
+	return s->ops->list(s, f, rows, why, whysz);
+}
+
+int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
+		     size_t whysz)
+{
+	if (!s || !trace_hex || !g)
+		return bad_args(why, whysz);
+	return s->ops->load(s, trace_hex, g, why, whysz);
+}
+
+int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,
+			char *why, size_t whysz)
+{
+	if (!s || !g || !c)
+		return bad_args(why, whysz);
+	return s->ops->context(s, g, c, why, whysz);
+}
+
+int graph_store_type_sketch(struct graph_store *s, const char *service, const char *name,
+			    uint64_t *counts, char *why, size_t whysz)
+{
+	if (!s || !service || !name || !counts)
+		return bad_args(why, whysz);
+	return s->ops->type_sketch(s, service, name, counts, why, whysz);
+}
+
+int graph_store_concurrency(struct graph_store *s, const char *host, int64_t pid, int64_t from,
+			    int64_t to, uint32_t *counts, size_t n, char *why, size_t whysz)
+{
+	if (!s || !host || (n && !counts))
+		return bad_args(why, whysz);
+	return s->ops->concurrency(s, host, pid, from, to, counts, n, why, whysz);
+}
+
+ssize_t graph_store_stats(struct graph_store *s, struct graph_type_stats **rows, char *why,
+			  size_t whysz)
+{
+	if (!s || !rows)
+		return bad_args(why, whysz);
+	return s->ops->stats(s, rows, why, whysz);
+}
+
+ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
+			   size_t whysz)
+{
+	if (!s)
+		return bad_args(why, whysz);
+	return s->ops->retain(s, before, max_bytes, why, whysz);
+}
+
+int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz)
+{
+	if (!s || !other)
+		return bad_args(why, whysz);
+	return s->ops->merge(s, other, why, whysz);
+}
+
+void graph_context_free(struct graph_context *c)
+{
+	if (!c)
+		return;
+	free(c->tasks);
+	free(c->events);
+	free(c->edges);
+	c->tasks = NULL;
+	c->events = NULL;
+	c->edges = NULL;
+	c->ntasks = c->nevents = c->nedges = 0;
+}
