@@ -50,6 +50,7 @@
 #include "base/text.h"
 #include "graph/graph.h"
 #include "graph/import.h"
+#include "graph/import_priv.h" /* IMP_TIME_MAX, the bound of every importer */
 
 #define CTF_MAX_TRACES 1024 /* trace directories under one input */
 #define CTF_MAX_DEPTH 8 /* how deep below the input they are searched */
@@ -916,9 +917,12 @@ static void ctf_message(struct ctf_import *im, const bt_message *msg)
 	}
 	if (bt_clock_snapshot_get_ns_from_origin(
 		    bt_message_event_borrow_default_clock_snapshot_const(msg), &w.time) !=
-	    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK) {
-		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): timestamp out of range", im->index,
-			 name);
+		    BT_CLOCK_SNAPSHOT_GET_NS_FROM_ORIGIN_STATUS_OK ||
+	    w.time < 0 || w.time > IMP_TIME_MAX) {
+		ctf_fail(im, -EINVAL,
+			 "event %" PRIu64
+			 " (%s): timestamp out of range (before 1970 or after 2200)",
+			 im->index, name);
 		return;
 	}
 	w.host = ti->host;

@@ -296,6 +296,28 @@ static void test_twice(void **state)
 		"event 1 (weft:task_begin): task 1 begins twice");
 }
 
+static void test_time_range(void **state)
+{
+	struct ctf_fix_stream s;
+
+	(void)state;
+	ctf_fix_init(&s);
+	ctf_fix_event(&s, CTF_EV_WORK, 10, 1, 1);
+	ctf_fix_u32(&s, 1);
+	ctf_fix_str(&s, "fine");
+	ctf_fix_u64(&s, 0);
+	ctf_fix_u32(&s, 0);
+	ctf_fix_u32(&s, 0);
+	ctf_fix_event(&s, CTF_EV_WORK, UINT64_C(3) << 61, 1, 1); /* 2023 + 219 years */
+	ctf_fix_u32(&s, 2);
+	ctf_fix_str(&s, "late");
+	ctf_fix_u64(&s, 0);
+	ctf_fix_u32(&s, 0);
+	ctf_fix_u32(&s, 0);
+	refused(ctf_fixture_metadata("uint64_t"), s.buf, s.len, -EINVAL,
+		"event 1 (app:work): timestamp out of range");
+}
+
 /* A stream cut inside an event: babeltrace2 refuses it mid-way; nothing of it is kept.
  * babeltrace2 2.0.4 itself leaks a packet (about 500 bytes) there, as its own CLI does on
  * this trace, so LeakSanitizer (when linked in) is paused for this call only. */
@@ -408,6 +430,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_status, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_bad_kind, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_twice, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_time_range, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_truncated, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_fifo, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_edge_unknown, mk_dir, rm_dir),
