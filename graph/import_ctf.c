@@ -57,6 +57,9 @@
 #define CTF_ATTR_DEPTH 16 /* nesting of a payload field kept as an attribute */
 #define CTF_ATTR_ELEMS 1024 /* elements of one array kept */
 #define CTF_ATTR_NODES 65536 /* values of one event's attributes (arrays nest: a bound in all) */
+/* Open tasks of one thread that other events may go to: a thread that begins more without
+ * ending them (an event loop) forgets its oldest, so that ending one costs O(this). */
+#define CTF_MAX_OPEN 1024
 
 /* ------------------------------------------------------------------ finding the traces */
 
@@ -191,7 +194,7 @@ struct ctf_import {
 	size_t *thread_tab; /* 1 + index into threads[], 0 empty */
 	size_t thread_tab_cap;
 	struct ctf_trace traces[CTF_MAX_TRACES];
-	size_t ntraces;
+	size_t ntraces, last_trace; /* last_trace: the one of the previous event */
 	uint64_t index; /* of the event being read, from 0 */
 	int64_t last; /* time of the last event read */
 	bool any;
@@ -351,6 +354,10 @@ static size_t thread_get(struct ctf_import *im, const char *host, int64_t pid, i
 
 static int thread_push(struct ctf_thread *th, size_t task)
 {
+	if (th->nopen == CTF_MAX_OPEN) {
+		memmove(&th->open[0], &th->open[1], (th->nopen - 1) * sizeof(th->open[0]));
+		th->nopen--;
+	}
 	if (th->nopen == th->cap) {
 		size_t ncap = th->cap ? th->cap * 2 : 8;
 		size_t *p = realloc(th->open, ncap * sizeof(*p));
@@ -825,9 +832,14 @@ static struct ctf_trace *trace_info(struct ctf_import *im, const bt_trace *trace
 	struct ctf_trace *ti;
 	const bt_value *v;
 
-	for (size_t i = 0; i < im->ntraces; i++)
-		if (im->traces[i].trace == trace)
+	if (im->ntraces && im->traces[im->last_trace].trace == trace)
+		return &im->traces[im->last_trace];
+	for (size_t i = 0; i < im->ntraces; i++) {
+		if (im->traces[i].trace == trace) {
+			im->last_trace = i;
 			return &im->traces[i];
+		}
+	}
 	if (im->ntraces == CTF_MAX_TRACES) {
 		ctf_fail(im, -E2BIG, "more than %d traces", CTF_MAX_TRACES);
 		return NULL;
@@ -842,7 +854,7 @@ static struct ctf_trace *trace_info(struct ctf_import *im, const bt_trace *trace
 		ctf_fail(im, -ENOMEM, "out of memory");
 		return NULL;
 	}
-	im->ntraces++;
+	im->last_trace = im->ntraces++;
 	return ti;
 }
 

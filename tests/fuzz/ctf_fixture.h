@@ -68,7 +68,7 @@ static const char *ctf_fixture_metadata(const char *trace_hi_type)
 
 /* A stream file's bytes, little-endian as the metadata says. */
 struct ctf_fix_stream {
-	unsigned char buf[8192];
+	unsigned char buf[131072];
 	size_t len;
 };
 

@@ -404,6 +404,50 @@ static void test_edge_unknown(void **state)
 	graph_free(&g);
 }
 
+/* A thread keeps the 1024 innermost of its open tasks as the places of other events: with
+ * task 1 and then 1024 more open, task 1 is forgotten; once the 1024 end, an application
+ * event finds no task (task 1 itself is kept, cut at the end). */
+static void test_open_bound(void **state)
+{
+	static struct ctf_fix_stream s;
+	struct graph g;
+	struct graph_ctf_stats st;
+	struct graph_import_err err;
+	uint64_t ts = 10;
+
+	(void)state;
+	ctf_fix_init(&s);
+	for (uint64_t id = 1; id <= 1025; id++) {
+		ctf_fix_event(&s, CTF_EV_BEGIN, ts++, 1, 1);
+		ctf_fix_trace(&s, false, 1, 2);
+		ctf_fix_u64(&s, id);
+		ctf_fix_u64(&s, 0);
+		ctf_fix_str(&s, "");
+		ctf_fix_str(&s, "");
+	}
+	for (uint64_t id = 1025; id >= 2; id--) {
+		ctf_fix_event(&s, CTF_EV_END, ts++, 1, 1);
+		ctf_fix_trace(&s, false, 1, 2);
+		ctf_fix_u64(&s, id);
+		ctf_fix_u32(&s, 1);
+	}
+	ctf_fix_event(&s, CTF_EV_WORK, ts++, 1, 1);
+	ctf_fix_u32(&s, 1);
+	ctf_fix_str(&s, "");
+	ctf_fix_u64(&s, 0);
+	ctf_fix_u32(&s, 0);
+	ctf_fix_u32(&s, 0);
+	assert_int_equal(ctf_fix_write(dir, ctf_fixture_metadata("uint64_t"), s.buf, s.len), 0);
+	graph_init(&g);
+	assert_int_equal(graph_import_ctf_stats(dir, &g, &st, &err), GRAPH_FMT_CTF);
+	assert_int_equal(g.ntasks, 1025);
+	assert_int_equal(g.nevents, 0);
+	assert_int_equal(st.dropped_no_task, 1);
+	assert_int_equal(st.cut, 1);
+	assert_int_equal(task(&g, 1)->end, NS(ts - 1));
+	graph_free(&g);
+}
+
 static void test_no_trace(void **state)
 {
 	struct graph g;
@@ -434,6 +478,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_truncated, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_fifo, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_edge_unknown, mk_dir, rm_dir),
+		cmocka_unit_test_setup_teardown(test_open_bound, mk_dir, rm_dir),
 		cmocka_unit_test_setup_teardown(test_no_trace, mk_dir, rm_dir),
 	};
 
