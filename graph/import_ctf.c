@@ -1138,6 +1138,9 @@ static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_impo
 	}
 out_graph:
 	bt_graph_put_ref(graph);
+	/* components finalized in a failed graph may append causes after we took the error:
+	 * left pending, this thread's error would grow with every import */
+	bt_current_thread_clear_error();
 	return ret;
 }
 

@@ -13,8 +13,8 @@
  *     attribute text is a JSON object, and the counts add up with the statistics (no more
  *     events and edges than events read).
  *
- * babeltrace2 2.0.4 leaks about 500 bytes (a packet) when a stream ends inside an event; its
- * own CLI does the same.  So LeakSanitizer is paused around the import (the importer's own
+ * babeltrace2 2.0.4 leaks the packet it was decoding (and what it holds) when a stream fails
+ * inside an event; its own CLI does the same.  So LeakSanitizer is paused around the import (the importer's own
  * allocations are leak-checked by tests/unit/test_import_ctf.c, whose only paused call is
  * that case).
  *

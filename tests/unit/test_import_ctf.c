@@ -319,7 +319,7 @@ static void test_time_range(void **state)
 }
 
 /* A stream cut inside an event: babeltrace2 refuses it mid-way; nothing of it is kept.
- * babeltrace2 2.0.4 itself leaks a packet (about 500 bytes) there, as its own CLI does on
+ * babeltrace2 2.0.4 itself leaks the packet it was decoding there, as its own CLI does on
  * this trace, so LeakSanitizer (when linked in) is paused for this call only. */
 static void test_truncated(void **state)
 {
