@@ -645,7 +645,7 @@ static void task_begin(struct ctf_import *im, const bt_field *pay, const struct 
 		return;
 	}
 	if (t.parent == t.id) {
-		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): task %" PRIu64 " is its own parent",
+		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): task %" PRIx64 " is its own parent",
 			 im->index, ev, t.id);
 		return;
 	}
@@ -1147,34 +1147,27 @@ out_graph:
 /* After the last event: cut tasks end there; events and edges naming no task of this import
  * are dropped (a parent edge may name a parent outside it, as graph_check() allows: the
  * parent id of a task whose parent was not recorded). */
-static void ctf_finish(struct ctf_import *im)
+static int ctf_finish(struct ctf_import *im)
 {
 	struct graph *g = im->g;
 	size_t k;
 
 	for (size_t i = im->base_tasks; i < g->ntasks; i++) {
 		struct graph_task *t = &g->tasks[i];
-		const char *attrs;
-		size_t len;
-		char *s;
+		json_t *o;
 
 		if (im->tasks[i - im->base_tasks].ended)
 			continue;
 		im->st->cut++;
 		t->end = im->last > t->start ? im->last : t->start;
-		/* "{...}" -> "{...,"cut":true}"; attrs are ours, made by json_arena() */
-		len = strlen(t->attrs);
-		s = malloc(len + 16);
-		if (!s)
-			continue;
-		if (len <= 2)
-			snprintf(s, len + 16, "{\"cut\":true}");
-		else
-			snprintf(s, len + 16, "%.*s,\"cut\":true}", (int)(len - 1), t->attrs);
-		attrs = graph_strdup(g, s);
-		free(s);
-		if (attrs)
-			t->attrs = attrs;
+		o = json_loads(t->attrs, 0, NULL); /* ours, made by json_arena() */
+		if (o && json_object_set_new(o, "cut", json_true()) != 0) {
+			json_decref(o);
+			o = NULL;
+		}
+		t->attrs = json_arena(g, o);
+		if (!t->attrs)
+			return -ENOMEM;
 	}
 	for (size_t i = k = im->base_events; i < g->nevents; i++) {
 		if (task_find(im, g->events[i].trace, g->events[i].task) == SIZE_MAX) {
@@ -1196,6 +1189,7 @@ static void ctf_finish(struct ctf_import *im)
 		g->edges[k++] = g->edges[i];
 	}
 	g->nedges = k;
+	return 0;
 }
 
 int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_stats *st,
@@ -1246,8 +1240,11 @@ int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_st
 	pthread_mutex_lock(&ctf_lock);
 	ret = ctf_run(dir, &dirs, im, err);
 	pthread_mutex_unlock(&ctf_lock);
+	if (ret == 0 && ctf_finish(im) != 0) {
+		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
+		ret = -ENOMEM;
+	}
 	if (ret == 0) {
-		ctf_finish(im);
 		ret = GRAPH_FMT_CTF;
 	} else {
 		g->ntasks = im->base_tasks;
