@@ -993,7 +993,7 @@ static bt_graph_simple_sink_component_consume_func_status ctf_consume(bt_message
  * wrong: cause 0, e.g. "Cannot create trace for `DIR`."), the error released; "" if none.
  * Components log nothing (BT_LOGGING_LEVEL_NONE: a library does not write on stderr), so
  * the causes that only a log line would give are not there. */
-static void bt_cause(char *buf, size_t size)
+static void ctf_bt_cause(char *buf, size_t size)
 {
 	const bt_error *e = bt_current_thread_take_error();
 	uint64_t n;
@@ -1015,7 +1015,7 @@ static int ctf_fail_bt(struct graph_import_err *err, const char *dir, int ret, c
 {
 	char cause[384];
 
-	bt_cause(cause, sizeof(cause));
+	ctf_bt_cause(cause, sizeof(cause));
 	snprintf(err->msg, sizeof(err->msg), "%s: %s%s%s", dir, what, cause[0] ? ": " : "", cause);
 	return ret;
 }
