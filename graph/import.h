@@ -60,9 +60,15 @@ struct graph_ctf_stats {
 	uint64_t kernel_events; /* events of kernel traces in the directory, skipped */
 };
 
-/* graph_import_ctf(), and what it read in *st (NULL: not wanted; zero on error). */
+/* graph_import_ctf(), and what it read in *st (NULL: not wanted; zero on error).  Both read
+ * the trace in a child process (fork), so that a trace that crashes babeltrace2 is refused
+ * instead of crashing the caller. */
 int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_stats *st,
 			   struct graph_import_err *err);
+/* The same in this process: for fuzzing (coverage) and debugging; a trace that crashes
+ * babeltrace2 crashes the caller. */
+int graph_import_ctf_here(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+			  struct graph_import_err *err);
 
 /*
  * Writes g (one or more traces, as graph_store_load() or an import gave it) in an exporting

@@ -31,6 +31,9 @@
  * babeltrace2 refuses is refused with babeltrace2's own cause, and counts are bounded by
  * GRAPH_MAX_ELEMS (graph_add_*() refuses the next one).  On error the graph's element counts
  * are put back as they were (strings already copied stay in the arena, unreachable).
+ * babeltrace2 itself crashes on some hostile metadata, so all of the above runs in a child
+ * process that sends the graph back through a pipe ("the reader process" below);
+ * graph_import_ctf_here() runs it in the caller, for the fuzzer's coverage.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -38,11 +41,15 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <babeltrace2/babeltrace.h>
 #include <jansson.h>
@@ -1029,6 +1036,21 @@ static int ctf_fail_bt(struct graph_import_err *err, const char *dir, int ret, c
 static pthread_mutex_t ctf_lock = PTHREAD_MUTEX_INITIALIZER;
 static const bt_plugin *ctf_plugin, *utils_plugin;
 
+/* Loads the plugins if not yet done; the caller holds ctf_lock. */
+static int ctf_plugins_load(const char *dir, struct graph_import_err *err)
+{
+	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
+					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
+		ctf_plugin = NULL;
+	if (!utils_plugin && bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
+					    &utils_plugin) != BT_PLUGIN_FIND_STATUS_OK)
+		utils_plugin = NULL;
+	if (!ctf_plugin || !utils_plugin)
+		return ctf_fail_bt(err, dir, -ENOENT,
+				   "babeltrace2's ctf and utils plugins cannot be loaded");
+	return 0;
+}
+
 /* Builds src.ctf.fs (one per trace directory) -> flt.utils.muxer -> our sink and runs it. */
 static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_import *im,
 		   struct graph_import_err *err)
@@ -1041,15 +1063,6 @@ static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_impo
 	uint64_t nin = 0;
 	int ret = -EINVAL;
 
-	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		ctf_plugin = NULL;
-	if (!utils_plugin && bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					    &utils_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		utils_plugin = NULL;
-	if (!ctf_plugin || !utils_plugin)
-		return ctf_fail_bt(err, dir, -ENOENT,
-				   "babeltrace2's ctf and utils plugins cannot be loaded");
 	fs = bt_plugin_borrow_source_component_class_by_name_const(ctf_plugin, "fs");
 	muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils_plugin, "muxer");
 	graph = bt_graph_create(0);
@@ -1192,13 +1205,285 @@ static int ctf_finish(struct ctf_import *im)
 	return 0;
 }
 
-int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_stats *st,
-			   struct graph_import_err *err)
+/* The import proper, in this process, of the traces dirs[] found in dir: into g (left as it
+ * was on error), with its statistics in *st.  The caller holds ctf_lock. */
+static int ctf_import_here(const char *dir, const struct ctf_dirs *dirs, struct graph *g,
+			   struct graph_ctf_stats *st, struct graph_import_err *err)
+{
+	struct ctf_import *im = calloc(1, sizeof(*im));
+	int ret;
+
+	if (!im) {
+		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
+		return -ENOMEM;
+	}
+	im->g = g;
+	im->st = st;
+	im->base_tasks = g->ntasks;
+	im->base_events = g->nevents;
+	im->base_edges = g->nedges;
+	ret = ctf_run(dir, dirs, im, err);
+	if (ret == 0 && ctf_finish(im) != 0) {
+		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
+		ret = -ENOMEM;
+	}
+	if (ret == 0) {
+		ret = GRAPH_FMT_CTF;
+	} else {
+		g->ntasks = im->base_tasks;
+		g->nevents = im->base_events;
+		g->nedges = im->base_edges;
+		memset(st, 0, sizeof(*st));
+	}
+	ctf_import_free(im);
+	free(im);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ the reader process */
+
+/*
+ * babeltrace2 2.0.4 crashes on some hostile metadata (SIGFPE on a clock without a frequency,
+ * a failed assertion on an LTTng trace whose stream has no clock; its own CLI too) and leaks
+ * what it made of a trace whose stream fails mid-packet.  So by default the import runs in a
+ * child process: fork(), the child imports into a graph of its own, writes it into a pipe and
+ * _exit()s (its leaks go with it); the parent reads the graph back.  A child that dies of a
+ * signal is a refused trace, not a dead caller.
+ *
+ * The pipe carries a header (the child's return value, message and statistics, and the
+ * element counts), each task and event as its struct followed by its strings (a 32-bit
+ * length, then the bytes), the edges' structs, and a trailer.  Both ends are one binary, so
+ * structs are copied as they are (their pointers replaced on arrival); the parent checks
+ * every count and length all the same.
+ */
+#define CTF_PIPE_MAGIC 0x77656674637466ULL /* "weftctf" */
+
+struct ctf_pipe_head {
+	uint64_t magic;
+	int32_t ret;
+	char msg[sizeof(((struct graph_import_err *)0)->msg)];
+	struct graph_ctf_stats st;
+	uint64_t ntasks, nevents, nedges;
+};
+
+static bool pipe_str(FILE *f, const char *s)
+{
+	uint32_t len = (uint32_t)strlen(s);
+
+	return fwrite(&len, sizeof(len), 1, f) == 1 && fwrite(s, 1, len, f) == len;
+}
+
+/* The child's side: its import g and the outcome into f; true if all of it went. */
+static bool pipe_write(FILE *f, const struct graph *g, int ret, const struct graph_ctf_stats *st,
+		       const struct graph_import_err *err)
+{
+	struct ctf_pipe_head h = { .magic = CTF_PIPE_MAGIC, .ret = ret, .st = *st };
+	uint64_t trailer = ~CTF_PIPE_MAGIC;
+
+	memcpy(h.msg, err->msg, sizeof(h.msg));
+	if (ret > 0) {
+		h.ntasks = g->ntasks;
+		h.nevents = g->nevents;
+		h.nedges = g->nedges;
+	}
+	if (fwrite(&h, sizeof(h), 1, f) != 1)
+		return false;
+	for (size_t i = 0; i < h.ntasks; i++) {
+		const struct graph_task *t = &g->tasks[i];
+
+		if (fwrite(t, sizeof(*t), 1, f) != 1 || !pipe_str(f, t->service) ||
+		    !pipe_str(f, t->name) || !pipe_str(f, t->host) || !pipe_str(f, t->attrs))
+			return false;
+	}
+	for (size_t i = 0; i < h.nevents; i++) {
+		const struct graph_event *e = &g->events[i];
+
+		if (fwrite(e, sizeof(*e), 1, f) != 1 || !pipe_str(f, e->name) ||
+		    !pipe_str(f, e->attrs))
+			return false;
+	}
+	if (h.nedges && fwrite(g->edges, sizeof(g->edges[0]), h.nedges, f) != h.nedges)
+		return false;
+	return fwrite(&trailer, sizeof(trailer), 1, f) == 1 && fflush(f) == 0;
+}
+
+/* One string from the child into g's arena; NULL with *bad set when the pipe ends early or
+ * the length is absurd, NULL with *bad clear when out of memory. */
+static const char *pipe_read_str(FILE *f, struct graph *g, char **buf, size_t *cap, bool *bad)
+{
+	uint32_t len;
+
+	if (fread(&len, sizeof(len), 1, f) != 1 || len > 16 * GRAPH_MAX_STR) {
+		*bad = true;
+		return NULL;
+	}
+	if (len + 1 > *cap) {
+		char *p = realloc(*buf, len + 1);
+
+		if (!p)
+			return NULL;
+		*buf = p;
+		*cap = len + 1;
+	}
+	if (len && fread(*buf, 1, len, f) != len) {
+		*bad = true;
+		return NULL;
+	}
+	return graph_strndup(g, *buf, len);
+}
+
+/* The parent's side: the child's outcome from f into g and *st.  The child's return value,
+ * or -EIO (the pipe ended early or holds nonsense: the child died), -ENOMEM, -E2BIG. */
+static int pipe_read(FILE *f, const char *dir, struct graph *g, struct graph_ctf_stats *st,
+		     struct graph_import_err *err)
+{
+	struct ctf_pipe_head h;
+	char *buf = NULL;
+	size_t cap = 0;
+	bool bad = false;
+	uint64_t trailer;
+	int ret = 0;
+
+	if (fread(&h, sizeof(h), 1, f) != 1 || h.magic != CTF_PIPE_MAGIC ||
+	    h.ntasks > GRAPH_MAX_ELEMS || h.nevents > GRAPH_MAX_ELEMS || h.nedges > GRAPH_MAX_ELEMS)
+		return -EIO;
+	if (h.ret <= 0) {
+		h.msg[sizeof(h.msg) - 1] = '\0';
+		memcpy(err->msg, h.msg, sizeof(err->msg));
+		return h.ret < 0 ? h.ret : -EIO;
+	}
+	for (uint64_t i = 0; ret == 0 && i < h.ntasks; i++) {
+		struct graph_task t;
+
+		if (fread(&t, sizeof(t), 1, f) != 1) {
+			ret = -EIO;
+			break;
+		}
+		t.service = pipe_read_str(f, g, &buf, &cap, &bad);
+		t.name = t.service ? pipe_read_str(f, g, &buf, &cap, &bad) : NULL;
+		t.host = t.name ? pipe_read_str(f, g, &buf, &cap, &bad) : NULL;
+		t.attrs = t.host ? pipe_read_str(f, g, &buf, &cap, &bad) : NULL;
+		if (!t.attrs)
+			ret = bad ? -EIO : -ENOMEM;
+		else if (!graph_add_task(g, &t))
+			ret = -E2BIG;
+	}
+	for (uint64_t i = 0; ret == 0 && i < h.nevents; i++) {
+		struct graph_event e;
+
+		if (fread(&e, sizeof(e), 1, f) != 1) {
+			ret = -EIO;
+			break;
+		}
+		e.name = pipe_read_str(f, g, &buf, &cap, &bad);
+		e.attrs = e.name ? pipe_read_str(f, g, &buf, &cap, &bad) : NULL;
+		if (!e.attrs)
+			ret = bad ? -EIO : -ENOMEM;
+		else if (!graph_add_event(g, &e))
+			ret = -E2BIG;
+	}
+	for (uint64_t i = 0; ret == 0 && i < h.nedges; i++) {
+		struct graph_edge e;
+
+		if (fread(&e, sizeof(e), 1, f) != 1)
+			ret = -EIO;
+		else if (!graph_add_edge(g, &e))
+			ret = -E2BIG;
+	}
+	free(buf);
+	if (ret == 0 && (fread(&trailer, sizeof(trailer), 1, f) != 1 || trailer != ~CTF_PIPE_MAGIC))
+		ret = -EIO;
+	if (ret == 0) {
+		*st = h.st;
+		return h.ret;
+	}
+	if (ret == -ENOMEM)
+		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
+	else if (ret == -E2BIG)
+		snprintf(err->msg, sizeof(err->msg), "%s: more than %u elements of a kind", dir,
+			 GRAPH_MAX_ELEMS);
+	return ret;
+}
+
+/* Imports in a child process (see above).  The caller holds ctf_lock: no other thread of
+ * this process is inside babeltrace2 while it forks. */
+static int ctf_import_child(const char *dir, const struct ctf_dirs *dirs, struct graph *g,
+			    struct graph_ctf_stats *st, struct graph_import_err *err)
+{
+	static const int crash_sigs[] = {
+		SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS
+	};
+	size_t nt = g->ntasks, ne = g->nevents, nd = g->nedges;
+	int fds[2], status = 0, ret;
+	pid_t pid, w;
+	FILE *f;
+
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		ret = -errno;
+		snprintf(err->msg, sizeof(err->msg), "%s: pipe: %s", dir, strerror(-ret));
+		return ret;
+	}
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		snprintf(err->msg, sizeof(err->msg), "%s: fork: %s", dir, strerror(-ret));
+		return ret;
+	}
+	if (pid == 0) {
+		struct graph cg;
+		struct graph_ctf_stats cst = { 0 };
+		struct graph_import_err cerr = { .offset = -1 };
+		FILE *out;
+
+		close(fds[0]);
+		/* a crash ends this process: not a handler of the caller's (a test harness's
+		 * longjmp() would run the caller's code on in here) */
+		for (size_t i = 0; i < sizeof(crash_sigs) / sizeof(crash_sigs[0]); i++)
+			signal(crash_sigs[i], SIG_DFL);
+		graph_init(&cg);
+		ret = ctf_import_here(dir, dirs, &cg, &cst, &cerr);
+		out = fdopen(fds[1], "w");
+		_exit(out && pipe_write(out, &cg, ret, &cst, &cerr) ? 0 : 1);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	if (!f) {
+		ret = -errno;
+		close(fds[0]);
+	} else {
+		ret = pipe_read(f, dir, g, st, err);
+		fclose(f); /* a child still writing gets EPIPE and exits */
+	}
+	do
+		w = waitpid(pid, &status, 0);
+	while (w < 0 && errno == EINTR);
+	if (w == pid && WIFSIGNALED(status)) {
+		snprintf(
+			err->msg, sizeof(err->msg),
+			"%s: babeltrace2 crashed reading it (signal %d, %s): a trace it cannot read",
+			dir, WTERMSIG(status), strsignal(WTERMSIG(status)));
+		ret = -EINVAL;
+	} else if (ret == -EIO) {
+		snprintf(err->msg, sizeof(err->msg), "%s: the reader process failed (status %d)",
+			 dir, w == pid ? status : -1);
+	}
+	if (ret < 0) {
+		g->ntasks = nt;
+		g->nevents = ne;
+		g->nedges = nd;
+		memset(st, 0, sizeof(*st));
+	}
+	return ret;
+}
+
+static int ctf_import(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+		      struct graph_import_err *err, bool child)
 {
 	struct graph_ctf_stats local;
 	struct ctf_dirs dirs = { 0 };
 	char bad[PATH_MAX] = "";
-	struct ctf_import *im;
 	int ret;
 
 	memset(err, 0, sizeof(*err));
@@ -1226,37 +1511,27 @@ int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_st
 		goto out_dirs;
 	}
 	qsort(dirs.v, dirs.n, sizeof(dirs.v[0]), cmp_str);
-	im = calloc(1, sizeof(*im));
-	if (!im) {
-		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
-		ret = -ENOMEM;
-		goto out_dirs;
-	}
-	im->g = g;
-	im->st = st;
-	im->base_tasks = g->ntasks;
-	im->base_events = g->nevents;
-	im->base_edges = g->nedges;
 	pthread_mutex_lock(&ctf_lock);
-	ret = ctf_run(dir, &dirs, im, err);
+	ret = ctf_plugins_load(dir, err);
+	if (ret == 0)
+		ret = child ? ctf_import_child(dir, &dirs, g, st, err) :
+			      ctf_import_here(dir, &dirs, g, st, err);
 	pthread_mutex_unlock(&ctf_lock);
-	if (ret == 0 && ctf_finish(im) != 0) {
-		snprintf(err->msg, sizeof(err->msg), "%s: out of memory", dir);
-		ret = -ENOMEM;
-	}
-	if (ret == 0) {
-		ret = GRAPH_FMT_CTF;
-	} else {
-		g->ntasks = im->base_tasks;
-		g->nevents = im->base_events;
-		g->nedges = im->base_edges;
-		memset(st, 0, sizeof(*st));
-	}
-	ctf_import_free(im);
-	free(im);
 out_dirs:
 	ctf_dirs_free(&dirs);
 	return ret;
+}
+
+int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+			   struct graph_import_err *err)
+{
+	return ctf_import(dir, g, st, err, true);
+}
+
+int graph_import_ctf_here(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+			  struct graph_import_err *err)
+{
+	return ctf_import(dir, g, st, err, false);
 }
 
 int graph_import_ctf(const char *dir, struct graph *g, struct graph_import_err *err)

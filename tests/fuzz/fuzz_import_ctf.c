@@ -1,25 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * libFuzzer target: graph_import_ctf_stats() on a CTF trace of one stream file, written into
- * a temporary directory.  An input that starts with "/" + "* CTF" is the metadata text, a NUL
- * byte, then the stream's bytes: the fuzzer changes the field types too (the importer's
- * type checks, payloads of every kind of field made into attributes).  Any other input is
- * the stream alone, under the fixed metadata of ctf_fixture.h (LTTng-UST-like: the weft
- * provider's events and an application event), so the values the importer reads (ids,
- * strings, statuses, edge kinds, timestamps, context) are the fuzzer's.  What must hold
- * besides not crashing:
+ * libFuzzer target: the LTTng CTF importer on a CTF trace of one stream file, written into a
+ * temporary directory.
+ *   - An input that starts with "/" + "* CTF" is the metadata text, a NUL byte, then the
+ *     stream's bytes: the fuzzer changes the field types too (the importer's type checks,
+ *     payloads of every kind made into attributes).  babeltrace2 2.0.4 itself crashes on
+ *     some metadata (docs/graphs.md), so these go through graph_import_ctf_stats(), which
+ *     reads in a child process and refuses what kills it.
+ *   - Any other input is the stream alone, under the fixed metadata of ctf_fixture.h
+ *     (LTTng-UST-like: the weft provider's events and an application event): the values the
+ *     importer reads (ids, strings, statuses, edge kinds, timestamps, context) are the
+ *     fuzzer's.  These go through graph_import_ctf_here(), in this process, so that the
+ *     importer's coverage guides the fuzzer; babeltrace2 leaks the packet it was decoding
+ *     when a stream fails inside an event, so LeakSanitizer is paused around that call (the
+ *     importer's own allocations are leak-checked by tests/unit/test_import_ctf.c).
+ * Run it with -detect_leaks=0 for speed: with leak detection on, libFuzzer looks for leaks
+ * after every input whose mallocs and frees differ, which babeltrace2's caches make most.
+ * What must hold besides not crashing:
  *   - refused: the graph is empty again and the message names the directory;
  *   - taken: graph_check() passes, every element is tagged GRAPH_SRC_LTTNG, every
- *     attribute text is a JSON object, and the counts add up with the statistics (no more
- *     events and edges than events read).
- *
- * babeltrace2 2.0.4 leaks the packet it was decoding (and what it holds) when a stream fails
- * inside an event; its own CLI does the same.  So LeakSanitizer is paused around the import (the importer's own
- * allocations are leak-checked by tests/unit/test_import_ctf.c, whose only paused call is
- * that case).
+ *     attribute text is a JSON object, and the counts fit the statistics (no more tasks and
+ *     events than events read, no more edges than twice that).
  *
  * Seeds: tests/fuzz/corpus/import_ctf/, written by this target itself:
- * WEFT_CTF_SEEDS=DIR replay_fuzz_import_ctf ANY writes them into DIR and exits.
+ * WEFT_CTF_SEEDS=DIR replay_fuzz_import_ctf ANY writes them into DIR and exits; two of them
+ * crash babeltrace2 (in the reader process).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -65,6 +70,33 @@ static void seed(const char *dir, const char *name, const struct ctf_fix_stream 
 	}
 }
 
+/* metadata m with its first `from` replaced by `to` (static buffer) */
+static const char *meta_with(const char *m, const char *from, const char *to)
+{
+	static char out[8192];
+	const char *q = strstr(m, from);
+
+	if (!q)
+		abort();
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(q - m), m, to, q + strlen(from));
+	return out;
+}
+
+/* a seed that carries its metadata: the text, a NUL, the stream */
+static void seed_meta(const char *dir, const char *name, const char *m,
+		      const struct ctf_fix_stream *s)
+{
+	static struct ctf_fix_stream in;
+	size_t n = strlen(m) + 1;
+
+	if (n + s->len > sizeof(in.buf))
+		abort();
+	memcpy(in.buf, m, n);
+	memcpy(in.buf + n, s->buf, s->len);
+	in.len = n + s->len;
+	seed(dir, name, &in, in.len);
+}
+
 static void write_seeds(const char *dir)
 {
 	struct ctf_fix_stream s;
@@ -102,20 +134,18 @@ static void write_seeds(const char *dir)
 	/* a header only */
 	ctf_fix_init(&s);
 	seed(dir, "empty", &s, s.len);
-	/* metadata in the input: the documented types, and trace_hi a string */
-	for (int as_string = 0; as_string < 2; as_string++) {
-		const char *m = ctf_fixture_metadata(as_string ? "string" : "uint64_t");
-		struct ctf_fix_stream in;
-		size_t n = strlen(m) + 1;
-
-		ctf_fix_reference(&s, as_string);
-		if (n + s.len > sizeof(in.buf))
-			abort();
-		memcpy(in.buf, m, n);
-		memcpy(in.buf + n, s.buf, s.len);
-		in.len = n + s.len;
-		seed(dir, as_string ? "meta_wrong_type" : "meta_reference", &in, in.len);
-	}
+	/* metadata in the input: the documented types, trace_hi a string, and two that crash
+	 * babeltrace2 2.0.4 (a clock without a frequency; a timestamp that is a structure) */
+	ctf_fix_reference(&s, false);
+	seed_meta(dir, "meta_reference", ctf_fixture_metadata("uint64_t"), &s);
+	seed_meta(dir, "meta_bt2_sigfpe",
+		  meta_with(ctf_fixture_metadata("uint64_t"), "freq = 1000000000;", ""), &s);
+	seed_meta(dir, "meta_bt2_abort",
+		  meta_with(ctf_fixture_metadata("uint64_t"), "uint64_clock_t timestamp;",
+			    "struct { string a; } timestamp;"),
+		  &s);
+	ctf_fix_reference(&s, true);
+	seed_meta(dir, "meta_wrong_type", ctf_fixture_metadata("string"), &s);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -154,11 +184,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct graph_ctf_stats st;
 	struct graph_import_err err;
 	char why[256];
+	bool with_meta;
 	int ret;
 
 	if (!fuzz_dir[0] || size > 1 << 20)
 		return 0;
-	if (size >= 6 && memcmp(data, "/* CTF", 6) == 0) {
+	with_meta = size >= 6 && memcmp(data, "/* CTF", 6) == 0;
+	if (with_meta) {
 		const uint8_t *nul = memchr(data, '\0', size);
 		char *meta;
 
@@ -175,11 +207,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ret != 0)
 		abort();
 	graph_init(&g);
-	if (__lsan_disable)
-		__lsan_disable();
-	ret = graph_import_ctf_stats(fuzz_dir, &g, &st, &err);
-	if (__lsan_enable)
-		__lsan_enable();
+	if (with_meta) {
+		ret = graph_import_ctf_stats(fuzz_dir, &g, &st, &err);
+	} else {
+		if (__lsan_disable)
+			__lsan_disable();
+		ret = graph_import_ctf_here(fuzz_dir, &g, &st, &err);
+		if (__lsan_enable)
+			__lsan_enable();
+	}
 	if (ret < 0) {
 		if (g.ntasks || g.nevents || g.nedges || !strstr(err.msg, fuzz_dir)) {
 			fprintf(stderr, "refused (%s) but the graph holds elements\n", err.msg);
