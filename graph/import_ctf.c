@@ -1257,6 +1257,7 @@ static int ctf_import_here(const char *dir, const struct ctf_dirs *dirs, struct 
  * every count and length all the same.
  */
 #define CTF_PIPE_MAGIC 0x77656674637466ULL /* "weftctf" */
+#define CTF_PIPE_BUF (1 << 20) /* stdio's buffer at each end: fewer, larger reads and writes */
 
 struct ctf_pipe_head {
 	uint64_t magic;
@@ -1445,6 +1446,8 @@ static int ctf_import_child(const char *dir, const struct ctf_dirs *dirs, struct
 		graph_init(&cg);
 		ret = ctf_import_here(dir, dirs, &cg, &cst, &cerr);
 		out = fdopen(fds[1], "w");
+		if (out)
+			setvbuf(out, NULL, _IOFBF, CTF_PIPE_BUF);
 		_exit(out && pipe_write(out, &cg, ret, &cst, &cerr) ? 0 : 1);
 	}
 	close(fds[1]);
@@ -1453,6 +1456,7 @@ static int ctf_import_child(const char *dir, const struct ctf_dirs *dirs, struct
 		ret = -errno;
 		close(fds[0]);
 	} else {
+		setvbuf(f, NULL, _IOFBF, CTF_PIPE_BUF);
 		ret = pipe_read(f, dir, g, st, err);
 		fclose(f); /* a child still writing gets EPIPE and exits */
 	}
