@@ -81,17 +81,59 @@ int imp_nomem(struct imp *im)
 	return -ENOMEM;
 }
 
+/* A copy of obj whose strings longer than IMP_ATTR_CUT bytes are cut (on a UTF-8 boundary). */
+#define IMP_ATTR_CUT 1024
+static json_t *cut_strings(const json_t *obj)
+{
+	json_t *o = json_deep_copy(obj), *v;
+	const char *k;
+
+	if (!o)
+		return NULL;
+	json_object_foreach(o, k, v)
+	{
+		if (json_is_string(v) && json_string_length(v) > IMP_ATTR_CUT) {
+			const char *s = json_string_value(v);
+			size_t n = IMP_ATTR_CUT;
+
+			while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+				n--;
+			json_object_set_new(o, k, json_stringn(s, n));
+		}
+	}
+	json_object_set_new(o, "weft.attrs_cut", json_true());
+	return o;
+}
+
 const char *imp_attrs(struct imp *im, const json_t *obj)
 {
 	const char *s;
 	char *txt;
+	size_t len;
 
 	if (!obj || json_object_size(obj) == 0)
 		return graph_strndup(im->g, "{}", 2);
 	txt = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!txt)
 		return NULL;
-	s = graph_strdup(im->g, txt);
+	len = strlen(txt);
+	if (len > GRAPH_MAX_STR) {
+		/* the arena would cut the text, and the JSON with it: cut long strings first, and
+		 * if that is not enough keep only the mark */
+		json_t *c = cut_strings(obj);
+
+		free(txt);
+		txt = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(c);
+		if (!txt)
+			return NULL;
+		len = strlen(txt);
+		if (len > GRAPH_MAX_STR) {
+			free(txt);
+			return graph_strdup(im->g, "{\"weft.attrs_cut\":true}");
+		}
+	}
+	s = graph_strndup(im->g, txt, len);
 	free(txt);
 	return s;
 }
@@ -108,6 +150,32 @@ bool imp_us_to_ns(json_int_t us, int64_t *ns)
 	if (us < 0 || us > IMP_TIME_MAX / 1000)
 		return false;
 	*ns = (int64_t)us * 1000;
+	return true;
+}
+
+bool imp_json_depth_ok(const json_t *v, int max)
+{
+	const json_t *x;
+	const char *k;
+	size_t i;
+
+	if (!json_is_array(v) && !json_is_object(v))
+		return true;
+	if (max <= 0)
+		return false;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+		{
+			if (!imp_json_depth_ok(x, max - 1))
+				return false;
+		}
+		return true;
+	}
+	json_object_foreach((json_t *)v, k, x)
+	{
+		if (!imp_json_depth_ok(x, max - 1))
+			return false;
+	}
 	return true;
 }
 

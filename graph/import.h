@@ -39,8 +39,11 @@ struct graph_import_err {
 
 /*
  * Appends the elements of one file (or of buf[0, len), named `name` in messages) to g.  With
- * GRAPH_FMT_AUTO the format is detected from the content.  Returns the format read (> 0) or
- * -errno with err filled; on error g is unchanged.  A file over 1 GiB is refused.
+ * GRAPH_FMT_AUTO the format is detected from the content (docs/graphs.md, "Formats", has the
+ * rules).  Returns the format read (> 0) or -errno with err filled; on error g is unchanged.
+ * A file over 1 GiB is refused.  An OTLP file may hold several requests, one per line (JSON
+ * Lines, as the collector's file exporter writes).  Tasks of one file are unique in their
+ * trace; tasks already in g are not compared with them (the store keeps one of each).
  */
 int graph_import_file(const char *path, enum graph_format fmt, struct graph *g,
 		      struct graph_import_err *err);

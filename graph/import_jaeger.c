@@ -130,6 +130,46 @@ static int kv_list(struct jctx *c, const json_t *list, json_t *obj, const char *
 	return 0;
 }
 
+/* weft's own extension: the keys listed in obj's weft.json hold JSON text (lists, objects and
+ * null, which Jaeger tags cannot hold): parse them back. */
+static int unjson(struct jctx *c, json_t *obj, const char *path)
+{
+	json_t *list = json_object_get(obj, WEFT_ATTR_JSON), *keys, *k;
+	size_t i;
+	int ret = 0;
+
+	if (!list)
+		return 0;
+	keys = json_is_string(list) ?
+		       json_loadb(json_string_value(list), json_string_length(list), 0, NULL) :
+		       NULL;
+	if (!json_is_array(keys)) {
+		json_decref(keys);
+		return imp_fail(c->im, "%s.%s: not a JSON list of keys", path, WEFT_ATTR_JSON);
+	}
+	json_array_foreach(keys, i, k)
+	{
+		json_t *v = json_is_string(k) ? json_object_get(obj, json_string_value(k)) : NULL;
+		json_t *parsed = json_is_string(v) ?
+					 json_loadb(json_string_value(v), json_string_length(v),
+						    JSON_DECODE_ANY, NULL) :
+					 NULL;
+
+		if (!parsed || !imp_json_depth_ok(parsed, IMP_MAX_DEPTH)) {
+			json_decref(parsed);
+			ret = imp_fail(c->im,
+				       "%s.%s[%zu]: not a key holding JSON text (nested at most %d "
+				       "deep)",
+				       path, WEFT_ATTR_JSON, i, IMP_MAX_DEPTH);
+			break;
+		}
+		json_object_set_new(obj, json_string_value(k), parsed);
+	}
+	json_decref(keys);
+	json_object_del(obj, WEFT_ATTR_JSON);
+	return ret;
+}
+
 static void jproc_free(struct jproc *p, size_t n)
 {
 	size_t i;
@@ -268,7 +308,8 @@ static int weft_edges(struct jctx *c, struct jpos at, const struct graph_task *t
 		    (get(e, "from_event") &&
 		     imp_id64(get(e, "from_event"), false, true, &ed.from_event)) ||
 		    (get(e, "to_event") &&
-		     imp_id64(get(e, "to_event"), false, true, &ed.to_event))) {
+		     imp_id64(get(e, "to_event"), false, true, &ed.to_event)) ||
+		    ed.from_task == t->id) {
 			ret = imp_fail(c->im, "data[%zu].spans[%zu].tags.%s[%zu]: not an edge",
 				       at.t, at.s, WEFT_ATTR_EDGES, k);
 			break;
@@ -371,6 +412,8 @@ static int parse_logs(struct jctx *c, struct jpos at, const struct graph_task *t
 		snprintf(path, sizeof(path), "data[%zu].spans[%zu].logs[%zu].fields", at.t, at.s,
 			 k);
 		ret = kv_list(c, get(l, "fields"), f, path);
+		if (!ret)
+			ret = unjson(c, f, path);
 		ev = json_object_get(f, "event");
 		if (!ret && json_is_string(ev)) {
 			e.name = graph_strndup(c->im->g, json_string_value(ev),
@@ -460,7 +503,7 @@ static int parse_span(struct jctx *c, struct jpos at, const json_t *sp, const st
 		t.service = t.host = "";
 	}
 	snprintf(path, sizeof(path), "data[%zu].spans[%zu].tags", at.t, at.s);
-	if ((ret = kv_list(c, get(sp, "tags"), attrs, path)))
+	if ((ret = kv_list(c, get(sp, "tags"), attrs, path)) || (ret = unjson(c, attrs, path)))
 		goto out;
 	x = json_object_get(attrs, "thread.id");
 	if (json_is_integer(x) && json_integer_value(x) >= 0) {

@@ -37,10 +37,16 @@ int imp_fail(struct imp *im, const char *fmt, ...) __attribute__((format(printf,
 int imp_nomem(struct imp *im);
 
 /* A JSON object as compact, key-sorted text in g's arena ("{}" for NULL or empty); NULL when
- * out of memory. */
+ * out of memory.  Text over GRAPH_MAX_STR (which the arena would cut, breaking the JSON) is
+ * made to fit: string values over 1 KiB are cut and "weft.attrs_cut": true added; if that is
+ * not enough, the attributes are only {"weft.attrs_cut": true}. */
 const char *imp_attrs(struct imp *im, const json_t *obj);
 /* A JSON string's value in g's arena ("" for NULL); NULL when out of memory. */
 const char *imp_jstr(struct imp *im, const json_t *s);
+
+/* Whether v nests at most max lists and objects deep (it stops looking past max, so its own
+ * recursion is bounded by max). */
+bool imp_json_depth_ok(const json_t *v, int max);
 
 /* us -> ns within [0, IMP_TIME_MAX]; false if absurd. */
 bool imp_us_to_ns(json_int_t us, int64_t *ns);
@@ -86,5 +92,6 @@ int imp_xtrace(struct imp *im, json_t *root);
 #define WEFT_ATTR_FROM_EVENT "weft.edge.from_event"
 #define WEFT_ATTR_TO_EVENT "weft.edge.to_event"
 #define WEFT_ATTR_EVENT_ID "weft.event_id" /* OTLP event attribute, Jaeger log field */
+#define WEFT_ATTR_JSON "weft.json" /* Jaeger tag / log field: keys whose values are JSON text */
 
 #endif

@@ -604,6 +604,9 @@ static int emit_piece(struct zctx *c, struct zpiece *p, struct zann **ann, size_
 	}
 	if (na)
 		last = (*ann)[na - 1].t;
+	if (p->dur > IMP_TIME_MAX - t.start) /* timestamp and duration from different pieces */
+		return imp_fail(im, "[%zu]: span %016llx ends after year 2200",
+				c->s[c->sorted[p->a]].pos, (unsigned long long)gr->id);
 	t.end = p->dur ? t.start + p->dur : last > t.start ? last : t.start;
 	t.service = graph_strdup(im->g, p->ep.service ? p->ep.service : "");
 	t.name = graph_strdup(im->g, p->name ? p->name : "");
@@ -741,6 +744,22 @@ int imp_zipkin(struct imp *im, json_t *root)
 	ret = build_pieces(&c);
 	if (!ret)
 		ret = link_and_emit(&c);
+	if (!ret) { /* a derived id may, however unlikely, be another span's */
+		struct imp_index ix;
+		struct graph_id128 tr;
+		uint64_t id;
+
+		if (imp_index_build(&ix, im->g, im->nt)) {
+			ret = imp_nomem(im);
+			goto out;
+		}
+		if (imp_index_dup(&ix, &tr, &id))
+			ret = imp_fail(im,
+				       "span %016llx: its derived id is another span's id in "
+				       "its trace",
+				       (unsigned long long)id);
+		imp_index_free(&ix);
+	}
 out:
 	free(c.s);
 	free(c.sorted);

@@ -64,7 +64,7 @@ enum graph_sort {
 struct graph_filter {
 	const char *service, *name, *host; /* any task of the trace matches; NULL: any */
 	int64_t from, to; /* trace start in [from, to); 0: unbounded */
-	int64_t min_dur, max_dur; /* trace duration, ns; 0: unbounded */
+	int64_t min_dur, max_dur; /* min_dur <= trace duration <= max_dur, ns; 0: unbounded */
 	enum graph_sort sort;
 	size_t limit; /* 0: 20 */
 };
@@ -178,7 +178,9 @@ ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
 			 struct graph_trace_row **rows, char *why, size_t whysz);
 
 /* Loads one trace's elements into g (which the caller initialised); -ENOENT if unknown.  A
- * prefix of the hex id that matches exactly one trace is accepted. */
+ * hex id is first taken whole (fewer than 32 digits are the low digits, as Zipkin's 16-digit
+ * ids); if no trace has it, as a prefix of the 32-digit form that must match exactly one trace
+ * (-EINVAL if several).  On error g is as it was. */
 int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
 		     size_t whysz);
 
@@ -192,7 +194,8 @@ int graph_store_type_sketch(struct graph_store *s, const char *service, const ch
 			    uint64_t *counts, char *why, size_t whysz);
 
 /* The molehill: for each millisecond of [from, to) (ns, rounded out to whole ms), how many
- * tasks of process (host, pid) were running; n = number of ms, counts[] caller-sized. */
+ * tasks of process (host, pid) were running.  counts[] holds n; fills min(n, the number of
+ * ms) and returns that number (zeros for an unknown process), or -errno. */
 int graph_store_concurrency(struct graph_store *s, const char *host, int64_t pid, int64_t from,
 			    int64_t to, uint32_t *counts, size_t n, char *why, size_t whysz);
 
@@ -206,7 +209,8 @@ ssize_t graph_store_stats(struct graph_store *s, struct graph_type_stats **rows,
 ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
 			   size_t whysz);
 
-/* Adds the aggregates of the store at `other` into s (another aggregator's): exact. */
+/* Adds the aggregates of the store at `other` into s (another aggregator's): exact.  Only the
+ * aggregates: the other store's traces are not copied. */
 int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz);
 
 #endif

@@ -6,10 +6,22 @@
  * Why it is built this way:
  *
  *  - Showing one trace with its context must cost O(size of the trace), whatever the number of
- *    traces stored.  So every element table is clustered (WITHOUT ROWID) on the trace's row id
- *    first: loading a trace is three range scans, and every aggregate the context reads is a
- *    point lookup by primary key (types, event_agg, edge_agg, conc).  Nothing on that path
- *    scans a table; tests/unit/test_graph_store.c checks the plans with EXPLAIN QUERY PLAN.
+ *    traces stored.  So the elements (tasks, events, edges) that one put brings for one trace
+ *    are one "chunk" BLOB whose row id is the trace's row id times 2^16 plus a sequence
+ *    number: loading a trace is one range scan of the chunk table, and every aggregate the
+ *    context reads is a point lookup by primary key (types, event_agg, edge_agg, conc).
+ *    Nothing on that path scans a table; tests/unit/test_graph_store.c checks the plans with
+ *    EXPLAIN QUERY PLAN.
+ *
+ *  - A row per span would cost two to three B-tree inserts per span (task, edge, event) and
+ *    cap a put near 100,000 spans/s; a chunk is one insert per trace and put, and about a
+ *    third of the bytes (varints, times relative to the chunk's first, ids for strings).  The
+ *    price: a task is not a row SQL can query; graph_store_list()'s filters on the tasks of a
+ *    trace read its chunks through weft_chunk_match(), a function this file registers.
+ *
+ *  - A put visits its batch trace by trace (one sort of the element indices): the maps that
+ *    find a trace's tasks, hosts, edges and event names hold one trace and stay in cache, and
+ *    each trace's chunk is written as soon as its elements are coded.
  *
  *  - The aggregates are maintained on ingest, and a put accumulates them in memory (hash maps
  *    keyed by ids) and writes each touched aggregate row once, at the end of the
@@ -25,6 +37,10 @@
  *  - Strings that repeat (hosts, event names) and task types are interned, and their ids
  *    are cached in memory across puts; a rolled-back put drops the caches, since the ids it
  *    created are gone with it.
+ *
+ *  - A trace put again, or continued in a later batch, has its stored chunks decoded into the
+ *    put's maps first (O(size of that trace)), so that a task, an edge or an event name of a
+ *    task is counted once in the aggregates however often it arrives.
  *
  *  - Anything read back from the file may be hostile (a corrupt or crafted store): every BLOB
  *    is decoded with bounds checks, every enum clamped, every string cut; an error says what is
@@ -164,6 +180,27 @@ static int kmap_grow(struct kmap *m)
 	m->e = ne;
 	m->cap = ncap;
 	return 0;
+}
+
+/* Room for n entries without growing (a put knows its batch's size: no rehash on the way). */
+static int kmap_reserve(struct kmap *m, size_t n)
+{
+	size_t cap = 64;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (m->cap >= cap)
+		return 0;
+	if (m->n) { /* not empty: grow by rehashing */
+		while (m->cap < cap)
+			if (kmap_grow(m))
+				return -ENOMEM;
+		return 0;
+	}
+	free(m->e);
+	m->e = calloc(cap, sizeof(*m->e));
+	m->cap = m->e ? cap : 0;
+	return m->e ? 0 : -ENOMEM;
 }
 
 /* The entry of key (a, b, c), added with zero values if absent (*isnew says which); NULL when
@@ -443,6 +480,17 @@ static void task_ms(int64_t start, int64_t end, int64_t *first, int64_t *last)
 		*last = *first + GRAPH_CONC_MAX_MS - 1;
 }
 
+/* A task's latency, end - start: 0 if end is before start, INT64_MAX if it does not fit
+ * (hostile times: [INT64_MIN, INT64_MAX] is a task too). */
+static int64_t task_lat(const struct graph_task *k)
+{
+	uint64_t d = (uint64_t)k->end - (uint64_t)k->start;
+
+	if (k->end <= k->start)
+		return 0;
+	return d > INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
 static int64_t bias(uint64_t v)
 {
 	return (int64_t)(v ^ ID_BIAS);
@@ -458,6 +506,211 @@ static void cpy(char *dst, size_t sz, const unsigned char *src)
 	snprintf(dst, sz, "%s", src ? (const char *)src : "");
 }
 
+/*
+ * A chunk: the elements of one trace that one put stored, as one BLOB (docs/graphs.md gives
+ * the layout).  Varints throughout, signed values zigzagged, times relative to the chunk's
+ * base; strings that repeat are ids (types, strs), attributes are inline.
+ *
+ *   u8 version (1) | ntasks | nevents | nedges | zz base
+ *   task:  id parent type host zz:pid zz:tid zz:start-base dur zz:skew status source
+ *          attrs-length attrs (length 0: "{}")
+ *   event: task id zz:time-base name source attrs-length attrs
+ *   edge:  kind from_task from_event to_task to_event source
+ */
+#define CHUNK_VERSION 1
+#define CHUNK_MAX_SEQ 0xffff /* chunks per trace: rowid = tr << 16 | seq */
+
+struct ctask {
+	uint64_t id, parent;
+	int64_t type, host, pid, tid, start, skew;
+	uint64_t dur; /* end - start, modulo 2^64: exact for any two int64 */
+	uint32_t status, source;
+	const char *attrs;
+	size_t alen;
+};
+
+struct cevent {
+	uint64_t task, id;
+	int64_t time, name;
+	uint32_t source;
+	const char *attrs;
+	size_t alen;
+};
+
+struct cedge {
+	uint32_t kind, source;
+	uint64_t from_task, from_event, to_task, to_event;
+};
+
+struct cvisit {
+	int (*task)(void *arg, const struct ctask *t);
+	int (*event)(void *arg, const struct cevent *e);
+	int (*edge)(void *arg, const struct cedge *e);
+	void *arg;
+};
+
+static uint64_t zz(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzz(uint64_t v)
+{
+	return (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+}
+
+static int64_t rel(int64_t v, int64_t base)
+{
+	return (int64_t)((uint64_t)v - (uint64_t)base);
+}
+
+static int64_t unrel(int64_t d, int64_t base)
+{
+	return (int64_t)((uint64_t)base + (uint64_t)d);
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t n, off;
+	bool bad;
+};
+
+static uint64_t rd_u(struct rd *r)
+{
+	uint64_t v = 0;
+
+	if (!r->bad && !rd_varint(r->p, r->n, &r->off, &v))
+		r->bad = true;
+	return r->bad ? 0 : v;
+}
+
+static int64_t rd_z(struct rd *r)
+{
+	return unzz(rd_u(r));
+}
+
+/* An id or small enum column: at most INT64_MAX. */
+static int64_t rd_id(struct rd *r)
+{
+	uint64_t v = rd_u(r);
+
+	if (v > INT64_MAX)
+		r->bad = true;
+	return r->bad ? 0 : (int64_t)v;
+}
+
+static const char *rd_bytes(struct rd *r, size_t *len)
+{
+	uint64_t l = rd_u(r);
+	const char *p;
+
+	if (r->bad || l > r->n - r->off || l > GRAPH_MAX_STR) {
+		r->bad = true;
+		*len = 0;
+		return NULL;
+	}
+	p = (const char *)r->p + r->off;
+	r->off += l;
+	*len = (size_t)l;
+	return p;
+}
+
+/* Walks a chunk; 0, -EIO if it is malformed, or what a visitor returned. */
+static int chunk_decode(const void *blob, size_t len, const struct cvisit *v)
+{
+	struct rd r = { .p = blob, .n = len };
+	uint64_t nt, ne, nd, i;
+	int64_t base;
+	int rc;
+
+	if (!blob || len < 1 || r.p[0] != CHUNK_VERSION)
+		return -EIO;
+	r.off = 1;
+	nt = rd_u(&r);
+	ne = rd_u(&r);
+	nd = rd_u(&r);
+	base = rd_z(&r);
+	/* every element takes a byte at least: counts beyond the bytes left are lies */
+	if (r.bad || nt > len || ne > len || nd > len)
+		return -EIO;
+	for (i = 0; i < nt; i++) {
+		struct ctask t;
+
+		t.id = rd_u(&r);
+		t.parent = rd_u(&r);
+		t.type = rd_id(&r);
+		t.host = rd_id(&r);
+		t.pid = rd_z(&r);
+		t.tid = rd_z(&r);
+		t.start = unrel(rd_z(&r), base);
+		t.dur = rd_u(&r);
+		t.skew = rd_z(&r);
+		t.status = (uint32_t)rd_id(&r);
+		t.source = (uint32_t)rd_id(&r);
+		t.attrs = rd_bytes(&r, &t.alen);
+		if (r.bad)
+			return -EIO;
+		if (v->task && (rc = v->task(v->arg, &t)))
+			return rc;
+	}
+	for (i = 0; i < ne; i++) {
+		struct cevent e;
+
+		e.task = rd_u(&r);
+		e.id = rd_u(&r);
+		e.time = unrel(rd_z(&r), base);
+		e.name = rd_id(&r);
+		e.source = (uint32_t)rd_id(&r);
+		e.attrs = rd_bytes(&r, &e.alen);
+		if (r.bad)
+			return -EIO;
+		if (v->event && (rc = v->event(v->arg, &e)))
+			return rc;
+	}
+	for (i = 0; i < nd; i++) {
+		struct cedge d;
+
+		d.kind = (uint32_t)rd_id(&r);
+		d.from_task = rd_u(&r);
+		d.from_event = rd_u(&r);
+		d.to_task = rd_u(&r);
+		d.to_event = rd_u(&r);
+		d.source = (uint32_t)rd_id(&r);
+		if (r.bad)
+			return -EIO;
+		if (v->edge && (rc = v->edge(v->arg, &d)))
+			return rc;
+	}
+	return r.off == len ? 0 : -EIO;
+}
+
+static int wb_bytes(struct wbuf *b, const void *p, size_t n)
+{
+	if (b->cap - b->n < n) {
+		size_t ncap = b->cap ? b->cap : 256;
+		uint8_t *np;
+
+		while (ncap - b->n < n)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (!np)
+			return -ENOMEM;
+		b->p = np;
+		b->cap = ncap;
+	}
+	if (n)
+		memcpy(b->p + b->n, p, n);
+	b->n += n;
+	return 0;
+}
+
+static int wb_attrs(struct wbuf *b, const char *attrs)
+{
+	size_t n = attrs && strcmp(attrs, "{}") ? strlen(attrs) : 0;
+
+	return wb_varint(b, n) || wb_bytes(b, attrs, n) ? -ENOMEM : 0;
+}
+
 /* ---------------------------------------------------------------- the store */
 
 enum {
@@ -466,40 +719,31 @@ enum {
 	ST_ROLLBACK,
 	ST_STR_GET,
 	ST_STR_INS,
+	ST_STR_TEXT,
 	ST_TYPE_GET,
 	ST_TYPE_INS,
 	ST_TYPE_READ,
 	ST_TYPE_WRITE,
+	ST_TYPE_NAMES,
+	ST_TYPE_COUNT,
 	ST_PROC_GET,
 	ST_PROC_INS,
 	ST_TRACE_GET,
 	ST_TRACE_INS,
 	ST_TRACE_UPD,
-	ST_TASK_INS,
-	ST_TASK_TYPE,
-	ST_EV_INS,
-	ST_EV_MAXSEQ,
-	ST_EV_HAS,
-	ST_EDGE_INS,
-	ST_TT_INS,
-	ST_TH_INS,
+	ST_TRACE_MAX,
+	ST_CHUNK_INS,
+	ST_CHUNKS_GET,
 	ST_EVAGG_ADD,
 	ST_EDGEAGG_ADD,
 	ST_EVAGG_GET,
 	ST_EDGEAGG_GET,
 	ST_CONC_GET,
 	ST_CONC_PUT,
-	ST_LOAD_TASKS,
-	ST_LOAD_EVENTS,
-	ST_LOAD_EDGES,
 	ST_FIND_EXACT,
 	ST_FIND_HI,
 	ST_FIND_LO,
-	ST_DEL_TASKS,
-	ST_DEL_EVENTS,
-	ST_DEL_EDGES,
-	ST_DEL_TT,
-	ST_DEL_TH,
+	ST_DEL_CHUNKS,
 	ST_DEL_TRACE,
 	ST_COUNT
 };
@@ -510,6 +754,12 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_STR_GET] = "SELECT id FROM strs WHERE s = ?1",
 	[ST_STR_INS] = "INSERT INTO strs(s) VALUES (?1)",
+	[ST_STR_TEXT] = "SELECT s FROM strs WHERE id = ?1",
+	[ST_TYPE_NAMES] = "SELECT service, name FROM types WHERE id = ?1",
+	[ST_TYPE_COUNT] = "SELECT count FROM types WHERE id = ?1",
+	[ST_CHUNK_INS] = "INSERT INTO chunks(id, data) VALUES (?1, ?2)",
+	[ST_CHUNKS_GET] = "SELECT data, id FROM chunks WHERE id BETWEEN ?1 AND ?2",
+	[ST_DEL_CHUNKS] = "DELETE FROM chunks WHERE id BETWEEN ?1 AND ?2",
 	[ST_TYPE_GET] = "SELECT id FROM types WHERE service = ?1 AND name = ?2",
 	[ST_TYPE_INS] = "INSERT INTO types(service, name, count, min_ns, max_ns, sketch) "
 			"VALUES (?1, ?2, 0, 0, 0, x'')",
@@ -521,25 +771,13 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_TRACE_GET] =
 		"SELECT tr, start_ns, end_ns, ntasks, nhosts, root_task, root_type, "
 		"root_host, root_start, root_parentless FROM traces WHERE hi = ?1 AND lo = ?2",
-	[ST_TRACE_INS] = "INSERT INTO traces(hi, lo, start_ns, end_ns, ntasks, nhosts, root_task, "
-			 "root_type, root_host, root_start, root_parentless) "
-			 "VALUES (?1, ?2, 0, 0, 0, 0, 0, 0, 0, 0, 0)",
+	[ST_TRACE_INS] = "INSERT INTO traces(tr, hi, lo, start_ns, end_ns, ntasks, nhosts, "
+			 "root_task, root_type, root_host, root_start, root_parentless) "
+			 "VALUES (?1, ?11, ?12, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_TRACE_UPD] = "UPDATE traces SET start_ns = ?2, end_ns = ?3, ntasks = ?4, nhosts = ?5, "
 			 "root_task = ?6, root_type = ?7, root_host = ?8, root_start = ?9, "
 			 "root_parentless = ?10 WHERE tr = ?1",
-	[ST_TASK_INS] =
-		"INSERT OR IGNORE INTO tasks(tr, id, parent, type, host, pid, tid, start_ns, "
-		"dur, skew, status, source, attrs) "
-		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-	[ST_TASK_TYPE] = "SELECT type FROM tasks WHERE tr = ?1 AND id = ?2",
-	[ST_EV_INS] = "INSERT INTO events(tr, task, seq, id, time_ns, name, source, attrs) "
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-	[ST_EV_MAXSEQ] = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE tr = ?1 AND task = ?2",
-	[ST_EV_HAS] = "SELECT 1 FROM events WHERE tr = ?1 AND task = ?2 AND name = ?3 LIMIT 1",
-	[ST_EDGE_INS] = "INSERT OR IGNORE INTO edges(tr, from_task, from_event, to_task, to_event, "
-			"kind, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-	[ST_TT_INS] = "INSERT OR IGNORE INTO trace_types(tr, type) VALUES (?1, ?2)",
-	[ST_TH_INS] = "INSERT OR IGNORE INTO trace_hosts(tr, host) VALUES (?1, ?2)",
+	[ST_TRACE_MAX] = "SELECT coalesce(max(tr), 0) FROM traces",
 	[ST_EVAGG_ADD] = "INSERT INTO event_agg(type, name, ntasks) VALUES (?1, ?2, ?3) "
 			 "ON CONFLICT(type, name) DO UPDATE SET ntasks = ntasks + excluded.ntasks",
 	[ST_EDGEAGG_ADD] =
@@ -550,25 +788,10 @@ static const char *const stmt_sql[ST_COUNT] = {
 		"SELECT count FROM edge_agg WHERE ptype = ?1 AND ctype = ?2 AND kind = ?3",
 	[ST_CONC_GET] = "SELECT counts FROM conc WHERE proc = ?1 AND sec = ?2",
 	[ST_CONC_PUT] = "INSERT OR REPLACE INTO conc(proc, sec, counts) VALUES (?1, ?2, ?3)",
-	[ST_LOAD_TASKS] =
-		"SELECT t.id, t.parent, ty.service, ty.name, h.s, t.pid, t.tid, t.start_ns, "
-		"t.dur, t.skew, t.status, t.source, t.attrs FROM tasks AS t "
-		"CROSS JOIN types AS ty ON ty.id = t.type CROSS JOIN strs AS h "
-		"ON h.id = t.host WHERE t.tr = ?1",
-	[ST_LOAD_EVENTS] =
-		"SELECT e.task, e.id, e.time_ns, n.s, e.source, e.attrs FROM events AS e "
-		"CROSS JOIN strs AS n ON n.id = e.name WHERE e.tr = ?1",
-	[ST_LOAD_EDGES] = "SELECT kind, from_task, from_event, to_task, to_event, source "
-			  "FROM edges WHERE tr = ?1",
 	[ST_FIND_EXACT] = "SELECT tr, hi, lo FROM traces WHERE hi = ?1 AND lo = ?2",
 	[ST_FIND_HI] = "SELECT tr, hi, lo FROM traces WHERE hi BETWEEN ?1 AND ?2 LIMIT 2",
 	[ST_FIND_LO] =
 		"SELECT tr, hi, lo FROM traces WHERE hi = ?1 AND lo BETWEEN ?2 AND ?3 LIMIT 2",
-	[ST_DEL_TASKS] = "DELETE FROM tasks WHERE tr = ?1",
-	[ST_DEL_EVENTS] = "DELETE FROM events WHERE tr = ?1",
-	[ST_DEL_EDGES] = "DELETE FROM edges WHERE tr = ?1",
-	[ST_DEL_TT] = "DELETE FROM trace_types WHERE tr = ?1",
-	[ST_DEL_TH] = "DELETE FROM trace_hosts WHERE tr = ?1",
 	[ST_DEL_TRACE] = "DELETE FROM traces WHERE tr = ?1",
 };
 
@@ -586,24 +809,7 @@ static const char schema_sql[] =
 	" root_parentless INTEGER NOT NULL);"
 	"CREATE UNIQUE INDEX traces_id ON traces(hi, lo);"
 	"CREATE INDEX traces_start ON traces(start_ns);"
-	"CREATE INDEX traces_end ON traces(end_ns);"
-	"CREATE INDEX traces_dur ON traces(end_ns - start_ns);"
-	"CREATE TABLE tasks(tr INTEGER NOT NULL, id INTEGER NOT NULL, parent INTEGER NOT NULL,"
-	" type INTEGER NOT NULL, host INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
-	" start_ns INTEGER NOT NULL, dur INTEGER NOT NULL, skew INTEGER NOT NULL,"
-	" status INTEGER NOT NULL, source INTEGER NOT NULL, attrs TEXT,"
-	" PRIMARY KEY(tr, id)) WITHOUT ROWID;"
-	"CREATE TABLE events(tr INTEGER NOT NULL, task INTEGER NOT NULL, seq INTEGER NOT NULL,"
-	" id INTEGER NOT NULL, time_ns INTEGER NOT NULL, name INTEGER NOT NULL,"
-	" source INTEGER NOT NULL, attrs TEXT, PRIMARY KEY(tr, task, seq)) WITHOUT ROWID;"
-	"CREATE TABLE edges(tr INTEGER NOT NULL, from_task INTEGER NOT NULL,"
-	" from_event INTEGER NOT NULL, to_task INTEGER NOT NULL, to_event INTEGER NOT NULL,"
-	" kind INTEGER NOT NULL, source INTEGER NOT NULL,"
-	" PRIMARY KEY(tr, from_task, from_event, to_task, to_event, kind)) WITHOUT ROWID;"
-	"CREATE TABLE trace_types(tr INTEGER NOT NULL, type INTEGER NOT NULL,"
-	" PRIMARY KEY(tr, type)) WITHOUT ROWID;"
-	"CREATE TABLE trace_hosts(tr INTEGER NOT NULL, host INTEGER NOT NULL,"
-	" PRIMARY KEY(tr, host)) WITHOUT ROWID;"
+	"CREATE TABLE chunks(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
 	"CREATE TABLE event_agg(type INTEGER NOT NULL, name INTEGER NOT NULL,"
 	" ntasks INTEGER NOT NULL, PRIMARY KEY(type, name)) WITHOUT ROWID;"
 	"CREATE TABLE edge_agg(ptype INTEGER NOT NULL, ctype INTEGER NOT NULL,"
@@ -614,9 +820,13 @@ static const char schema_sql[] =
 
 /* A trace a put touches: its row, updated in memory and written once at commit. */
 struct tacc {
+	int64_t hi, lo; /* biased */
 	int64_t tr, start, end, ntasks, nhosts, root_task, root_type, root_host, root_start;
 	int64_t root_parentless;
-	bool isnew;
+	int64_t nchunks; /* stored chunks: the next one's seq */
+	bool isnew, based;
+	int64_t base; /* the chunk's time base: its first element's time */
+	uint64_t nt, ne, nd; /* elements this put adds (coded in struct sq's body) */
 };
 
 /* A type a put touches: deltas, added to its row when flushed. */
@@ -632,6 +842,21 @@ struct typeacc {
 #define PT_DUP 2 /* in the batch but already stored: replaced */
 #define PT_STORED 4 /* not in the batch, found stored */
 
+/*
+ * A type's sketch as the context reads it: its non-empty buckets, increasing, with the running
+ * count up to and including each; a task's "at or below" count is a binary search.  Kept
+ * across calls (struct sq's ctcache) and valid while the type's count is unchanged: every
+ * change to a sketch (put, merge) changes the count.
+ */
+struct ctx_type {
+	uint64_t count;
+	uint32_t *idx;
+	uint64_t *cum;
+	size_t n;
+};
+
+#define CT_MAX 4096 /* decoded sketches kept */
+
 struct sq {
 	struct graph_store base;
 	sqlite3 *db;
@@ -640,7 +865,8 @@ struct sq {
 	struct smap strs, types;
 	struct kmap procs;
 	/* a put's accumulators */
-	struct kmap ptraces, ptasks, pevseen, ptt, pth, pevagg, pedgeagg, ptypes, pblocks;
+	struct kmap ptraces, ptasks, pevseen, pedges, pth, pevagg, pedgeagg, ptypes, pblocks;
+	int64_t next_tr; /* row id of the next new trace */
 	struct tacc *tacc;
 	size_t ntacc, captacc;
 	struct typeacc *tya;
@@ -648,11 +874,20 @@ struct sq {
 	int32_t (*blk)[CONC_MS + 1];
 	size_t nblk;
 	struct wbuf wb;
+	struct wbuf body; /* the elements of the trace a put is at, coded for its chunk */
 	uint64_t *scratch; /* WEFT_SKETCH_NBUCKETS */
 	uint32_t conc_scratch[CONC_MS];
+	/* the context's decoded sketches */
+	struct kmap ctcache;
+	struct ctx_type *ct;
+	size_t nct, capct;
+	/* graph_store_list()'s filters, for weft_chunk_match() */
+	struct kmap lf_types;
+	int64_t lf_host;
 };
 
 static const struct graph_store_ops sqlite_ops;
+static void chunk_match(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 static int sq_fail(struct sq *s, int rc, char *why, size_t whysz, const char *what)
 {
@@ -664,8 +899,7 @@ static sqlite3_stmt *stmt(struct sq *s, int which)
 {
 	sqlite3_stmt *t = s->st[which];
 
-	sqlite3_reset(t);
-	sqlite3_clear_bindings(t);
+	sqlite3_reset(t); /* callers bind every parameter */
 	return t;
 }
 
@@ -910,13 +1144,21 @@ static void sq_close(struct graph_store *base)
 	kmap_free(&s->ptraces);
 	kmap_free(&s->ptasks);
 	kmap_free(&s->pevseen);
-	kmap_free(&s->ptt);
+	kmap_free(&s->pedges);
+	kmap_free(&s->lf_types);
+	kmap_free(&s->ctcache);
+	for (i = 0; i < s->nct; i++) {
+		free(s->ct[i].idx);
+		free(s->ct[i].cum);
+	}
+	free(s->ct);
 	kmap_free(&s->pth);
 	kmap_free(&s->pevagg);
 	kmap_free(&s->pedgeagg);
 	kmap_free(&s->ptypes);
 	kmap_free(&s->pblocks);
 	free(s->tacc);
+	free(s->body.p);
 	if (s->tya)
 		for (i = 0; i < FLUSH_TYPES; i++)
 			free(s->tya[i].counts);
@@ -950,8 +1192,7 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 		err = fail(why, whysz, -EINVAL, "%s: not a regular file", path);
 		goto out_free;
 	}
-	rc = sqlite3_open_v2(path, &s->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, NULL);
+	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
 		err = fail(why, whysz, sq_errno(rc), "%s: cannot open: %s", path,
 			   s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -980,9 +1221,19 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 		if ((err = exec(s, "COMMIT", why, whysz, "creating the schema")))
 			goto out_free;
 	}
-	if ((err = exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;", why, whysz,
-			"setting WAL mode")))
+	/* 64 MiB of page cache: the trace id index takes inserts at random places */
+	if ((err = exec(s,
+			"PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+			" PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 8192;",
+			why, whysz, "setting WAL mode")))
 		goto out_free;
+	rc = sqlite3_create_function(s->db, "weft_chunk_match", 2,
+				     SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY, s,
+				     chunk_match, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		err = fail(why, whysz, sq_errno(rc), "%s: %s", path, sqlite3_errmsg(s->db));
+		goto out_free;
+	}
 	for (i = 0; i < ST_COUNT; i++) {
 		rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&s->st[i], NULL);
@@ -1003,28 +1254,136 @@ out_free:
 
 /* ---------------------------------------------------------------- put */
 
+/* Empties a put's map; one that a huge put made big is freed, not kept for the next. */
+static void kmap_reset(struct kmap *m)
+{
+	if (m->cap > (1u << 16))
+		kmap_free(m);
+	else
+		kmap_clear(m);
+}
+
 static void put_reset(struct sq *s)
 {
 	size_t i;
 
-	kmap_clear(&s->ptraces);
-	kmap_clear(&s->ptasks);
-	kmap_clear(&s->pevseen);
-	kmap_clear(&s->ptt);
-	kmap_clear(&s->pth);
-	kmap_clear(&s->pevagg);
-	kmap_clear(&s->pedgeagg);
-	kmap_clear(&s->ptypes);
-	kmap_clear(&s->pblocks);
+	kmap_reset(&s->ptraces);
+	kmap_reset(&s->ptasks);
+	kmap_reset(&s->pevseen);
+	kmap_reset(&s->pedges);
+	kmap_reset(&s->pth);
+	kmap_reset(&s->pevagg);
+	kmap_reset(&s->pedgeagg);
+	kmap_reset(&s->ptypes);
+	kmap_reset(&s->pblocks);
 	s->ntacc = 0;
+	if (s->captacc > 4096) { /* the same for the traces' row buffer */
+		free(s->tacc);
+		s->tacc = NULL;
+		s->captacc = 0;
+	}
+	s->body.n = 0;
 	for (i = 0; i < s->ntya; i++)
 		memset(s->tya[i].counts, 0, WEFT_SKETCH_NBUCKETS * sizeof(uint64_t));
 	s->ntya = 0;
 	s->nblk = 0;
 }
 
-/* The trace of id, from the put's map or the file; created when absent if create.  NULL
- * *out (and 0) when absent and !create. */
+/* Adds an edge to the put's set of edges (stored ones included); *added says if it is new. */
+static int eset_add(struct kmap *m, uint64_t tr, const struct cedge *d, bool *added)
+{
+	size_t i;
+
+	if ((m->n + 1) * 2 > m->cap && kmap_grow(m))
+		return -ENOMEM;
+	for (i = khash(tr, d->from_task, d->to_task) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		struct kent *e = &m->e[i];
+
+		if (!e->used) {
+			e->used = 1;
+			e->k[0] = tr;
+			e->k[1] = d->from_task;
+			e->k[2] = d->to_task;
+			e->v[0] = (int64_t)d->from_event;
+			e->v[1] = (int64_t)d->to_event;
+			e->v[2] = d->kind;
+			m->n++;
+			*added = true;
+			return 0;
+		}
+		if (e->k[0] == tr && e->k[1] == d->from_task && e->k[2] == d->to_task &&
+		    e->v[0] == (int64_t)d->from_event && e->v[1] == (int64_t)d->to_event &&
+		    e->v[2] == d->kind) {
+			*added = false;
+			return 0;
+		}
+	}
+}
+
+/* What a stored trace already holds, so that a put adds to it without counting twice. */
+struct seed {
+	struct sq *s;
+	uint64_t tr;
+};
+
+static int seed_task(void *arg, const struct ctask *t)
+{
+	struct seed *sd = arg;
+	struct kent *e = kmap_get(&sd->s->ptasks, sd->tr, t->id, 0, NULL);
+
+	if (!e || !kmap_get(&sd->s->pth, sd->tr, (uint64_t)t->host, 0, NULL))
+		return -ENOMEM;
+	e->v[0] = t->type;
+	e->v[2] = PT_STORED;
+	return 0;
+}
+
+static int seed_event(void *arg, const struct cevent *ev)
+{
+	struct seed *sd = arg;
+
+	return kmap_get(&sd->s->pevseen, sd->tr, ev->task, (uint64_t)ev->name, NULL) ? 0 : -ENOMEM;
+}
+
+static int seed_edge(void *arg, const struct cedge *d)
+{
+	struct seed *sd = arg;
+	bool added;
+
+	return eset_add(&sd->s->pedges, sd->tr, d, &added);
+}
+
+static int trace_seed(struct sq *s, struct tacc *a, char *why, size_t whysz)
+{
+	struct seed sd = { .s = s, .tr = (uint64_t)a->tr };
+	const struct cvisit v = {
+		.task = seed_task, .event = seed_event, .edge = seed_edge, .arg = &sd
+	};
+	sqlite3_stmt *t = stmt(s, ST_CHUNKS_GET);
+	int rc;
+
+	sqlite3_bind_int64(t, 1, a->tr << 16);
+	sqlite3_bind_int64(t, 2, a->tr << 16 | CHUNK_MAX_SEQ);
+	while ((rc = sqlite3_step(t)) == SQLITE_ROW) {
+		int err = chunk_decode(sqlite3_column_blob(t, 0),
+				       (size_t)sqlite3_column_bytes(t, 0), &v);
+
+		if (err) {
+			sqlite3_reset(t);
+			return err == -ENOMEM ?
+				       fail(why, whysz, -ENOMEM, "out of memory") :
+				       fail(why, whysz, -EIO,
+					    "graph store: trace row %" PRId64 ": corrupt chunk",
+					    a->tr);
+		}
+		a->nchunks = (sqlite3_column_int64(t, 1) & CHUNK_MAX_SEQ) + 1;
+	}
+	sqlite3_reset(t);
+	return rc == SQLITE_DONE ? 0 : sq_fail(s, rc, why, whysz, "reading a trace");
+}
+
+/* The trace of id, from the put's map or the file (then what it holds is seeded into the
+ * put's maps); created when absent if create.  NULL *out (and 0) when absent and !create. */
 static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct tacc **out,
 		     struct graph_put_stats *st, char *why, size_t whysz)
 {
@@ -1054,10 +1413,16 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 	}
 	a = &s->tacc[s->ntacc];
 	memset(a, 0, sizeof(*a));
-	t = stmt(s, ST_TRACE_GET);
-	sqlite3_bind_int64(t, 1, hi);
-	sqlite3_bind_int64(t, 2, lo);
-	rc = sqlite3_step(t);
+	a->hi = hi;
+	a->lo = lo;
+	if (isnew) {
+		t = stmt(s, ST_TRACE_GET);
+		sqlite3_bind_int64(t, 1, hi);
+		sqlite3_bind_int64(t, 2, lo);
+		rc = sqlite3_step(t);
+	} else {
+		rc = SQLITE_DONE; /* known absent */
+	}
 	if (rc == SQLITE_ROW) {
 		int64_t *f[] = { &a->tr,	 &a->start,	     &a->end,	    &a->ntasks,
 				 &a->nhosts,	 &a->root_task,	     &a->root_type, &a->root_host,
@@ -1066,25 +1431,25 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 		for (int i = 0; i < 10; i++)
 			*f[i] = sqlite3_column_int64(t, i);
 		sqlite3_reset(t);
-	} else if (rc == SQLITE_DONE) {
-		sqlite3_reset(t);
-		e->v[0] = 0; /* known absent */
-		if (!create)
-			return 0;
-		t = stmt(s, ST_TRACE_INS);
-		sqlite3_bind_int64(t, 1, hi);
-		sqlite3_bind_int64(t, 2, lo);
-		if ((rc = step_done(s, t, why, whysz, "adding a trace")))
-			return rc;
-		a->tr = sqlite3_last_insert_rowid(s->db);
-		a->isnew = true;
-		if (st)
-			st->traces++;
-	} else {
-		rc = sq_fail(s, rc, why, whysz, "reading a trace");
-		sqlite3_reset(t);
-		return rc;
+		if (a->tr <= 0 || a->tr > (INT64_MAX >> 16))
+			return fail(why, whysz, -EIO, "graph store: a trace row id out of range");
+		e->v[0] = 1;
+		e->v[1] = (int64_t)s->ntacc++;
+		*out = a;
+		return trace_seed(s, a, why, whysz);
 	}
+	if (isnew)
+		sqlite3_reset(t);
+	if (rc != SQLITE_DONE)
+		return sq_fail(s, rc, why, whysz, "reading a trace");
+	e->v[0] = 0; /* known absent */
+	if (!create)
+		return 0;
+	/* its row is written at the end of the put, with its final values */
+	a->tr = s->next_tr++;
+	a->isnew = true;
+	if (st)
+		st->traces++;
 	e->v[0] = 1;
 	e->v[1] = (int64_t)s->ntacc++;
 	*out = a;
@@ -1290,45 +1655,18 @@ static int conc_add(struct sq *s, int64_t proc, int64_t start, int64_t end, char
 	return 0;
 }
 
-/* The type of a task named by an event or edge: from the batch, or stored. 0 if unknown. */
-static int task_lookup(struct sq *s, int64_t tr, uint64_t id, struct kent **out, char *why,
-		       size_t whysz)
+static int put_tasks(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		     struct graph_put_stats *st, char *why, size_t whysz)
 {
-	bool isnew;
-	struct kent *e = kmap_get(&s->ptasks, (uint64_t)tr, id, 0, &isnew);
-	sqlite3_stmt *t;
-	int64_t type;
 	int rc;
 
-	*out = e;
-	if (!e)
-		return fail(why, whysz, -ENOMEM, "out of memory");
-	if (!isnew)
-		return 0;
-	t = stmt(s, ST_TASK_TYPE);
-	sqlite3_bind_int64(t, 1, tr);
-	sqlite3_bind_int64(t, 2, (int64_t)id);
-	rc = step_int(s, t, &type, why, whysz, "reading a task");
-	if (rc < 0)
-		return rc;
-	e->v[0] = rc ? type : 0;
-	e->v[1] = -1; /* next event seq: not read yet */
-	e->v[2] = rc ? PT_STORED : 0;
-	return 0;
-}
-
-static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		     size_t whysz)
-{
-	size_t i;
-	int rc;
-
-	for (i = 0; i < g->ntasks; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_task *k = &g->tasks[i];
 		struct tacc *a;
-		int64_t type, host, lat = k->end > k->start ? k->end - k->start : 0;
+		int64_t type, host, lat = task_lat(k), end = k->end > k->start ? k->end : k->start;
 		struct kent *e;
-		sqlite3_stmt *t;
+		struct wbuf *b;
 		bool isnew, better;
 
 		if (!k->id)
@@ -1342,44 +1680,36 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 		if (!e)
 			return fail(why, whysz, -ENOMEM, "out of memory");
 		if (!isnew) {
-			/* twice in one batch: keep the first, as for a stored one */
+			/* stored already (or twice in this batch): the first copy stays */
+			if (e->v[2] & PT_STORED)
+				e->v[2] |= PT_DUP;
 			st->replaced++;
 			continue;
 		}
-		t = stmt(s, ST_TASK_INS);
-		sqlite3_bind_int64(t, 1, a->tr);
-		sqlite3_bind_int64(t, 2, (int64_t)k->id);
-		sqlite3_bind_int64(t, 3, (int64_t)k->parent);
-		sqlite3_bind_int64(t, 4, type);
-		sqlite3_bind_int64(t, 5, host);
-		sqlite3_bind_int64(t, 6, k->pid);
-		sqlite3_bind_int64(t, 7, k->tid);
-		sqlite3_bind_int64(t, 8, k->start);
-		sqlite3_bind_int64(t, 9, lat);
-		sqlite3_bind_int64(t, 10, k->skew);
-		sqlite3_bind_int(t, 11, (int)k->status);
-		sqlite3_bind_int(t, 12, (int)k->source);
-		if (k->attrs && strcmp(k->attrs, "{}"))
-			sqlite3_bind_text(t, 13, k->attrs, -1, SQLITE_STATIC);
-		if ((rc = step_done(s, t, why, whysz, "adding a task")))
-			return rc;
 		e->v[0] = type;
-		if (!sqlite3_changes(s->db)) {
-			e->v[1] = -1;
-			e->v[2] = PT_DUP;
-			st->replaced++;
-			continue;
-		}
-		e->v[1] = 0;
 		e->v[2] = PT_NEW;
+		if (!a->based) {
+			a->base = k->start;
+			a->based = true;
+		}
+		b = &s->body;
+		if (wb_varint(b, k->id) || wb_varint(b, k->parent) ||
+		    wb_varint(b, (uint64_t)type) || wb_varint(b, (uint64_t)host) ||
+		    wb_varint(b, zz(k->pid)) || wb_varint(b, zz(k->tid)) ||
+		    wb_varint(b, zz(rel(k->start, a->base))) ||
+		    wb_varint(b, (uint64_t)end - (uint64_t)k->start) || wb_varint(b, zz(k->skew)) ||
+		    wb_varint(b, (uint32_t)k->status) || wb_varint(b, (uint32_t)k->source) ||
+		    wb_attrs(b, k->attrs))
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		a->nt++;
 		st->tasks++;
 		if ((rc = type_add(s, type, lat, why, whysz)))
 			return rc;
 		/* the trace's row */
 		if (!a->ntasks || k->start < a->start)
 			a->start = k->start;
-		if (!a->ntasks || k->start + lat > a->end)
-			a->end = k->start + lat;
+		if (!a->ntasks || end > a->end)
+			a->end = end;
 		better = !a->ntasks || (k->parent == 0) > (a->root_parentless != 0) ||
 			 ((k->parent == 0) == (a->root_parentless != 0) &&
 			  (k->start < a->root_start ||
@@ -1392,62 +1722,38 @@ static int put_tasks(struct sq *s, const struct graph *g, struct graph_put_stats
 			a->root_parentless = k->parent == 0;
 		}
 		a->ntasks++;
-		e = kmap_get(&s->pth, (uint64_t)a->tr, (uint64_t)host, 0, &isnew);
-		if (!e)
+		if (!kmap_get(&s->pth, (uint64_t)a->tr, (uint64_t)host, 0, &isnew))
 			return fail(why, whysz, -ENOMEM, "out of memory");
-		if (isnew) {
-			t = stmt(s, ST_TH_INS);
-			sqlite3_bind_int64(t, 1, a->tr);
-			sqlite3_bind_int64(t, 2, host);
-			if ((rc = step_done(s, t, why, whysz, "adding a trace's host")))
-				return rc;
-			a->nhosts += sqlite3_changes(s->db);
-		}
-		e = kmap_get(&s->ptt, (uint64_t)a->tr, (uint64_t)type, 0, &isnew);
-		if (!e)
-			return fail(why, whysz, -ENOMEM, "out of memory");
-		if (isnew) {
-			t = stmt(s, ST_TT_INS);
-			sqlite3_bind_int64(t, 1, a->tr);
-			sqlite3_bind_int64(t, 2, type);
-			if ((rc = step_done(s, t, why, whysz, "adding a trace's type")))
-				return rc;
-		}
+		a->nhosts += isnew;
 		if (k->pid >= 0) {
 			int64_t proc;
 
 			if ((rc = proc_id(s, host, k->pid, true, &proc, why, whysz)) ||
-			    (rc = conc_add(s, proc, k->start, k->start + lat, why, whysz)))
+			    (rc = conc_add(s, proc, k->start, end, why, whysz)))
 				return rc;
 		}
 	}
 	return 0;
 }
 
-static int put_events(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		      size_t whysz)
+static int put_events(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		      struct graph_put_stats *st, char *why, size_t whysz)
 {
-	size_t i;
 	int rc;
 
-	for (i = 0; i < g->nevents; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_event *ev = &g->events[i];
 		struct tacc *a;
-		struct kent *e, *seen;
-		int64_t name, seq;
-		sqlite3_stmt *t;
+		struct kent *e;
+		struct wbuf *b;
+		int64_t name;
 		bool isnew;
 
 		if ((rc = trace_get(s, ev->trace, false, &a, NULL, why, whysz)))
 			return rc;
-		if (!a)
-			return fail(why, whysz, -EINVAL,
-				    "graph store: event %zu: its trace is neither in the batch nor "
-				    "stored",
-				    i);
-		if ((rc = task_lookup(s, a->tr, ev->task, &e, why, whysz)))
-			return rc;
-		if (!e->v[2])
+		e = a ? kmap_find(&s->ptasks, (uint64_t)a->tr, ev->task, 0) : NULL;
+		if (!e)
 			return fail(why, whysz, -EINVAL,
 				    "graph store: event %zu: task %016" PRIx64
 				    " is neither in the batch nor stored",
@@ -1456,32 +1762,9 @@ static int put_events(struct sq *s, const struct graph *g, struct graph_put_stat
 			continue; /* came with the stored copy of its task */
 		if ((rc = str_id(s, ev->name ? ev->name : "", true, &name, why, whysz)))
 			return rc;
-		if (e->v[1] < 0) { /* a stored task: continue its numbering */
-			t = stmt(s, ST_EV_MAXSEQ);
-			sqlite3_bind_int64(t, 1, a->tr);
-			sqlite3_bind_int64(t, 2, (int64_t)ev->task);
-			rc = step_int(s, t, &seq, why, whysz, "reading events");
-			if (rc < 0)
-				return rc;
-			e->v[1] = rc ? seq : 0;
-		}
-		seq = e->v[1]++;
-		seen = kmap_get(&s->pevseen, (uint64_t)a->tr, ev->task, (uint64_t)name, &isnew);
-		if (!seen)
+		if (!kmap_get(&s->pevseen, (uint64_t)a->tr, ev->task, (uint64_t)name, &isnew))
 			return fail(why, whysz, -ENOMEM, "out of memory");
-		if (isnew && (e->v[2] & PT_STORED)) {
-			int64_t one;
-
-			t = stmt(s, ST_EV_HAS);
-			sqlite3_bind_int64(t, 1, a->tr);
-			sqlite3_bind_int64(t, 2, (int64_t)ev->task);
-			sqlite3_bind_int64(t, 3, name);
-			rc = step_int(s, t, &one, why, whysz, "reading events");
-			if (rc < 0)
-				return rc;
-			isnew = !rc;
-		}
-		if (isnew) {
+		if (isnew) { /* the first of its name in its task */
 			struct kent *agg =
 				kmap_get(&s->pevagg, (uint64_t)e->v[0], (uint64_t)name, 0, NULL);
 
@@ -1489,35 +1772,40 @@ static int put_events(struct sq *s, const struct graph *g, struct graph_put_stat
 				return fail(why, whysz, -ENOMEM, "out of memory");
 			agg->v[0]++;
 		}
-		t = stmt(s, ST_EV_INS);
-		sqlite3_bind_int64(t, 1, a->tr);
-		sqlite3_bind_int64(t, 2, (int64_t)ev->task);
-		sqlite3_bind_int64(t, 3, seq);
-		sqlite3_bind_int64(t, 4, (int64_t)ev->id);
-		sqlite3_bind_int64(t, 5, ev->time);
-		sqlite3_bind_int64(t, 6, name);
-		sqlite3_bind_int(t, 7, (int)ev->source);
-		if (ev->attrs && strcmp(ev->attrs, "{}"))
-			sqlite3_bind_text(t, 8, ev->attrs, -1, SQLITE_STATIC);
-		if ((rc = step_done(s, t, why, whysz, "adding an event")))
-			return rc;
+		if (!a->based) {
+			a->base = ev->time;
+			a->based = true;
+		}
+		b = &s->body;
+		if (wb_varint(b, ev->task) || wb_varint(b, ev->id) ||
+		    wb_varint(b, zz(rel(ev->time, a->base))) || wb_varint(b, (uint64_t)name) ||
+		    wb_varint(b, (uint32_t)ev->source) || wb_attrs(b, ev->attrs))
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		a->ne++;
 		st->events++;
 	}
 	return 0;
 }
 
-static int put_edges(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
-		     size_t whysz)
+static int put_edges(struct sq *s, const struct graph *g, const size_t *ix, size_t n,
+		     struct graph_put_stats *st, char *why, size_t whysz)
 {
-	size_t i;
 	int rc;
 
-	for (i = 0; i < g->nedges; i++) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = ix[j];
 		const struct graph_edge *ed = &g->edges[i];
+		struct cedge d = { .kind = (uint32_t)ed->kind,
+				   .source = (uint32_t)ed->source,
+				   .from_task = ed->from_task,
+				   .from_event = ed->from_event,
+				   .to_task = ed->to_task,
+				   .to_event = ed->to_event };
 		struct kent *from, *to, *agg;
 		struct tacc *a;
-		sqlite3_stmt *t;
+		struct wbuf *b;
 		int64_t ptype, ctype;
+		bool added;
 
 		if ((unsigned)ed->kind >= GRAPH_EDGE_COUNT)
 			return fail(why, whysz, -EINVAL, "graph store: edge %zu: kind %d unknown",
@@ -1529,25 +1817,21 @@ static int put_edges(struct sq *s, const struct graph *g, struct graph_put_stats
 				    "graph store: edge %zu: its trace is neither in the batch nor "
 				    "stored",
 				    i);
-		if ((rc = task_lookup(s, a->tr, ed->from_task, &from, why, whysz)))
-			return rc;
-		ptype = from->v[2] ? from->v[0] : 0;
-		if ((rc = task_lookup(s, a->tr, ed->to_task, &to, why, whysz)))
-			return rc;
-		ctype = to->v[2] ? to->v[0] : 0;
-		t = stmt(s, ST_EDGE_INS);
-		sqlite3_bind_int64(t, 1, a->tr);
-		sqlite3_bind_int64(t, 2, (int64_t)ed->from_task);
-		sqlite3_bind_int64(t, 3, (int64_t)ed->from_event);
-		sqlite3_bind_int64(t, 4, (int64_t)ed->to_task);
-		sqlite3_bind_int64(t, 5, (int64_t)ed->to_event);
-		sqlite3_bind_int(t, 6, (int)ed->kind);
-		sqlite3_bind_int(t, 7, (int)ed->source);
-		if ((rc = step_done(s, t, why, whysz, "adding an edge")))
-			return rc;
-		if (!sqlite3_changes(s->db))
+		if (eset_add(&s->pedges, (uint64_t)a->tr, &d, &added))
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		if (!added)
 			continue; /* stored already */
+		b = &s->body;
+		if (wb_varint(b, d.kind) || wb_varint(b, d.from_task) ||
+		    wb_varint(b, d.from_event) || wb_varint(b, d.to_task) ||
+		    wb_varint(b, d.to_event) || wb_varint(b, d.source))
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		a->nd++;
 		st->edges++;
+		from = kmap_find(&s->ptasks, (uint64_t)a->tr, ed->from_task, 0);
+		to = kmap_find(&s->ptasks, (uint64_t)a->tr, ed->to_task, 0);
+		ptype = from ? from->v[0] : 0;
+		ctype = to ? to->v[0] : 0;
 		if (!ptype || !ctype)
 			continue; /* an end outside the store: its shape is unknown */
 		agg = kmap_get(&s->pedgeagg, (uint64_t)ptype, (uint64_t)ctype, (uint64_t)ed->kind,
@@ -1557,6 +1841,28 @@ static int put_edges(struct sq *s, const struct graph *g, struct graph_put_stats
 		agg->v[0]++;
 	}
 	return 0;
+}
+
+/* Writes a trace's chunk of this put: the header, then the body put_* appended. */
+static int chunk_write(struct sq *s, struct tacc *a, char *why, size_t whysz)
+{
+	sqlite3_stmt *t;
+
+	if (a->nchunks > CHUNK_MAX_SEQ)
+		return fail(why, whysz, -EFBIG,
+			    "graph store: a trace stored in more than %d batches: import it whole",
+			    CHUNK_MAX_SEQ + 1);
+	s->wb.n = 0;
+	if (wb_varint(&s->wb, CHUNK_VERSION) || wb_varint(&s->wb, a->nt) ||
+	    wb_varint(&s->wb, a->ne) || wb_varint(&s->wb, a->nd) ||
+	    wb_varint(&s->wb, zz(a->base)) || wb_bytes(&s->wb, s->body.p, s->body.n))
+		return fail(why, whysz, -ENOMEM, "out of memory");
+	if (s->wb.n > INT_MAX)
+		return fail(why, whysz, -EFBIG, "graph store: a trace's batch over 2 GiB");
+	t = stmt(s, ST_CHUNK_INS);
+	sqlite3_bind_int64(t, 1, a->tr << 16 | a->nchunks);
+	sqlite3_bind_blob(t, 2, s->wb.p, (int)s->wb.n, SQLITE_STATIC);
+	return step_done(s, t, why, whysz, "adding a trace's elements");
 }
 
 static int put_flush(struct sq *s, char *why, size_t whysz)
@@ -1597,9 +1903,9 @@ static int put_flush(struct sq *s, char *why, size_t whysz)
 		struct tacc *a = &s->tacc[i];
 		sqlite3_stmt *t;
 
-		if (a->isnew && !a->ntasks)
-			continue; /* cannot happen: a trace is created for a task */
-		t = stmt(s, ST_TRACE_UPD);
+		if (!(a->nt + a->ne + a->nd))
+			continue; /* nothing new for it */
+		t = stmt(s, a->isnew ? ST_TRACE_INS : ST_TRACE_UPD);
 		sqlite3_bind_int64(t, 1, a->tr);
 		sqlite3_bind_int64(t, 2, a->start);
 		sqlite3_bind_int64(t, 3, a->end);
@@ -1610,10 +1916,110 @@ static int put_flush(struct sq *s, char *why, size_t whysz)
 		sqlite3_bind_int64(t, 8, a->root_host);
 		sqlite3_bind_int64(t, 9, a->root_start);
 		sqlite3_bind_int64(t, 10, a->root_parentless);
+		if (a->isnew) {
+			sqlite3_bind_int64(t, 11, a->hi);
+			sqlite3_bind_int64(t, 12, a->lo);
+		}
 		if ((rc = step_done(s, t, why, whysz, "writing a trace")))
 			return rc;
 	}
 	return 0;
+}
+
+/* An element of the batch, to visit the batch trace by trace. */
+struct gref {
+	uint64_t hi, lo;
+	size_t i;
+	int kind; /* 0 task, 1 event, 2 edge: a trace's tasks come first */
+};
+
+static int gref_cmp(const void *pa, const void *pb)
+{
+	const struct gref *a = pa, *b = pb;
+
+	if (a->hi != b->hi)
+		return a->hi < b->hi ? -1 : 1;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* An empty map with room for about n, cheap to empty again: the per-trace maps. */
+static int kmap_fit(struct kmap *m, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (m->cap >= cap && m->cap <= 4 * cap) {
+		kmap_clear(m);
+		return 0;
+	}
+	kmap_free(m);
+	m->e = calloc(cap, sizeof(*m->e));
+	m->cap = m->e ? cap : 0;
+	return m->e ? 0 : -ENOMEM;
+}
+
+/*
+ * The batch trace by trace (its elements sorted by trace, each kind in batch order), so that
+ * the maps of one trace's tasks, hosts, edges and event names stay small and in cache, and
+ * each trace's chunk is written as soon as its elements are coded.
+ */
+static int put_traces(struct sq *s, const struct graph *g, struct graph_put_stats *st, char *why,
+		      size_t whysz)
+{
+	size_t n = g->ntasks + g->nevents + g->nedges, p, q, j;
+	struct gref *r = malloc((n + 1) * sizeof(*r));
+	size_t *ix = malloc((n + 1) * sizeof(*ix));
+	int rc = 0;
+
+	if (!r || !ix) {
+		rc = fail(why, whysz, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (j = 0, p = 0; j < g->ntasks; j++)
+		r[p++] = (struct gref){ g->tasks[j].trace.hi, g->tasks[j].trace.lo, j, 0 };
+	for (j = 0; j < g->nevents; j++)
+		r[p++] = (struct gref){ g->events[j].trace.hi, g->events[j].trace.lo, j, 1 };
+	for (j = 0; j < g->nedges; j++)
+		r[p++] = (struct gref){ g->edges[j].trace.hi, g->edges[j].trace.lo, j, 2 };
+	qsort(r, n, sizeof(*r), gref_cmp);
+	for (j = 0, q = 0; j < n; j++) {
+		ix[j] = r[j].i;
+		q += !j || r[j].hi != r[j - 1].hi || r[j].lo != r[j - 1].lo;
+	}
+	if (kmap_reserve(&s->ptraces, q)) { /* q: the number of traces */
+		rc = fail(why, whysz, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (p = 0; p < n; p = q) {
+		size_t nk[3] = { 0, 0, 0 };
+		struct graph_id128 id = { .hi = r[p].hi, .lo = r[p].lo };
+		struct tacc *a;
+
+		for (q = p; q < n && r[q].hi == r[p].hi && r[q].lo == r[p].lo; q++)
+			nk[r[q].kind]++;
+		if (kmap_fit(&s->ptasks, nk[0]) || kmap_fit(&s->pth, nk[0]) ||
+		    kmap_fit(&s->pedges, nk[2]) || kmap_fit(&s->pevseen, nk[1])) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			goto out;
+		}
+		s->body.n = 0;
+		if ((rc = put_tasks(s, g, ix + p, nk[0], st, why, whysz)) ||
+		    (rc = put_events(s, g, ix + p + nk[0], nk[1], st, why, whysz)) ||
+		    (rc = put_edges(s, g, ix + p + nk[0] + nk[1], nk[2], st, why, whysz)) ||
+		    (rc = trace_get(s, id, false, &a, NULL, why, whysz)))
+			goto out;
+		if (a && a->nt + a->ne + a->nd && (rc = chunk_write(s, a, why, whysz)))
+			goto out;
+	}
+out:
+	free(r);
+	free(ix);
+	return rc;
 }
 
 static int begin(struct sq *s, char *why, size_t whysz)
@@ -1640,8 +2046,13 @@ static int sq_put(struct graph_store *base, const struct graph *g, struct graph_
 	put_reset(s);
 	if ((rc = begin(s, why, whysz)))
 		return rc;
-	if ((rc = put_tasks(s, g, &st, why, whysz)) || (rc = put_events(s, g, &st, why, whysz)) ||
-	    (rc = put_edges(s, g, &st, why, whysz)) || (rc = put_flush(s, why, whysz)) ||
+	if ((rc = step_int(s, stmt(s, ST_TRACE_MAX), &s->next_tr, why, whysz, "reading traces")) <
+	    0) {
+		rollback(s);
+		return rc;
+	}
+	s->next_tr++;
+	if ((rc = put_traces(s, g, &st, why, whysz)) || (rc = put_flush(s, why, whysz)) ||
 	    (rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing"))) {
 		rollback(s);
 		put_reset(s);
@@ -1735,156 +2146,338 @@ static const char *col_text(struct graph *g, sqlite3_stmt *t, int col)
 			     p ? (size_t)sqlite3_column_bytes(t, col) : 0);
 }
 
+/* Turning a chunk's ids back into strings, each looked up once per load. */
+struct loadctx {
+	struct sq *s;
+	struct graph *g;
+	struct graph_id128 id;
+	struct kmap types, strs; /* id -> index into names[] */
+	const char **names;
+	size_t nnames, capnames;
+	int err;
+};
+
+static int name_add(struct loadctx *l, const char *p)
+{
+	if (!p)
+		return -ENOMEM;
+	if (l->nnames == l->capnames) {
+		size_t ncap = l->capnames ? l->capnames * 2 : 32;
+		const char **n = realloc(l->names, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		l->names = n;
+		l->capnames = ncap;
+	}
+	l->names[l->nnames++] = p;
+	return 0;
+}
+
+static const char *load_str(struct loadctx *l, int64_t id)
+{
+	bool isnew;
+	struct kent *e = kmap_get(&l->strs, (uint64_t)id, 0, 0, &isnew);
+	sqlite3_stmt *t;
+
+	if (!e) {
+		l->err = -ENOMEM;
+		return NULL;
+	}
+	if (!isnew)
+		return l->names[e->v[0]];
+	t = stmt(l->s, ST_STR_TEXT);
+	sqlite3_bind_int64(t, 1, id);
+	if (sqlite3_step(t) != SQLITE_ROW) {
+		sqlite3_reset(t);
+		l->err = -EIO; /* a chunk names a string that is not there */
+		return NULL;
+	}
+	e->v[0] = (int64_t)l->nnames;
+	l->err = name_add(l, col_text(l->g, t, 0));
+	sqlite3_reset(t);
+	return l->err ? NULL : l->names[e->v[0]];
+}
+
+static int load_type(struct loadctx *l, int64_t id, const char **svc, const char **name)
+{
+	bool isnew;
+	struct kent *e = kmap_get(&l->types, (uint64_t)id, 0, 0, &isnew);
+	sqlite3_stmt *t;
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	if (isnew) {
+		t = stmt(l->s, ST_TYPE_NAMES);
+		sqlite3_bind_int64(t, 1, id);
+		if (sqlite3_step(t) != SQLITE_ROW) {
+			sqlite3_reset(t);
+			return -EIO;
+		}
+		e->v[0] = (int64_t)l->nnames;
+		rc = name_add(l, col_text(l->g, t, 0));
+		if (!rc)
+			rc = name_add(l, col_text(l->g, t, 1));
+		sqlite3_reset(t);
+		if (rc)
+			return rc;
+	}
+	*svc = l->names[e->v[0]];
+	*name = l->names[e->v[0] + 1];
+	return 0;
+}
+
+static const char *load_attrs(struct loadctx *l, const char *p, size_t n)
+{
+	return n ? graph_strndup(l->g, p, n) : graph_strdup(l->g, "{}");
+}
+
+static int load_task(void *arg, const struct ctask *c)
+{
+	struct loadctx *l = arg;
+	struct graph_task k = { .trace = l->id };
+	int rc;
+
+	if ((rc = load_type(l, c->type, &k.service, &k.name)))
+		return rc;
+	if (!(k.host = load_str(l, c->host)))
+		return l->err;
+	k.id = c->id;
+	k.parent = c->parent;
+	k.pid = c->pid;
+	k.tid = c->tid;
+	k.start = c->start;
+	k.end = (int64_t)((uint64_t)c->start + c->dur);
+	if (k.end < k.start)
+		k.end = k.start; /* a damaged chunk: never end before start */
+	k.skew = c->skew;
+	k.status =
+		c->status <= GRAPH_STATUS_ERROR ? (enum graph_status)c->status : GRAPH_STATUS_UNSET;
+	k.source = c->source < GRAPH_SRC_COUNT ? (enum graph_source)c->source : GRAPH_SRC_UNKNOWN;
+	k.attrs = load_attrs(l, c->attrs, c->alen);
+	return k.attrs && graph_add_task(l->g, &k) ? 0 : -ENOMEM;
+}
+
+static int load_event(void *arg, const struct cevent *c)
+{
+	struct loadctx *l = arg;
+	struct graph_event e = { .trace = l->id };
+
+	if (!(e.name = load_str(l, c->name)))
+		return l->err;
+	e.task = c->task;
+	e.id = c->id;
+	e.time = c->time;
+	e.source = c->source < GRAPH_SRC_COUNT ? (enum graph_source)c->source : GRAPH_SRC_UNKNOWN;
+	e.attrs = load_attrs(l, c->attrs, c->alen);
+	return e.attrs && graph_add_event(l->g, &e) ? 0 : -ENOMEM;
+}
+
+static int load_edge(void *arg, const struct cedge *c)
+{
+	struct loadctx *l = arg;
+	struct graph_edge d = { .trace = l->id };
+
+	if (c->kind >= GRAPH_EDGE_COUNT)
+		return -EIO;
+	d.kind = (enum graph_edge_kind)c->kind;
+	d.from_task = c->from_task;
+	d.from_event = c->from_event;
+	d.to_task = c->to_task;
+	d.to_event = c->to_event;
+	d.source = c->source < GRAPH_SRC_COUNT ? (enum graph_source)c->source : GRAPH_SRC_UNKNOWN;
+	return graph_add_edge(l->g, &d) ? 0 : -ENOMEM;
+}
+
+/*
+ * graph_sort() of graph.c passes a NULL array to qsort() when a kind has no element (undefined
+ * behaviour that UBSan reports): lend it an empty array until graph.c checks the count.
+ */
+static void sort_loaded(struct graph *g)
+{
+	struct graph_task t0;
+	struct graph_event e0;
+	struct graph_edge d0;
+	bool nt = !g->tasks, ne = !g->events, nd = !g->edges;
+
+	if (nt)
+		g->tasks = &t0;
+	if (ne)
+		g->events = &e0;
+	if (nd)
+		g->edges = &d0;
+	graph_sort(g);
+	if (nt)
+		g->tasks = NULL;
+	if (ne)
+		g->events = NULL;
+	if (nd)
+		g->edges = NULL;
+}
+
 static int sq_load(struct graph_store *base, const char *hex, struct graph *g, char *why,
 		   size_t whysz)
 {
 	struct sq *s = (struct sq *)base;
 	size_t nt = g->ntasks, ne = g->nevents, nd = g->nedges;
+	struct loadctx l = { .s = s, .g = g };
+	const struct cvisit v = {
+		.task = load_task, .event = load_event, .edge = load_edge, .arg = &l
+	};
 	int64_t tr = 0, hi = 0, lo = 0;
-	struct graph_id128 id;
+	bool txn = false;
 	sqlite3_stmt *t;
 	int rc;
 
+	/* one read transaction: the trace row and its chunks from one snapshot */
+	if (sqlite3_get_autocommit(s->db)) {
+		if ((rc = exec(s, "BEGIN", why, whysz, "reading")))
+			return rc;
+		txn = true;
+	}
 	if ((rc = find_trace(s, hex, &tr, &hi, &lo, why, whysz)))
-		return rc;
-	id.hi = unbias(hi);
-	id.lo = unbias(lo);
-	if (sqlite3_get_autocommit(s->db) && (rc = exec(s, "BEGIN", why, whysz, "reading")))
-		return rc;
-	t = stmt(s, ST_LOAD_TASKS);
-	sqlite3_bind_int64(t, 1, tr);
+		goto out;
+	if (tr <= 0 || tr > (INT64_MAX >> 16)) {
+		rc = fail(why, whysz, -EIO, "graph store: trace %s: row id out of range", hex);
+		goto out;
+	}
+	l.id.hi = unbias(hi);
+	l.id.lo = unbias(lo);
+	t = stmt(s, ST_CHUNKS_GET);
+	sqlite3_bind_int64(t, 1, tr << 16);
+	sqlite3_bind_int64(t, 2, tr << 16 | CHUNK_MAX_SEQ);
 	while ((rc = sqlite3_step(t)) == SQLITE_ROW) {
-		struct graph_task k = { .trace = id };
-		int st = sqlite3_column_int(t, 10), so = sqlite3_column_int(t, 11);
+		int err = chunk_decode(sqlite3_column_blob(t, 0),
+				       (size_t)sqlite3_column_bytes(t, 0), &v);
 
-		k.id = (uint64_t)sqlite3_column_int64(t, 0);
-		k.parent = (uint64_t)sqlite3_column_int64(t, 1);
-		k.service = col_text(g, t, 2);
-		k.name = col_text(g, t, 3);
-		k.host = col_text(g, t, 4);
-		k.pid = sqlite3_column_int64(t, 5);
-		k.tid = sqlite3_column_int64(t, 6);
-		k.start = sqlite3_column_int64(t, 7);
-		k.end = k.start + sqlite3_column_int64(t, 8);
-		if (sqlite3_column_int64(t, 8) < 0 || k.end < k.start)
-			k.end = k.start; /* a damaged row: never end before start */
-		k.skew = sqlite3_column_int64(t, 9);
-		k.status = st >= 0 && st <= GRAPH_STATUS_ERROR ? (enum graph_status)st :
-								 GRAPH_STATUS_UNSET;
-		k.source =
-			so >= 0 && so < GRAPH_SRC_COUNT ? (enum graph_source)so : GRAPH_SRC_UNKNOWN;
-		k.attrs = sqlite3_column_type(t, 12) == SQLITE_NULL ? graph_strdup(g, "{}") :
-								      col_text(g, t, 12);
-		if (!k.service || !k.name || !k.host || !k.attrs || !graph_add_task(g, &k)) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	if (rc == SQLITE_DONE) {
-		t = stmt(s, ST_LOAD_EVENTS);
-		sqlite3_bind_int64(t, 1, tr);
-		while ((rc = sqlite3_step(t)) == SQLITE_ROW) {
-			struct graph_event e = { .trace = id };
-			int so = sqlite3_column_int(t, 4);
-
-			e.task = (uint64_t)sqlite3_column_int64(t, 0);
-			e.id = (uint64_t)sqlite3_column_int64(t, 1);
-			e.time = sqlite3_column_int64(t, 2);
-			e.name = col_text(g, t, 3);
-			e.source = so >= 0 && so < GRAPH_SRC_COUNT ? (enum graph_source)so :
-								     GRAPH_SRC_UNKNOWN;
-			e.attrs = sqlite3_column_type(t, 5) == SQLITE_NULL ? graph_strdup(g, "{}") :
-									     col_text(g, t, 5);
-			if (!e.name || !e.attrs || !graph_add_event(g, &e)) {
-				rc = -ENOMEM;
-				break;
-			}
-		}
-	}
-	if (rc == SQLITE_DONE) {
-		t = stmt(s, ST_LOAD_EDGES);
-		sqlite3_bind_int64(t, 1, tr);
-		while ((rc = sqlite3_step(t)) == SQLITE_ROW) {
-			struct graph_edge d = { .trace = id };
-			int kind = sqlite3_column_int(t, 0), so = sqlite3_column_int(t, 5);
-
-			if (kind < 0 || kind >= GRAPH_EDGE_COUNT) {
-				rc = -EIO;
-				break;
-			}
-			d.kind = (enum graph_edge_kind)kind;
-			d.from_task = (uint64_t)sqlite3_column_int64(t, 1);
-			d.from_event = (uint64_t)sqlite3_column_int64(t, 2);
-			d.to_task = (uint64_t)sqlite3_column_int64(t, 3);
-			d.to_event = (uint64_t)sqlite3_column_int64(t, 4);
-			d.source = so >= 0 && so < GRAPH_SRC_COUNT ? (enum graph_source)so :
-								     GRAPH_SRC_UNKNOWN;
-			if (!graph_add_edge(g, &d)) {
-				rc = -ENOMEM;
-				break;
-			}
+		if (err) {
+			sqlite3_reset(t);
+			rc = err == -ENOMEM ?
+				     fail(why, whysz, -ENOMEM, "out of memory loading %s", hex) :
+				     fail(why, whysz, -EIO, "graph store: trace %s: corrupt chunk",
+					  hex);
+			goto out;
 		}
 	}
 	sqlite3_reset(t);
-	if (rc == SQLITE_DONE) {
-		rc = 0;
-	} else if (rc == -ENOMEM) {
-		rc = fail(why, whysz, -ENOMEM, "out of memory loading trace %s", hex);
-	} else if (rc == -EIO) {
-		rc = fail(why, whysz, -EIO, "graph store: trace %s: an edge of unknown kind", hex);
-	} else {
-		rc = sq_fail(s, rc, why, whysz, "loading a trace");
-	}
-	exec(s, "COMMIT", NULL, 0, "reading");
+	rc = rc == SQLITE_DONE ? 0 : sq_fail(s, rc, why, whysz, "loading a trace");
+out:
+	if (txn)
+		exec(s, "COMMIT", NULL, 0, "reading");
+	kmap_free(&l.types);
+	kmap_free(&l.strs);
+	free(l.names);
 	if (rc) {
 		g->ntasks = nt;
 		g->nevents = ne;
 		g->nedges = nd;
 		return rc;
 	}
-	graph_sort(g);
+	sort_loaded(g);
 	return 0;
 }
 
 /* ---------------------------------------------------------------- context */
 
-/* Tasks of the sketch in buckets <= bin (every task of the task's own bucket counts). */
-static bool sketch_cum(const void *blob, size_t len, uint32_t bin, uint64_t *cum)
+static bool sketch_prefix(struct ctx_type *y, const void *blob, size_t len)
 {
 	const uint8_t *p = blob;
-	size_t off = 0;
+	size_t off = 0, cap = len / 2 < WEFT_SKETCH_NBUCKETS ? len / 2 : WEFT_SKETCH_NBUCKETS;
 	uint64_t idx = 0, d, c, sum = 0;
 	bool first = true;
 
+	y->idx = malloc((cap + 1) * sizeof(*y->idx));
+	y->cum = malloc((cap + 1) * sizeof(*y->cum));
+	if (!y->idx || !y->cum)
+		return false;
 	while (off < len) {
 		if (!rd_varint(p, len, &off, &d) || !rd_varint(p, len, &off, &c) || !c ||
-		    d >= WEFT_SKETCH_NBUCKETS)
+		    d >= WEFT_SKETCH_NBUCKETS || y->n >= cap)
 			return false;
 		idx = first ? d : idx + d + 1;
 		first = false;
 		if (idx >= WEFT_SKETCH_NBUCKETS)
 			return false;
-		if (idx <= bin)
-			sum += c;
+		sum += c;
+		y->idx[y->n] = (uint32_t)idx;
+		y->cum[y->n++] = sum;
 	}
-	*cum = sum;
 	return true;
 }
 
-struct ctx_type {
-	uint64_t count;
-	uint8_t *sketch;
-	size_t len;
-};
+/* Tasks of the sketch in buckets <= bin (every task of the task's own bucket counts). */
+static uint64_t sketch_at_or_below(const struct ctx_type *y, uint32_t bin)
+{
+	size_t lo = 0, hi = y->n; /* the first bucket above bin is in [lo, hi] */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (y->idx[mid] <= bin)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? y->cum[lo - 1] : 0;
+}
+
+/* The decoded sketch of a type, from the cache if its count is unchanged. */
+static int ctx_type_get(struct sq *s, int64_t type, struct ctx_type **out, char *why, size_t whysz)
+{
+	struct kent *e = kmap_find(&s->ctcache, (uint64_t)type, 0, 0);
+	sqlite3_stmt *t = stmt(s, ST_TYPE_COUNT);
+	struct ctx_type *y;
+	int64_t n = 0;
+	int rc;
+	bool ok;
+
+	sqlite3_bind_int64(t, 1, type);
+	if ((rc = step_int(s, t, &n, why, whysz, "reading a type")) < 0)
+		return rc;
+	if (e && s->ct[e->v[0]].count == (uint64_t)(n > 0 ? n : 0)) {
+		*out = &s->ct[e->v[0]];
+		return 0;
+	}
+	if (!e) { /* room was made at the start of the call */
+		e = kmap_get(&s->ctcache, (uint64_t)type, 0, 0, NULL);
+		if (!e)
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		e->v[0] = (int64_t)s->nct++;
+		memset(&s->ct[e->v[0]], 0, sizeof(s->ct[0]));
+	}
+	y = &s->ct[e->v[0]];
+	free(y->idx);
+	free(y->cum);
+	memset(y, 0, sizeof(*y));
+	t = stmt(s, ST_TYPE_READ);
+	sqlite3_bind_int64(t, 1, type);
+	if ((rc = sqlite3_step(t)) != SQLITE_ROW) {
+		sqlite3_reset(t);
+		return rc == SQLITE_DONE ? fail(why, whysz, -EIO,
+						"graph store: type %" PRId64 " vanished", type) :
+					   sq_fail(s, rc, why, whysz, "reading a type");
+	}
+	n = sqlite3_column_int64(t, 0);
+	ok = sketch_prefix(y, sqlite3_column_blob(t, 3), (size_t)sqlite3_column_bytes(t, 3));
+	sqlite3_reset(t);
+	if (!ok || n < 0 || (y->n && y->cum[y->n - 1] != (uint64_t)n) || (!y->n && n)) {
+		rc = y->idx && y->cum ? -EIO : -ENOMEM;
+		y->count = UINT64_MAX; /* never valid: read again next time */
+		return fail(why, whysz, rc, "graph store: type %" PRId64 ": corrupt sketch", type);
+	}
+	y->count = (uint64_t)n;
+	*out = y;
+	return 0;
+}
 
 static int sq_context(struct graph_store *base, const struct graph *g, struct graph_context *c,
 		      char *why, size_t whysz)
 {
 	struct sq *s = (struct sq *)base;
 	struct kmap tasks = { 0 }, types = { 0 }, blocks = { 0 };
-	struct ctx_type *ty = NULL;
 	uint32_t(*blk)[CONC_MS] = NULL;
-	size_t nty = 0, nblk = 0, i;
+	size_t nblk = 0, i;
 	int64_t *ttype = NULL;
 	int rc = 0;
 
@@ -1893,12 +2486,31 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 	c->events = calloc(g->nevents + 1, sizeof(*c->events));
 	c->edges = calloc(g->nedges + 1, sizeof(*c->edges));
 	ttype = calloc(g->ntasks + 1, sizeof(*ttype));
-	ty = calloc(g->ntasks + 1, sizeof(*ty));
-	if (!c->tasks || !c->events || !c->edges || !ttype || !ty) {
+	if (!c->tasks || !c->events || !c->edges || !ttype) {
 		rc = fail(why, whysz, -ENOMEM, "out of memory");
 		goto out;
 	}
 	c->ntasks = g->ntasks;
+	/* room in the sketch cache for every type of this trace, so that entries stay put */
+	if (s->nct + g->ntasks > CT_MAX) {
+		for (i = 0; i < s->nct; i++) {
+			free(s->ct[i].idx);
+			free(s->ct[i].cum);
+		}
+		s->nct = 0;
+		kmap_free(&s->ctcache);
+	}
+	if (s->nct + g->ntasks > s->capct) {
+		size_t ncap = s->nct + g->ntasks + 64;
+		struct ctx_type *n = realloc(s->ct, ncap * sizeof(*n));
+
+		if (!n) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			goto out;
+		}
+		s->ct = n;
+		s->capct = ncap;
+	}
 	c->nevents = g->nevents;
 	c->nedges = g->nedges;
 	if (sqlite3_get_autocommit(s->db) && (rc = exec(s, "BEGIN", why, whysz, "reading")))
@@ -1906,9 +2518,9 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 	for (i = 0; i < g->ntasks; i++) {
 		const struct graph_task *k = &g->tasks[i];
 		struct graph_task_ctx *x = &c->tasks[i];
-		int64_t lat = k->end > k->start ? k->end - k->start : 0, type, host, proc;
+		int64_t lat = task_lat(k), type, host, proc;
 		struct kent *e;
-		struct ctx_type *y;
+		struct ctx_type *y = NULL;
 		uint64_t cum;
 		bool isnew;
 
@@ -1931,37 +2543,14 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 				goto out_end;
 			}
 			if (isnew) {
-				sqlite3_stmt *t = stmt(s, ST_TYPE_READ);
-				const void *b;
-
-				sqlite3_bind_int64(t, 1, type);
-				e->v[0] = (int64_t)nty;
-				y = &ty[nty++];
-				if (sqlite3_step(t) == SQLITE_ROW) {
-					int64_t n = sqlite3_column_int64(t, 0);
-
-					y->count = n > 0 ? (uint64_t)n : 0;
-					y->len = (size_t)sqlite3_column_bytes(t, 3);
-					b = sqlite3_column_blob(t, 3);
-					y->sketch = malloc(y->len + 1);
-					if (y->sketch && y->len)
-						memcpy(y->sketch, b, y->len);
-				}
-				sqlite3_reset(t);
-				if (!y->sketch && y->count) {
-					rc = fail(why, whysz, -ENOMEM, "out of memory");
+				if ((rc = ctx_type_get(s, type, &y, why, whysz)))
 					goto out_end;
-				}
+				e->v[0] = y - s->ct;
 			}
-			y = &ty[e->v[0]];
+			y = &s->ct[e->v[0]];
 			x->type_count = y->count;
 			if (y->count) {
-				if (!sketch_cum(y->sketch, y->len, x->hist_bin, &cum)) {
-					rc = fail(why, whysz, -EIO,
-						  "graph store: type %s/%s: corrupt sketch",
-						  k->service, k->name);
-					goto out_end;
-				}
+				cum = sketch_at_or_below(y, x->hist_bin);
 				x->percentile = 100.0 * (double)cum / (double)y->count;
 				if (x->percentile > 100.0)
 					x->percentile = 100.0;
@@ -1981,7 +2570,7 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 			int64_t first, last, ms;
 			uint32_t mx = 0;
 
-			task_ms(k->start, k->start + lat, &first, &last);
+			task_ms(k->start, k->end > k->start ? k->end : k->start, &first, &last);
 			for (ms = first; ms <= last;) {
 				int64_t sec = floordiv(ms, CONC_MS), off = ms - sec * CONC_MS;
 				uint32_t *b;
@@ -2069,9 +2658,6 @@ static int sq_context(struct graph_store *base, const struct graph *g, struct gr
 out_end:
 	exec(s, "COMMIT", NULL, 0, "reading");
 out:
-	for (i = 0; i < nty; i++)
-		free(ty[i].sketch);
-	free(ty);
 	free(ttype);
 	free(blk);
 	kmap_free(&tasks);
@@ -2157,6 +2743,35 @@ static int sq_concurrency(struct graph_store *base, const char *host, int64_t pi
 
 /* ---------------------------------------------------------------- list and stats */
 
+/* weft_chunk_match(data, what): 1 if a task of the chunk has a type of the list's filter
+ * (what 1) or its host (what 2).  Registered as SQLITE_DIRECTONLY: a view or trigger in a
+ * crafted file cannot call it. */
+static int match_task(void *arg, const struct ctask *t)
+{
+	const int64_t *w = arg; /* [0]: what, [1]: struct sq * */
+	const struct sq *s = (const struct sq *)(intptr_t)w[1];
+
+	if (w[0] == 1)
+		return kmap_find(&s->lf_types, (uint64_t)t->type, 0, 0) ? 1 : 0;
+	return t->host == s->lf_host ? 1 : 0;
+}
+
+static void chunk_match(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	int64_t w[2] = { 0, (int64_t)(intptr_t)sqlite3_user_data(ctx) };
+	const struct cvisit v = { .task = match_task, .arg = w };
+	int rc;
+
+	(void)argc;
+	w[0] = sqlite3_value_int64(argv[1]);
+	rc = chunk_decode(sqlite3_value_blob(argv[0]), (size_t)sqlite3_value_bytes(argv[0]), &v);
+	if (rc < 0) {
+		sqlite3_result_error(ctx, "corrupt chunk", -1);
+		return;
+	}
+	sqlite3_result_int(ctx, rc == 1);
+}
+
 static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		       struct graph_trace_row **rows, char *why, size_t whysz)
 {
@@ -2176,6 +2791,33 @@ static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		if ((rc = str_id(s, f.host, false, &hostid, why, whysz)))
 			return rc;
 		if (!hostid)
+			return 0;
+	}
+	s->lf_host = hostid;
+	kmap_free(&s->lf_types);
+	if (f.service || f.name) { /* the ids of the types that match */
+		rc = sqlite3_prepare_v2(
+			s->db,
+			"SELECT id FROM types WHERE (?1 IS NULL OR service = ?1) AND "
+			"(?2 IS NULL OR name = ?2)",
+			-1, &t, NULL);
+		if (rc != SQLITE_OK)
+			return sq_fail(s, rc, why, whysz, "listing traces");
+		if (f.service)
+			sqlite3_bind_text(t, 1, f.service, -1, SQLITE_STATIC);
+		if (f.name)
+			sqlite3_bind_text(t, 2, f.name, -1, SQLITE_STATIC);
+		while ((rc = sqlite3_step(t)) == SQLITE_ROW)
+			if (!kmap_get(&s->lf_types, (uint64_t)sqlite3_column_int64(t, 0), 0, 0,
+				      NULL)) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		sqlite3_finalize(t);
+		if (rc != SQLITE_DONE)
+			return fail(why, whysz, sq_errno(rc), "graph store: listing traces: %s",
+				    sqlite3_errstr(rc));
+		if (!s->lf_types.n)
 			return 0;
 	}
 	switch (f.sort) {
@@ -2200,14 +2842,14 @@ static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		       f.from ? " AND t.start_ns >= ?1" : "", f.to ? " AND t.start_ns < ?2" : "",
 		       f.min_dur ? " AND t.end_ns - t.start_ns >= ?3" : "",
 		       f.max_dur ? " AND t.end_ns - t.start_ns <= ?4" : "",
-		       f.service || f.name ?
-			       " AND EXISTS (SELECT 1 FROM trace_types AS tt CROSS "
-			       "JOIN types AS y ON y.id = tt.type WHERE tt.tr = t.tr" :
-			       "",
-		       f.service ? " AND y.service = ?5" : "", f.name ? " AND y.name = ?6" : "",
-		       f.service || f.name ? ")" : "",
-		       f.host ? " AND EXISTS (SELECT 1 FROM trace_hosts AS th WHERE th.tr = t.tr "
-				"AND th.host = ?7)" :
+		       f.service || f.name ? " AND EXISTS (SELECT 1 FROM chunks AS c WHERE c.id "
+					     "BETWEEN t.tr * 65536 AND t.tr * 65536 + 65535 AND "
+					     "weft_chunk_match(c.data, 1))" :
+					     "",
+		       "", "", "",
+		       f.host ? " AND EXISTS (SELECT 1 FROM chunks AS c WHERE c.id BETWEEN "
+				"t.tr * 65536 AND t.tr * 65536 + 65535 AND "
+				"weft_chunk_match(c.data, 2))" :
 				"",
 		       order, limit);
 	if (len < 0 || (size_t)len >= sizeof(sql))
@@ -2224,12 +2866,6 @@ static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		sqlite3_bind_int64(t, 3, f.min_dur);
 	if (f.max_dur)
 		sqlite3_bind_int64(t, 4, f.max_dur);
-	if (f.service)
-		sqlite3_bind_text(t, 5, f.service, -1, SQLITE_STATIC);
-	if (f.name)
-		sqlite3_bind_text(t, 6, f.name, -1, SQLITE_STATIC);
-	if (f.host)
-		sqlite3_bind_int64(t, 7, hostid);
 	*rows = calloc(limit < 64 ? limit : 64, sizeof(**rows));
 	if (!*rows) {
 		sqlite3_finalize(t);
@@ -2408,28 +3044,29 @@ out:
 
 static int drop_trace(struct sq *s, int64_t tr, char *why, size_t whysz)
 {
-	static const int del[] = { ST_DEL_TASKS, ST_DEL_EVENTS, ST_DEL_EDGES,
-				   ST_DEL_TT,	 ST_DEL_TH,	ST_DEL_TRACE };
-	size_t i;
+	sqlite3_stmt *t = stmt(s, ST_DEL_CHUNKS);
 	int rc;
 
-	for (i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
-		sqlite3_stmt *t = stmt(s, del[i]);
-
-		sqlite3_bind_int64(t, 1, tr);
-		if ((rc = step_done(s, t, why, whysz, "dropping a trace")))
-			return rc;
-	}
-	return 0;
+	if (tr <= 0 || tr > (INT64_MAX >> 16))
+		return fail(why, whysz, -EIO, "graph store: a trace row id out of range");
+	sqlite3_bind_int64(t, 1, tr << 16);
+	sqlite3_bind_int64(t, 2, tr << 16 | CHUNK_MAX_SEQ);
+	if ((rc = step_done(s, t, why, whysz, "dropping a trace")))
+		return rc;
+	t = stmt(s, ST_DEL_TRACE);
+	sqlite3_bind_int64(t, 1, tr);
+	return step_done(s, t, why, whysz, "dropping a trace");
 }
 
-/* Drops the traces the query (one bound parameter or none) selects, as long as it finds
- * some and, with max_bytes, the pages in use exceed it.  Adds to *dropped. */
+/* Drops the traces the query selects (?1: the query's bound, ?2 and ?3: the (start_ns, tr) of
+ * the last trace seen, so that every round continues where the last stopped), oldest first,
+ * as long as it finds some and, with max_bytes, the pages in use exceed it.  Adds to
+ * *dropped. */
 static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_bytes,
 		      ssize_t *dropped, char *why, size_t whysz)
 {
+	int64_t trs[256], last_start = INT64_MIN, last_tr = INT64_MIN;
 	sqlite3_stmt *q;
-	int64_t trs[256];
 	int rc;
 
 	rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
@@ -2451,9 +3088,17 @@ static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_b
 		}
 		sqlite3_reset(q);
 		sqlite3_bind_int64(q, 1, arg);
-		while (n < 256 && (rc = sqlite3_step(q)) == SQLITE_ROW)
-			trs[n++] = sqlite3_column_int64(q, 0);
+		sqlite3_bind_int64(q, 2, last_start);
+		sqlite3_bind_int64(q, 3, last_tr);
+		while (n < 256 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+			trs[n++] = last_tr = sqlite3_column_int64(q, 0);
+			last_start = sqlite3_column_int64(q, 1);
+		}
 		sqlite3_reset(q);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			rc = sq_fail(s, rc, why, whysz, "retention");
+			break;
+		}
 		if (n == 0) {
 			rc = 0;
 			break;
@@ -2477,13 +3122,21 @@ static ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_
 
 	if ((rc = begin(s, why, whysz)))
 		return rc;
-	if (before && (rc = drop_where(s, "SELECT tr FROM traces WHERE end_ns < ?1 LIMIT 256",
-				       before, 0, &dropped, why, whysz)))
+	if (before &&
+	    (rc = drop_where(
+		     s,
+		     "SELECT tr, start_ns FROM traces WHERE start_ns < ?1 AND (start_ns, tr) > "
+		     "(?2, ?3) AND end_ns < ?1 ORDER BY start_ns, tr LIMIT 256",
+		     before, 0, &dropped, why, whysz)))
 		goto out_rollback;
 	/* by size: the oldest by start first; each round drops up to 256 traces (32 when the
 	 * store is small), then measures the pages in use again */
-	if (max_bytes && (rc = drop_where(s, "SELECT tr FROM traces ORDER BY start_ns, tr LIMIT 32",
-					  0, max_bytes, &dropped, why, whysz)))
+	if (max_bytes &&
+	    (rc = drop_where(
+		     s,
+		     "SELECT tr, start_ns FROM traces WHERE ?1 = 0 AND (start_ns, tr) > (?2, ?3) "
+		     "ORDER BY start_ns, tr LIMIT 32",
+		     0, max_bytes, &dropped, why, whysz)))
 		goto out_rollback;
 	if ((rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing")))
 		goto out_rollback;
@@ -2525,8 +3178,14 @@ static int merge_types(struct sq *s, struct kmap *map, char *why, size_t whysz)
 		sqlite3_stmt *t;
 
 		memset(theirs, 0, WEFT_SKETCH_NBUCKETS * sizeof(*theirs));
-		if (cnt < 0 || !sketch_add_blob(theirs, sqlite3_column_blob(q, 6),
-						(size_t)sqlite3_column_bytes(q, 6))) {
+		uint64_t sum = 0;
+
+		if (cnt >= 0 && sketch_add_blob(theirs, sqlite3_column_blob(q, 6),
+						(size_t)sqlite3_column_bytes(q, 6)))
+			for (size_t b = 0; b < WEFT_SKETCH_NBUCKETS; b++)
+				sum += theirs[b];
+		/* the buckets hold the count, no more, no less: the context's cache relies on it */
+		if (cnt < 0 || sum != (uint64_t)cnt) {
 			rc = fail(why, whysz, -EIO,
 				  "the other store: type %" PRId64 ": corrupt sketch", oid);
 			goto out;
@@ -2730,11 +3389,10 @@ out_detach:
 int graph_store_sqlite_check_plans(struct graph_store *base, char *why, size_t whysz)
 {
 	static const int hot[] = {
-		ST_FIND_EXACT, ST_FIND_HI,     ST_FIND_LO,   ST_LOAD_TASKS, ST_LOAD_EVENTS,
-		ST_LOAD_EDGES, ST_TYPE_GET,    ST_TYPE_READ, ST_STR_GET,    ST_PROC_GET,
-		ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,  ST_TRACE_GET,  ST_TASK_TYPE,
-		ST_EV_MAXSEQ,  ST_EV_HAS,      ST_TRACE_UPD, ST_TYPE_WRITE, ST_DEL_TASKS,
-		ST_DEL_EVENTS, ST_DEL_EDGES,   ST_DEL_TT,    ST_DEL_TH,	    ST_DEL_TRACE,
+		ST_FIND_EXACT, ST_FIND_HI,    ST_FIND_LO,     ST_CHUNKS_GET, ST_TYPE_GET,
+		ST_TYPE_READ,  ST_TYPE_NAMES, ST_TYPE_COUNT,  ST_STR_GET,    ST_STR_TEXT,
+		ST_PROC_GET,   ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,   ST_TRACE_GET,
+		ST_TRACE_UPD,  ST_TYPE_WRITE, ST_DEL_CHUNKS,  ST_DEL_TRACE,  ST_TRACE_MAX,
 	};
 	struct sq *s = (struct sq *)base;
 	char q[1024];
