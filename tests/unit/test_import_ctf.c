@@ -3,10 +3,14 @@
  * The LTTng CTF importer (graph/import_ctf.c) on a CTF trace written by hand
  * (tests/fuzz/ctf_fixture.h), so that it runs without root or a session daemon: the exact
  * graph of the reference stream (its comment in the fixture says what each event becomes),
- * the search for traces below a directory, kernel traces skipped, and the refusals: a payload
- * field of the wrong type, a status or edge kind out of range, a stream cut short, each with
- * the event index or the directory, and the graph left as it was.  The recorded trace of a
- * real LTTng session is tests/runtime/test_graph_ctf.c's.
+ * the search for traces below a directory, kernel traces skipped, edges and events naming
+ * unknown tasks dropped, a thread's bound of open tasks, and the refusals: a payload field of
+ * the wrong type, a status, edge kind or time out of range, a task begun twice, a stream cut
+ * short, a FIFO among the streams, metadata that crashes babeltrace2 itself (the reader
+ * process dies, the test lives), each with the event index or the directory, and the graph
+ * left as it was.  Most imports go through the reader process (graph_import_ctf_stats());
+ * test_here reads the reference in this process.  The recorded trace of a real LTTng session
+ * is tests/runtime/test_graph_ctf.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
