@@ -15,12 +15,14 @@
 
 #include <lttng/tracepoint.h>
 
+/* clang-format off */
 LTTNG_UST_TRACEPOINT_EVENT(wl_other, work,
-			   LTTNG_UST_TP_ARGS(int, value, const char *, label, double, ratio),
-			   LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(int, value, value)
-						       lttng_ust_field_string(label, label)
-							       lttng_ust_field_float(double, ratio,
-										     ratio)))
+	LTTNG_UST_TP_ARGS(int, value, const char *, label, double, ratio),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(int, value, value)
+		lttng_ust_field_string(label, label)
+		lttng_ust_field_float(double, ratio, ratio)))
+/* clang-format on */
 
 #endif
 

@@ -17,47 +17,49 @@
 #include <stdint.h>
 #include <lttng/tracepoint.h>
 
-LTTNG_UST_TRACEPOINT_EVENT(
-	weft, task_begin,
-	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task, uint64_t, parent,
-			  const char *, service, const char *, name),
-	LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(
-		uint64_t, trace_hi, trace_hi) lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
-				    lttng_ust_field_integer(uint64_t, task, task)
-					    lttng_ust_field_integer(uint64_t, parent, parent)
-						    lttng_ust_field_string(service, service)
-							    lttng_ust_field_string(name, name)))
-
-LTTNG_UST_TRACEPOINT_EVENT(
-	weft, task_end,
-	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task, int, status),
-	LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
-				    lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
-					    lttng_ust_field_integer(uint64_t, task, task)
-						    lttng_ust_field_integer(int, status, status)))
-
-LTTNG_UST_TRACEPOINT_EVENT(
-	weft, event,
-	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task, const char *,
-			  name),
-	LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
-				    lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
-					    lttng_ust_field_integer(uint64_t, task, task)
-						    lttng_ust_field_string(name, name)))
-
-LTTNG_UST_TRACEPOINT_EVENT(
-	weft, edge,
-	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, const char *, kind, uint64_t,
-			  from_task, uint64_t, from_event, uint64_t, to_task, uint64_t, to_event),
+/* One field a line reads better than what the formatter makes of these. */
+/* clang-format off */
+LTTNG_UST_TRACEPOINT_EVENT(weft, task_begin,
+	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task,
+			  uint64_t, parent, const char *, service, const char *, name),
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
-			lttng_ust_field_integer(uint64_t, trace_lo,
-						trace_lo) lttng_ust_field_string(kind, kind)
-				lttng_ust_field_integer(uint64_t, from_task, from_task)
-					lttng_ust_field_integer(uint64_t, from_event, from_event)
-						lttng_ust_field_integer(uint64_t, to_task, to_task)
-							lttng_ust_field_integer(uint64_t, to_event,
-										to_event)))
+		lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
+		lttng_ust_field_integer(uint64_t, task, task)
+		lttng_ust_field_integer(uint64_t, parent, parent)
+		lttng_ust_field_string(service, service)
+		lttng_ust_field_string(name, name)))
+
+LTTNG_UST_TRACEPOINT_EVENT(weft, task_end,
+	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task, int, status),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
+		lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
+		lttng_ust_field_integer(uint64_t, task, task)
+		lttng_ust_field_integer(int, status, status)))
+
+LTTNG_UST_TRACEPOINT_EVENT(weft, event,
+	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, uint64_t, task,
+			  const char *, name),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
+		lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
+		lttng_ust_field_integer(uint64_t, task, task)
+		lttng_ust_field_string(name, name)))
+
+LTTNG_UST_TRACEPOINT_EVENT(weft, edge,
+	LTTNG_UST_TP_ARGS(uint64_t, trace_hi, uint64_t, trace_lo, const char *, kind,
+			  uint64_t, from_task, uint64_t, from_event,
+			  uint64_t, to_task, uint64_t, to_event),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, trace_hi, trace_hi)
+		lttng_ust_field_integer(uint64_t, trace_lo, trace_lo)
+		lttng_ust_field_string(kind, kind)
+		lttng_ust_field_integer(uint64_t, from_task, from_task)
+		lttng_ust_field_integer(uint64_t, from_event, from_event)
+		lttng_ust_field_integer(uint64_t, to_task, to_task)
+		lttng_ust_field_integer(uint64_t, to_event, to_event)))
+/* clang-format on */
 
 #endif
 
