@@ -12,6 +12,7 @@
 #ifndef WEFT_GRAPH_IMPORT_H
 #define WEFT_GRAPH_IMPORT_H
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "graph/graph.h"
@@ -51,6 +52,26 @@ int graph_import_buffer(const char *name, const char *buf, size_t len, enum grap
 
 /* An LTTng CTF trace (a directory, searched for its streams as babeltrace2 does). */
 int graph_import_ctf(const char *dir, struct graph *g, struct graph_import_err *err);
+
+/* What an LTTng CTF import read and what of it it could not place (docs/graphs.md). */
+struct graph_ctf_stats {
+	uint64_t events; /* events of LTTng-UST traces read */
+	uint64_t dropped_no_task; /* other events on a thread with no weft task open */
+	uint64_t dropped_unknown; /* weft:event and weft:edge naming a task that never began */
+	uint64_t unmatched_ends; /* weft:task_end of a task that never began, or ended twice */
+	uint64_t cut; /* tasks begun and never ended: they end at the trace's last event */
+	uint64_t kernel_events; /* events of kernel traces in the directory, skipped */
+};
+
+/* graph_import_ctf(), and what it read in *st (NULL: not wanted; zero on error).  Both read
+ * the trace in a child process (fork), so that a trace that crashes babeltrace2 is refused
+ * instead of crashing the caller. */
+int graph_import_ctf_stats(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+			   struct graph_import_err *err);
+/* The same in this process: for fuzzing (coverage) and debugging; a trace that crashes
+ * babeltrace2 crashes the caller. */
+int graph_import_ctf_here(const char *dir, struct graph *g, struct graph_ctf_stats *st,
+			  struct graph_import_err *err);
 
 /*
  * Writes g (one or more traces, as graph_store_load() or an import gave it) in an exporting
