@@ -32,6 +32,8 @@ static const char usage_text[] =
 	"  status --to ENDPOINT          list a cluster's agents and queries\n"
 	"  cancel --to ENDPOINT ID       stop a cluster query everywhere\n"
 	"  keygen [-o DIR] NAME          make a key pair for an agent, client or aggregator\n"
+	"  graph COMMAND ...             execution graphs: import traces (OTLP, Jaeger, Zipkin,\n"
+	"                                X-Trace, LTTng), list, stats, show, export, retain\n"
 	"  help [COMMAND]                this text, or a command's own help\n"
 	"  version                       print the version\n"
 	"\n"
@@ -59,7 +61,8 @@ static const char usage_text[] =
 	"Environment: WEFT_CACHE_DIR (compile cache; default /var/cache/weft for root),\n"
 	"WEFT_CLANG (the clang to compile with), WEFT_AGGREGATOR, WEFT_SERVER_KEY, WEFT_KEY\n"
 	"(defaults of the cluster clients' --to, --server-key, --key), WEFT_UPROBE_MULTI=0\n"
-	"(attach wildcard uprobes one link per function, as on kernels before 6.6).\n"
+	"(attach wildcard uprobes one link per function, as on kernels before 6.6),\n"
+	"WEFT_GRAPH_STORE (weft graph's default --graph-store).\n"
 	"\n"
 	"The language reference is docs/language.md; `weft help COMMAND` shows a command's\n"
 	"options.\n";
@@ -223,6 +226,8 @@ int main(int argc, char **argv)
 		return cmd_cancel(argc, argv);
 	if (strcmp(cmd, "keygen") == 0)
 		return cmd_keygen(argc, argv);
+	if (strcmp(cmd, "graph") == 0)
+		return cmd_graph(argc, argv);
 	fprintf(stderr, "weft: unknown command '%s' (see `weft --help`)\n", cmd);
 	return WEFT_EXIT_USAGE;
 }

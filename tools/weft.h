@@ -25,6 +25,7 @@ int cmd_submit(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_graph(int argc, char **argv);
 
 /* Reads a query from -f FILE ("-": stdin) or takes the argument; malloc'd, NULL on error
  * (reported).  *name is "query" or the file name. */
