@@ -281,6 +281,9 @@ static void test_list(void **state)
 	assert_int_equal(json_array_size(j), 2);
 	row = json_array_get(j, 0);
 	assert_string_equal(json_string_value(json_object_get(row, "service")), "coreSrv");
+	/* at least the raw extent of its spans (python over the JSON: 306.017245 s); clock-skew
+	 * correction on import moves some hosts' spans later, so the stored trace is longer
+	 * (test_graph_skew checks the correction itself; this only checks the sort's first row) */
 	assert_true(json_integer_value(json_object_get(row, "duration")) >= 306017245000LL);
 	row = json_array_get(j, 1);
 	assert_string_equal(json_string_value(json_object_get(row, "trace")),
