@@ -802,6 +802,64 @@ static inline void cl_res_rows_only(const struct cl_res *r, const char *const *h
 	}
 }
 
+/* The window after which an agent ended query id, from its log ("query ID ended after window
+ * W"); -1 while it has not. */
+static inline long long cl_agent_ended_after(const struct cl_proc *agent, uint64_t id)
+{
+	char needle[80], *s = cl_slurp(agent->err), *p;
+	long long w = -1;
+
+	snprintf(needle, sizeof(needle), "query %llu ended after window ", (unsigned long long)id);
+	p = strstr(s, needle);
+	if (p)
+		w = strtoll(p + strlen(needle), NULL, 10);
+	free(s);
+	return w;
+}
+
+/*
+ * Each answer of windows from..last lists exactly the hosts that ran in it: every one of
+ * hosts in each window before the last; in the last, those whose agent (agents[i] runs
+ * hosts[i]) ended query id after it.  A cancel reaches the agents some milliseconds apart:
+ * one that gets it just before a window boundary the others have crossed ends a window
+ * earlier, and the aggregator rightly does not expect it in the last window.  Every agent
+ * ended after the last window or the one before, and at least one after the last.
+ */
+static inline void cl_res_assert_hosts(const struct cl_res *r, size_t from,
+				       const char *const *hosts, struct cl_proc *const *agents,
+				       uint64_t id)
+{
+	const char *in_last[16] = { NULL };
+	size_t last, n = 0;
+
+	if (r->nwin == 0)
+		fail_msg("no window");
+	last = r->nwin - 1;
+	for (size_t w = from; w < last; w++)
+		if (!cl_json_strs_are(r->final[w], "hosts", hosts))
+			fail_msg("window %zu does not list every host", w);
+	for (size_t i = 0; hosts[i]; i++) {
+		long long at = -1;
+
+		if (i + 1 >= sizeof(in_last) / sizeof(in_last[0]))
+			fail_msg("too many hosts");
+		if (!CL_WAIT((at = cl_agent_ended_after(agents[i], id)) >= 0, CL_WAIT_MS))
+			fail_msg("agent %s did not end query %llu", hosts[i],
+				 (unsigned long long)id);
+		if (at != (long long)last && at + 1 != (long long)last)
+			fail_msg("agent %s ended query %llu after window %lld; the last is %zu",
+				 hosts[i], (unsigned long long)id, at, last);
+		if (at == (long long)last)
+			in_last[n++] = hosts[i];
+	}
+	if (n == 0)
+		fail_msg("no agent ended query %llu after its last window %zu",
+			 (unsigned long long)id, last);
+	if (last >= from && !cl_json_strs_are(r->final[last], "hosts", in_last))
+		fail_msg("the last window (%zu) does not list exactly the %zu hosts that ran in it",
+			 last, n);
+}
+
 /* cl_res_sum of the file as it is now (for waiting until a result arrived). */
 static inline long long cl_file_sum(const char *path, const char *col, const char *host,
 				    const char *comm)

@@ -133,16 +133,14 @@ static void test_tree(void **state)
 		assert_true(cl_res_splits(&r, "n", hosts[i], NULL, n1, n2));
 	}
 	cl_res_rows_only(&r, hosts);
-	for (size_t w = 0; w < r.nwin; w++)
-		assert_true(cl_json_strs_are(r.final[w], "hosts", hosts));
+	cl_res_assert_hosts(&r, 0, hosts, agents, id_host);
 	assert_int_equal(r.late_dropped, 0);
 	cl_res_free(&r);
 
 	cl_res_load(&r, total->out);
 	assert_true(r.ended);
 	assert_int_equal(cl_res_sum(&r, "n", NULL, NULL), 2 * (n1 + n2));
-	for (size_t w = 0; w < r.nwin; w++)
-		assert_true(cl_json_strs_are(r.final[w], "hosts", hosts));
+	cl_res_assert_hosts(&r, 0, hosts, agents, id_total);
 	cl_res_free(&r);
 
 	assert_true(cl_alive(root));
