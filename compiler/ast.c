@@ -132,12 +132,12 @@ void ast_query_free(struct ast_query *q)
 const char *builtin_name(enum builtin b)
 {
 	static const char *const names[BI__COUNT] = {
-		[BI_NONE] = "none",	[BI_TIME] = "time",	    [BI_PID] = "pid",
-		[BI_TID] = "tid",	[BI_UID] = "uid",	    [BI_COMM] = "comm",
-		[BI_CPU] = "cpu",	[BI_CGROUP] = "cgroup",	    [BI_HOST] = "host",
-		[BI_PROBE] = "probe",	[BI_USTACK] = "ustack",	    [BI_KSTACK] = "kstack",
-		[BI_RETVAL] = "retval", [BI_DURATION] = "duration", [BI_ARG] = "arg",
-		[BI_FIELD] = "field",	[BI_ALIAS] = "alias",	    [BI_CURTASK] = "curtask",
+		[BI_NONE] = "none",	  [BI_TIME] = "time",	      [BI_PID] = "pid",
+		[BI_TID] = "tid",	  [BI_UID] = "uid",	      [BI_COMM] = "comm",
+		[BI_CPU] = "cpu",	  [BI_CGROUP] = "cgroup",     [BI_HOST] = "host",
+		[BI_PROBE] = "probe",	  [BI_USTACK] = "ustack",     [BI_KSTACK] = "kstack",
+		[BI_RETVAL] = "retval",	  [BI_DURATION] = "duration", [BI_ARG] = "arg",
+		[BI_FIELD] = "field",	  [BI_ALIAS] = "alias",	      [BI_CURTASK] = "curtask",
 		[BI_KMEMBER] = "kmember",
 	};
 
@@ -149,14 +149,14 @@ const char *builtin_name(enum builtin b)
 const char *func_name(enum func f)
 {
 	static const char *const names[FN__COUNT] = {
-		[FN_NONE] = "none",	[FN_STR] = "str",	    [FN_LOG2] = "log2",
-		[FN_BUCKET] = "bucket", [FN_USYM] = "usym",	    [FN_KSYM] = "ksym",
-		[FN_NTOHS] = "ntohs",	[FN_NTOHL] = "ntohl",
-		[FN_COUNT] = "count",	[FN_SUM] = "sum",	    [FN_MIN] = "min",
-		[FN_MAX] = "max",	[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",
-		[FN_HIST] = "hist",	[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile",
-		[FN_P50] = "p50",	[FN_P90] = "p90",	    [FN_P99] = "p99",
-		[FN_P999] = "p999",	[FN_DISTINCT] = "distinct",
+		[FN_NONE] = "none",	    [FN_STR] = "str",		[FN_LOG2] = "log2",
+		[FN_BUCKET] = "bucket",	    [FN_USYM] = "usym",		[FN_KSYM] = "ksym",
+		[FN_NTOHS] = "ntohs",	    [FN_NTOHL] = "ntohl",	[FN_COUNT] = "count",
+		[FN_SUM] = "sum",	    [FN_MIN] = "min",		[FN_MAX] = "max",
+		[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",	[FN_HIST] = "hist",
+		[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile", [FN_P50] = "p50",
+		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
+		[FN_DISTINCT] = "distinct",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])

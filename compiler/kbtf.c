@@ -107,7 +107,8 @@ int kbtf_near_types(struct kbtf *k, const char *name, bool is_union, const char 
 		for (uint32_t id = 1; id < n; id++) {
 			const struct btf_type *t = btf__type_by_id(k->btf, id);
 
-			if (t && t->name_off && btf_kind(t) == (is_union ? BTF_KIND_UNION : BTF_KIND_STRUCT))
+			if (t && t->name_off &&
+			    btf_kind(t) == (is_union ? BTF_KIND_UNION : BTF_KIND_STRUCT))
 				k->names[k->nnames++] = btf__name_by_offset(k->btf, t->name_off);
 		}
 		k->names_ok = true;
@@ -370,8 +371,7 @@ void kbtf_list_members(struct kbtf *k, uint32_t id, char *buf, size_t sz)
 	free(v);
 }
 
-static bool hint_in(struct kbtf *k, uint32_t id, const char *name, int depth, char *buf,
-		    size_t sz)
+static bool hint_in(struct kbtf *k, uint32_t id, const char *name, int depth, char *buf, size_t sz)
 {
 	const struct btf_type *t = btf__type_by_id(k->btf, id);
 	const struct btf_member *m;
@@ -382,24 +382,27 @@ static bool hint_in(struct kbtf *k, uint32_t id, const char *name, int depth, ch
 	for (int i = 0; i < btf_vlen(t); i++) {
 		const char *mn = btf__name_by_offset(k->btf, m[i].name_off);
 		const struct btf_type *mt;
-		uint32_t sub;
 		size_t len = strlen(buf);
+		uint32_t sub;
 
 		mt = skip_mods(k->btf, m[i].type, &sub);
 		if (!mt || !btf_is_composite(mt))
 			continue;
-		if (mn && *mn)
-			snprintf(buf + len, sz - len, "%s%s", len ? "." : "", mn);
-		if (mn && *mn && depth > 0) {
-			/* a named embedded struct: is `name` directly in it (or its anonymous
-			 * members)?  find_member would mark; look without marking */
-			const char *v[MAX_LISTED];
+		if (mn && *mn) {
+			/* a named embedded struct: does C find `name` in it? */
+			const char **v = calloc(MAX_LISTED, sizeof(*v));
+			bool found = false;
 			int n = 0;
 
+			if (!v)
+				return false;
+			snprintf(buf + len, sz - len, "%s%s", len ? "." : "", mn);
 			collect_members(k, sub, v, &n, MAX_LISTED, 0);
-			for (int j = 0; j < n; j++)
-				if (strcmp(v[j], name) == 0)
-					return true;
+			for (int j = 0; j < n && !found; j++)
+				found = strcmp(v[j], name) == 0;
+			free(v);
+			if (found)
+				return true;
 		}
 		if (hint_in(k, sub, name, depth + 1, buf, sz))
 			return true;
@@ -501,8 +504,8 @@ static void emit_members(struct kbtf *k, FILE *out, uint32_t id, int depth)
 			fprintf(out, "char %s[%u];\n", name, btf_array(mt)->nelems);
 		} else {
 			fprintf(out, "%s %s;\n",
-				int_cname(mt->size, btf_is_int(mt) &&
-							    (btf_int_encoding(mt) & BTF_INT_SIGNED)),
+				int_cname(mt->size, btf_is_int(mt) && (btf_int_encoding(mt) &
+								       BTF_INT_SIGNED)),
 				name);
 		}
 	}

@@ -98,7 +98,7 @@ static const struct func_def funcs[] = {
 	{ "lhist", FN_LHIST, 4, 4 },	   { "quantile", FN_QUANTILE, 2, 2 },
 	{ "p50", FN_P50, 1, 1 },	   { "p90", FN_P90, 1, 1 },
 	{ "p99", FN_P99, 1, 1 },	   { "p999", FN_P999, 1, 1 },
-	{ "distinct", FN_DISTINCT, 1, 1 },  { "ntohs", FN_NTOHS, 1, 1 },
+	{ "distinct", FN_DISTINCT, 1, 1 }, { "ntohs", FN_NTOHS, 1, 1 },
 	{ "ntohl", FN_NTOHL, 1, 1 },
 };
 
@@ -322,12 +322,13 @@ static int check_cast(struct sema *s, struct expr *e)
 	if (check_expr(s, a))
 		return -EINVAL;
 	if (a->ty.kind == TY_PTR && a->ty.user) {
-		diag_fix(diag_error(s->dl, DIAG_E_CAST_ARG, a->loc,
-				    "cast(... as struct %s) reads kernel memory, and this is a "
-				    "user-space address",
-				    e->sval),
-			 "cast a kernel pointer: a tracepoint field such as args.sk, or a member of "
-			 "curtask");
+		diag_fix(
+			diag_error(s->dl, DIAG_E_CAST_ARG, a->loc,
+				   "cast(... as struct %s) reads kernel memory, and this is a "
+				   "user-space address",
+				   e->sval),
+			"cast a kernel pointer: a tracepoint field such as args.sk, or a member of "
+			"curtask");
 		return -EINVAL;
 	}
 	if (a->ty.kind != TY_PTR && !(a->ty.kind == TY_INT && a->ty.size == 8)) {
@@ -412,11 +413,13 @@ static int check_kmember(struct sema *s, struct expr *e)
 		char buf[32];
 
 		if (l->kind == EXPR_NAME && l->bi != BI_CURTASK) {
-			d = diag_error(s->dl, DIAG_E_BTF_NOT_STRUCT, e->loc,
-				       "`%s` has no fields: only args, curtask and kernel structs do",
-				       l->sval);
-			diag_fix(d, "write args.FIELD for a tracepoint field, or cast(%s as struct "
-				    "NAME).%s for a kernel pointer",
+			d = diag_error(
+				s->dl, DIAG_E_BTF_NOT_STRUCT, e->loc,
+				"`%s` has no fields: only args, curtask and kernel structs do",
+				l->sval);
+			diag_fix(d,
+				 "write args.FIELD for a tracepoint field, or cast(%s as struct "
+				 "NAME).%s for a kernel pointer",
 				 l->sval, e->sval);
 			return -EINVAL;
 		}
@@ -479,8 +482,8 @@ static int check_kmember(struct sema *s, struct expr *e)
 			 "read a whole member instead");
 		return -EINVAL;
 	case KBTF_OTHER:
-		diag_error(s->dl, DIAG_E_BTF_TYPE, e->loc,
-			   "%s.%s is %s, which queries cannot read", tn, e->sval, m.what);
+		diag_error(s->dl, DIAG_E_BTF_TYPE, e->loc, "%s.%s is %s, which queries cannot read",
+			   tn, e->sval, m.what);
 		return -EINVAL;
 	}
 	return -EINVAL;
@@ -894,9 +897,10 @@ static int check_call(struct sema *s, struct expr *e)
 			return -EINVAL;
 		if (a0->ty.kind == TY_PTR && (a0->kind == EXPR_CAST || a0->bi == BI_CURTASK ||
 					      (a0->bi == BI_KMEMBER && !a0->ival))) {
-			diag_fix(diag_error(s->dl, DIAG_E_STR_ARG, a0->loc,
-					    "this kernel pointer does not point to chars"),
-				 "str() reads a NUL-terminated string from a char pointer or array");
+			diag_fix(
+				diag_error(s->dl, DIAG_E_STR_ARG, a0->loc,
+					   "this kernel pointer does not point to chars"),
+				"str() reads a NUL-terminated string from a char pointer or array");
 			return -EINVAL;
 		}
 		e->ty = (struct type){ TY_STR, DEFAULT_STR, false, a0->ty.user, 0 };
