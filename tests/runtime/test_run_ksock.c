@@ -12,7 +12,9 @@
  *   - the stream sequence numbers: at each send tcp_sock.write_seq (after the send), at each
  *     receive tcp_sock.copied_seq (after the read) are equal message by message, advance by
  *     each message's size, and the receiving side sees the sender's 4-tuple mirrored: how
- *     kernel message edges are matched across hosts (4-tuple + sequence number).
+ *     kernel message edges are matched across hosts (4-tuple + sequence number);
+ *   - compile once, run everywhere: compiled against another kernel's BTF (WEFT_BTF), a read
+ *     of curtask.tgid is relocated by libbpf to this kernel's offset.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,11 +255,50 @@ static void test_stream_sequence_numbers(void **state)
 	wr_free(&p);
 }
 
+/*
+ * Compile once, run everywhere: a query compiled against the BTF of a made-up kernel whose
+ * task_struct has tgid at offset 0 (WEFT_BTF) reads the right tgid on this kernel, where it
+ * lies elsewhere: libbpf relocated the offset at load.  wl_syscalls makes exactly 1000
+ * getppid() calls and prints its pid first.
+ */
+static void test_core_relocates(void **state)
+{
+	char dir[] = "/tmp/weft-test-core-XXXXXX", path[PATH_MAX], cmd[PATH_MAX + 32];
+	const struct wj *w, *row;
+	struct wr_proc p;
+	struct wr_json j;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux.btf", dir);
+	wr_fake_btf_write(path);
+	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
+	snprintf(cmd, sizeof(cmd), "'%s' 1000 1", wr_workload("wl_syscalls"));
+	rc = wr_weft_run(&p, "--format", "json", "-c", cmd,
+			 "from syscall:getppid group by curtask.tgid as tgid select count() as n");
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	if (rc != 0)
+		wr_dump(&p, "weft run");
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	w = wr_one_window(&j);
+	assert_int_equal(wr_nrows(w), 1);
+	row = wr_row(w, 0);
+	assert_int_equal(wj_int_of(row, "tgid"), atol(p.out.p)); /* the workload's first line */
+	assert_int_equal(wj_int_of(row, "n"), 1000);
+	wr_json_free(&j);
+	wr_free(&p);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ports_parent_counts),
 		cmocka_unit_test(test_stream_sequence_numbers),
+		cmocka_unit_test(test_core_relocates),
 	};
 
 	if (!wr_ready())
