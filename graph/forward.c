@@ -239,7 +239,7 @@ static void spool_put(struct graph_fwd *f, const char *body, size_t len, uint64_
 	struct spool_file s = { .seq = f->seq_next, .spans = spans, .bytes = len };
 	char tmp[4096], path[4096];
 	FILE *o;
-	int ok;
+	int ok, fd;
 
 	if (f->st.queued_bytes + len > f->spool_max) {
 		f->st.dropped += spans;
@@ -250,9 +250,15 @@ static void spool_put(struct graph_fwd *f, const char *body, size_t len, uint64_
 	}
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-%016" PRIx64, f->dir, s.seq);
 	spool_path(f, &s, path, sizeof(path));
-	o = fopen(tmp, "wx");
-	if (!o)
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	o = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!o) {
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
 		goto out_drop;
+	}
 	ok = fwrite(body, 1, len, o) == len;
 	ok &= fflush(o) == 0 && fsync(fileno(o)) == 0;
 	ok &= fclose(o) == 0;

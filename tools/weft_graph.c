@@ -485,7 +485,7 @@ enum { OPT_FWD = 0x100, OPT_FWD_SPOOL, OPT_FWD_SPOOL_SIZE, OPT_FWD_BATCH, OPT_FW
 #define FWD_WAIT_DEFAULT (30 * UNITS_NS_PER_SEC)
 #define FWD_SPOOL_DIR "graph-forward.spool"
 
-/* One forwarding option (name: how the user wrote it); -1 when its value is bad (said). */
+/* One forwarding option (name: its long name); -1 when its value is bad (said). */
 static int fwd_opt(struct fwd_cli *c, int opt, const char *name, const char *arg)
 {
 	uint64_t v;
@@ -493,11 +493,18 @@ static int fwd_opt(struct fwd_cli *c, int opt, const char *name, const char *arg
 
 	switch (opt) {
 	case OPT_FWD:
+		if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8)) {
+			fprintf(stderr,
+				"weft: --%s takes the collector's OTLP/HTTP endpoint, an http:// or "
+				"https:// URL (e.g. http://collector:4318), not '%s'\n",
+				name, arg);
+			return -1;
+		}
 		c->url = arg;
 		return 0;
 	case OPT_FWD_SPOOL:
 		if (!*arg) {
-			fprintf(stderr, "weft: %s takes a directory\n", name);
+			fprintf(stderr, "weft: --%s takes a directory\n", name);
 			return -1;
 		}
 		c->spool = arg;
@@ -505,7 +512,7 @@ static int fwd_opt(struct fwd_cli *c, int opt, const char *name, const char *arg
 	case OPT_FWD_SPOOL_SIZE:
 		if (units_size_parse(arg, &v) || v == 0) {
 			fprintf(stderr,
-				"weft: %s takes a size above 0 (64MiB, 1GiB, ...), not '%s'\n",
+				"weft: --%s takes a size above 0 (64MiB, 1GiB, ...), not '%s'\n",
 				name, arg);
 			return -1;
 		}
@@ -516,17 +523,17 @@ static int fwd_opt(struct fwd_cli *c, int opt, const char *name, const char *arg
 		v = strtoull(arg, &end, 10);
 		if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > 1000000) {
 			fprintf(stderr,
-				"weft: %s takes a number of spans, 1 to 1000000, not '%s'\n", name,
-				arg);
+				"weft: --%s takes a number of spans, 1 to 1000000, not '%s'\n",
+				name, arg);
 			return -1;
 		}
 		c->batch = (size_t)v;
 		return 0;
 	case OPT_FWD_WAIT:
-		if (units_duration_parse(arg, 0, &v)) {
+		if (units_duration_parse(arg, UNITS_NS_PER_SEC, &v)) {
 			fprintf(stderr,
-				"weft: %s takes a duration with its unit (0s, 30s, 5m), "
-				"not '%s'\n",
+				"weft: --%s takes a duration (30s, 5m; a bare number counts "
+				"seconds), not '%s'\n",
 				name, arg);
 			return -1;
 		}
@@ -679,7 +686,7 @@ static int graph_import(int argc, char **argv)
 	bool fwd_opts = false, quiet = false;
 	struct graph_fwd *fwd = NULL;
 	struct graph_store *s;
-	int c, idx, fmt = GRAPH_FMT_AUTO, failed = 0;
+	int c, idx = 0, fmt = GRAPH_FMT_AUTO, failed = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:qS:h", longopts, &idx)) != -1) {
@@ -689,7 +696,7 @@ static int graph_import(int argc, char **argv)
 		case OPT_FWD_SPOOL_SIZE:
 		case OPT_FWD_BATCH:
 		case OPT_FWD_WAIT:
-			if (fwd_opt(&fc, c, argv[optind - 1], optarg))
+			if (fwd_opt(&fc, c, longopts[idx].name, optarg))
 				return WEFT_EXIT_USAGE;
 			fwd_opts |= c != OPT_FWD;
 			break;
@@ -1356,17 +1363,17 @@ static int graph_forward(int argc, char **argv)
 	struct graph_fwd *fwd;
 	ssize_t nrows = 0;
 	bool all = false;
-	int c, failed = 0;
+	int c, idx = 0, failed = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "aS:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "aS:h", longopts, &idx)) != -1) {
 		switch (c) {
 		case OPT_FWD:
 		case OPT_FWD_SPOOL:
 		case OPT_FWD_SPOOL_SIZE:
 		case OPT_FWD_BATCH:
 		case OPT_FWD_WAIT:
-			if (fwd_opt(&fc, c, argv[optind - 1], optarg))
+			if (fwd_opt(&fc, c, longopts[idx].name, optarg))
 				return WEFT_EXIT_USAGE;
 			break;
 		case 'a':
