@@ -44,6 +44,9 @@
 #include "base/log.h"
 #include "graph/forward.h"
 #include "graph/import.h"
+#include "graph/import_priv.h"
+#include "graph/store.h"
+#include "kernel/weft_sketch.h"
 
 #define CURL_SONAME "libcurl.so.4"
 #define RESP_MAX 65536 /* bytes of a collector's answer kept (its partialSuccess) */
@@ -348,25 +351,55 @@ static void backoff(struct graph_fwd *f, uint64_t retry_after_ns)
 	log_info("graph forward: %s; retrying in %" PRIu64 " ms", f->err, d / 1000000);
 }
 
-static enum outcome send_one(struct graph_fwd *f, const char *body, size_t len, uint64_t spans)
+/* One POST of body to url.  On failure f->err says why and *ra_ns is the Retry-After (0 if
+ * none); no counter is touched. */
+static enum outcome post(struct graph_fwd *f, const char *url, const char *body, size_t len,
+			 uint64_t *ra_ns)
 {
 	long code = 0;
 	curl_off_t ra = -1;
 	CURLcode rc;
 	char words[200];
 
+	*ra_ns = 0;
 	f->resp_len = 0;
+	cu.easy_setopt(f->curl, CURLOPT_URL, url);
 	cu.easy_setopt(f->curl, CURLOPT_POSTFIELDS, body);
 	cu.easy_setopt(f->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	rc = cu.easy_perform(f->curl);
 	if (rc != CURLE_OK) {
-		snprintf(f->err, sizeof(f->err), "%s: %s", f->url, cu.easy_strerror(rc));
-		f->st.retried++;
-		backoff(f, 0);
+		snprintf(f->err, sizeof(f->err), "%s: %s", url, cu.easy_strerror(rc));
 		return RETRY;
 	}
 	cu.easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (code >= 200 && code < 300) {
+	if (code >= 200 && code < 300)
+		return SENT;
+	if (code == 429 || code == 502 || code == 503 || code == 504) {
+		cu.easy_getinfo(f->curl, CURLINFO_RETRY_AFTER, &ra);
+		if (ra > 0) {
+			*ra_ns = (uint64_t)ra * 1000000000ULL;
+			if (*ra_ns > GRAPH_FWD_RETRY_AFTER_MAX_NS ||
+			    *ra_ns / 1000000000ULL != (uint64_t)ra)
+				*ra_ns = GRAPH_FWD_RETRY_AFTER_MAX_NS;
+		}
+		snprintf(f->err, sizeof(f->err), "%s answered HTTP %ld", url, code);
+		return RETRY;
+	}
+	resp_text(f, words, sizeof(words));
+	snprintf(f->err, sizeof(f->err), "%s refused the request with HTTP %ld: %s", url, code,
+		 words);
+	return REJECTED;
+}
+
+/* A traces request: posted, counted, and the back-off set after a failure. */
+static enum outcome send_one(struct graph_fwd *f, const char *body, size_t len, uint64_t spans)
+{
+	uint64_t ra_ns;
+	enum outcome o = post(f, f->url, body, len, &ra_ns);
+	char words[200];
+
+	switch (o) {
+	case SENT: {
 		uint64_t rej = partial_rejected(f);
 
 		if (rej > spans)
@@ -382,31 +415,20 @@ static enum outcome send_one(struct graph_fwd *f, const char *body, size_t len, 
 				 " spans: %s",
 				 f->url, rej, words);
 		}
-		return SENT;
+		break;
 	}
-	if (code == 429 || code == 502 || code == 503 || code == 504) {
-		uint64_t ra_ns = 0;
-
-		cu.easy_getinfo(f->curl, CURLINFO_RETRY_AFTER, &ra);
-		if (ra > 0) {
-			ra_ns = (uint64_t)ra * 1000000000ULL;
-			if (ra_ns > GRAPH_FWD_RETRY_AFTER_MAX_NS ||
-			    ra_ns / 1000000000ULL != (uint64_t)ra)
-				ra_ns = GRAPH_FWD_RETRY_AFTER_MAX_NS;
-		}
-		snprintf(f->err, sizeof(f->err), "%s answered HTTP %ld", f->url, code);
+	case RETRY:
 		f->st.retried++;
 		backoff(f, ra_ns);
-		return RETRY;
+		break;
+	case REJECTED:
+		log_warn("graph forward: %" PRIu64 " spans rejected: %s", spans, f->err);
+		f->st.rejected += spans;
+		f->fails = 0;
+		f->next_try = 0;
+		break;
 	}
-	resp_text(f, words, sizeof(words));
-	snprintf(f->err, sizeof(f->err), "%s refused %" PRIu64 " spans with HTTP %ld: %s", f->url,
-		 spans, code, words);
-	log_warn("graph forward: %s", f->err);
-	f->st.rejected += spans;
-	f->fails = 0;
-	f->next_try = 0;
-	return REJECTED;
+	return o;
 }
 
 /* ---- batches ---- */
@@ -549,6 +571,252 @@ int graph_fwd_drain(struct graph_fwd *f, uint64_t timeout_ns)
 		ts.tv_nsec = due % 1000000000;
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* ---- the aggregates, as OTLP metrics ---- */
+
+static json_t *u64_str(uint64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "%" PRIu64, v);
+	return json_string(b);
+}
+
+static json_t *type_attrs(const struct graph_type_stats *t)
+{
+	json_t *a = json_array();
+
+	json_array_append_new(a, graph_otlp_attr("weft.task.service", json_string(t->service)));
+	json_array_append_new(a, graph_otlp_attr("weft.task.name", json_string(t->name)));
+	return a;
+}
+
+static json_t *metric(json_t *metrics, const char *name, const char *unit, const char *desc,
+		      const char *kind, json_t **points)
+{
+	json_t *m = json_object(), *k = json_object();
+
+	*points = json_array();
+	json_object_set_new(m, "name", json_string(name));
+	json_object_set_new(m, "unit", json_string(unit));
+	json_object_set_new(m, "description", json_string(desc));
+	json_object_set_new(k, "aggregationTemporality", json_integer(2)); /* cumulative */
+	if (strcmp(kind, "histogram"))
+		json_object_set_new(k, "isMonotonic", json_true());
+	json_object_set_new(k, "dataPoints", *points);
+	json_object_set_new(m, kind, k);
+	json_array_append_new(metrics, m);
+	return m;
+}
+
+/*
+ * The sketch's non-empty buckets as an explicit-bounds histogram.  OTLP buckets are
+ * (bound[i-1], bound[i]]; sketch bucket i holds the integers [lo, lo + width - 1], that is
+ * (lo - 1, lo + width - 1]: each non-empty bucket contributes its two edges (shared with a
+ * non-empty neighbour), the gaps between them become empty buckets.
+ */
+static json_t *sketch_point(const struct graph_type_stats *t, const uint64_t *counts,
+			    const char *now)
+{
+	json_t *p = json_object(), *bounds = json_array(), *bc = json_array();
+	uint64_t total = 0;
+	double last = -1.0;
+	bool any = false;
+
+	for (uint32_t i = 0; i < WEFT_SKETCH_NBUCKETS; i++) {
+		__u64 lo, width;
+		double a, b;
+
+		if (!counts[i])
+			continue;
+		weft_sketch_bounds(i, &lo, &width);
+		a = (double)lo - 1.0;
+		b = (double)(lo + width - 1);
+		if (!any || a != last) {
+			json_array_append_new(bounds, json_real(a));
+			json_array_append_new(bc, u64_str(0)); /* up to a: nothing */
+		}
+		json_array_append_new(bounds, json_real(b));
+		json_array_append_new(bc, u64_str(counts[i]));
+		total += counts[i];
+		last = b;
+		any = true;
+	}
+	json_array_append_new(bc, u64_str(0)); /* above the last bound */
+	json_object_set_new(p, "attributes", type_attrs(t));
+	json_object_set_new(p, "timeUnixNano", json_string(now));
+	json_object_set_new(p, "count", u64_str(total));
+	json_object_set_new(p, "explicitBounds", bounds);
+	json_object_set_new(p, "bucketCounts", bc);
+	return p;
+}
+
+static json_t *sum_point(json_t *attrs, uint64_t v, const char *now)
+{
+	json_t *p = json_object();
+
+	json_object_set_new(p, "attributes", attrs);
+	json_object_set_new(p, "timeUnixNano", json_string(now));
+	json_object_set_new(p, "asInt", u64_str(v));
+	return p;
+}
+
+/* The request's JSON text (malloc'd) and its data points, or NULL with why[] filled. */
+static char *aggregates_json(struct graph_store *s, uint64_t *npoints, char *why, size_t whysz)
+{
+	struct graph_type_stats *rows = NULL;
+	json_t *root, *rm, *res, *ra, *sm, *scope, *metrics, *hist, *evs, *eds;
+	uint64_t *counts = malloc(WEFT_SKETCH_NBUCKETS * sizeof(uint64_t));
+	char now[24], host[256] = "";
+	struct timespec ts;
+	ssize_t n;
+	char *text = NULL;
+
+	*npoints = 0;
+	if (!counts) {
+		snprintf(why, whysz, "out of memory");
+		return NULL;
+	}
+	n = graph_store_stats(s, &rows, why, whysz);
+	if (n < 0) {
+		free(counts);
+		return NULL;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(now, sizeof(now), "%lld", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+	gethostname(host, sizeof(host) - 1);
+
+	root = json_object();
+	rm = json_array();
+	res = json_object();
+	ra = json_array();
+	json_array_append_new(ra, graph_otlp_attr("service.name", json_string("weft-aggregates")));
+	if (host[0])
+		json_array_append_new(ra, graph_otlp_attr("host.name", json_string(host)));
+	json_object_set_new(res, "attributes", ra);
+	sm = json_object();
+	scope = json_object();
+	json_object_set_new(scope, "name", json_string("weft.graph"));
+	json_object_set_new(sm, "scope", scope);
+	metrics = json_array();
+	json_object_set_new(sm, "metrics", metrics);
+	{
+		json_t *r = json_object(), *sms = json_array();
+
+		json_array_append_new(sms, sm);
+		json_object_set_new(r, "resource", res);
+		json_object_set_new(r, "scopeMetrics", sms);
+		json_array_append_new(rm, r);
+	}
+	json_object_set_new(root, "resourceMetrics", rm);
+	metric(metrics, "weft.task.duration", "ns", "latency of the tasks of a type (its sketch)",
+	       "histogram", &hist);
+	metric(metrics, "weft.task.event.tasks", "{task}",
+	       "tasks of a type with an event of a name (the rarest names)", "sum", &evs);
+	metric(metrics, "weft.task.edge.count", "{edge}",
+	       "edges of a kind from a type to a child type (the rarest ones)", "sum", &eds);
+
+	for (ssize_t i = 0; i < n; i++) {
+		const struct graph_type_stats *t = &rows[i];
+		char w[256];
+
+		if (graph_store_type_sketch(s, t->service, t->name, counts, w, sizeof(w)) == 0) {
+			json_array_append_new(hist, sketch_point(t, counts, now));
+			++*npoints;
+		}
+		for (uint32_t k = 0; k < t->nrare_events; k++) {
+			json_t *a = type_attrs(t);
+
+			json_array_append_new(a,
+					      graph_otlp_attr("weft.event.name",
+							      json_string(t->rare_events[k].name)));
+			json_array_append_new(evs, sum_point(a, t->rare_events[k].tasks, now));
+			++*npoints;
+		}
+		for (uint32_t k = 0; k < t->nrare_edges; k++) {
+			const struct graph_rare_edge *e = &t->rare_edges[k];
+			json_t *a = type_attrs(t);
+
+			json_array_append_new(
+				a, graph_otlp_attr("weft.edge.kind",
+						   json_string(graph_edge_kind_name(e->kind))));
+			json_array_append_new(
+				a, graph_otlp_attr("weft.child.service", json_string(e->service)));
+			json_array_append_new(
+				a, graph_otlp_attr("weft.child.name", json_string(e->name)));
+			json_array_append_new(eds, sum_point(a, e->count, now));
+			++*npoints;
+		}
+	}
+	text = json_dumps(root, JSON_COMPACT);
+	if (!text)
+		snprintf(why, whysz, "out of memory");
+	json_decref(root);
+	free(rows);
+	free(counts);
+	return text;
+}
+
+int graph_fwd_aggregates(struct graph_fwd *f, struct graph_store *s, uint64_t timeout_ns, char *why,
+			 size_t whysz)
+{
+	static const char tr[] = "/v1/traces";
+	int64_t end =
+		mono_ns() + (int64_t)(timeout_ns > INT64_MAX / 2 ? INT64_MAX / 2 : timeout_ns);
+	uint64_t npoints, delay = f->bmin;
+	size_t n = strlen(f->url);
+	char *body, *url;
+	int rc = 0;
+
+	why[0] = 0;
+	body = aggregates_json(s, &npoints, why, whysz);
+	if (!body)
+		return -ENOMEM;
+	url = malloc(n + sizeof("/v1/metrics"));
+	if (!url) {
+		free(body);
+		snprintf(why, whysz, "out of memory");
+		return -ENOMEM;
+	}
+	/* f->url always ends in /v1/traces (traces_url()) */
+	memcpy(url, f->url, n - (sizeof(tr) - 1));
+	strcpy(url + n - (sizeof(tr) - 1), "/v1/metrics");
+	for (;;) {
+		uint64_t ra_ns;
+		enum outcome o = post(f, url, body, strlen(body), &ra_ns);
+		struct timespec ts;
+		int64_t now;
+
+		if (o == SENT) {
+			f->st.metric_points += npoints;
+			break;
+		}
+		if (o == REJECTED) {
+			snprintf(why, whysz, "%s", f->err);
+			rc = -EBADMSG;
+			break;
+		}
+		now = mono_ns();
+		if (!ra_ns) {
+			ra_ns = delay / 2 + rng_next(f) % (delay / 2 + 1);
+			delay = delay * 2 > f->bmax ? f->bmax : delay * 2;
+		}
+		if (now + (int64_t)ra_ns >= end) {
+			snprintf(why, whysz, "%s", f->err);
+			rc = -ETIMEDOUT;
+			break;
+		}
+		log_info("graph forward: aggregates: %s; retrying in %" PRIu64 " ms", f->err,
+			 ra_ns / 1000000);
+		ts.tv_sec = (time_t)(ra_ns / 1000000000);
+		ts.tv_nsec = (long)(ra_ns % 1000000000);
+		nanosleep(&ts, NULL);
+	}
+	cu.easy_setopt(f->curl, CURLOPT_URL, f->url);
+	free(url);
+	free(body);
+	return rc;
 }
 
 void graph_fwd_stats(const struct graph_fwd *f, struct graph_fwd_stats *st)

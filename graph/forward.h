@@ -67,6 +67,7 @@ struct graph_fwd_stats {
 	uint64_t queued; /* in the spool now (from earlier runs too) */
 	uint64_t queued_bytes; /* bytes of the spool's files now */
 	uint64_t pending; /* gathered, not yet a request */
+	uint64_t metric_points; /* data points of aggregates taken by the collector */
 };
 
 struct graph_fwd;
@@ -87,6 +88,25 @@ int64_t graph_fwd_poll(struct graph_fwd *f);
 /* Closes the batch now and sends until the spool is empty or timeout_ns passed.  0 when
  * everything was answered, -ETIMEDOUT when requests remain in the spool. */
 int graph_fwd_drain(struct graph_fwd *f, uint64_t timeout_ns);
+
+/*
+ * The store's per-type aggregates as OTLP metrics, "as their own resource": one
+ * ExportMetricsServiceRequest (JSON) POSTed to the collector's /v1/metrics (the traces URL
+ * with /v1/traces replaced), resource service.name = weft-aggregates and host.name this
+ * host, scope weft.graph, all cumulative since the store began:
+ *   weft.task.duration     histogram (ns) per task type (weft.task.service, weft.task.name):
+ *                          the latency sketch's non-empty buckets as explicit bounds;
+ *   weft.task.event.tasks  sum: tasks of the type with an event of that name
+ *                          (weft.event.name), for the type's rarest event names;
+ *   weft.task.edge.count   sum: edges of a kind (weft.edge.kind) from the type to a child
+ *                          type (weft.child.service, weft.child.name), the rarest ones.
+ * A snapshot, not a stream: it is not spooled (the next one supersedes it); a failure worth
+ * retrying is retried with back-off until timeout_ns.  0 (st->metric_points counts the data
+ * points sent), -ETIMEDOUT, -EBADMSG (refused) or another -errno, with why[] filled.
+ */
+struct graph_store;
+int graph_fwd_aggregates(struct graph_fwd *f, struct graph_store *s, uint64_t timeout_ns, char *why,
+			 size_t whysz);
 
 void graph_fwd_stats(const struct graph_fwd *f, struct graph_fwd_stats *st);
 /* The URL requests go to, and the last delivery error ("" if none). */

@@ -9,6 +9,12 @@ span is recorded only in a request answered 200, and before the answer is writte
 the file holds is exactly what the sender was told was taken.  --log gets one line per
 request: its number, the status answered and the spans in it.
 
+POST /v1/metrics (OTLP JSON ExportMetricsServiceRequest) is checked (every histogram's
+bucketCounts has one more entry than its strictly increasing explicitBounds, and sums to its
+count) and each data point appended to RECORD.metrics as
+"RESOURCE-SERVICE METRIC SERVICE|NAME|OTHER-ATTRS VALUE" (VALUE: a histogram's count, a
+sum's asInt).
+
 Scripted faults, in the order requests arrive:
   --fail CODE:N     answer the first N requests CODE (with Retry-After: --retry-after when
                     CODE is 429 or 503) and record nothing of them;
@@ -52,6 +58,7 @@ def main():
         fail_code, fail_n = int(c), int(n)
     state = {"n": 0, "ok": 0}
     rec = open(a.record, "a")
+    met = open(a.record + ".metrics", "a")
     log = open(a.log, "a")
 
     class H(http.server.BaseHTTPRequestHandler):
@@ -67,11 +74,53 @@ def main():
             self.end_headers()
             self.wfile.write(body)
 
+        def metrics(self, n, body):
+            """Checks a metrics request and records its data points; the answer's code."""
+            try:
+                req = json.loads(body)
+                lines = []
+                for rm in req["resourceMetrics"]:
+                    res = {a["key"]: a["value"].get("stringValue")
+                           for a in rm["resource"]["attributes"]}
+                    for sm in rm["scopeMetrics"]:
+                        for m in sm["metrics"]:
+                            kind = "histogram" if "histogram" in m else "sum"
+                            for p in m[kind]["dataPoints"]:
+                                at = {a["key"]: a["value"]["stringValue"]
+                                      for a in p["attributes"]}
+                                if kind == "histogram":
+                                    bc = [int(c) for c in p["bucketCounts"]]
+                                    b = p["explicitBounds"]
+                                    if len(bc) != len(b) + 1 or sum(bc) != int(p["count"]) \
+                                            or b != sorted(b) or len(set(b)) != len(b):
+                                        raise ValueError("inconsistent histogram")
+                                    value = p["count"]
+                                else:
+                                    value = p["asInt"]
+                                lines.append("%s %s %s|%s|%s %s\n" % (
+                                    res.get("service.name"), m["name"],
+                                    at.pop("weft.task.service"), at.pop("weft.task.name"),
+                                    ",".join("%s=%s" % kv for kv in sorted(at.items())),
+                                    value))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                log.write("%d 400 0 bad metrics %s\n" % (n, e))
+                log.flush()
+                return 400
+            met.write("".join(lines))
+            met.flush()
+            log.write("%d 200 0 metrics %d\n" % (n, len(lines)))
+            log.flush()
+            return 200
+
         def do_POST(self):
             state["n"] += 1
             n = state["n"]
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
+            if self.path == "/v1/metrics" and \
+                    self.headers.get("Content-Type") == "application/json":
+                self.answer(self.metrics(n, body))
+                return
             if self.path != "/v1/traces" or \
                     self.headers.get("Content-Type") != "application/json":
                 log.write("%d 400 0 bad path or type %s %s\n" %

@@ -148,6 +148,12 @@ static const char forward_help[] =
 	"  --to URL                the collector's OTLP/HTTP endpoint: http://HOST:4318 (then\n"
 	"                          /v1/traces is added) or the full URL of its traces path\n"
 	"  -a, --all               every trace of the store (at most 100000, oldest first)\n"
+	"  -A, --aggregates        also the store's per-type aggregates, as OTLP metrics to\n"
+	"                          URL/v1/metrics under the resource service.name =\n"
+	"                          weft-aggregates: weft.task.duration (a histogram per task\n"
+	"                          type), weft.task.event.tasks and weft.task.edge.count (the\n"
+	"                          rarest event names and edges of each type); a snapshot,\n"
+	"                          retried during --wait, never spooled\n"
 	"  --spool DIR             where requests wait (default: graph-forward.spool next to\n"
 	"                          the store)\n"
 	"  --spool-size S          the spool's bound (default 256MiB); a request that does not\n"
@@ -1349,6 +1355,7 @@ static int graph_forward(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "to", required_argument, NULL, OPT_FWD },
 		{ "all", no_argument, NULL, 'a' },
+		{ "aggregates", no_argument, NULL, 'A' },
 		{ "spool", required_argument, NULL, OPT_FWD_SPOOL },
 		{ "spool-size", required_argument, NULL, OPT_FWD_SPOOL_SIZE },
 		{ "batch", required_argument, NULL, OPT_FWD_BATCH },
@@ -1362,11 +1369,11 @@ static int graph_forward(int argc, char **argv)
 	struct graph_store *s = NULL;
 	struct graph_fwd *fwd;
 	ssize_t nrows = 0;
-	bool all = false;
+	bool all = false, aggs = false;
 	int c, idx = 0, failed = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "aS:h", longopts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "aAS:h", longopts, &idx)) != -1) {
 		switch (c) {
 		case OPT_FWD:
 		case OPT_FWD_SPOOL:
@@ -1378,6 +1385,9 @@ static int graph_forward(int argc, char **argv)
 			break;
 		case 'a':
 			all = true;
+			break;
+		case 'A':
+			aggs = true;
 			break;
 		case OPT_STORE:
 			store_opt = optarg;
@@ -1399,7 +1409,7 @@ static int graph_forward(int argc, char **argv)
 		fprintf(stderr, "weft: graph forward takes TRACEs or --all, not both\n");
 		return WEFT_EXIT_USAGE;
 	}
-	if (all || optind < argc) {
+	if (all || aggs || optind < argc) {
 		s = open_store();
 		if (!s)
 			return WEFT_EXIT_FAIL;
@@ -1443,6 +1453,21 @@ static int graph_forward(int argc, char **argv)
 		graph_free(&g);
 	}
 	free(rows);
+	if (aggs) {
+		struct graph_fwd_stats st;
+		char why[512];
+		int rc =
+			graph_fwd_aggregates(fwd, s, fc.wait_ns ? fc.wait_ns : 1, why, sizeof(why));
+
+		graph_fwd_stats(fwd, &st);
+		if (rc) {
+			fprintf(stderr, "weft: aggregates not forwarded: %s\n",
+				why[0] ? why : strerror(-rc));
+			failed++;
+		} else {
+			printf("aggregates: %" PRIu64 " data points sent\n", st.metric_points);
+		}
+	}
 	if (s)
 		graph_store_close(s);
 	if (fwd_finish(fwd, &fc))

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "tests/skip.h"
 
@@ -431,8 +432,8 @@ static void test_restart_exactly_once(void **state)
 	assert_int_equal(r.events, 1);
 }
 
-/* `weft graph forward --all` sends the store the restart test filled (it runs first): the
- * same spans, line for line. */
+/* `weft graph forward --all --aggregates` sends the store the restart test filled (it runs
+ * first): the same spans, line for line, and the store's aggregates as metrics. */
 static void test_forward_all_from_store(void **state)
 {
 	struct rcv c;
@@ -444,7 +445,7 @@ static void test_forward_all_from_store(void **state)
 
 	c = rcv_start("c", 0, NULL, NULL);
 	w = spawn((const char *const[]){ bin, "graph", "forward", "-S", path_in("s1.sqlite"),
-					 "--to", url_of(c.port), "--all", "--spool",
+					 "--to", url_of(c.port), "--all", "--aggregates", "--spool",
 					 path_in("spool2"), NULL },
 		  path_in("w2.out"), path_in("w2.err"));
 	assert_int_equal(wait_exit(w), 0);
@@ -472,6 +473,58 @@ static void test_forward_all_from_store(void **state)
 	assert_string_equal(x, y);
 	free(x);
 	free(y);
+
+	/* the aggregates, as metrics of their own resource: one duration histogram per task
+	 * type with the type's count (77 in all), one sum per rarest event and edge, exactly
+	 * as `weft graph stats --format json` lists them */
+	{
+		unsigned long points = 0, n = 0, hists = 0, hist_total = 0, others = 0;
+		unsigned long want_types, want_others = 0;
+		char *out = slurp(path_in("w2.out")), *text, *save = NULL, *line, *p;
+		json_t *stats, *row;
+		size_t i;
+
+		p = strstr(out, "aggregates: ");
+		assert_non_null(p);
+		assert_int_equal(sscanf(p, "aggregates: %lu data points sent", &points), 1);
+		free(out);
+		w = spawn((const char *const[]){ bin, "graph", "stats", "-S", path_in("s1.sqlite"),
+						 "--format", "json", NULL },
+			  path_in("st.out"), path_in("st.err"));
+		assert_int_equal(wait_exit(w), 0);
+		stats = json_load_file(path_in("st.out"), 0, NULL);
+		assert_true(json_is_array(stats));
+		want_types = json_array_size(stats);
+		json_array_foreach(stats, i, row)
+		{
+			want_others += json_array_size(json_object_get(row, "rarest_events"));
+			want_others += json_array_size(json_object_get(row, "rarest_edges"));
+		}
+		json_decref(stats);
+		assert_true(want_types > 0 && want_others > 0);
+
+		text = slurp(path_in("c.rec.metrics"));
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *last = strrchr(line, ' ');
+
+			assert_non_null(last);
+			assert_int_equal(strncmp(line, "weft-aggregates ", 16), 0);
+			n++;
+			if (!strncmp(line + 16, "weft.task.duration ", 19)) {
+				hists++;
+				hist_total += strtoul(last + 1, NULL, 10);
+			} else {
+				assert_true(!strncmp(line + 16, "weft.task.event.tasks ", 22) ||
+					    !strncmp(line + 16, "weft.task.edge.count ", 21));
+				others++;
+			}
+		}
+		free(text);
+		assert_int_equal(n, points);
+		assert_int_equal(hists, want_types);
+		assert_int_equal(hist_total, NSPANS);
+		assert_int_equal(others, want_others);
+	}
 }
 
 /* Any 4xx but 429 is a refusal: counted rejected, never retried. */
