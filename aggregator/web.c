@@ -474,6 +474,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (strcmp(url, "/") == 0)
 		url = "/index.html";
+	if (strcmp(url, "/favicon.ico") == 0) /* browsers ask; the pages say "none" */
+		return answer(w, c, 204, "image/x-icon", NULL, 0, NULL);
 	for (as = web_assets; as->path; as++)
 		if (strcmp(url, as->path) == 0)
 			return answer(w, c, 200, as->type, web_memdup(as->data, as->len), as->len,
