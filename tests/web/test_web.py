@@ -43,6 +43,14 @@ WAIT = 30.0  # no single step comes near it: conditions are polled, never timed
 TOKEN = "test-token-0123456789abcdef"
 
 
+T0 = time.monotonic()
+
+
+def step(what):
+    """Progress on stderr, with the time since the start (ctest shows it on failure)."""
+    print("%6.1fs %s" % (time.monotonic() - T0, what), file=sys.stderr, flush=True)
+
+
 def skip(why):
     print("SKIP: " + why, file=sys.stderr)
     sys.exit(SKIP)
@@ -228,6 +236,7 @@ def main():
             assert not reply.startswith(b"HTTP/1.1 200"), reply[:100]
         assert get(url + "/api/cluster", TOKEN)[0] == 200
 
+        step("agent")
         agent = procs.start("agent", [weft, "agent", "--connect", endpoint, "--server-key",
                                       "aggregator.pub", "--key", "a.key", "--host", "a",
                                       "--cpu-budget", "0"])
@@ -245,6 +254,7 @@ def main():
         wl = os.path.join(bindir, "tests/workloads/wl_syscalls")
         subprocess.run([wl, "5000", "2"], check=True, capture_output=True, timeout=WAIT)
 
+        step("browser")
         # the browser
         opts = webdriver.ChromeOptions()
         opts.binary_location = chromium
@@ -264,6 +274,7 @@ def main():
         def q(css):
             return browser.find_elements(By.CSS_SELECTOR, css)
 
+        step("cluster page")
         # the cluster
         browser.get(url + "/#/")
         wait_for("agent a on the cluster page",
@@ -273,6 +284,7 @@ def main():
         wait_for("both queries listed", lambda: len(q("#queries tr.query")) == 2)
         shot("cluster")
 
+        step("traces page")
         # traces: the list, then a search
         browser.get(url + "/#/traces")
         wait_for("31 traces listed", lambda: len(q("#traces tr.trace")) == 31)
@@ -285,6 +297,7 @@ def main():
         assert any("a03ee8fff1dcd9b9" in r.text for r in q("#traces tr.trace"))
         shot("traces")
 
+        step("trace page")
         # one trace
         browser.get(url + "/#/trace/a03ee8fff1dcd9b9")
         wait_for("the Gantt chart", lambda: q("#gantt .lane"))
@@ -301,15 +314,13 @@ def main():
         dur_of = {(s["id"], s["localEndpoint"]["serviceName"]): s["duration"] * 1000
                   for s in spans}
         dur = {t: dur_of[span_of[t]] for t in span_of}
+        selected = """return [arguments[0].classList.contains('sel'),
+            [...document.querySelectorAll('.hist-selected rect.mark')].map(r => +r.dataset.bin)]"""
         for lane in lanes:
             tid = lane.get_attribute("data-task")
             lane.find_element(By.CSS_SELECTOR, ".label").click()
-            marked = wait_for("lane %s selected" % tid, lambda: (
-                "sel" in lane.get_attribute("class") and
-                q(".hist-selected rect.mark")))
-            assert len(marked) == 1, tid
-            assert int(marked[0].get_attribute("data-bin")) == sketch_index(dur[tid]), \
-                (tid, marked[0].get_attribute("data-bin"), sketch_index(dur[tid]))
+            sel, bins = browser.execute_script(selected, lane)
+            assert sel and bins == [sketch_index(dur[tid])], (tid, bins, sketch_index(dur[tid]))
         expected = {sketch_index(v) for v in dur.values()}
         got = {int(r.get_attribute("data-bin")) for r in q("#hists rect.mark")}
         assert got == expected, (got, expected)
@@ -322,18 +333,17 @@ def main():
         assert fill == "rgb(29, 36, 48)", fill  # dark
         assert q("#gantt .ov-crit rect") and q("#gantt .ov-edges path")
         assert q("#gantt .ov-molehill path")
+        displays = """return [...document.querySelectorAll(arguments[0])]
+            .map(g => getComputedStyle(g).display)"""
         for name in ("crit", "events", "edges", "molehill", "hist"):
             box = browser.find_element(By.ID, "t-" + name)
-            groups = q(".ov-" + name)
-            assert groups, name
+            assert browser.execute_script(displays, ".ov-" + name), name
             box.click()
-            wait_for(name + " hidden", lambda: all(
-                browser.execute_script("return getComputedStyle(arguments[0]).display", g) ==
-                "none" for g in groups))
+            wait_for(name + " hidden", lambda: set(
+                browser.execute_script(displays, ".ov-" + name)) == {"none"})
             box.click()
-            wait_for(name + " shown", lambda: all(
-                browser.execute_script("return getComputedStyle(arguments[0]).display", g) !=
-                "none" for g in groups))
+            wait_for(name + " shown", lambda: "none" not in
+                     browser.execute_script(displays, ".ov-" + name))
         shot("trace")
         for fmt, key in (("chrome", "traceEvents"), ("otlp", "resourceSpans"),
                          ("jaeger", "data")):
@@ -341,6 +351,7 @@ def main():
             st, body = get(href, TOKEN)
             assert st == 200 and key in json.loads(body), fmt
 
+        step("live query page")
         # the live query page: windows close while it is open
         browser.get(url + "/#/query/" + live)
         first = int(wait_for("a window of query " + live,
@@ -354,6 +365,7 @@ def main():
         severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert not severe, severe
 
+        step("metrics")
         # /metrics: the exported query's only window, once it closed, exactly
         def metrics():
             return get(url + "/metrics", TOKEN)[1].decode()
@@ -366,6 +378,7 @@ def main():
                             text=True)
         assert pc.returncode == 0, pc.stdout + pc.stderr
 
+        step("prometheus")
         prom = shutil.which("prometheus")
         if prom:
             pport = free_port()
