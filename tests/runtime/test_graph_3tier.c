@@ -228,20 +228,12 @@ static int cleanup(void **state)
 	return 0;
 }
 
-#define NEED_TRACE()                             \
-	do {                                     \
-		if (skip_why) {                  \
-			wt_skip("%s", skip_why); \
-			return;                  \
-		}                                \
-	} while (0)
-
 static void test_import_counts(void **state)
 {
 	char want[PATH_MAX + 128];
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	snprintf(want, sizeof(want), "%s: ctf, %d traces, %d tasks, %d events, %d edges stored\n",
 		 tracedir, NREQ, 4 * NREQ, 3 * NREQ, 5 * NREQ);
 	if (strcmp(imp.out.p, want) != 0)
@@ -272,7 +264,7 @@ static void test_structure(void **state)
 	char why[512] = "";
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	s = graph_store_open(store_path, why, sizeof(why));
 	assert_non_null(s);
 	if (ge_3tier_check_store(s, &x, why, sizeof(why)) != 0)
@@ -315,7 +307,7 @@ static void test_cli_list_show(void **state)
 	size_t i;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	snprintf(limit, sizeof(limit), "%d", 2 * NREQ);
 	list = weft_graph_json("list", "--limit", limit, "--format", "json");
 	assert_true(json_is_array(list));
@@ -355,7 +347,7 @@ static void test_weft_counted_same_sites(void **state)
 	const struct wj *w;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	w = wr_one_window(&counted);
 	assert_int_equal(wr_nrows(w), 4);
 	for (size_t i = 0; i < 4; i++) {
@@ -383,7 +375,7 @@ static void test_checker_fails_on_wrong(void **state)
 	bool failed = false;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	s = graph_store_open(store_path, why, sizeof(why));
 	assert_non_null(s);
 	graph_id128_hex(traces[ERR_REQ], hex);
@@ -441,7 +433,7 @@ static void test_same_structure(void **state)
 	enum graph_status old;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	{
 		char *const av[] = {
 			getenv("WEFT_BIN"), "graph", "--graph-store", store2_path, "import",

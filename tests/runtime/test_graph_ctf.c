@@ -131,14 +131,6 @@ static int cleanup(void **state)
 	return 0;
 }
 
-#define NEED_TRACE()                             \
-	do {                                     \
-		if (skip_why) {                  \
-			wt_skip("%s", skip_why); \
-			return;                  \
-		}                                \
-	} while (0)
-
 static const struct graph_task *find_task(uint64_t hi, uint64_t lo, uint64_t id)
 {
 	const struct graph_task *found = NULL;
@@ -193,7 +185,7 @@ static void test_counts(void **state)
 	char why[256];
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	assert_int_equal(g.ntasks, 3 * NREQ + 1);
 	assert_int_equal(g.nevents, 3 * NREQ + 1 + 2 * NREQ);
 	assert_int_equal(g.nedges, 3 * NREQ);
@@ -222,7 +214,7 @@ static void test_tasks(void **state)
 	char host[256] = "";
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
@@ -277,7 +269,7 @@ static void test_cut_task(void **state)
 	json_t *a;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	t = find_task(0xdead, 1, 7);
 	assert_string_equal(t->name, "cut");
 	assert_int_equal(t->status, GRAPH_STATUS_UNSET);
@@ -321,7 +313,7 @@ static void check_work(uint64_t hi, uint64_t lo, uint64_t task, int value, const
 static void test_events(void **state)
 {
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
 		const struct graph_event *e = NULL;
@@ -349,7 +341,7 @@ static void test_events(void **state)
 static void test_edges(void **state)
 {
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
 
