@@ -38,7 +38,7 @@
  * they must be NUL-terminated and alive at the site, nothing more (a tracer reads at most a
  * bounded prefix).
  *
- * Header-only (static inline functions and macros), C99 or later, C++11 or later; it includes
+ * Header-only (static inline functions and macros), C11 or later, C++11 or later; it includes
  * no other header of weft.  Nothing here allocates, blocks or exits.
  */
 #ifndef WEFT_TRACE_H
