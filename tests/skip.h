@@ -45,6 +45,15 @@ static inline void wt_skip_note(const char *fmt, ...)
 		skip();                    \
 	} while (0)
 
+/* Skips the running test if why (a reason) is set: what a group setup found missing. */
+#define wt_skip_if(why)                       \
+	do {                                  \
+		if (why) {                    \
+			wt_skip("%s", (why)); \
+			return;               \
+		}                             \
+	} while (0)
+
 /* main()'s status from cmocka_run_group_tests()'s: failures, else WT_SKIP if a test skipped. */
 static inline int wt_status(int failed)
 {

@@ -29,16 +29,17 @@
  *                          LTTng cannot record it.  No library, no WEFT_TRACE_DEFINE needed.
  *   WEFT_TRACE_OFF         nothing: the sites compile to nothing, their arguments are not
  *                          evaluated.
- * A probe nobody attaches costs a nop (SDT) plus, in the default build, a load and a branch
- * (LTTng's "is a session recording this?"); docs/performance.md has the numbers.
+ * Every translation unit of a program uses the same build.  A probe nobody attaches costs a
+ * nop (SDT) plus, in the default build, a load and a branch (LTTng's "is a session recording
+ * this?"); docs/performance.md has the numbers.
  *
- * Arguments are evaluated exactly once, whatever the build, and converted to the contract's
- * types (uint64_t, const char *, int) before the probe, so that every build's notes say the
- * same sizes.  Strings are read by the tracer from the program's memory while the site runs:
+ * Arguments are evaluated exactly once (never with WEFT_TRACE_OFF) and converted to the
+ * contract's types (uint64_t, const char *, int) before the probe, so that every build's
+ * notes say the same sizes.  Strings are read by the tracer from the program's memory while the site runs:
  * they must be NUL-terminated and alive at the site, nothing more (a tracer reads at most a
  * bounded prefix).
  *
- * Header-only (static inline functions and macros), C99 or later, C++11 or later; it includes
+ * Header-only (static inline functions and macros), C11 or later, C++11 or later; it includes
  * no other header of weft.  Nothing here allocates, blocks or exits.
  */
 #ifndef WEFT_TRACE_H

@@ -10,7 +10,10 @@
  * message edges, 13N + 2 events read.  Times are checked for order only (a child inside its
  * parent, an event inside its task), never against durations.
  *
- * The recording runs once in the group setup; the session is destroyed in the setup right
+ * The workload runs as a copy named for this run (wlctf-PID), and the session records only
+ * the processes of that name: other tests running wl_lttng or weft's header at the same time
+ * stay out of the trace (tests/runtime/lttng_util.h).  The recording runs once in the group
+ * setup; the session is destroyed in the setup right
  * after recording and again in the teardown, which cmocka runs even when a test failed, so no
  * session is left behind.  Skips (77) when not root, or lttng / lttng-sessiond are missing
  * or no session daemon can be reached.
@@ -37,13 +40,14 @@
 
 #include "graph/graph.h"
 #include "graph/import.h"
+#include "lttng_util.h"
 #include "tests/skip.h"
 
 #define NREQ 4 /* requests wl_lttng serves */
-#define CMD_TIMEOUT_S 120 /* no lttng command or workload run comes near it */
 
-static char session[64], tracedir[PATH_MAX], logpath[PATH_MAX], workload[PATH_MAX];
-static bool session_made;
+static char tracedir[PATH_MAX], workload[PATH_MAX];
+static const char *procname; /* the workload copy's name */
+static struct lt_session session;
 static pid_t wl_pid; /* the recorded workload's pid: its tasks' pid */
 static int64_t t_before, t_after; /* CLOCK_REALTIME around the workload's run, ns */
 static struct graph g;
@@ -58,106 +62,9 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static bool in_path(const char *prog)
-{
-	const char *path = getenv("PATH");
-	char buf[PATH_MAX];
-
-	if (!path)
-		path = "/usr/bin:/bin:/usr/sbin:/sbin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-
-		if (snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, prog) < (int)sizeof(buf) &&
-		    access(buf, X_OK) == 0)
-			return true;
-		path += n;
-		if (*path == ':')
-			path++;
-	}
-	return false;
-}
-
-/* Runs argv with its output appended to logpath; its exit status, or -1 (killed, timed out,
- * not started).  *pid_out (if not NULL) gets the child's pid. */
-static int run(char *const argv[], pid_t *pid_out)
-{
-	time_t deadline = time(NULL) + CMD_TIMEOUT_S;
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid_out)
-		*pid_out = pid;
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (time(NULL) > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			fprintf(stderr, "%s: timed out\n", argv[0]);
-			return -1;
-		}
-		nanosleep(&ts, NULL);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/* run() of the command given as arguments, ended by NULL (at most 15 words). */
-static int runv(const char *arg0, ...)
-{
-	char *av[16];
-	size_t n = 0;
-	va_list ap;
-
-	av[n++] = (char *)arg0;
-	va_start(ap, arg0);
-	while (n < 15 && (av[n] = va_arg(ap, char *)))
-		n++;
-	va_end(ap);
-	av[n] = NULL;
-	return run(av, NULL);
-}
-
-#define RUN(...) runv(__VA_ARGS__, (char *)NULL)
-
-static void destroy_session(void)
-{
-	if (session_made && RUN("lttng", "destroy", session) == 0)
-		session_made = false;
-}
-
-static void dump_log(void)
-{
-	FILE *f = fopen(logpath, "r");
-	char line[512];
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  | %s", line);
-	fclose(f);
-}
-
 static int record(void **state)
 {
+	static const char *const events[] = { "weft:*", "wl_other:*", NULL };
 	const char *bdir = getenv("WEFT_BINARY_DIR");
 	struct graph_import_err err;
 	char nreq[16];
@@ -165,55 +72,42 @@ static int record(void **state)
 
 	(void)state;
 	graph_init(&g);
-	if (!in_path("lttng") || !in_path("lttng-sessiond")) {
-		skip_why = "lttng-tools (lttng, lttng-sessiond) is not installed";
-		return 0;
-	}
 	if (!bdir || !*bdir) {
 		skip_why = "run through ctest (needs WEFT_BINARY_DIR)";
 		return 0;
 	}
-	snprintf(session, sizeof(session), "weft-test-ctf-%d", (int)getpid());
 	snprintf(tracedir, sizeof(tracedir), "%s/tests/graph_ctf_trace", bdir);
-	snprintf(logpath, sizeof(logpath), "%s/tests/graph_ctf.log", bdir);
-	snprintf(workload, sizeof(workload), "%s/tests/workloads/wl_lttng", bdir);
+	snprintf(lt_logpath, sizeof(lt_logpath), "%s/tests/graph_ctf.log", bdir);
 	snprintf(nreq, sizeof(nreq), "%d", NREQ);
-	unlink(logpath);
-	RUN("rm", "-rf", tracedir);
-	if (RUN("lttng", "list") != 0) {
-		/* fails harmlessly if another daemon races us to it */
-		RUN("lttng-sessiond", "--daemonize");
-		if (RUN("lttng", "list") != 0) {
-			skip_why = "no LTTng session daemon can be reached or started";
-			dump_log();
-			return 0;
+	unlink(lt_logpath);
+	{
+		char src[PATH_MAX], dir[PATH_MAX];
+
+		/* a copy named for this run: other tests' wl_lttng runs stay out of the trace */
+		snprintf(src, sizeof(src), "%s/tests/workloads/wl_lttng", bdir);
+		snprintf(dir, sizeof(dir), "%s/tests", bdir);
+		if (lt_copy_unique(src, dir, "wlctf", workload, sizeof(workload)) != 0) {
+			lt_dump_log();
+			return -1;
 		}
+		procname = strrchr(workload, '/') + 1;
 	}
-	if (RUN("lttng", "create", session, "--output", tracedir) != 0)
+	ret = lt_session_start(&session, "weft-test-ctf", tracedir, events, procname, &skip_why);
+	if (ret > 0) {
+		lt_dump_log();
+		return 0;
+	}
+	if (ret < 0)
 		goto out_fail;
-	session_made = true;
-	/* the session daemon is the machine's: only the workload's events, not those of any
-	 * other program with weft's provider that runs meanwhile */
-	if (RUN("lttng", "enable-event", "-u", "weft:*", "-s", session, "--filter",
-		"$ctx.procname == \"wl_lttng\"") != 0 ||
-	    RUN("lttng", "enable-event", "-u", "wl_other:*", "-s", session, "--filter",
-		"$ctx.procname == \"wl_lttng\"") != 0 ||
-	    RUN("lttng", "add-context", "-u", "-t", "vpid", "-t", "vtid", "-t", "procname", "-s",
-		session) != 0 ||
-	    RUN("lttng", "start", session) != 0)
-		goto out_fail;
-	/* the workload's LTTng-UST waits for the session daemon at start-up, not 3 s only */
-	setenv("LTTNG_UST_REGISTER_TIMEOUT", "60000", 1);
 	t_before = now_ns();
 	{
 		char *const av[] = { workload, nreq, NULL };
 
-		ret = run(av, &wl_pid);
+		ret = lt_run(av, &wl_pid);
 	}
 	t_after = now_ns();
-	if (ret != 0 || RUN("lttng", "stop", session) != 0)
+	if (ret != 0 || lt_session_stop(&session) != 0)
 		goto out_fail;
-	destroy_session();
 	ret = graph_import_ctf_stats(tracedir, &g, &st, &err);
 	if (ret != GRAPH_FMT_CTF) {
 		fprintf(stderr, "import: %d %s\n", ret, err.msg);
@@ -222,26 +116,20 @@ static int record(void **state)
 	return 0;
 out_fail:
 	fprintf(stderr, "recording the trace failed; the commands' output:\n");
-	dump_log();
-	destroy_session();
+	lt_dump_log();
+	lt_session_destroy(&session);
 	return -1;
 }
 
 static int cleanup(void **state)
 {
 	(void)state;
-	destroy_session();
+	lt_session_destroy(&session);
+	if (procname)
+		unlink(workload);
 	graph_free(&g);
 	return 0;
 }
-
-#define NEED_TRACE()                             \
-	do {                                     \
-		if (skip_why) {                  \
-			wt_skip("%s", skip_why); \
-			return;                  \
-		}                                \
-	} while (0)
 
 static const struct graph_task *find_task(uint64_t hi, uint64_t lo, uint64_t id)
 {
@@ -297,7 +185,7 @@ static void test_counts(void **state)
 	char why[256];
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	assert_int_equal(g.ntasks, 3 * NREQ + 1);
 	assert_int_equal(g.nevents, 3 * NREQ + 1 + 2 * NREQ);
 	assert_int_equal(g.nedges, 3 * NREQ);
@@ -317,7 +205,7 @@ static void check_attr_procname(const struct graph_task *t)
 	json_t *a = json_loads(t->attrs, 0, NULL);
 
 	assert_non_null(a);
-	assert_string_equal(json_string_value(json_object_get(a, "procname")), "wl_lttng");
+	assert_string_equal(json_string_value(json_object_get(a, "procname")), procname);
 	json_decref(a);
 }
 
@@ -326,7 +214,7 @@ static void test_tasks(void **state)
 	char host[256] = "";
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
@@ -381,7 +269,7 @@ static void test_cut_task(void **state)
 	json_t *a;
 
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	t = find_task(0xdead, 1, 7);
 	assert_string_equal(t->name, "cut");
 	assert_int_equal(t->status, GRAPH_STATUS_UNSET);
@@ -425,7 +313,7 @@ static void check_work(uint64_t hi, uint64_t lo, uint64_t task, int value, const
 static void test_events(void **state)
 {
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
 		const struct graph_event *e = NULL;
@@ -453,7 +341,7 @@ static void test_events(void **state)
 static void test_edges(void **state)
 {
 	(void)state;
-	NEED_TRACE();
+	wt_skip_if(skip_why);
 	for (uint64_t r = 0; r < NREQ; r++) {
 		uint64_t hi = 0xabc0 + r, lo = 0x1234 + r;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * wl_lttng: a program instrumented with LTTng-UST tracepoints of weft's `weft` provider
- * (wl_lttng_weft.h) and of a provider of its own (wl_other, wl_lttng_other.h), making a known
+ * (include/weft/trace.h) and of a provider of its own (wl_other, wl_lttng_other.h), making a known
  * graph, for the LTTng CTF importer's test (tests/runtime/test_graph_ctf.c).
  * `wl_lttng [N]` (default 3) serves N requests; request r (0-based) is trace
  * (hi 0xabc0 + r, lo 0x1234 + r) and does, in this order:
@@ -17,12 +17,14 @@
  *
  * Then trace (hi 0xdead, lo 1) task 7 frontend/cut begins, has event "last" and never ends.
  * So N requests make 3N + 1 tasks, 3N + 1 weft events, 2N other events inside tasks, N
- * outside, 2N parent edges and N message edges.  Deterministic; no timing in it.  The probes
- * are defined here (statically linked provider), so the program links -llttng-ust -ldl only.
+ * outside, 2N parent edges and N message edges.  Deterministic; no timing in it.  Both
+ * providers are defined here (statically linked), so the program links -llttng-ust -ldl only:
+ * weft's by WEFT_TRACE_DEFINE, wl_other's after it in the same file (LTTng's "create probes"
+ * is consumed by each provider header, the tracepoint definitions stay on).
  */
+#define WEFT_TRACE_DEFINE
+#include <weft/trace.h>
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
-#define LTTNG_UST_TRACEPOINT_DEFINE
-#include "wl_lttng_weft.h"
 #include "wl_lttng_other.h"
 
 #include <pthread.h>
@@ -39,10 +41,10 @@ static void *worker(void *arg)
 {
 	const struct req *q = arg;
 
-	lttng_ust_tracepoint(weft, task_begin, q->hi, q->lo, 3, 2, "backend", "serve");
-	lttng_ust_tracepoint(weft, event, q->hi, q->lo, 3, "read");
+	WEFT_TASK_BEGIN(q->hi, q->lo, 3, 2, "backend", "serve");
+	WEFT_EVENT(q->hi, q->lo, 3, "read");
 	lttng_ust_tracepoint(wl_other, work, 100 + q->r, "worker", 0.5);
-	lttng_ust_tracepoint(weft, task_end, q->hi, q->lo, 3, 2);
+	WEFT_TASK_END(q->hi, q->lo, 3, WEFT_STATUS_ERROR);
 	return NULL;
 }
 
@@ -57,21 +59,21 @@ int main(int argc, char **argv)
 		pthread_t t;
 
 		lttng_ust_tracepoint(wl_other, work, -1, "outside", 0.0);
-		lttng_ust_tracepoint(weft, task_begin, q.hi, q.lo, 1, 0, "frontend", "handle");
-		lttng_ust_tracepoint(weft, event, q.hi, q.lo, 1, "accepted");
-		lttng_ust_tracepoint(weft, task_begin, q.hi, q.lo, 2, 1, "frontend", "query");
-		lttng_ust_tracepoint(weft, event, q.hi, q.lo, 2, "sql");
+		WEFT_TASK_BEGIN(q.hi, q.lo, 1, 0, "frontend", "handle");
+		WEFT_EVENT(q.hi, q.lo, 1, "accepted");
+		WEFT_TASK_BEGIN(q.hi, q.lo, 2, 1, "frontend", "query");
+		WEFT_EVENT(q.hi, q.lo, 2, "sql");
 		lttng_ust_tracepoint(wl_other, work, r, "inside", 0.25);
 		if (pthread_create(&t, NULL, worker, &q) != 0 || pthread_join(t, NULL) != 0) {
 			fprintf(stderr, "wl_lttng: cannot run the worker thread\n");
 			return 1;
 		}
-		lttng_ust_tracepoint(weft, edge, q.hi, q.lo, "message", 2, 0, 3, 0);
-		lttng_ust_tracepoint(weft, task_end, q.hi, q.lo, 2, 1);
-		lttng_ust_tracepoint(weft, task_end, q.hi, q.lo, 1, 1);
+		WEFT_EDGE(q.hi, q.lo, WEFT_EDGE_MESSAGE, 2, 0, 3, 0);
+		WEFT_TASK_END(q.hi, q.lo, 2, WEFT_STATUS_OK);
+		WEFT_TASK_END(q.hi, q.lo, 1, WEFT_STATUS_OK);
 	}
-	lttng_ust_tracepoint(weft, task_begin, 0xdead, 1, 7, 0, "frontend", "cut");
-	lttng_ust_tracepoint(weft, event, 0xdead, 1, 7, "last");
+	WEFT_TASK_BEGIN(0xdead, 1, 7, 0, "frontend", "cut");
+	WEFT_EVENT(0xdead, 1, 7, "last");
 	printf("wl_lttng: %ld requests\n", n);
 	return 0;
 }

@@ -2,8 +2,9 @@
 /*
  * wl_trace: makes a known number of calls of every site of include/weft/trace.h, for the test
  * that weft counts them as USDT probes exactly (tests/runtime/test_run_trace_h.c).  Built
- * twice from this file: wl_trace (the default build: LTTng-UST tracepoints with SDT notes; it
- * defines the provider) and wl_trace_sdt (-DWEFT_TRACE_SDT_ONLY: plain <sys/sdt.h> sites).
+ * three times from this file: wl_trace (the default build: LTTng-UST tracepoints with SDT
+ * notes; it defines the provider), wl_trace_sdt (-DWEFT_TRACE_SDT_ONLY: plain <sys/sdt.h>
+ * sites) and wl_trace_cxx (the default build, compiled as C++11).
  *
  * `wl_trace N` (default 3000) makes, for i = 0 .. N-1, in this order:
  *   weft:task_begin (1000 + i, 2000 + i, i + 1, i, "wl_trace", NAMES[i % 3])

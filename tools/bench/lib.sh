@@ -23,20 +23,29 @@ fi
 export BENCH_OUT
 mkdir -p "$BENCH_OUT"
 
+# bench_built TARGET...: exits with the commands that build them unless every target is
+# built (weft is tools/weft, the others tools/bench/TARGET).
+bench_built() {
+	local t f missing=
+	for t in "$@"; do
+		f=$WEFT_BUILD/tools/bench/$t
+		[ "$t" = weft ] && f=$WEFT
+		[ -x "$f" ] || missing="$missing $f"
+	done
+	[ -z "$missing" ] && return 0
+	echo "bench:$missing missing; build with:" >&2
+	echo "  cmake -S $REPO -B $WEFT_BUILD -DCMAKE_BUILD_TYPE=Release -DWEFT_BENCH=ON" >&2
+	echo "  cmake --build $WEFT_BUILD -j2 --target $*" >&2
+	exit 1
+}
+
 bench_need() {
 	local f
 	if [ "$(id -u)" != 0 ]; then
 		echo "bench: needs root (BPF)" >&2
 		exit 1
 	fi
-	for f in "$WEFT" "$EVLOOP" "$TSRUN" "$HANDWRITTEN"; do
-		if [ ! -x "$f" ]; then
-			echo "bench: $f missing; build with:" >&2
-			echo "  cmake -S $REPO -B $WEFT_BUILD -DCMAKE_BUILD_TYPE=Release -DWEFT_BENCH=ON" >&2
-			echo "  cmake --build $WEFT_BUILD -j2 --target weft evloop tsrun handwritten" >&2
-			exit 1
-		fi
-	done
+	bench_built weft evloop tsrun handwritten
 	for f in "$BPFTRACE" bpftool jq taskset; do
 		command -v "$f" >/dev/null || { echo "bench: $f not found" >&2; exit 1; }
 	done
