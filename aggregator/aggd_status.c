@@ -118,6 +118,7 @@ void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 		s->host = p->host;
 		s->version = p->version;
 		s->kernel = p->kernel;
+		s->scope = p->scope;
 		s->n_features = p->nfeatures;
 		s->features = p->features;
 		s->alive = p->alive;

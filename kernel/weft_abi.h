@@ -93,6 +93,20 @@ struct weft_span_hdr {
 	__u64 start_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the start probe */
 };
 
+/*
+ * What part of the machine a query traces (`weft run --scope`, `weft agent --scope`): every
+ * process, the processes of one network namespace, or those of one cgroup v2 subtree.  The
+ * loader sets the rodata variables weft_scope_kind (one of these), weft_scope_netns (the
+ * namespace's inode number) and fills the one slot of WEFT_SCOPE_CGROUP_MAP (a CGROUP_ARRAY)
+ * with the cgroup directory (docs/runtime.md, "Scope").
+ */
+enum weft_scope {
+	WEFT_SCOPE_ALL = 0,
+	WEFT_SCOPE_NETNS = 1,
+	WEFT_SCOPE_CGROUP = 2,
+};
+#define WEFT_SCOPE_CGROUP_MAP "weft_scope_cgroup"
+
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127
 
