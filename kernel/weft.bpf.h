@@ -339,8 +339,8 @@ WEFT_INLINE int weft_pid_ok(void)
  * The scope of the query (enum weft_scope, set by the loader like weft_target_pid): which
  * processes an event must come from.  Both variables are read-only data the loader fills
  * before load, so the verifier knows their values and drops the branches a scope does not
- * take: an unscoped query (WEFT_SCOPE_ALL) runs no scope code at all, and a scoped one only
- * its own kind's.
+ * take: an unscoped query (WEFT_SCOPE_ALL) pays one load of weft_scope_kind and no branch,
+ * and a scoped one runs only its own kind's check.
  */
 const volatile __u32 weft_scope_kind = WEFT_SCOPE_ALL;
 const volatile __u32 weft_scope_netns = 0; /* WEFT_SCOPE_NETNS: the namespace's inode number */
@@ -400,9 +400,11 @@ WEFT_INLINE __u32 weft_netns(void)
  */
 WEFT_INLINE int weft_scope_ok(void)
 {
-	if (weft_scope_kind == WEFT_SCOPE_NETNS)
+	__u32 kind = weft_scope_kind; /* one load: the verifier knows its value */
+
+	if (kind == WEFT_SCOPE_NETNS)
 		return weft_netns() == weft_scope_netns;
-	if (weft_scope_kind == WEFT_SCOPE_CGROUP)
+	if (kind == WEFT_SCOPE_CGROUP)
 		return bpf_current_task_under_cgroup(&weft_scope_cgroup, 0) == 1;
 	return 1;
 }
