@@ -200,12 +200,7 @@ int cmd_agent(int argc, char **argv)
 		return WEFT_EXIT_USAGE;
 	}
 	tool_set_verbose(verbose + 1); /* a daemon says what it does: info by default */
-	if (read_key("--server-key", server_key, srv_pub, NULL) || read_key("--key", key, pub, sec))
-		return WEFT_EXIT_FAIL;
-	o.server_key = srv_pub;
-	o.public_key = pub;
-	o.secret_key = sec;
-	o.verbose = verbose > 0;
+	/* a bad --scope is a bad command line: said before anything else is read */
 	agent_scope_init(&scope);
 	if (scope_spec) {
 		char why[AGENT_SCOPE_TEXT_MAX + 256];
@@ -213,11 +208,19 @@ int cmd_agent(int argc, char **argv)
 		rc = agent_scope_open(scope_spec, &scope, why, sizeof(why));
 		if (rc) {
 			fprintf(stderr, "weft: %s\n", why);
-			explicit_bzero(sec, sizeof(sec));
 			return rc == -EINVAL || rc == -ENOENT ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
 		}
 		o.scope = &scope;
 	}
+	if (read_key("--server-key", server_key, srv_pub, NULL) ||
+	    read_key("--key", key, pub, sec)) {
+		agent_scope_close(&scope);
+		return WEFT_EXIT_FAIL;
+	}
+	o.server_key = srv_pub;
+	o.public_key = pub;
+	o.secret_key = sec;
+	o.verbose = verbose > 0;
 
 	/* signals are read from a signalfd in the daemon's loop, never handled asynchronously */
 	signal(SIGHUP, SIG_IGN);

@@ -23,7 +23,8 @@
  *                  scoped to the sibling exactly N_B.  The directories are removed after.
  *   errors         a missing path, a namespace of another kind, a directory that is not a
  *                  cgroup v2 one, a file that is no namespace and a malformed --scope all
- *                  exit 2 with [E_SCOPE] before anything is compiled or attached.
+ *                  exit 2 with [E_SCOPE] before anything is compiled or attached; `weft
+ *                  agent` refuses a bad --scope the same way, before it reads its keys.
  *
  * The namespaces are removed in the teardown and at exit; those of a crashed earlier run
  * (whose pid is gone) are removed before the group starts.  Needs root; skipped otherwise.
@@ -362,6 +363,33 @@ static void assert_refused(const char *spec)
 	wr_free(&p);
 }
 
+/* weft agent --scope SPEC exits 2 with [E_SCOPE] before it reads its keys (missing here) or
+ * connects anywhere. */
+static void assert_agent_refused(const char *spec)
+{
+	char *argv[] = { getenv("WEFT_BIN"),
+			 (char *)"agent",
+			 (char *)"--connect",
+			 (char *)"tcp://127.0.0.1:9",
+			 (char *)"--server-key",
+			 (char *)"/nonexistent/weft.pub",
+			 (char *)"--key",
+			 (char *)"/nonexistent/weft.key",
+			 (char *)"--scope",
+			 (char *)spec,
+			 NULL };
+	struct wr_proc p;
+	int rc = wr_start(&p, argv);
+
+	if (rc == 0)
+		rc = wr_finish(&p, WAIT_MS);
+	if (rc != 2 || !strstr(p.err.p, "[E_SCOPE]")) {
+		wr_dump(&p, spec);
+		fail_msg("weft agent --scope %s was not refused as it should be", spec);
+	}
+	wr_free(&p);
+}
+
 static void test_errors(void **state)
 {
 	char tmp[] = "/tmp/weft-scope-XXXXXX", spec[PATH_MAX];
@@ -379,6 +407,8 @@ static void test_errors(void **state)
 	assert_refused("pid:1");
 	assert_refused("netns:");
 	rmdir(tmp);
+	assert_agent_refused("netns:/proc/self/ns/pid");
+	assert_agent_refused("cgroup:/nonexistent/weft-scope");
 }
 
 int main(void)
