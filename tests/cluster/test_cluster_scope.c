@@ -10,7 +10,8 @@
  *              N1 and the second exactly N2 (without the scope each would count N1 + N2, as
  *              test_cluster_netns shows), and the unscoped agent exactly N1 + N2: the
  *              workloads ran while the query did, and unscoped behaviour is unchanged.
- *              `weft status` lists each agent's scope, and none for the unscoped one.
+ *              `weft status` lists each agent's scope, and none for the unscoped one (JSON:
+ *              null; text: "all" in the SCOPE column).
  *
  * The namespaces and veths are removed in the teardown, and any left by a crashed run of
  * this test are removed before it starts.  Needs root; skipped otherwise.
@@ -116,6 +117,7 @@ static void test_scoped(void **state)
 	uint64_t id;
 	struct cl_res r;
 	struct wj *st;
+	struct wr_proc text;
 
 	cl->passed = false;
 	st = cl_status(cl, NULL);
@@ -131,6 +133,16 @@ static void test_scoped(void **state)
 			assert_int_equal(sc->kind, WJ_NULL);
 	}
 	wj_free(st);
+	/* the text: a SCOPE column with each agent's scope, "all" for the unscoped one */
+	assert_int_equal(cl_weft(&text, (char *)"status", (char *)"--to", cl->endpoint,
+				 (char *)"--server-key", (char *)cl_pub(cl, cl->client_server),
+				 (char *)"--key", (char *)cl_path(cl, "me.key")),
+			 0);
+	assert_non_null(strstr(text.out.p, "SCOPE"));
+	for (int k = 0; k < NS; k++)
+		assert_non_null(strstr(text.out.p, f->scope[k]));
+	assert_non_null(strstr(text.out.p, "  all  "));
+	wr_free(&text);
 
 	snprintf(q, sizeof(q),
 		 "from syscall:getppid where comm = '%s' group by host select count() as n "
