@@ -91,9 +91,10 @@ static const char run_help[] =
 	"Exit status: 0 success (also when ended by a signal), 1 failure while loading or\n"
 	"tracing (e.g. the verifier rejected a program: its generated line is shown; a\n"
 	"--scope this kernel cannot apply), 2 bad command line (also a --scope that is\n"
-	"missing, or no network namespace or cgroup v2 directory), 3 the query has errors, 4 the query was stopped by its CPU budget (its\n"
-	"last window is printed), 141 standard output was closed (e.g. the reader of\n"
-	"`weft run ... | head` exited): the probes were detached, the last window is lost.\n";
+	"missing, or no network namespace or cgroup v2 directory), 3 the query has errors,\n"
+	"4 the query was stopped by its CPU budget (its last window is printed), 141\n"
+	"standard output was closed (e.g. the reader of `weft run ... | head` exited): the\n"
+	"probes were detached, the last window is lost.\n";
 
 /* the numbers the help and the messages state */
 _Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20, "run_help");
