@@ -16,6 +16,8 @@
  *                  that maps the binary): the scope filters it as it filters a kernel
  *                  probe.  With -p, both filters apply: -p A scoped to A counts N_A, -p A
  *                  scoped to B counts nothing.
+ *   netns_usdt     a USDT probe of wl_usdt run with -c in namespace A: scoped to A it counts
+ *                  every tick, scoped to B none.
  *   cgroup         a cgroup v2 directory made for the test (under the cgroup2 mount, which
  *                  may be /sys/fs/cgroup/unified on a hybrid host) with a child: wl_syscalls
  *                  in the child makes N_A calls, another in a sibling directory N_B; the run
@@ -299,6 +301,42 @@ static void test_netns_uprobe(void **state)
 	wr_free(&pa_b);
 }
 
+/* `weft run --scope SCOPE -c 'ip netns exec NS wl_usdt N'` counting weft_test:tick: the
+ * command is in namespace NS, so the scope passes it or not. */
+static long long usdt_in(const char *ns, const char *scope_ns, long n)
+{
+	char scope[128], cmd[PATH_MAX + 128], q[PATH_MAX + 64];
+	struct wr_proc p;
+	struct wr_json j;
+	long long sum;
+	int rc;
+
+	snprintf(scope, sizeof(scope), "netns:/run/netns/%s", scope_ns);
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s '%s' %ld", ns, wr_workload("wl_usdt"), n);
+	snprintf(q, sizeof(q), "from usdt:%s:weft_test:tick select count() as n",
+		 wr_workload("wl_usdt"));
+	rc = wr_weft_run(&p, "--format", "json", "--scope", scope, "-c", cmd, q);
+	if (rc != 0) {
+		wr_dump(&p, "weft run -c");
+		fail_msg("weft run -c failed");
+	}
+	wr_json_lines(&p.out, &j);
+	wr_check_windows(&j);
+	sum = wr_sum_col(&j, "n", NULL, 0);
+	wr_json_free(&j);
+	wr_free(&p);
+	return sum;
+}
+
+/* A USDT probe (wl_usdt fires weft_test:tick N times) with -c: scoped to the command's
+ * namespace it counts N, scoped to the other one nothing. */
+static void test_netns_usdt(void **state)
+{
+	(void)state;
+	assert_int_equal(usdt_in(ns_a, ns_a, 5003), 5003);
+	assert_int_equal(usdt_in(ns_a, ns_b, 5003), 0);
+}
+
 /* Moves process pid (all its threads) into cgroup directory dir. */
 static void cg_move(const char *dir, long pid)
 {
@@ -414,9 +452,8 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_netns_syscall),
-		cmocka_unit_test(test_netns_uprobe),
-		cmocka_unit_test(test_cgroup),
+		cmocka_unit_test(test_netns_syscall), cmocka_unit_test(test_netns_uprobe),
+		cmocka_unit_test(test_netns_usdt),    cmocka_unit_test(test_cgroup),
 		cmocka_unit_test(test_errors),
 	};
 
