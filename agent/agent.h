@@ -3,7 +3,8 @@
  * agent/ — runs compiled queries on one host.  `weft run` and `weft agent` share it.
  *
  *   agent_query_start()   open the object (bytes, from the compiler or the wire), size its
- *                         maps from the plan, set the -p filter, load (the verifier runs),
+ *                         maps from the plan, set the -p filter and the scope, load (the
+ *                         verifier runs),
  *                         attach every attach point through its probe provider
  *   agent_query_window()  end the current window: flip, drain the idle half into a table
  *                         of mergeable states (agent/result.h), read the drop counters
@@ -28,6 +29,7 @@
 
 struct agent_table; /* agent/result.h */
 struct agent_resolver; /* agent/result.h */
+struct agent_scope; /* agent/scope.h */
 
 const char *agent_version(void);
 
@@ -59,6 +61,8 @@ struct agent_query_opts {
 	uint32_t ringbuf_bytes; /* 0: the plan's */
 	double cpu_budget; /* % of one CPU the query's probes may use (agent_query_budget());
 			    * 0: no budget (tools pass AGENT_CPU_BUDGET_DEFAULT) */
+	const struct agent_scope *scope; /* only these processes (agent/scope.h); NULL: all.
+					  * Borrowed: it must stay open while the query runs */
 };
 
 struct agent_query;

@@ -33,6 +33,7 @@
 #include "agent/result.h"
 #include "agent/session.h"
 #include "agent/schedule.h"
+#include "agent/scope.h"
 #include "agent/wire.h"
 #include "agent/wire_graph.h"
 #include "compiler/plan.h"
@@ -679,6 +680,7 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	}
 	ao.host = d->host;
 	ao.verbose = d->o.verbose;
+	ao.scope = d->o.scope;
 	ao.cpu_budget = d->o.cpu_budget < 0 ? 0 :
 			d->o.cpu_budget > 0 ? d->o.cpu_budget :
 					      AGENT_CPU_BUDGET_DEFAULT;
@@ -882,6 +884,7 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 	so.kernel = d->kernel;
 	so.features = d->features;
 	so.nfeatures = d->nfeatures;
+	so.scope = d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? d->o.scope->text : NULL;
 	so.log_name = "agent";
 	so.ops = &agent_session_ops;
 	so.ctx = d;
@@ -953,8 +956,10 @@ int agent_daemon_run(struct agent_daemon *d)
 		return -EINVAL;
 	if (geteuid() != 0)
 		log_warn("agent: not running as root: loading BPF programs will fail");
-	log_info("agent: %s (instance %016" PRIx64 ") connecting to %s", d->host,
-		 session_instance(d->sess), d->endpoint);
+	log_info("agent: %s (instance %016" PRIx64 ") connecting to %s; tracing %s%s", d->host,
+		 session_instance(d->sess), d->endpoint,
+		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? "only " : "the whole machine",
+		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? d->o.scope->text : "");
 	for (;;) {
 		zmq_pollitem_t it[SESSION_POLL_ITEMS + 1];
 		int n, nsess, istop = -1, timeout;

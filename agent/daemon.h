@@ -45,7 +45,12 @@ struct agent_daemon_opts {
 	bool verbose; /* full verifier logs in QueryError.detail */
 	double cpu_budget; /* % of one CPU each query's probes may cost (agent/agent.h);
 			    * 0: AGENT_CPU_BUDGET_DEFAULT; < 0: no budget */
+	const struct agent_scope *scope; /* trace only these processes (agent/scope.h), and
+					  * say so in Hello; NULL: all.  Borrowed: open until
+					  * agent_daemon_free() */
 };
+
+struct agent_scope;
 
 struct agent_daemon_stats {
 	uint64_t sent; /* envelopes handed to ZeroMQ */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * A compiled query running on this host: open the object from bytes, size its maps from
- * the plan, set the -p filter, load it (the kernel's verifier runs; a rejection is mapped to
+ * the plan, set the -p filter and the scope, load it (the kernel's verifier runs; a rejection is mapped to
  * the generated line that caused it), attach every attach point through its provider, and
  * then read windows (bpfrt.c) into tables of mergeable states (table.c) or hand stream
  * records to the caller.
@@ -19,12 +19,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "agent/agent.h"
 #include "agent/attach_multi.h"
 #include "agent/bpfrt.h"
 #include "agent/budget.h"
 #include "agent/result.h"
+#include "agent/scope.h"
 #include "probes/probes.h"
 #include "base/log.h"
 
@@ -290,6 +292,54 @@ static int size_maps(struct bpf_object *obj, const struct plan *p, const struct 
 	return rc;
 }
 
+/*
+ * The scope's rodata before load (kernel/weft.bpf.h: weft_scope_kind, weft_scope_netns).  An
+ * object compiled by a weft that had no scopes lacks them: fine unscoped, refused scoped
+ * (it would trace the whole machine).
+ */
+static int scope_set(struct bpf_object *obj, const struct agent_scope *s, struct agent_err *err)
+{
+	uint32_t kind = s ? (uint32_t)s->kind : WEFT_SCOPE_ALL, ino;
+	int rc = bpfrt_rodata_set(obj, "weft_scope_kind", &kind, sizeof(kind));
+
+	if (rc == -ENOENT && kind == WEFT_SCOPE_ALL)
+		return 0;
+	if (rc == 0 && kind == WEFT_SCOPE_NETNS) {
+		ino = (uint32_t)s->ino;
+		rc = bpfrt_rodata_set(obj, "weft_scope_netns", &ino, sizeof(ino));
+	}
+	if (rc)
+		set_err(err,
+			"cannot scope the query to %s: %s (an object compiled by a weft without "
+			"scopes?) [E_SCOPE]",
+			s->text, probe_bpf_strerror(rc));
+	return rc;
+}
+
+/* After load, before any attach: the cgroup directory into its slot (CGROUP_ARRAY). */
+static int scope_fill(struct bpf_object *obj, const struct agent_scope *s, struct agent_err *err)
+{
+	struct bpf_map *m;
+	uint32_t zero = 0;
+
+	if (!s || s->kind != WEFT_SCOPE_CGROUP)
+		return 0;
+	m = bpf_object__find_map_by_name(obj, WEFT_SCOPE_CGROUP_MAP);
+	if (!m || bpf_map__fd(m) < 0) {
+		set_err(err, "cannot scope the query to %s: the object has no %s [E_SCOPE]",
+			s->text, WEFT_SCOPE_CGROUP_MAP);
+		return -ENOENT;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(m), &zero, &s->fd, BPF_ANY) != 0) {
+		int rc = -errno;
+
+		set_err(err, "cannot scope the query to %s: %s [E_SCOPE]", s->text,
+			probe_bpf_strerror(rc));
+		return rc;
+	}
+	return 0;
+}
+
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct agent_query *q = ctx;
@@ -351,6 +401,9 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		set_err(err, "cannot set the process filter: %s", probe_bpf_strerror(rc));
 		goto fail;
 	}
+	rc = scope_set(q->obj, o.scope, err);
+	if (rc)
+		goto fail;
 
 	multi = agent_multi_prepare(q->obj, p);
 	load_log = malloc(VERIFIER_LOG_MAX);
@@ -385,6 +438,10 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	}
 	free(load_log);
 	load_log = NULL;
+
+	rc = scope_fill(q->obj, o.scope, err);
+	if (rc)
+		goto fail;
 
 	q->rt = bpfrt_open(q->obj);
 	if (!q->rt) {

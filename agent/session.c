@@ -54,7 +54,7 @@ struct session {
 	struct session_opts o;
 	char endpoint[512];
 	char server_key[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
-	char *host, *version, *kernel, **features;
+	char *host, *version, *kernel, *scope, **features;
 	size_t nfeatures;
 	char log_name[32];
 	uint64_t instance;
@@ -140,6 +140,7 @@ static void send_hello(struct session *s)
 	h.version = s->version;
 	h.instance = s->instance;
 	h.kernel = s->kernel;
+	h.scope = s->scope;
 	h.features = s->features;
 	h.n_features = s->nfeatures;
 	h.running = running_ids(s, &h.n_running);
@@ -570,7 +571,8 @@ struct session *session_new(const struct session_opts *o)
 	s->host = strdup(o->host ? o->host : "");
 	s->version = strdup(o->version ? o->version : "");
 	if (!s->host || !s->version ||
-	    (o->kernel && *o->kernel && !(s->kernel = strdup(o->kernel))))
+	    (o->kernel && *o->kernel && !(s->kernel = strdup(o->kernel))) ||
+	    (o->scope && *o->scope && !(s->scope = strdup(o->scope))))
 		goto out_nomem;
 	if (o->nfeatures) {
 		s->features = calloc(o->nfeatures, sizeof(*s->features));
@@ -580,7 +582,7 @@ struct session *session_new(const struct session_opts *o)
 			if (!(s->features[s->nfeatures] = strdup(o->features[s->nfeatures])))
 				goto out_nomem;
 	}
-	s->o.host = s->o.version = s->o.kernel = NULL; /* ours are above */
+	s->o.host = s->o.version = s->o.kernel = s->o.scope = NULL; /* ours are above */
 	s->o.features = NULL;
 	s->instance = o->instance;
 	while (!s->instance)
@@ -615,6 +617,7 @@ void session_free(struct session *s)
 	free(s->host);
 	free(s->version);
 	free(s->kernel);
+	free(s->scope);
 	explicit_bzero(s->sec, sizeof(s->sec));
 	free(s);
 }

@@ -115,6 +115,7 @@ struct session_opts {
 	void *ctx;
 	const struct session_spool_ops *spool_ops; /* NULL: no partials (a client) */
 	void *spool;
+	const char *scope; /* Hello.scope (copied): an agent's --scope; NULL: none */
 };
 
 struct session_stats {

@@ -334,6 +334,7 @@ static bool check_hello(struct why *w, const Weft__Hello *h)
 	       check_str(w, "Hello.version", h->version, WIRE_MAX_STRING, TEXT_NAME, true) &&
 	       (h->instance ? true : bad(w, "Hello.instance: 0")) &&
 	       check_str(w, "Hello.kernel", h->kernel, WIRE_MAX_STRING, TEXT_NAME, false) &&
+	       check_str(w, "Hello.scope", h->scope, WIRE_MAX_STRING, TEXT_NAME, false) &&
 	       check_strs(w, "Hello.features", h->features, h->n_features, WIRE_MAX_FEATURES,
 			  WIRE_MAX_STRING, true) &&
 	       check_ids(w, "Hello.running", h->running, h->n_running);
@@ -395,6 +396,8 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		    !check_str(w, "AgentStatus.version", a->version, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_str(w, "AgentStatus.kernel", a->kernel, WIRE_MAX_STRING, TEXT_NAME,
+			       false) ||
+		    !check_str(w, "AgentStatus.scope", a->scope, WIRE_MAX_STRING, TEXT_NAME,
 			       false) ||
 		    !check_strs(w, "AgentStatus.features", a->features, a->n_features,
 				WIRE_MAX_FEATURES, WIRE_MAX_STRING, true) ||

@@ -147,6 +147,7 @@ void aggd_peer_free(struct aggd *a, struct peer *p)
 	for (size_t i = 0; i < p->nfeatures; i++)
 		free(p->features[i]);
 	free(p->features);
+	free(p->scope);
 	free(p->pq);
 	free(p->subs);
 	free(p);

@@ -46,6 +46,7 @@ struct peer {
 	char host[AGGD_MAX_HOST];
 	char version[64];
 	char kernel[128];
+	char *scope; /* Hello.scope: what part of its machine an agent traces; NULL: all */
 	char **features;
 	size_t nfeatures;
 	uint64_t instance;

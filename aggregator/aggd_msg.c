@@ -110,6 +110,8 @@ void aggd_on_hello(struct aggd *a, struct peer *p, const Weft__Envelope *env, en
 	snprintf(p->host, sizeof(p->host), "%s", h->host ? h->host : "");
 	snprintf(p->version, sizeof(p->version), "%s", h->version);
 	snprintf(p->kernel, sizeof(p->kernel), "%s", h->kernel ? h->kernel : "");
+	free(p->scope);
+	p->scope = h->scope && *h->scope ? strdup(h->scope) : NULL;
 	for (size_t i = 0; i < p->nfeatures; i++)
 		free(p->features[i]);
 	free(p->features);

@@ -145,6 +145,7 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 		s->host = p->host;
 		s->version = p->version;
 		s->kernel = p->kernel;
+		s->scope = p->scope;
 		s->n_features = p->nfeatures;
 		s->features = p->features;
 		s->alive = p->alive;
@@ -235,6 +236,11 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 		text_json_fputs(f, a->version);
 		fputs(",\"kernel\":", f);
 		text_json_fputs(f, a->kernel);
+		fputs(",\"scope\":", f); /* the agent's --scope; null: its whole machine */
+		if (a->scope && *a->scope)
+			text_json_fputs(f, a->scope);
+		else
+			fputs("null", f);
 		fprintf(f,
 			",\"alive\":%s,\"last_seen_ms\":%" PRIu64 ",\"spooled\":%" PRIu64
 			",\"running\":[",

@@ -1118,7 +1118,9 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 		emit(c, "\t__u64 span_key;\n");
 	if (c->span_end)
 		emit(c, "\t__s64 span_d;\n");
-	emit(c, "\n\tif (!weft_pid_ok())\n\t\treturn 0;\n");
+	/* -p, then the agent's scope (a network namespace or cgroup): both set at load time,
+	 * so the verifier drops the branches of an unscoped agent (kernel/weft.bpf.h) */
+	emit(c, "\n\tif (!weft_pid_ok() || !weft_scope_ok())\n\t\treturn 0;\n");
 	/* both halves of a span wait until every probe of the query is attached (the agent
 	 * sets weft_ctl.live), and stop together when it begins to detach */
 	if (src->is_span)

@@ -29,6 +29,7 @@
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #ifndef WEFT_INLINE
 #define WEFT_INLINE static inline __attribute__((always_inline))
@@ -332,6 +333,80 @@ WEFT_INLINE __u32 weft_tid(void)
 WEFT_INLINE int weft_pid_ok(void)
 {
 	return !weft_target_pid || weft_pid() == weft_target_pid;
+}
+
+/*
+ * The scope of the query (enum weft_scope, set by the loader like weft_target_pid): which
+ * processes an event must come from.  Both variables are read-only data the loader fills
+ * before load, so the verifier knows their values and drops the branches a scope does not
+ * take: an unscoped query (WEFT_SCOPE_ALL) pays one load of weft_scope_kind and no branch,
+ * and a scoped one runs only its own kind's check.
+ */
+const volatile __u32 weft_scope_kind = WEFT_SCOPE_ALL;
+const volatile __u32 weft_scope_netns = 0; /* WEFT_SCOPE_NETNS: the namespace's inode number */
+
+/*
+ * WEFT_SCOPE_CGROUP: slot 0 holds the scope's cgroup v2 directory (the loader puts its file
+ * descriptor there after load).  bpf_current_task_under_cgroup() asks the kernel whether the
+ * current task's cgroup is that one or below it.  Chosen over comparing
+ * bpf_get_current_ancestor_cgroup_id(level) with the directory's id because the level is the
+ * cgroup's depth in the whole hierarchy, which an agent inside a cgroup namespace (a
+ * container) cannot see: its /sys/fs/cgroup starts at its namespace's root.  The kernel's own
+ * walk needs nothing from user space but the directory, and costs one helper call.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} weft_scope_cgroup SEC(".maps");
+
+/*
+ * The kernel structs the network namespace check reads, declared with only the fields it
+ * needs.  preserve_access_index makes clang record every access as a CO-RE relocation, which
+ * libbpf resolves against the running kernel's BTF at load, so the offsets are the running
+ * kernel's.  The ___weft_scope suffix is a CO-RE "flavour": libbpf matches the part before
+ * it (task_struct, ...) against the kernel's types, and the names cannot collide with
+ * definitions a generated program or another header makes of the same structs.
+ */
+struct ns_common___weft_scope {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+struct net___weft_scope {
+	struct ns_common___weft_scope ns;
+} __attribute__((preserve_access_index));
+struct nsproxy___weft_scope {
+	struct net___weft_scope *net_ns;
+} __attribute__((preserve_access_index));
+struct task_struct___weft_scope {
+	struct nsproxy___weft_scope *nsproxy;
+} __attribute__((preserve_access_index));
+
+/*
+ * The inode number of the current task's network namespace (task->nsproxy->net_ns->ns.inum,
+ * what stat() of /proc/PID/ns/net gives as st_ino), or 0 when it has none: a task that is
+ * exiting has released its namespaces (nsproxy NULL), and the faulting read yields 0.
+ */
+WEFT_INLINE __u32 weft_netns(void)
+{
+	struct task_struct___weft_scope *t = (void *)bpf_get_current_task();
+
+	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum);
+}
+
+/*
+ * True when the event's task is inside the query's scope.  Called right after weft_pid_ok(),
+ * before any map work.
+ */
+WEFT_INLINE int weft_scope_ok(void)
+{
+	__u32 kind = weft_scope_kind; /* one load: the verifier knows its value */
+
+	if (kind == WEFT_SCOPE_NETNS)
+		return weft_netns() == weft_scope_netns;
+	if (kind == WEFT_SCOPE_CGROUP)
+		return bpf_current_task_under_cgroup(&weft_scope_cgroup, 0) == 1;
+	return 1;
 }
 
 WEFT_INLINE __u32 weft_uid(void)

@@ -94,6 +94,20 @@ struct weft_span_hdr {
 };
 
 /*
+ * What part of the machine a query traces (`weft run --scope`, `weft agent --scope`): every
+ * process, the processes of one network namespace, or those of one cgroup v2 subtree.  The
+ * loader sets the rodata variables weft_scope_kind (one of these), weft_scope_netns (the
+ * namespace's inode number) and fills the one slot of WEFT_SCOPE_CGROUP_MAP (a CGROUP_ARRAY)
+ * with the cgroup directory (docs/runtime.md, "Scope").
+ */
+enum weft_scope {
+	WEFT_SCOPE_ALL = 0,
+	WEFT_SCOPE_NETNS = 1,
+	WEFT_SCOPE_CGROUP = 2,
+};
+#define WEFT_SCOPE_CGROUP_MAP "weft_scope_cgroup"
+
+/*
  * A graph query's record (docs/language.md, "Graph queries"): every program of a graph query
  * writes this one layout after struct weft_rec_hdr, whatever its source, and agent/graphcap.c
  * assembles the records into tasks, events and edges.  `kind` says what fired:

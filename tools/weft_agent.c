@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "agent/daemon.h"
+#include "agent/scope.h"
 #include "agent/wire.h"
 #include "base/file.h"
 #include "base/text.h"
@@ -40,6 +41,14 @@ static const char agent_help[] =
 	"  -k, --key FILE          this agent's key pair (\"public\" and \"secret\" lines;\n"
 	"                          keep it mode 0600)\n"
 	"  -H, --host NAME         the name this host's results carry (default: the host name)\n"
+	"      --scope netns:PATH | cgroup:PATH\n"
+	"                          trace only the processes of one network namespace (PATH:\n"
+	"                          /proc/PID/ns/net, or a bind mount such as /run/netns/NAME)\n"
+	"                          or of one cgroup v2 directory and every cgroup below it:\n"
+	"                          one agent per tenant or container, each with its own --host\n"
+	"                          (`weft status` shows each agent's scope).  Kernel probes\n"
+	"                          and user probes alike count only that scope's processes;\n"
+	"                          the namespace or cgroup stays held open while the agent runs\n"
 	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
 	"                          spool is full the oldest is dropped, counted and logged\n"
 	"      --spool-bytes SIZE  and their total size (default 64MiB; units B KiB MiB GiB TiB)\n"
@@ -56,8 +65,9 @@ static const char agent_help[] =
 	"  weft agent --connect tcp://aggregator.example:7470 --server-key aggregator.pub \\\n"
 	"             --key agent1.key\n"
 	"\n"
-	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys), 2 bad command\n"
-	"line.\n";
+	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys, a --scope this\n"
+	"kernel cannot apply), 2 bad command line (also a --scope that is missing, or no\n"
+	"network namespace or cgroup v2 directory).\n";
 
 static int read_key(const char *opt, const char *path, char pub[WIRE_KEY_LEN + 1],
 		    char sec[WIRE_KEY_LEN + 1])
@@ -89,13 +99,15 @@ int cmd_agent(int argc, char **argv)
 		{ "spool-max", required_argument, NULL, 'S' },
 		{ "spool-bytes", required_argument, NULL, 'B' },
 		{ "cpu-budget", required_argument, NULL, 'U' },
+		{ "scope", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent_daemon_opts o = { .sz = sizeof(o), .stop_fd = -1 };
 	char srv_pub[WIRE_KEY_LEN + 1], pub[WIRE_KEY_LEN + 1], sec[WIRE_KEY_LEN + 1];
-	const char *server_key = NULL, *key = NULL;
+	const char *server_key = NULL, *key = NULL, *scope_spec = NULL;
+	struct agent_scope scope;
 	struct agent_daemon *d;
 	struct agent_daemon_stats st;
 	sigset_t mask;
@@ -160,6 +172,9 @@ int cmd_agent(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			}
 			break;
+		case 'P':
+			scope_spec = optarg;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -185,8 +200,23 @@ int cmd_agent(int argc, char **argv)
 		return WEFT_EXIT_USAGE;
 	}
 	tool_set_verbose(verbose + 1); /* a daemon says what it does: info by default */
-	if (read_key("--server-key", server_key, srv_pub, NULL) || read_key("--key", key, pub, sec))
+	/* a bad --scope is a bad command line: said before anything else is read */
+	agent_scope_init(&scope);
+	if (scope_spec) {
+		char why[AGENT_SCOPE_TEXT_MAX + 256];
+
+		rc = agent_scope_open(scope_spec, &scope, why, sizeof(why));
+		if (rc) {
+			fprintf(stderr, "weft: %s\n", why);
+			return rc == -EINVAL || rc == -ENOENT ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+		}
+		o.scope = &scope;
+	}
+	if (read_key("--server-key", server_key, srv_pub, NULL) ||
+	    read_key("--key", key, pub, sec)) {
+		agent_scope_close(&scope);
 		return WEFT_EXIT_FAIL;
+	}
 	o.server_key = srv_pub;
 	o.public_key = pub;
 	o.secret_key = sec;
@@ -201,6 +231,7 @@ int cmd_agent(int argc, char **argv)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		fprintf(stderr, "weft: signalfd: %s\n", strerror(errno));
+		agent_scope_close(&scope);
 		return WEFT_EXIT_FAIL;
 	}
 	o.stop_fd = sfd;
@@ -209,6 +240,7 @@ int cmd_agent(int argc, char **argv)
 	if (!d) {
 		fprintf(stderr, "weft: cannot start the agent: %s\n", strerror(errno));
 		close(sfd);
+		agent_scope_close(&scope);
 		return WEFT_EXIT_FAIL;
 	}
 	rc = agent_daemon_run(d);
@@ -219,6 +251,7 @@ int cmd_agent(int argc, char **argv)
 		(unsigned long long)st.partials, (unsigned long long)st.resent,
 		(unsigned long long)st.spool_dropped, (unsigned long long)st.rejected);
 	agent_daemon_free(d);
+	agent_scope_close(&scope);
 	close(sfd);
 	return rc ? WEFT_EXIT_FAIL : WEFT_EXIT_OK;
 }

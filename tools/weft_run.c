@@ -38,6 +38,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "agent/schedule.h"
+#include "agent/scope.h"
 #include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
@@ -61,6 +62,12 @@ static const char run_help[] =
 	"                        input, e.g. a pipe)\n"
 	"  -p, --pid PID         trace only process PID (its threads); library names in probes\n"
 	"                        resolve through its maps; weft stops when it exits\n"
+	"      --scope netns:PATH | cgroup:PATH\n"
+	"                        trace only the processes of one network namespace (PATH:\n"
+	"                        /proc/PID/ns/net, or a bind mount such as /run/netns/NAME) or\n"
+	"                        of one cgroup v2 directory and every cgroup below it (e.g.\n"
+	"                        /sys/fs/cgroup/system.slice/nginx.service); with -p or -c,\n"
+	"                        both filters apply\n"
 	"  -c, --cmd 'CMD ARGS'  run CMD (split into words as a shell would, with quotes, but\n"
 	"                        no shell runs) with the probes attached before its first\n"
 	"                        instruction; trace only it; stop when it exits\n"
@@ -82,10 +89,12 @@ static const char run_help[] =
 	"waits for it.\n"
 	"\n"
 	"Exit status: 0 success (also when ended by a signal), 1 failure while loading or\n"
-	"tracing (e.g. the verifier rejected a program: its generated line is shown), 2 bad\n"
-	"command line, 3 the query has errors, 4 the query was stopped by its CPU budget (its\n"
-	"last window is printed), 141 standard output was closed (e.g. the reader of\n"
-	"`weft run ... | head` exited): the probes were detached, the last window is lost.\n";
+	"tracing (e.g. the verifier rejected a program: its generated line is shown; a\n"
+	"--scope this kernel cannot apply), 2 bad command line (also a --scope that is\n"
+	"missing, or no network namespace or cgroup v2 directory), 3 the query has errors,\n"
+	"4 the query was stopped by its CPU budget (its last window is printed), 141\n"
+	"standard output was closed (e.g. the reader of `weft run ... | head` exited): the\n"
+	"probes were detached, the last window is lost.\n";
 
 /* the numbers the help and the messages state */
 _Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20, "run_help");
@@ -424,6 +433,7 @@ int cmd_run(int argc, char **argv)
 		{ "max-groups", required_argument, NULL, 'G' },
 		{ "ringbuf-size", required_argument, NULL, 'R' },
 		{ "cpu-budget", required_argument, NULL, 'B' },
+		{ "scope", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -449,6 +459,8 @@ int cmd_run(int argc, char **argv)
 	long max_groups = 0;
 	uint64_t ringbuf = 0;
 	double budget = AGENT_CPU_BUDGET_DEFAULT;
+	const char *scope_spec = NULL;
+	struct agent_scope scope;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:p:c:vh", longopts, NULL)) != -1) {
@@ -508,6 +520,9 @@ int cmd_run(int argc, char **argv)
 			}
 			break;
 		}
+		case 'S':
+			scope_spec = optarg;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -531,6 +546,17 @@ int cmd_run(int argc, char **argv)
 	src = tool_read_query(file, optind < argc ? argv[optind] : NULL, &name);
 	if (!src)
 		return WEFT_EXIT_USAGE;
+	agent_scope_init(&scope);
+	if (scope_spec) {
+		char why[AGENT_SCOPE_TEXT_MAX + 256];
+
+		rc = agent_scope_open(scope_spec, &scope, why, sizeof(why));
+		if (rc) {
+			fprintf(stderr, "weft: %s\n", why);
+			free(src);
+			return rc == -EINVAL || rc == -ENOENT ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+		}
+	}
 
 	copts.pid = pid;
 	copts.verbose = verbose > 0;
@@ -572,6 +598,7 @@ int cmd_run(int argc, char **argv)
 	aopts.max_groups = (uint32_t)max_groups;
 	aopts.ringbuf_bytes = (uint32_t)ringbuf;
 	aopts.cpu_budget = budget;
+	aopts.scope = scope_spec ? &scope : NULL;
 	compile_sites_print(&res, "weft: ", stderr);
 	rc = agent_query_start(res.plan, res.object, res.object_sz, &aopts, &r.q, &aerr);
 	if (rc) {
@@ -749,6 +776,7 @@ out:
 		close(pfd);
 	compile_result_free(&res);
 	diag_list_free(&dl);
+	agent_scope_close(&scope);
 	free(src);
 	return status;
 }

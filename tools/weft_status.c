@@ -26,7 +26,8 @@ static const char status_help[] =
 	"Agents (and child aggregators): the host name results are keyed by, its role, whether\n"
 	"it is alive (it is expired after 3 silent heartbeat intervals), how long ago it was\n"
 	"last heard from, its weft version and kernel, the queries it runs, the partials it\n"
-	"holds unacknowledged, and the kernel features it has.\n"
+	"holds unacknowledged, the part of its machine it traces (SCOPE: \"all\", or the\n"
+	"netns:PATH or cgroup:PATH of its --scope), and the kernel features it has.\n"
 	"\n"
 	"Queries: the id, whether it runs or has ended, the windows emitted, the agents\n"
 	"running it, and the text; then, per query, the errors agents reported and the\n"
@@ -175,7 +176,7 @@ static int width_of(const char *s, int w)
 
 static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *f)
 {
-	int wh = 4, wv = 7, wk = 6;
+	int wh = 4, wv = 7, wk = 6, ws = 5;
 
 	if (one_query)
 		fprintf(f, "aggregator %s\n", r->aggregator);
@@ -188,10 +189,11 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			wh = width_of(r->agents[i]->host, wh);
 			wv = width_of(r->agents[i]->version, wv);
 			wk = width_of(r->agents[i]->kernel, wk);
+			ws = width_of(r->agents[i]->scope, ws);
 		}
-		fprintf(f, "\n%-*s  %-10s  %-5s  %9s  %-*s  %-*s  %-7s  %7s  %s\n", wh, "HOST",
-			"ROLE", "ALIVE", "LAST SEEN", wv, "VERSION", wk, "KERNEL", "QUERIES",
-			"SPOOLED", "FEATURES");
+		fprintf(f, "\n%-*s  %-10s  %-5s  %9s  %-*s  %-*s  %-7s  %7s  %-*s  %s\n", wh,
+			"HOST", "ROLE", "ALIVE", "LAST SEEN", wv, "VERSION", wk, "KERNEL",
+			"QUERIES", "SPOOLED", ws, "SCOPE", "FEATURES");
 		for (size_t i = 0; i < r->n_agents; i++) {
 			const Weft__AgentStatus *a = r->agents[i];
 			char seen[32], qs[64] = "-";
@@ -204,6 +206,8 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			fprintf(f, "%-*s  %-10s  %-5s  %9s  %-*s  %-*s  %-7s  %7" PRIu64 "  ", wh,
 				a->host, a->role ? a->role : "agent", a->alive ? "yes" : "no", seen,
 				wv, a->version, wk, a->kernel ? a->kernel : "", qs, a->spooled);
+			/* the part of its machine an agent traces: all of it, or its --scope */
+			fprintf(f, "%-*s  ", ws, a->scope && *a->scope ? a->scope : "all");
 			for (size_t j = 0; j < a->n_features; j++)
 				fprintf(f, "%s%s", j ? "," : "", a->features[j]);
 			fputc('\n', f);

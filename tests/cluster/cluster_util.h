@@ -454,25 +454,40 @@ static inline ino_t cl_netns_ino(const char *path)
 
 /*
  * `weft agent --host HOST` (key DIR/HOST.key, which the test made and allowed, or not;
- * trusting the key of aggregator cl->agent_server), logging into DIR/LOG.err, in network namespace `netns` if not NULL (checked: the agent's
- * /proc/PID/ns/net is that namespace), connecting to `endpoint` (NULL: the test's).  With
- * wait, returns once it is connected (welcomed by its aggregator).
+ * trusting the key of aggregator cl->agent_server), logging into DIR/LOG.err, in network
+ * namespace `netns` if not NULL (checked: the agent's /proc/PID/ns/net is that namespace),
+ * connecting to `endpoint` (NULL: the test's), with the options `extra` (NULL-terminated;
+ * NULL: none) after the others.  With wait, returns once it is connected (welcomed by its
+ * aggregator).
  */
-static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const char *log,
-				       const char *netns, const char *endpoint, bool wait)
+static inline struct cl_proc *cl_agent_with(struct cl *cl, const char *host, const char *log,
+					    const char *netns, const char *endpoint, bool wait,
+					    char *const *extra)
 {
 	char key[PATH_MAX];
+	char *argv[WR_MAX_ARGS];
 	struct cl_proc *p;
+	int n = 0;
 
 	snprintf(key, sizeof(key), "%s/%s.key", cl->dir, host);
-	p = cl_spawn(cl, log, netns,
-		     (char *const[]){ getenv("WEFT_BIN"), (char *)"agent", (char *)"--connect",
-				      (char *)(endpoint ? endpoint : cl->endpoint),
-				      (char *)"--server-key", (char *)cl_pub(cl, cl->agent_server),
-				      (char *)"--key", key, (char *)"--host", (char *)host,
-				      /* no CPU budget: flat-out workloads must count exactly,
-				       * however loaded the machine (test_cluster_budget tests it) */
-				      (char *)"--cpu-budget", (char *)"0", NULL });
+	argv[n++] = getenv("WEFT_BIN");
+	argv[n++] = (char *)"agent";
+	argv[n++] = (char *)"--connect";
+	argv[n++] = (char *)(endpoint ? endpoint : cl->endpoint);
+	argv[n++] = (char *)"--server-key";
+	argv[n++] = (char *)cl_pub(cl, cl->agent_server);
+	argv[n++] = (char *)"--key";
+	argv[n++] = key;
+	argv[n++] = (char *)"--host";
+	argv[n++] = (char *)host;
+	/* no CPU budget: flat-out workloads must count exactly, however loaded the machine
+	 * (test_cluster_budget tests it) */
+	argv[n++] = (char *)"--cpu-budget";
+	argv[n++] = (char *)"0";
+	for (int i = 0; extra && extra[i] && n < WR_MAX_ARGS - 1; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	p = cl_spawn(cl, log, netns, argv);
 	if (netns) {
 		char self[64], ns[PATH_MAX];
 		ino_t want;
@@ -488,6 +503,13 @@ static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const ch
 	if (wait)
 		cl_expect_log(p, "connected to aggregator", CL_WAIT_MS);
 	return p;
+}
+
+/* cl_agent_with() without extra options. */
+static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const char *log,
+				       const char *netns, const char *endpoint, bool wait)
+{
+	return cl_agent_with(cl, host, log, netns, endpoint, wait, NULL);
 }
 
 /* `weft submit --format json QUERY` to endpoint (NULL: the test's), following; returns once

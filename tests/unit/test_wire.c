@@ -118,6 +118,7 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->hello.version = "0.1.0";
 		f->hello.instance = 0x1234567890abcdefull;
 		f->hello.kernel = "6.18.0";
+		f->hello.scope = "netns:/run/netns/tenant a";
 		f->hello.features = f->strs;
 		f->hello.n_features = 3;
 		f->hello.running = f->ids;
@@ -236,6 +237,7 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->as.host = "web-1";
 		f->as.version = "0.1.0";
 		f->as.kernel = "6.18.0";
+		f->as.scope = "cgroup:/sys/fs/cgroup/t\xc3\xa9nant";
 		f->as.features = f->strs;
 		f->as.n_features = 2;
 		f->as.alive = true;
@@ -488,6 +490,18 @@ static void b_host_utf8(struct full *f)
 static void b_host_long(struct full *f)
 {
 	f->hello.host = long_name;
+}
+static void b_scope_ctl(struct full *f)
+{
+	f->hello.scope = "netns:/run/netns/a\nb";
+}
+static void b_scope_long(struct full *f)
+{
+	f->hello.scope = long_name;
+}
+static void b_status_scope_utf8(struct full *f)
+{
+	f->as.scope = "cgroup:/sys/fs/cgroup/\xc3\x28";
 }
 static void b_version_empty(struct full *f)
 {
@@ -751,6 +765,9 @@ static const struct breakage breakages[] = {
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.host: not UTF-8", b_host_utf8 },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.host: 4097 bytes", b_host_long },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.version: empty", b_version_empty },
+	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.scope: control character", b_scope_ctl },
+	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.scope: 4097 bytes", b_scope_long },
+	{ WEFT__ENVELOPE__BODY_STATUS_REPLY, "AgentStatus.scope: not UTF-8", b_status_scope_utf8 },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.instance: 0", b_instance0 },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.features: 1025 entries", b_features_many },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.features: empty", b_feature_empty },

@@ -12,12 +12,19 @@
  *       outer    the epoch selects a half through an ARRAY_OF_MAPS
  *       inkey    one PERCPU_HASH keyed by {epoch, group}
  *       array    no group by: PERCPU_ARRAY[2] indexed by epoch (WEFT_AGG_ARRAY)
+ *       netns    the filter plus a --scope netns check that passes (weft_netns(): the CO-RE
+ *                read of task->nsproxy->net_ns->ns.inum, compared with the bench's own)
+ *       cgroup   the filter plus a --scope cgroup check that passes
+ *                (bpf_current_task_under_cgroup() against the cgroup2 root)
  *  2. the window flip (epoch write + RCU grace period) and the drain of a 10,000-group half.
  *
  * Usage: bench_rt [N]   (run from the build tree, or set WEFT_BINARY_DIR / WEFT_SOURCE_DIR)
  * Results are printed; docs/runtime.md quotes a run.
  */
+#include <fcntl.h>
+#include <mntent.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include "tools/bench/rt_harness.h"
 
 /*
@@ -64,15 +71,53 @@ static const char variants_src[] =
 	"	struct k1 k = { .epoch = e, .tid = weft_tid() };\n"
 	"	struct v0 *v = weft_agg_half_get(&inkey_m, e, &k, &zero); UPDATE(v); }\n"
 	"PROBE(p_array) { __u32 e = weft_epoch(); if (!weft_pid_ok()) return 0;\n"
-	"	struct v0 *v = WEFT_AGG_GET1(array, struct v0, e); UPDATE(v); }\n";
+	"	struct v0 *v = WEFT_AGG_GET1(array, struct v0, e); UPDATE(v); }\n"
+	"PROBE(p_netns) { __u32 e = weft_epoch();\n"
+	"	if (!weft_pid_ok() || weft_netns() != weft_scope_netns)\n"
+	"		return 0;\n"
+	"	return e & 2; }\n"
+	"PROBE(p_cgroup) { __u32 e = weft_epoch();\n"
+	"	if (!weft_pid_ok() || bpf_current_task_under_cgroup(&weft_scope_cgroup, 0) != 1)\n"
+	"		return 0;\n"
+	"	return e & 2; }\n";
 
-static const char *const variants[] = { "p_filter", "p_plain", "p_update", "p_get",
-					"p_outer",  "p_inkey", "p_array" };
+static const char *const variants[] = { "p_filter", "p_plain", "p_update", "p_get",   "p_outer",
+					"p_inkey",  "p_array", "p_netns",  "p_cgroup" };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
 static int setup_target(struct bpf_object *obj, void *arg)
 {
-	return rt_set_target(obj, *(pid_t *)arg);
+	struct stat st;
+	__u32 ino;
+	int err = rt_set_target(obj, *(pid_t *)arg);
+
+	/* the workload runs in this network namespace: p_netns's check passes */
+	if (!err && stat("/proc/self/ns/net", &st) == 0) {
+		ino = (__u32)st.st_ino;
+		err = bpfrt_rodata_set(obj, "weft_scope_netns", &ino, sizeof(ino));
+	}
+	return err;
+}
+
+/* The cgroup2 root into p_cgroup's slot: every process is under it, so its check passes. */
+static int fill_cgroup(struct bpf_object *obj)
+{
+	FILE *f = setmntent("/proc/self/mounts", "re");
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, WEFT_SCOPE_CGROUP_MAP);
+	struct mntent *e;
+	__u32 zero = 0;
+	int fd = -1, err = -ENOENT;
+
+	while (f && (e = getmntent(f)) && fd < 0)
+		if (strcmp(e->mnt_type, "cgroup2") == 0)
+			fd = open(e->mnt_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f)
+		endmntent(f);
+	if (fd >= 0 && m)
+		err = bpf_map_update_elem(bpf_map__fd(m), &zero, &fd, BPF_ANY) ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	return err;
 }
 
 /*
@@ -97,6 +142,8 @@ static int run_variant(unsigned long n, size_t v, double *prog_ns, double *call_
 		err = rt_wl_start(&wl, n, 1);
 	if (!err)
 		err = rt_load(&p, obj, setup_target, &wl.pid, skip);
+	if (!err && v < NV && strcmp(variants[v], "p_cgroup") == 0)
+		err = fill_cgroup(p.obj);
 	if (!err) {
 		t0 = rt_now_ns();
 		err = rt_wl_go(&wl);

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Opening and checking a query's scope (agent/scope.h).  Nothing here loads a program: the
+ * kernel side is kernel/weft.bpf.h (weft_scope_ok()), the loader's part agent/query.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/nsfs.h>
+#include <mntent.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "agent/scope.h"
+#include "base/text.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+#ifndef NSFS_MAGIC
+#define NSFS_MAGIC 0x6e736673
+#endif
+
+void agent_scope_init(struct agent_scope *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->kind = WEFT_SCOPE_ALL;
+	s->fd = -1;
+}
+
+void agent_scope_close(struct agent_scope *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	agent_scope_init(s);
+}
+
+static int why_set(char *why, size_t sz, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int why_set(char *why, size_t sz, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (!why || !sz)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(why, sz, fmt, ap);
+	va_end(ap);
+	n = strlen(why);
+	snprintf(why + n, sz - n, " [E_SCOPE]");
+	return rc;
+}
+
+/* Whether struct `sname` of the kernel's BTF has a member `mname`, directly or inside an
+ * anonymous struct or union member (where CO-RE finds it too). */
+static bool btf_member_in(const struct btf *btf, const struct btf_type *t, const char *mname,
+			  int depth)
+{
+	const struct btf_member *m = btf_members(t);
+
+	for (int i = 0; i < btf_vlen(t); i++, m++) {
+		const char *name = btf__name_by_offset(btf, m->name_off);
+		const struct btf_type *mt;
+
+		if (name && strcmp(name, mname) == 0)
+			return true;
+		if (name && *name)
+			continue;
+		mt = btf__type_by_id(btf, m->type);
+		while (mt && (btf_is_mod(mt) || btf_is_typedef(mt)))
+			mt = btf__type_by_id(btf, mt->type);
+		if (mt && btf_is_composite(mt) && depth < 4 &&
+		    btf_member_in(btf, mt, mname, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+static bool btf_has_member(const struct btf *btf, const char *sname, const char *mname)
+{
+	int id = btf__find_by_name_kind(btf, sname, BTF_KIND_STRUCT);
+
+	return id > 0 && btf_member_in(btf, btf__type_by_id(btf, id), mname, 0);
+}
+
+/*
+ * The fields weft_netns() reads with CO-RE (task->nsproxy->net_ns->ns.inum): present in the
+ * running kernel's BTF, or the load would fail with a relocation error nobody can act on.
+ */
+static int netns_btf_check(char *why, size_t sz)
+{
+	static const char *const path[][2] = {
+		{ "task_struct", "nsproxy" },
+		{ "nsproxy", "net_ns" },
+		{ "net", "ns" },
+		{ "ns_common", "inum" },
+	};
+	struct btf *btf = btf__load_vmlinux_btf();
+	int rc = 0;
+
+	if (!btf)
+		return why_set(why, sz, -EOPNOTSUPP,
+			       "--scope netns: this kernel has no BTF (/sys/kernel/btf/vmlinux), "
+			       "which reading a task's network namespace needs");
+	for (size_t i = 0; i < sizeof(path) / sizeof(path[0]) && !rc; i++)
+		if (!btf_has_member(btf, path[i][0], path[i][1]))
+			rc = why_set(why, sz, -EOPNOTSUPP,
+				     "--scope netns: this kernel's BTF has no %s.%s, which "
+				     "reading a task's network namespace needs",
+				     path[i][0], path[i][1]);
+	btf__free(btf);
+	return rc;
+}
+
+static int open_netns(const char *path, struct agent_scope *s, char *why, size_t sz)
+{
+	struct statfs fs;
+	struct stat st;
+	int fd, type, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		return why_set(why, sz, rc == -ENOENT ? -ENOENT : rc,
+			       "--scope netns:%s: cannot open it: %s", path, strerror(-rc));
+	}
+	/* nsfs, and a network namespace: NS_GET_NSTYPE answers only on nsfs files */
+	if (fstatfs(fd, &fs) != 0 || fs.f_type != NSFS_MAGIC || fstat(fd, &st) != 0) {
+		close(fd);
+		return why_set(why, sz, -EINVAL,
+			       "--scope netns:%s: not a namespace file (give /proc/PID/ns/net or "
+			       "a bind mount of one, such as /run/netns/NAME)",
+			       path);
+	}
+	type = ioctl(fd, NS_GET_NSTYPE);
+	if (type != CLONE_NEWNET) {
+		close(fd);
+		return why_set(why, sz, -EINVAL,
+			       "--scope netns:%s: a namespace, but not a network namespace (give "
+			       "/proc/PID/ns/net, not another of /proc/PID/ns/)",
+			       path);
+	}
+	rc = netns_btf_check(why, sz);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	s->kind = WEFT_SCOPE_NETNS;
+	s->fd = fd;
+	s->ino = (uint64_t)st.st_ino;
+	return 0;
+}
+
+static bool helper_ok(enum bpf_prog_type type)
+{
+	return libbpf_probe_bpf_helper(type, BPF_FUNC_current_task_under_cgroup, NULL) == 1;
+}
+
+/* Where cgroup2 is mounted, for the error message: "/sys/fs/cgroup" on a unified host,
+ * "/sys/fs/cgroup/unified" on a hybrid one, "no directory" without it. */
+static const char *cgroup2_mount(char *buf, size_t sz)
+{
+	FILE *f = setmntent("/proc/self/mounts", "re");
+	struct mntent *m;
+
+	snprintf(buf, sz, "no directory");
+	while (f && (m = getmntent(f)))
+		if (strcmp(m->mnt_type, "cgroup2") == 0) {
+			snprintf(buf, sz, "%s", m->mnt_dir);
+			break;
+		}
+	if (f)
+		endmntent(f);
+	return buf;
+}
+
+static int open_cgroup(const char *path, struct agent_scope *s, char *why, size_t sz)
+{
+	struct statfs fs;
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ENOTDIR)
+			return why_set(why, sz, -EINVAL,
+				       "--scope cgroup:%s: not a directory (give a cgroup v2 "
+				       "directory, such as /sys/fs/cgroup/system.slice)",
+				       path);
+		return why_set(why, sz, rc, "--scope cgroup:%s: cannot open it: %s", path,
+			       strerror(-rc));
+	}
+	if (fstatfs(fd, &fs) != 0 || fs.f_type != CGROUP2_SUPER_MAGIC || fstat(fd, &st) != 0) {
+		bool v1 = fs.f_type == CGROUP_SUPER_MAGIC;
+		char mnt[256];
+
+		close(fd);
+		return why_set(why, sz, -EINVAL,
+			       "--scope cgroup:%s: %s%s (cgroup2 is mounted on %s)", path,
+			       v1 ? "a cgroup v1 hierarchy" : "not a cgroup v2 directory",
+			       v1 ? "; weft scopes by cgroup v2 only" : "",
+			       cgroup2_mount(mnt, sizeof(mnt)));
+	}
+	/* tracepoints and perf events run as TRACEPOINT/PERF_EVENT programs, user probes as
+	 * KPROBE ones: the helper has been in all of them since Linux 4.9 */
+	if (!helper_ok(BPF_PROG_TYPE_TRACEPOINT) || !helper_ok(BPF_PROG_TYPE_KPROBE)) {
+		close(fd);
+		return why_set(why, sz, -EOPNOTSUPP,
+			       "--scope cgroup:%s: this kernel's tracing programs cannot call "
+			       "bpf_current_task_under_cgroup()",
+			       path);
+	}
+	s->kind = WEFT_SCOPE_CGROUP;
+	s->fd = fd;
+	s->ino = (uint64_t)st.st_ino;
+	return 0;
+}
+
+int agent_scope_open(const char *spec, struct agent_scope *s, char *why, size_t why_sz)
+{
+	const char *path;
+	int rc;
+
+	agent_scope_init(s);
+	if (why && why_sz)
+		why[0] = 0;
+	if (strlen(spec) >= sizeof(s->text))
+		return why_set(why, why_sz, -EINVAL, "--scope: longer than %d bytes",
+			       AGENT_SCOPE_TEXT_MAX - 1);
+	/* it travels in Hello.scope, a name on the wire (agent/wire.c) */
+	if (text_check(spec, strlen(spec), TEXT_NAME) != strlen(spec))
+		return why_set(why, why_sz, -EINVAL,
+			       "--scope: the path is not UTF-8 without control characters");
+	if (strncmp(spec, "netns:", 6) == 0 && spec[6]) {
+		path = spec + 6;
+		rc = open_netns(path, s, why, why_sz);
+	} else if (strncmp(spec, "cgroup:", 7) == 0 && spec[7]) {
+		path = spec + 7;
+		rc = open_cgroup(path, s, why, why_sz);
+	} else {
+		return why_set(why, why_sz, -EINVAL,
+			       "--scope takes netns:PATH or cgroup:PATH, not '%.64s'", spec);
+	}
+	if (rc)
+		return rc;
+	snprintf(s->text, sizeof(s->text), "%s", spec);
+	return 0;
+}
