@@ -146,7 +146,7 @@ static char *window_metrics(const struct query *q, json_t *win)
 
 				snprintf(help, sizeof(help),
 					 "Quantile column %s of the latest window", nm);
-				snprintf(ql, sizeof(ql), "quantile=\"%.17g\"", sp->q);
+				snprintf(ql, sizeof(ql), "quantile=\"%g\"", sp->q);
 				sample(f, fam, "summary", help, labels, ql, json_number_value(v));
 			} else {
 				snprintf(help, sizeof(help), "Column %s (%s) of the latest window",
