@@ -203,7 +203,8 @@ static void put_exported(struct aggd *a, FILE *f)
 		}
 		lines[n++] = l;
 	}
-	qsort(lines, n, sizeof(*lines), line_cmp);
+	if (n)
+		qsort(lines, n, sizeof(*lines), line_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char *fam = lines[i], *type, *help, *line;
 		size_t fl = strcspn(fam, "\t");

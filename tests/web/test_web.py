@@ -245,14 +245,22 @@ def main():
         live = run("submit", *client, "--no-follow",
                    "from syscall:read group by comm select count() as reads, "
                    "hist(args.count) as sizes every 1s").stdout.strip()
+        # the workload waits for a byte before its calls: the query names its pid (other
+        # tests on this machine may run the same workload meanwhile)
+        wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "5000", "2",
+                               "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+        procs.procs.append(wl)
+        wl_pid = int(wl.stdout.readline())
         exported = run("submit", *client, "--no-follow", "--export-metrics",
-                       "from syscall:getppid where comm == \"wl_syscalls\" "
-                       "select count() as calls").stdout.strip()
+                       "from syscall:getppid where pid == %d select count() as calls" %
+                       wl_pid).stdout.strip()
         assert live.isdigit() and exported.isdigit(), (live, exported)
         wait_for("the agent to run query " + exported,
                  lambda: log_has(agent, "query %s running" % exported))
-        wl = os.path.join(bindir, "tests/workloads/wl_syscalls")
-        subprocess.run([wl, "5000", "2"], check=True, capture_output=True, timeout=WAIT)
+        wl.stdin.write("go\n")
+        wl.stdin.close()
+        assert wl.wait(WAIT) == 0
         # without `every`, its one window closes when it ends: it holds every call
         run("cancel", *client, exported)
 
@@ -415,6 +423,13 @@ def main():
             assert res[0]["value"][1] == "5000", res
         else:
             print("prometheus not installed: promtool only", file=sys.stderr)
+        # the daemons end cleanly (under ASan, a leak or a bad access is a non-zero exit)
+        browser.quit()
+        browser = None
+        for p in (agent, agg):
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(WAIT)
+            assert rc == 0, (p.log, rc, open(p.log).read()[-3000:])
         print("ok: screenshots in %s/web-*.png" % bindir)
         return 0
     except BaseException:
