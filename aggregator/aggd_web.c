@@ -146,7 +146,7 @@ static char *window_metrics(const struct query *q, json_t *win)
 
 				snprintf(help, sizeof(help),
 					 "Quantile column %s of the latest window", nm);
-				snprintf(ql, sizeof(ql), "quantile=\"%.17g\"", sp->q);
+				snprintf(ql, sizeof(ql), "quantile=\"%g\"", sp->q);
 				sample(f, fam, "summary", help, labels, ql, json_number_value(v));
 			} else {
 				snprintf(help, sizeof(help), "Column %s (%s) of the latest window",
@@ -203,7 +203,8 @@ static void put_exported(struct aggd *a, FILE *f)
 		}
 		lines[n++] = l;
 	}
-	qsort(lines, n, sizeof(*lines), line_cmp);
+	if (n)
+		qsort(lines, n, sizeof(*lines), line_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char *fam = lines[i], *type, *help, *line;
 		size_t fl = strcspn(fam, "\t");

@@ -12,6 +12,7 @@ WEFT_PACKAGES=(
 	libbabeltrace2-dev babeltrace2 lttng-tools libcurl4-openssl-dev
 	liblttng-ust-dev systemtap-sdt-dev libcmocka-dev
 	python3 redis-server bpftrace procps iproute2
+	libmicrohttpd-dev chromium chromium-driver python3-selenium prometheus
 )
 
 weft_deps_install() {

@@ -186,8 +186,9 @@ async function viewQuery(id) {
     const r = await api('/api/queries/' + id + '/windows?since=' + seq);
     seq = r.seq;
     for (const w of r.windows) wins.set(w.window.index, w.window);
-    if (!wins.size) return;
-    const list = [...wins.values()].sort((a, b) => a.index - b.index);
+    if (!r.windows.length) return; // nothing new: the page stays as drawn
+    for (const k of [...wins.keys()].sort((a, b) => a - b).slice(0, Math.max(0, wins.size - 120))) wins.delete(k);
+    const list = [...wins.values()].sort((a, b) => a.index - b.index).slice(-60);
     const last = list[list.length - 1];
     const kinds = last.kinds;
     const table = el('table', { id: 'latest' }, el('tr', {}, ...last.columns.map((c) => el('th', {}, c))));

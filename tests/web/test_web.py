@@ -245,14 +245,24 @@ def main():
         live = run("submit", *client, "--no-follow",
                    "from syscall:read group by comm select count() as reads, "
                    "hist(args.count) as sizes every 1s").stdout.strip()
+        # the workload waits for a byte before its calls: the query names its pid (other
+        # tests on this machine may run the same workload meanwhile)
+        wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "5000", "2",
+                               "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+        procs.procs.append(wl)
+        wl_pid = int(wl.stdout.readline())
         exported = run("submit", *client, "--no-follow", "--export-metrics",
-                       "from syscall:getppid where comm == \"wl_syscalls\" "
-                       "select count() as calls for 5s").stdout.strip()
+                       "from syscall:getppid where pid == %d select count() as calls" %
+                       wl_pid).stdout.strip()
         assert live.isdigit() and exported.isdigit(), (live, exported)
         wait_for("the agent to run query " + exported,
                  lambda: log_has(agent, "query %s running" % exported))
-        wl = os.path.join(bindir, "tests/workloads/wl_syscalls")
-        subprocess.run([wl, "5000", "2"], check=True, capture_output=True, timeout=WAIT)
+        wl.stdin.write("go\n")
+        wl.stdin.close()
+        assert wl.wait(WAIT) == 0
+        # without `every`, its one window closes when it ends: it holds every call
+        run("cancel", *client, exported)
 
         step("browser")
         # the browser
@@ -354,12 +364,20 @@ def main():
         step("live query page")
         # the live query page: windows close while it is open
         browser.get(url + "/#/query/" + live)
-        first = int(wait_for("a window of query " + live,
-                             lambda: q("#query-title")[0].get_attribute("data-window")))
-        wait_for("a later window", lambda: int(
-            q("#query-title")[0].get_attribute("data-window")) >= first + 2)
-        assert q("#latest tr.row") and q("svg.heat rect") and q("svg.series path")
-        assert any(r.text.strip() == "" for r in q("#windows td.missing"))
+        shown = """const t = document.getElementById('query-title');
+            return t ? +t.dataset.window : -1"""
+        first = wait_for("a window of query " + live,
+                         lambda: [browser.execute_script(shown)][0] + 1) - 1
+        # windows close every second; on a loaded machine the agent and the browser lag
+        wait_for("a later window", lambda: browser.execute_script(shown) >= first + 2,
+                 timeout=4 * WAIT)
+        # one snapshot of the page (it is redrawn as windows come: elements go stale)
+        rows, heat, series, missing = browser.execute_script("""
+            const n = (s) => document.querySelectorAll(s).length;
+            return [n('#latest tr.row'), n('svg.heat rect'), n('svg.series path'),
+                    [...document.querySelectorAll('#windows td.missing')].map(t => t.textContent)]""")
+        assert rows and heat and series, (rows, heat, series)
+        assert "" in missing, missing  # a window that every host reported
         shot("query")
 
         severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
@@ -370,7 +388,13 @@ def main():
         def metrics():
             return get(url + "/metrics", TOKEN)[1].decode()
         line = 'weft_query_calls{query_id="%s"} 5000' % exported
-        wait_for("the exported window in /metrics", lambda: line in metrics())
+        try:
+            wait_for("the exported window in /metrics", lambda: line in metrics(),
+                     timeout=4 * WAIT)
+        except AssertionError:
+            step("/metrics: " + "".join(l + "\n" for l in metrics().splitlines()
+                                        if l.startswith("weft_query")))
+            raise
         text = metrics()
         assert 'weft_agents{state="alive"} 1' in text
         assert re.search(r"^weft_http_rejected_total [1-9]", text, re.M), text
@@ -399,8 +423,24 @@ def main():
             assert res[0]["value"][1] == "5000", res
         else:
             print("prometheus not installed: promtool only", file=sys.stderr)
+        # the daemons end cleanly (under ASan, a leak or a bad access is a non-zero exit)
+        browser.quit()
+        browser = None
+        for p in (agent, agg):
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(WAIT)
+            assert rc == 0, (p.log, rc, open(p.log).read()[-3000:])
         print("ok: screenshots in %s/web-*.png" % bindir)
         return 0
+    except BaseException:
+        if browser:
+            step("the page's status line: %r" % browser.execute_script(
+                "return document.getElementById('status').textContent"))
+            step("the browser's log: %r" % browser.get_log("browser"))
+        for p in procs.procs:
+            with open(p.log) as f:
+                step("%s: ...%s" % (p.log, f.read()[-3000:]))
+        raise
     finally:
         if browser:
             browser.quit()
