@@ -90,7 +90,8 @@ bool graph_aggs_empty(const struct graph_aggs *a);
 /*
  * Adds every task, event and edge of g (finished elements: tasks with start and end) as the
  * store's put would count them: the first event of each name per task, edges whose two ends
- * are tasks of g.  0, -ENOMEM, or -E2BIG over GRAPH_AGGS_MAX (a is then unchanged).
+ * are tasks of g.  0, -ENOMEM, or -E2BIG over GRAPH_AGGS_MAX; on an error a may hold part of
+ * g (put what it held before, or drop it).
  */
 int graph_aggs_add(struct graph_aggs *a, const struct graph *g);
 

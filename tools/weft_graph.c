@@ -206,7 +206,7 @@ static const char *store_opt;
 /* getopt's value for --graph-store and --format in every subcommand */
 enum { OPT_STORE = 'S', OPT_FORMAT = 'F' };
 
-static int store_default(char *buf, size_t sz)
+int weft_graph_store_default(char *buf, size_t sz)
 {
 	const char *env = getenv("WEFT_GRAPH_STORE");
 	char *slash;
@@ -254,7 +254,7 @@ static struct graph_store *open_store(void)
 		}
 		snprintf(path, sizeof(path), "%s", store_opt);
 	} else {
-		rc = store_default(path, sizeof(path));
+		rc = weft_graph_store_default(path, sizeof(path));
 		if (rc) {
 			fprintf(stderr,
 				"weft: no default graph store (%s); give --graph-store PATH or "
