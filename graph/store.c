@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/store.h"
 
@@ -101,6 +102,31 @@ int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph 
 	return s->ops->load(s, trace_hex, g, why, whysz);
 }
 
+int graph_store_load_name(struct graph_store *s, const char *name, struct graph *g, char *why,
+			  size_t whysz)
+{
+	char padded[40];
+	int rc;
+
+	why[0] = 0;
+	rc = graph_store_load(s, name, g, why, whysz);
+	if (rc == -ENOENT && strlen(name) < 16) {
+		char why2[512];
+
+		/* a prefix of a 64-bit id's own 16 digits (it prints with 16 leading zeros) */
+		snprintf(padded, sizeof(padded), "0000000000000000%s", name);
+		why2[0] = 0;
+		graph_clear(g);
+		if (graph_store_load(s, padded, g, why2, sizeof(why2)) == 0)
+			rc = 0;
+		else if (why2[0] && !strstr(why2, "no trace"))
+			snprintf(why, whysz, "%s", why2);
+	}
+	if (rc == 0 && g->ntasks == 0)
+		rc = -ENOENT;
+	return rc;
+}
+
 int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,
 			char *why, size_t whysz)
 {
@@ -159,4 +185,64 @@ void graph_context_free(struct graph_context *c)
 	c->events = NULL;
 	c->edges = NULL;
 	c->ntasks = c->nevents = c->nedges = 0;
+}
+
+int graph_store_mark_get(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			 size_t whysz)
+{
+	if (!s || !trace_hex || !flags)
+		return bad_args(why, whysz);
+	if (!s->ops->mark_get) {
+		snprintf(why, whysz, "the %s graph store keeps no marks", s->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return s->ops->mark_get(s, trace_hex, flags, why, whysz);
+}
+
+int graph_store_mark_set(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			 size_t whysz)
+{
+	if (!s || !trace_hex)
+		return bad_args(why, whysz);
+	if (!s->ops->mark_set) {
+		snprintf(why, whysz, "the %s graph store keeps no marks", s->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return s->ops->mark_set(s, trace_hex, flags, why, whysz);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool has_task(const uint64_t *ids, size_t n, uint64_t id)
+{
+	return bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
+}
+
+uint32_t graph_trace_gaps(const struct graph *g)
+{
+	uint64_t *ids;
+	uint32_t f = 0;
+
+	if (!g || !g->ntasks)
+		return g && g->nedges ? GRAPH_INC_EDGE : 0;
+	ids = malloc(g->ntasks * sizeof(*ids));
+	if (!ids)
+		return 0;
+	for (size_t i = 0; i < g->ntasks; i++)
+		ids[i] = g->tasks[i].id;
+	qsort(ids, g->ntasks, sizeof(*ids), cmp_u64);
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].parent && !has_task(ids, g->ntasks, g->tasks[i].parent))
+			f |= GRAPH_INC_PARENT;
+	for (size_t i = 0; i < g->nedges; i++)
+		if (!has_task(ids, g->ntasks, g->edges[i].from_task) ||
+		    !has_task(ids, g->ntasks, g->edges[i].to_task))
+			f |= GRAPH_INC_EDGE;
+	free(ids);
+	return f;
 }

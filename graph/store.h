@@ -30,7 +30,7 @@
 #define GRAPH_RARE_SHARE 0.05
 
 /* The schema version this weft writes (PRAGMA user_version); a newer file is refused. */
-#define GRAPH_STORE_VERSION 1
+#define GRAPH_STORE_VERSION 2 /* 2: marks of incomplete traces (a version 1 file is upgraded) */
 /* A task counts in its process's concurrency during its first GRAPH_CONC_MAX_MS ms only (a
  * task longer than that touches at most 61 one-second blocks, whatever its length). */
 #define GRAPH_CONC_MAX_MS 60000
@@ -38,6 +38,16 @@
 #define GRAPH_STATS_RAREST 3
 
 struct graph_store;
+
+/*
+ * Why a trace is incomplete (docs/graphs.md "Stitching"): the aggregator checks each trace a
+ * graph query touched after the query's last window, and marks it.  0: complete (or never
+ * checked: imported traces are not).
+ */
+#define GRAPH_INC_PARENT 0x1u /* a task's parent is not in the trace */
+#define GRAPH_INC_EDGE 0x2u /* an edge names a task that is not in the trace */
+#define GRAPH_INC_OPEN 0x4u /* a task had not ended when its query did (stored end = start) */
+#define GRAPH_INC_ALL 0x7u
 
 /* What one put added. */
 struct graph_put_stats {
@@ -53,6 +63,7 @@ struct graph_trace_row {
 	int64_t start, end; /* of the whole trace: min start, max end */
 	uint32_t ntasks;
 	uint32_t nhosts;
+	uint32_t incomplete; /* GRAPH_INC_* */
 };
 
 enum graph_sort {
@@ -155,6 +166,11 @@ struct graph_store_ops {
 			struct graph_put_stats *st, char *why, size_t whysz);
 	int (*put_aggs)(struct graph_store *s, const struct graph_aggs *a, char *why, size_t whysz);
 	int (*sampling)(struct graph_store *s, struct graph_sampling *out, char *why, size_t whysz);
+	/* optional (NULL: a backend without marks; graph_store_mark_*() say -EOPNOTSUPP) */
+	int (*mark_get)(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			size_t whysz);
+	int (*mark_set)(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			size_t whysz);
 };
 
 /* What every backend's store starts with. */
@@ -207,6 +223,12 @@ ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
 int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
 		     size_t whysz);
 
+/* graph_store_load() of a name people type: a 64-bit id (Zipkin, Jaeger) prints with 16
+ * leading zeros, so a prefix of its own 16 digits is tried that way when it names nothing as
+ * it is.  -ENOENT also when the trace has no task. */
+int graph_store_load_name(struct graph_store *s, const char *name, struct graph *g, char *why,
+			  size_t whysz);
+
 /* The aggregate context of a loaded trace (g as graph_store_load() gave it): O(size of g). */
 int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,
 			char *why, size_t whysz);
@@ -235,5 +257,16 @@ ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_b
 /* Adds the aggregates of the store at `other` into s (another aggregator's): exact.  Only the
  * aggregates: the other store's traces are not copied. */
 int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz);
+
+/* A trace's GRAPH_INC_* marks (0: none), named as graph_store_load() names it; -ENOENT if
+ * unknown.  mark_set replaces them (0 clears). */
+int graph_store_mark_get(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			 size_t whysz);
+int graph_store_mark_set(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			 size_t whysz);
+
+/* What makes one trace's elements (all of them, as graph_store_load() gives them) incomplete:
+ * GRAPH_INC_PARENT and GRAPH_INC_EDGE (GRAPH_INC_OPEN is known only to whoever stored it). */
+uint32_t graph_trace_gaps(const struct graph *g);
 
 #endif
