@@ -9,9 +9,12 @@
  * traces leave the same aggregates.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "graph/aggs.h"
 #include "graph/store.h"
 #include "kernel/weft_sketch.h"
@@ -508,4 +511,336 @@ bool graph_sample_head(struct graph_id128 trace, double rate)
 	h *= 0x94d049bb133111ebull;
 	h ^= h >> 31;
 	return (double)(h >> 11) / 9007199254740992.0 < rate;
+}
+
+/* ---------------------------------------------------------------- wire form */
+
+struct wbuf {
+	uint8_t *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static void put_bytes(struct wbuf *b, const void *p, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n > b->cap) {
+		size_t ncap = b->cap ? b->cap : 256;
+		uint8_t *np;
+
+		while (ncap < b->n + n)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (!np) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
+
+static void put_u(struct wbuf *b, uint64_t v)
+{
+	uint8_t t[10];
+	size_t n = 0;
+
+	do {
+		t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	put_bytes(b, t, n);
+}
+
+static void put_i(struct wbuf *b, int64_t v) /* zigzag */
+{
+	put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static void put_s(struct wbuf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	put_u(b, n);
+	put_bytes(b, s, n);
+}
+
+int graph_aggs_encode(const struct graph_aggs *a, void **buf, size_t *len)
+{
+	struct wbuf b = { 0 };
+	uint64_t rate_ppb = (uint64_t)(a->sampling.rate * 1e9 + 0.5);
+
+	put_u(&b, GRAPH_AGGS_WIRE_VERSION);
+	put_u(&b, rate_ppb);
+	put_u(&b, a->sampling.seen);
+	put_u(&b, a->sampling.kept_head);
+	put_u(&b, a->sampling.kept_outlier);
+	put_u(&b, a->ntypes);
+	for (size_t i = 0; i < a->ntypes; i++) {
+		const struct graph_agg_type *t = &a->types[i];
+		uint64_t nb = 0;
+
+		put_s(&b, t->service);
+		put_s(&b, t->name);
+		put_u(&b, t->count);
+		put_i(&b, t->min);
+		put_i(&b, t->max);
+		for (size_t k = 0; k < WEFT_SKETCH_NBUCKETS; k++)
+			nb += t->sketch[k] != 0;
+		put_u(&b, nb);
+		for (size_t k = 0; k < WEFT_SKETCH_NBUCKETS; k++)
+			if (t->sketch[k]) {
+				put_u(&b, k);
+				put_u(&b, t->sketch[k]);
+			}
+	}
+	put_u(&b, a->nevents);
+	for (size_t i = 0; i < a->nevents; i++) {
+		put_u(&b, a->events[i].type);
+		put_s(&b, a->events[i].name);
+		put_u(&b, a->events[i].ntasks);
+	}
+	put_u(&b, a->nedges);
+	for (size_t i = 0; i < a->nedges; i++) {
+		put_u(&b, a->edges[i].ptype);
+		put_u(&b, a->edges[i].ctype);
+		put_u(&b, (uint64_t)a->edges[i].kind);
+		put_u(&b, a->edges[i].count);
+	}
+	put_u(&b, a->nconc);
+	for (size_t i = 0; i < a->nconc; i++) {
+		put_s(&b, a->conc[i].host);
+		put_i(&b, a->conc[i].pid);
+		put_i(&b, a->conc[i].ms);
+		put_u(&b, a->conc[i].count);
+	}
+	if (b.oom) {
+		free(b.p);
+		return -ENOMEM;
+	}
+	*buf = b.p;
+	*len = b.n;
+	return 0;
+}
+
+struct rbuf {
+	const uint8_t *p;
+	size_t n, off;
+	bool bad;
+};
+
+static uint64_t get_u(struct rbuf *r)
+{
+	uint64_t v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7) {
+		uint8_t c;
+
+		if (r->off >= r->n) {
+			r->bad = true;
+			return 0;
+		}
+		c = r->p[r->off++];
+		if (shift == 63 && c > 1) {
+			r->bad = true;
+			return 0;
+		}
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return v;
+	}
+	r->bad = true;
+	return 0;
+}
+
+static int64_t get_i(struct rbuf *r)
+{
+	uint64_t u = get_u(r);
+
+	return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* A string of the buffer copied (NUL-terminated) into tmp[GRAPH_MAX_STR + 1]; NULL if bad. */
+static const char *get_s(struct rbuf *r, char *tmp)
+{
+	uint64_t n = get_u(r);
+
+	if (r->bad || n > GRAPH_MAX_STR || n > r->n - r->off ||
+	    !text_utf8_valid((const char *)r->p + r->off, (size_t)n, NULL)) {
+		r->bad = true;
+		return NULL;
+	}
+	memcpy(tmp, r->p + r->off, (size_t)n);
+	tmp[n] = 0;
+	if (memchr(tmp, 0, (size_t)n)) {
+		r->bad = true;
+		return NULL;
+	}
+	r->off += (size_t)n;
+	return tmp;
+}
+
+static int dfail(char *why, size_t whysz, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int dfail(char *why, size_t whysz, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whysz) {
+		va_start(ap, fmt);
+		vsnprintf(why, whysz, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int graph_aggs_decode(struct graph_aggs *a, const void *buf, size_t len, char *why, size_t whysz)
+{
+	struct rbuf r = { buf, len, 0, false };
+	char *s1 = malloc(GRAPH_MAX_STR + 1), *s2 = malloc(GRAPH_MAX_STR + 1);
+	uint64_t *sk = calloc(WEFT_SKETCH_NBUCKETS, sizeof(*sk));
+	uint32_t *map = NULL;
+	uint64_t v, n, rate, ntd = 0;
+	struct graph_sampling sm;
+	int rc = 0;
+
+	if (!s1 || !s2 || !sk) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	v = get_u(&r);
+	if (r.bad || v != GRAPH_AGGS_WIRE_VERSION) {
+		rc = dfail(why, whysz, "graph aggregates: version %llu, this weft reads %d",
+			   (unsigned long long)v, GRAPH_AGGS_WIRE_VERSION);
+		goto out;
+	}
+	rate = get_u(&r);
+	sm.seen = get_u(&r);
+	sm.kept_head = get_u(&r);
+	sm.kept_outlier = get_u(&r);
+	n = get_u(&r);
+	if (r.bad || rate > 1000000000ull || n > GRAPH_AGGS_MAX || n > len) {
+		rc = dfail(why, whysz, "graph aggregates: bad header");
+		goto out;
+	}
+	sm.rate = (double)rate / 1e9;
+	ntd = n; /* map[] holds the decoded types' indexes in a */
+	map = calloc(n + 1, sizeof(*map));
+	if (!map) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const char *svc = get_s(&r, s1), *name = svc ? get_s(&r, s2) : NULL;
+		uint64_t count = get_u(&r), nb, sum = 0;
+		int64_t mn = get_i(&r), mx = get_i(&r);
+		uint64_t last = 0;
+
+		nb = get_u(&r);
+		if (r.bad || !name || nb > WEFT_SKETCH_NBUCKETS || mn < 0 || mx < mn) {
+			rc = dfail(why, whysz, "graph aggregates: type %llu malformed",
+				   (unsigned long long)i);
+			break;
+		}
+		memset(sk, 0, WEFT_SKETCH_NBUCKETS * sizeof(*sk));
+		for (uint64_t k = 0; k < nb; k++) {
+			uint64_t b = get_u(&r), c = get_u(&r);
+
+			if (r.bad || b >= WEFT_SKETCH_NBUCKETS || (k && b <= last) || !c ||
+			    c > count - sum) {
+				r.bad = true;
+				break;
+			}
+			last = b;
+			sk[b] = c;
+			sum += c;
+		}
+		if (r.bad || sum != count) {
+			rc = dfail(why, whysz,
+				   "graph aggregates: type %llu: sketch does not add up",
+				   (unsigned long long)i);
+			break;
+		}
+		rc = graph_aggs_add_type(a, svc, name, count, mn, mx, sk, &map[i]);
+	}
+	if (rc)
+		goto out;
+	n = get_u(&r);
+	if (r.bad || n > GRAPH_AGGS_MAX || n > len) {
+		rc = dfail(why, whysz, "graph aggregates: bad event count");
+		goto out;
+	}
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		uint64_t t = get_u(&r);
+		const char *name = get_s(&r, s1);
+		uint64_t c = get_u(&r);
+
+		if (r.bad || !name || t >= ntd) {
+			rc = dfail(why, whysz, "graph aggregates: event %llu malformed",
+				   (unsigned long long)i);
+			break;
+		}
+		rc = graph_aggs_add_event(a, map[t], name, c);
+	}
+	if (rc)
+		goto out;
+	n = get_u(&r);
+	if (r.bad || n > GRAPH_AGGS_MAX || n > len) {
+		rc = dfail(why, whysz, "graph aggregates: bad edge count");
+		goto out;
+	}
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		uint64_t pt = get_u(&r), ct = get_u(&r), k = get_u(&r), c = get_u(&r);
+
+		if (r.bad || pt >= ntd || ct >= ntd || k >= GRAPH_EDGE_COUNT) {
+			rc = dfail(why, whysz, "graph aggregates: edge %llu malformed",
+				   (unsigned long long)i);
+			break;
+		}
+		rc = graph_aggs_add_edge(a, map[pt], map[ct], (enum graph_edge_kind)k, c);
+		if (rc == -EINVAL)
+			rc = dfail(why, whysz, "graph aggregates: edge %llu of no type",
+				   (unsigned long long)i);
+	}
+	if (rc)
+		goto out;
+	n = get_u(&r);
+	if (r.bad || n > GRAPH_AGGS_MAX || n > len) {
+		rc = dfail(why, whysz, "graph aggregates: bad concurrency count");
+		goto out;
+	}
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const char *host = get_s(&r, s1);
+		int64_t pid = get_i(&r), ms = get_i(&r);
+		uint64_t c = get_u(&r);
+
+		if (r.bad || !host || pid < 0 || c > UINT32_MAX) {
+			rc = dfail(why, whysz, "graph aggregates: concurrency %llu malformed",
+				   (unsigned long long)i);
+			break;
+		}
+		rc = graph_aggs_add_conc(a, host, pid, ms, (uint32_t)c);
+	}
+	if (rc)
+		goto out;
+	if (r.off != r.n) {
+		rc = dfail(why, whysz, "graph aggregates: %zu bytes after the end", r.n - r.off);
+		goto out;
+	}
+	if (!a->sampling.seen && !a->sampling.rate)
+		a->sampling.rate = sm.rate;
+	else if (sm.seen)
+		a->sampling.rate = sm.rate;
+	a->sampling.seen += sm.seen;
+	a->sampling.kept_head += sm.kept_head;
+	a->sampling.kept_outlier += sm.kept_outlier;
+out:
+	free(map);
+	free(s1);
+	free(s2);
+	free(sk);
+	return rc;
 }

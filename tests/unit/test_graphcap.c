@@ -402,6 +402,86 @@ static void test_aggs_merge(void **state)
 	graph_free(&both);
 }
 
+/* The wire form: a round trip gives the same aggregates; hostile bytes are refused, never
+ * trusted (every prefix, every single-byte change). */
+static void test_aggs_wire(void **state)
+{
+	struct graph g;
+	struct graph_aggs a, b;
+	struct graph_task t = {
+		.service = "svc", .name = "op", .host = "h", .pid = 3, .attrs = "{}"
+	};
+	struct graph_event ev = { .name = "retry", .attrs = "{}" };
+	struct graph_edge ed = { .kind = GRAPH_EDGE_MESSAGE };
+	void *buf = NULL, *buf2 = NULL;
+	size_t len = 0, len2 = 0;
+	char why[256];
+	FILE *f;
+
+	(void)state;
+	graph_init(&g);
+	for (uint64_t i = 1; i <= 50; i++) {
+		t.trace = (struct graph_id128){ 9, i };
+		t.id = 1;
+		t.parent = 0;
+		t.start = (int64_t)(i * 3000000);
+		t.end = t.start + (int64_t)(i * 10007);
+		assert_non_null(graph_add_task(&g, &t));
+		t.id = 2;
+		t.parent = 1;
+		t.name = "child";
+		assert_non_null(graph_add_task(&g, &t));
+		t.name = "op";
+		ev.trace = ed.trace = t.trace;
+		ev.task = 2;
+		assert_non_null(graph_add_event(&g, &ev));
+		ed.from_task = 1;
+		ed.to_task = 2;
+		assert_non_null(graph_add_edge(&g, &ed));
+	}
+	graph_aggs_init(&a);
+	graph_aggs_init(&b);
+	assert_int_equal(graph_aggs_add(&a, &g), 0);
+	a.sampling = (struct graph_sampling){
+		.rate = 0.25, .seen = 50, .kept_head = 12, .kept_outlier = 3
+	};
+	assert_int_equal(graph_aggs_encode(&a, &buf, &len), 0);
+	assert_int_equal(graph_aggs_decode(&b, buf, len, why, sizeof(why)), 0);
+	assert_int_equal(b.ntypes, 2);
+	assert_int_equal(b.nevents, 1);
+	assert_int_equal(b.nedges, 1);
+	assert_int_equal(b.nconc, a.nconc);
+	assert_int_equal(b.sampling.seen, 50);
+	assert_int_equal(b.sampling.kept_head, 12);
+	assert_true(b.sampling.rate == 0.25);
+	assert_int_equal(graph_aggs_encode(&b, &buf2, &len2), 0);
+	assert_int_equal(len, len2);
+	assert_memory_equal(buf, buf2, len);
+	graph_aggs_free(&b);
+	for (size_t n = 0; n < len; n++) { /* every strict prefix is refused */
+		graph_aggs_init(&b);
+		assert_int_equal(graph_aggs_decode(&b, buf, n, why, sizeof(why)), -EINVAL);
+		graph_aggs_free(&b);
+	}
+	for (size_t i = 0; i < len; i++) /* any byte changed: refused or read, never a crash */
+		for (int bit = 0; bit < 8; bit++) {
+			((uint8_t *)buf)[i] ^= (uint8_t)(1u << bit);
+			graph_aggs_init(&b);
+			(void)graph_aggs_decode(&b, buf, len, why, sizeof(why));
+			graph_aggs_free(&b);
+			((uint8_t *)buf)[i] ^= (uint8_t)(1u << bit);
+		}
+	/* the fuzz target's seed */
+	if (getenv("WEFT_WRITE_SEED") && (f = fopen(getenv("WEFT_WRITE_SEED"), "wb"))) {
+		fwrite(buf, 1, len, f);
+		fclose(f);
+	}
+	free(buf);
+	free(buf2);
+	graph_aggs_free(&a);
+	graph_free(&g);
+}
+
 /* The head sample is a fixed function of the id: pinned values (docs/graphs.md). */
 static void test_head_sample(void **state)
 {
@@ -421,7 +501,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
-		cmocka_unit_test(test_head_sample),
+		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
