@@ -3,8 +3,8 @@
  * wl_graph: a self-probing workload of execution graphs with a known structure, for the
  * graph-query tests.  `wl_graph [N [DELAY_MS]]` sleeps DELAY_MS (default 0), then serves N
  * requests (default 100), one after the other on one thread.  Request i (0-based) fires
- * weft's provider (the contract of docs/graphs.md; plain <sys/sdt.h> probes with provider
- * `weft`, as include/weft/trace.h's build option without LTTng makes them):
+ * weft's provider through include/weft/trace.h, built with WEFT_TRACE_SDT_ONLY (plain
+ * <sys/sdt.h> sites of provider `weft`, no library; tests/workloads/CMakeLists.txt):
  *
  *   trace id    hi = WL_GRAPH_TRACE_HI, lo = i + 1
  *   task 1      "frontend" "request", parent 0; ends with status 2 (error) when
@@ -18,21 +18,14 @@
  *
  * So N requests give N traces, 2N tasks, N + N/100 (rounded as counted) events, N edges;
  * with spans, N wl_handle and 2N wl_step calls.  Deterministic: no randomness, no threads.
- *
- * The strings are read once at the start: a probe reads a string from the traced process
- * without faulting its page in, and a literal that nothing else touches would still be on a
- * page never mapped in (the probe would read "" and count a string fault).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/sdt.h>
+#include <weft/trace.h>
 #include <time.h>
 
 #define WL_GRAPH_TRACE_HI 0x7765667400000001ull
-
-static const char *const wl_strs[] = { "frontend",   "request", "backend", "query",
-				       "cache_miss", "retry",	"message" };
 
 int wl_step(int i);
 int wl_handle(int i);
@@ -49,12 +42,12 @@ __attribute__((noinline, used)) int wl_handle(int i)
 	uint64_t hi = WL_GRAPH_TRACE_HI, lo = (uint64_t)i + 1, root = 1, child = 2, zero = 0;
 	int r = wl_step(i);
 
-	DTRACE_PROBE6(weft, task_begin, hi, lo, child, root, wl_strs[2], wl_strs[3]);
-	DTRACE_PROBE4(weft, event, hi, lo, child, wl_strs[4]);
+	WEFT_TASK_BEGIN(hi, lo, child, root, "backend", "query");
+	WEFT_EVENT(hi, lo, child, "cache_miss");
 	if (i % 100 == 7)
-		DTRACE_PROBE4(weft, event, hi, lo, child, wl_strs[5]);
-	DTRACE_PROBE7(weft, edge, hi, lo, wl_strs[6], root, zero, child, zero);
-	DTRACE_PROBE4(weft, task_end, hi, lo, child, 1);
+		WEFT_EVENT(hi, lo, child, "retry");
+	WEFT_EDGE(hi, lo, WEFT_EDGE_MESSAGE, root, zero, child, zero);
+	WEFT_TASK_END(hi, lo, child, WEFT_STATUS_OK);
 	return r + wl_step(i);
 }
 
@@ -66,9 +59,6 @@ int main(int argc, char **argv)
 
 	if (n < 0)
 		n = 0;
-	for (size_t k = 0; k < sizeof(wl_strs) / sizeof(wl_strs[0]); k++)
-		for (const volatile char *p = wl_strs[k]; *p; p++)
-			;
 	if (delay_ms > 0) {
 		struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
 
@@ -76,11 +66,11 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < n; i++) {
 		uint64_t hi = WL_GRAPH_TRACE_HI, lo = (uint64_t)i + 1, root = 1, parent = 0;
-		int status = i % 1000 == 999 ? 2 : 1;
+		int status = i % 1000 == 999 ? WEFT_STATUS_ERROR : WEFT_STATUS_OK;
 
-		DTRACE_PROBE6(weft, task_begin, hi, lo, root, parent, wl_strs[0], wl_strs[1]);
+		WEFT_TASK_BEGIN(hi, lo, root, parent, "frontend", "request");
 		sum += wl_handle(i);
-		DTRACE_PROBE4(weft, task_end, hi, lo, root, status);
+		WEFT_TASK_END(hi, lo, root, status);
 	}
 	printf("wl_graph: %ld requests, sum %ld\n", n, sum);
 	return 0;
