@@ -238,8 +238,7 @@ struct graphcap *graphcap_new(const struct plan *p, const struct graphcap_opts *
 		c->o.max_traces = GRAPHCAP_DEFAULT_TRACES;
 	if (!c->o.max_age_ns)
 		c->o.max_age_ns = GRAPHCAP_DEFAULT_MAX_AGE_NS;
-	c->rate = c->o.sample >= 0 && c->o.sample <= 1 && o && o->sz >= sizeof(*o) ? c->o.sample :
-										     p->sample;
+	c->rate = c->o.sample > 0 && c->o.sample <= 1 ? c->o.sample : p->sample;
 	if (!(c->rate > 0 && c->rate <= 1))
 		c->rate = 1;
 	if (c->o.host)
