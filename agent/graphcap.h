@@ -48,7 +48,7 @@ struct graphcap_opts {
 	size_t sz; /* sizeof(struct graphcap_opts) */
 	const char *host; /* the host name tasks carry (NULL: gethostname) */
 	uint64_t instance; /* mixed into the ids made here (0: random, from getrandom()) */
-	double sample; /* head-sample rate 0..1; < 0: the plan's (`graph sample P%`) */
+	double sample; /* head-sample rate in (0, 1]; 0 or < 0: the plan's (`graph sample P%`) */
 	uint32_t max_open; /* 0: GRAPHCAP_DEFAULT_OPEN */
 	uint32_t max_traces; /* 0: GRAPHCAP_DEFAULT_TRACES */
 	uint64_t max_age_ns; /* 0: GRAPHCAP_DEFAULT_MAX_AGE_NS */

@@ -214,6 +214,11 @@ struct ast_query {
 	struct src_loc every_loc;
 	uint64_t for_ns; /* 0: until interrupted */
 	struct src_loc for_loc;
+	/* the graph form: `graph [sample P%]` instead of group by/select/order by/limit */
+	bool graph;
+	struct src_loc graph_loc;
+	double sample; /* head-sample rate 0..1 (1 without `sample`) */
+	struct src_loc sample_loc;
 
 	/* sema */
 	bool aggregating; /* some select item is an aggregate */

@@ -998,10 +998,69 @@ static bool plan_keyed(const struct plan *p)
 	return false;
 }
 
+/*
+ * A graph query's record (struct weft_graph_rec): what fired, when, where, the arguments of a
+ * weft provider probe and its strings (read from the traced process, bounded, faults and
+ * truncation counted like str()'s), or a span's duration.  What each probe of weft's provider
+ * records is decided here, per attach point, from the probe's name.
+ */
+static void emit_graph_sink(struct cg *c)
+{
+	const struct plan *p = c->p;
+	int prog = (int)(c->prog - p->progs);
+
+	emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
+	emit(c, "\tif (!r)\n\t\treturn 0;\n");
+	emit(c, "\t{\n\t\tstruct weft_graph_rec *g = (struct weft_graph_rec *)r->b;\n");
+	emit(c, "\t\t__u64 pt = bpf_get_current_pid_tgid();\n\n");
+	emit(c, "\t\tg->time = weft_time();\n");
+	emit(c, "\t\tg->dur = %s;\n", c->span_end ? "(__u64)span_d" : "0");
+	emit(c, "\t\tg->pid = (__u32)(pt >> 32);\n\t\tg->tid = (__u32)pt;\n");
+	emit(c, "\t\tg->cookie = (__u32)%s;\n",
+	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
+	emit(c, "\t\tweft_comm(g->comm);\n\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
+	if (c->span_end || !prog_is_usdt(c)) {
+		emit(c, "#pragma clang loop unroll(full)\n");
+		emit(c, "\t\tfor (int i = 0; i < WEFT_GREC_NARGS; i++)\n\t\t\tg->a[i] = 0;\n");
+		emit(c, "\t\tg->kind = WEFT_GREC_SPAN;\n");
+	} else {
+		emit(c, "#pragma clang loop unroll(full)\n");
+		emit(c, "\t\tfor (int i = 0; i < WEFT_GREC_NARGS; i++) {\n"
+			"\t\t\tlong a = 0;\n\n"
+			"\t\t\tbpf_usdt_arg(ctx, i, &a);\n"
+			"\t\t\tg->a[i] = (__u64)a;\n\t\t}\n");
+		emit(c, "\t\tswitch (g->cookie) {\n");
+		for (int i = 0; i < p->nattach; i++) {
+			int k;
+
+			if (p->attach[i].prog != prog)
+				continue;
+			k = sema_graph_probe_kind(&p->attach[i].target);
+			emit(c, "\t\tcase %d:\n\t\t\tg->kind = %d;\n\t\t\tbreak;\n",
+			     (int)p->attach[i].cookie, k < 0 ? 0 : k);
+		}
+		emit(c, "\t\tdefault:\n\t\t\tg->kind = 0;\n\t\t}\n");
+		emit(c, "\t\tif (g->kind == WEFT_GREC_TASK_BEGIN) {\n"
+			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[4]);\n"
+			"\t\t\tweft_str_user(e, g->s1, WEFT_GREC_STR, (const void *)g->a[5]);\n"
+			"\t\t} else if (g->kind == WEFT_GREC_EVENT) {\n"
+			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[3]);\n"
+			"\t\t} else if (g->kind == WEFT_GREC_EDGE) {\n"
+			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[2]);\n"
+			"\t\t}\n");
+	}
+	emit(c, "\t}\n\tWEFT_REC_SUBMIT(r);\n");
+}
+
 /* The body after filtering: aggregate update or stream record. */
 static void emit_sink(struct cg *c)
 {
 	struct plan *p = c->p;
+
+	if (p->graph) {
+		emit_graph_sink(c);
+		return;
+	}
 
 	if (p->aggregating) {
 		bool keyed = false;

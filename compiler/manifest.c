@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/plan.h"
+#include "kernel/weft_abi.h"
 
 #define MANIFEST_MAX_LINES 4096
 #define MANIFEST_MAX_ATTACH PROBE_MAX_TARGETS
@@ -62,10 +63,15 @@ int manifest_write(const struct plan *p, FILE *out)
 	fprintf(out, "weft-manifest %u\nquery ", PLAN_VERSION);
 	put_str(out, p->query ? p->query : "");
 	fprintf(out,
-		"\nmode %s every=%" PRIu64 " for=%" PRIu64 " pid=%d order=%d desc=%d limit=%" PRId64
-		"\n",
-		p->aggregating ? "aggregate" : "stream", p->every_ns, p->for_ns, (int)p->pid,
-		p->order_col, p->order_desc, p->limit);
+		"\nmode %s every=%" PRIu64 " for=%" PRIu64
+		" pid=%d order=%d desc=%d limit=%" PRId64,
+		p->aggregating ? "aggregate" :
+		p->graph       ? "graph" :
+				 "stream",
+		p->every_ns, p->for_ns, (int)p->pid, p->order_col, p->order_desc, p->limit);
+	if (p->graph) /* the head-sample rate in parts per million */
+		fprintf(out, " sample=%" PRId64, (int64_t)(p->sample * 1e6 + 0.5));
+	fprintf(out, "\n");
 	fprintf(out, "sizes key=%u value=%u event=%u groups=%u spans=%u ringbuf=%u spansave=%u\n",
 		p->key_size, p->value_size, p->event_size, p->max_groups, p->max_spans,
 		p->ringbuf_bytes, p->span_save_size);
@@ -379,15 +385,22 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return 0;
 	}
 	if (strcmp(tok[0], "mode") == 0) {
-		static const char *const keys[] = { "every", "for",   "pid", "order",
-						    "desc",  "limit", NULL };
+		static const char *const keys[] = { "every", "for",   "pid",	"order",
+						    "desc",  "limit", "sample", NULL };
 
 		if (n < 2 || check_keys(r, tok, n, 2, keys))
 			return fail(r, "bad mode line");
-		if (strcmp(tok[1], "aggregate") == 0)
+		if (strcmp(tok[1], "aggregate") == 0) {
 			p->aggregating = true;
-		else if (strcmp(tok[1], "stream") != 0)
+		} else if (strcmp(tok[1], "graph") == 0) {
+			int64_t ppm = 0;
+
+			NEED_I64("sample", 1, 1000000, ppm);
+			p->graph = true;
+			p->sample = (double)ppm / 1e6;
+		} else if (strcmp(tok[1], "stream") != 0) {
 			return fail(r, "unknown mode");
+		}
 		NEED_U64("every", p->every_ns);
 		NEED_U64("for", p->for_ns);
 		NEED_I64("pid", 0, INT32_MAX, p->pid);
@@ -587,6 +600,8 @@ static int validate(struct reader *r, struct plan *p)
 		return fail(r, "aggregation map without size");
 	if (!p->aggregating && p->ringbuf_bytes == 0)
 		return fail(r, "stream without ring buffer");
+	if (p->graph && p->event_size != sizeof(struct weft_graph_rec))
+		return fail(r, "graph query whose record is not weft's graph record");
 	return 0;
 }
 

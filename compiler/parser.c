@@ -36,6 +36,8 @@
 
 #define CLAUSE_ORDER_FIX \
 	"clauses go in this order: from, where, group by, select, order by, limit, every, for"
+#define GRAPH_ORDER_FIX \
+	"a graph query is: from SOURCES [where EXPR] graph [sample P%%] [every D] [for D]"
 
 struct parser {
 	struct lexer lx;
@@ -48,12 +50,22 @@ struct parser {
 	bool nomem;
 };
 
-enum clause { CL_NONE, CL_WHERE, CL_GROUP, CL_SELECT, CL_ORDER, CL_LIMIT, CL_EVERY, CL_FOR };
+enum clause {
+	CL_NONE,
+	CL_WHERE,
+	CL_GRAPH,
+	CL_GROUP,
+	CL_SELECT,
+	CL_ORDER,
+	CL_LIMIT,
+	CL_EVERY,
+	CL_FOR
+};
 
 static const char *const clause_names[] = {
-	[CL_NONE] = "from",	[CL_WHERE] = "where",	 [CL_GROUP] = "group by",
-	[CL_SELECT] = "select", [CL_ORDER] = "order by", [CL_LIMIT] = "limit",
-	[CL_EVERY] = "every",	[CL_FOR] = "for",
+	[CL_NONE] = "from",	 [CL_WHERE] = "where",	 [CL_GRAPH] = "graph",
+	[CL_GROUP] = "group by", [CL_SELECT] = "select", [CL_ORDER] = "order by",
+	[CL_LIMIT] = "limit",	 [CL_EVERY] = "every",	 [CL_FOR] = "for",
 };
 
 /* ---- errors ---- */
@@ -1133,8 +1145,77 @@ static int parse_window(struct parser *p, uint64_t *ns, struct src_loc *loc, con
 	return parse_advance(p) ? 0 : -1;
 }
 
-static enum clause clause_of(enum tok_kind k)
+/* `graph` is a keyword only where a clause may begin (a field or alias may still be called
+ * graph): a name `graph` not followed by '(' or '.'. */
+static bool tok_is_graph(struct parser *p)
 {
+	enum tok_kind next;
+
+	if (p->cur.kind != TOK_NAME || strcasecmp(p->cur.sval, "graph") != 0)
+		return false;
+	next = parse_peek(p);
+	return next != TOK_LPAREN && next != TOK_DOT;
+}
+
+/*
+ * graph [sample NUM%]: the rate is a percentage in (0, 100], a whole or decimal number.
+ */
+static int parse_graph(struct parser *p)
+{
+	struct ast_query *q = p->q;
+	struct token t;
+	double pct;
+	struct diag *d;
+	char buf[64];
+
+	q->graph = true;
+	q->graph_loc = p->cur.loc;
+	q->sample = 1.0;
+	if (!parse_advance(p))
+		return -1;
+	if (p->cur.kind != TOK_NAME || strcasecmp(p->cur.sval, "sample") != 0)
+		return 0;
+	if (!parse_advance(p))
+		return -1;
+	t = p->cur;
+	if ((t.kind != TOK_INT || t.unit != UNIT_NONE) && t.kind != TOK_FLOAT) {
+		if (t.kind == TOK_ERROR)
+			return -1;
+		d = parse_error(p, DIAG_E_GRAPH_SAMPLE, t.loc,
+				"`sample` needs a percentage, found %s",
+				tok_describe(p, &t, buf, sizeof(buf)));
+		diag_fix(d, "e.g. graph sample 10%%");
+		return -1;
+	}
+	pct = t.kind == TOK_INT ? (double)t.ival : t.fval;
+	if (!parse_advance(p))
+		return -1;
+	if (p->cur.kind != TOK_PERCENT) {
+		if (p->cur.kind == TOK_ERROR)
+			return -1;
+		d = parse_error(p, DIAG_E_GRAPH_SAMPLE, p->cur.loc,
+				"`sample %g` needs a '%%' after the number, found %s", pct,
+				tok_describe(p, &p->cur, buf, sizeof(buf)));
+		diag_fix(d, "write the rate as a percentage, e.g. sample %g%%", pct);
+		return -1;
+	}
+	q->sample_loc = loc_join(t.loc, p->cur.loc);
+	if (!(pct > 0 && pct <= 100)) {
+		d = parse_error(p, DIAG_E_GRAPH_SAMPLE, q->sample_loc,
+				"a sample rate of %g%% is outside (0%%, 100%%]", pct);
+		diag_fix(d, "give a percentage above 0 and at most 100, e.g. sample 1%%");
+		return -1;
+	}
+	q->sample = pct / 100.0;
+	return parse_advance(p) ? 0 : -1;
+}
+
+static enum clause clause_of(struct parser *p)
+{
+	enum tok_kind k = p->cur.kind;
+
+	if (tok_is_graph(p))
+		return CL_GRAPH;
 	switch (k) {
 	case TOK_WHERE:
 		return CL_WHERE;
@@ -1202,7 +1283,7 @@ static int parse_clauses(struct parser *p)
 	char buf[64];
 
 	while (!p->failed) {
-		enum clause cl = clause_of(p->cur.kind);
+		enum clause cl = clause_of(p);
 		int err;
 
 		if (p->cur.kind == TOK_FROM) {
@@ -1213,6 +1294,15 @@ static int parse_clauses(struct parser *p)
 		}
 		if (cl == CL_NONE)
 			break;
+		if ((q->graph && cl >= CL_GROUP && cl <= CL_LIMIT) ||
+		    (cl == CL_GRAPH && last >= CL_GROUP && last <= CL_LIMIT)) {
+			d = parse_error(p, DIAG_E_GRAPH_CLAUSE, p->cur.loc,
+					"`%s` and `%s` in one query",
+					clause_names[cl == CL_GRAPH ? last : cl], "graph");
+			diag_fix(d, "a graph query records tasks, events and edges instead of "
+				    "computing columns; " GRAPH_ORDER_FIX);
+			return -1;
+		}
 		if (cl <= last) {
 			if (cl == last) {
 				d = parse_error(p, DIAG_E_PARSE_CLAUSE_ORDER, p->cur.loc,
@@ -1230,6 +1320,9 @@ static int parse_clauses(struct parser *p)
 		switch (cl) {
 		case CL_WHERE:
 			err = parse_advance(p) && (q->where = parse_expr(p)) ? 0 : -1;
+			break;
+		case CL_GRAPH:
+			err = parse_graph(p);
 			break;
 		case CL_GROUP:
 			err = parse_group(p);
@@ -1260,7 +1353,7 @@ static int parse_clauses(struct parser *p)
 	if (p->failed)
 		return -1;
 	if (p->cur.kind == TOK_EOF) {
-		if (!have_select) {
+		if (!have_select && !q->graph) {
 			d = parse_error(p, DIAG_E_PARSE_NO_SELECT, p->cur.loc,
 					"the query has no `select` clause");
 			diag_fix(d, "say what to compute, e.g. `select count()`");
@@ -1275,7 +1368,7 @@ static int parse_clauses(struct parser *p)
 		diag_fix(d, "did you mean: %s", near);
 		return -1;
 	}
-	if (!have_select) {
+	if (!have_select && !q->graph) {
 		d = parse_error(p, DIAG_E_PARSE_NO_SELECT, p->cur.loc,
 				"expected `select`, found %s",
 				tok_describe(p, &p->cur, buf, sizeof(buf)));

@@ -15,11 +15,14 @@
  * Must never: allocate kernel resources or look at the machine (sema did that).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/plan.h"
 #include "compiler/sema.h"
 #include "kernel/aggstate.h"
+#include "kernel/weft_abi.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~7u)
 
@@ -377,6 +380,54 @@ static int plan_stream(struct plan *p, struct ast_query *q, struct diag_list *dl
 	return 0;
 }
 
+/*
+ * A graph query's record is fixed (struct weft_graph_rec): the fields say where its members
+ * are, so that `weft explain` shows it and a stream printer could show the raw records.
+ */
+static int plan_graph(struct plan *p, const struct ast_query *q)
+{
+	static const struct {
+		const char *name;
+		enum render render;
+		uint32_t offset, size;
+	} f[] = {
+#define GF(n, r, m) \
+	{ n, r, offsetof(struct weft_graph_rec, m), sizeof(((struct weft_graph_rec *)0)->m) }
+		GF("time", RENDER_UINT, time), GF("dur", RENDER_UINT, dur),
+		GF("pid", RENDER_INT, pid),    GF("tid", RENDER_INT, tid),
+		GF("kind", RENDER_UINT, kind), GF("probe", RENDER_PROBE, cookie),
+		GF("a0", RENDER_HEX, a[0]),    GF("a1", RENDER_HEX, a[1]),
+		GF("a2", RENDER_HEX, a[2]),    GF("a3", RENDER_HEX, a[3]),
+		GF("a4", RENDER_HEX, a[4]),    GF("a5", RENDER_HEX, a[5]),
+		GF("a6", RENDER_HEX, a[6]),    GF("comm", RENDER_STR, comm),
+		GF("s0", RENDER_STR, s0),      GF("s1", RENDER_STR, s1),
+#undef GF
+	};
+	int n = (int)(sizeof(f) / sizeof(f[0]));
+
+	p->graph = true;
+	p->sample = q->sample > 0 && q->sample <= 1 ? q->sample : 1.0;
+	p->fields = calloc(n, sizeof(*p->fields));
+	p->cols = calloc(n, sizeof(*p->cols));
+	if (!p->fields || !p->cols)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		struct plan_slot *s = &p->fields[i];
+
+		snprintf(s->name, sizeof(s->name), "%s", f[i].name);
+		s->render = f[i].render;
+		s->offset = f[i].offset;
+		s->size = f[i].size;
+		s->kernel = true;
+		snprintf(p->cols[i].name, sizeof(p->cols[i].name), "%s", f[i].name);
+		p->cols[i].idx = i;
+	}
+	p->nfields = p->ncols = n;
+	p->event_size = sizeof(struct weft_graph_rec);
+	p->ringbuf_bytes = PLAN_DEFAULT_RINGBUF;
+	return 0;
+}
+
 /* `probe = 'NAME'` and `probe like 'GLOB'` must name some attach point of the query. */
 static int check_probe_names(const struct plan *p, const struct expr *e, struct diag_list *dl)
 {
@@ -454,7 +505,9 @@ struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 			rc = check_probe_names(p, q->groups[i].e, dl);
 	}
 	if (!rc)
-		rc = q->aggregating ? plan_aggregating(p, q, dl) : plan_stream(p, q, dl);
+		rc = q->graph	    ? plan_graph(p, q) :
+		     q->aggregating ? plan_aggregating(p, q, dl) :
+				      plan_stream(p, q, dl);
 	if (rc) {
 		plan_free(p);
 		errno = -rc;
@@ -604,6 +657,13 @@ void plan_explain(const struct plan *p, FILE *out)
 				fprintf(out, "  finalize %s (%s)\n", p->aggs[i].name,
 					agg_kind_name(k));
 		}
+	} else if (p->graph) {
+		fprintf(out,
+			"  graph: assemble the records into tasks, events and edges "
+			"(agent/graphcap.c); a trace with no open task is finished: its "
+			"aggregates always kept, the trace itself if the head sample (%g%%) "
+			"selects it or it is an outlier\n",
+			p->sample * 100);
 	} else {
 		fprintf(out, "  poll the ring buffer, render each record as a row\n");
 	}

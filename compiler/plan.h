@@ -138,6 +138,11 @@ struct plan {
 	int64_t limit; /* 0: none */
 	uint64_t every_ns, for_ns;
 	pid_t pid; /* -p: the traced process; 0: all */
+
+	/* a graph query (`graph`): a stream of struct weft_graph_rec (kernel/weft_abi.h) that
+	 * agent/graphcap.c assembles; fields[] describe that record */
+	bool graph;
+	double sample; /* head-sample rate 0..1 */
 };
 
 /* Builds the plan of a checked query.  NULL with diagnostics (bounds) or errno. */

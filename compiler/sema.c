@@ -1723,6 +1723,72 @@ static int check_order(struct sema *s)
 	return -EINVAL;
 }
 
+/* The probes of weft's provider a graph query reads, and the arguments each must have
+ * (the contract of include/weft/trace.h and docs/graphs.md). */
+static const struct {
+	const char *name;
+	int nargs;
+} graph_probes[] = {
+	{ "task_begin", 6 },
+	{ "task_end", 4 },
+	{ "event", 4 },
+	{ "edge", 7 },
+};
+
+int sema_graph_probe_kind(const struct probe_target *t)
+{
+	if (t->kind != PROBE_USDT || strcmp(t->provider, "weft") != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(graph_probes) / sizeof(graph_probes[0]); i++)
+		if (strcmp(t->usdt_name, graph_probes[i].name) == 0)
+			return (int)i + 1; /* WEFT_GREC_TASK_BEGIN .. WEFT_GREC_EDGE */
+	return -1;
+}
+
+/*
+ * A graph query's sources must give graph elements: span(...) (each instance a task), or
+ * probes of weft's provider with the contract's arguments.
+ */
+static int check_graph(struct sema *s)
+{
+	struct ast_query *q = s->q;
+	int rc = 0;
+
+	for (int i = 0; i < q->nsources; i++) {
+		struct source *src = &q->sources[i];
+		struct probe_spec *sp = &src->start;
+
+		if (src->is_span || !sp->set)
+			continue;
+		for (int j = 0; j < sp->set->n; j++) {
+			const struct probe_target *t = &sp->set->v[j];
+			int k = sema_graph_probe_kind(t);
+			struct diag *d;
+
+			if (k < 0) {
+				d = diag_error(s->dl, DIAG_E_GRAPH_SOURCE, sp->loc,
+					       "%s gives no graph elements", t->name);
+				diag_fix(d, "a graph query reads weft's provider "
+					    "(usdt:BIN:weft:*: task_begin, task_end, event, edge) "
+					    "or spans (span(uprobe:BIN:FUNC))");
+				rc = -EINVAL;
+				break;
+			}
+			if (t->nargs < graph_probes[k - 1].nargs) {
+				d = diag_error(s->dl, DIAG_E_GRAPH_SOURCE, sp->loc,
+					       "%s has %d argument%s, weft's provider has %d",
+					       t->name, t->nargs, t->nargs == 1 ? "" : "s",
+					       graph_probes[k - 1].nargs);
+				diag_fix(d, "build the program with include/weft/trace.h (see "
+					    "docs/graphs.md)");
+				rc = -EINVAL;
+				break;
+			}
+		}
+	}
+	return rc;
+}
+
 int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_list *dl)
 {
 	struct sema s = { .q = q, .dl = dl, .pid = opts ? opts->pid : 0 };
@@ -1740,10 +1806,15 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 			rc = type_error(&s, DIAG_E_TYPE_BOOL, q->where,
 					"`where` needs a condition (e.g. pid = 42)", &q->where->ty);
 	}
-	if (check_select(&s) != 0)
-		rc = -EINVAL;
-	if (!rc && check_order(&s) != 0)
-		rc = -EINVAL;
+	if (q->graph) {
+		if (check_graph(&s) != 0)
+			rc = -EINVAL;
+	} else {
+		if (check_select(&s) != 0)
+			rc = -EINVAL;
+		if (!rc && check_order(&s) != 0)
+			rc = -EINVAL;
+	}
 	if (check_windows(&s) != 0)
 		rc = -EINVAL;
 	return rc || diag_has_errors(dl) ? -EINVAL : 0;

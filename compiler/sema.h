@@ -16,6 +16,11 @@ struct sema_opts {
 
 /* 0, or -EINVAL with diagnostics in dl. */
 int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_list *dl);
+
+/* What a probe of weft's provider records in a graph query: WEFT_GREC_TASK_BEGIN ..
+ * WEFT_GREC_EDGE (kernel/weft_abi.h), or -1 for any other probe. */
+struct probe_target;
+int sema_graph_probe_kind(const struct probe_target *t);
 /* Frees what sema attached to the tree (probe sets).  Safe on an unchecked tree. */
 void sema_release(struct ast_query *q);
 

@@ -90,7 +90,8 @@ bool graph_aggs_empty(const struct graph_aggs *a);
 /*
  * Adds every task, event and edge of g (finished elements: tasks with start and end) as the
  * store's put would count them: the first event of each name per task, edges whose two ends
- * are tasks of g.  0, -ENOMEM, or -E2BIG over GRAPH_AGGS_MAX (a is then unchanged).
+ * are tasks of g.  0, -ENOMEM, or -E2BIG over GRAPH_AGGS_MAX; on an error a may hold part of
+ * g (put what it held before, or drop it).
  */
 int graph_aggs_add(struct graph_aggs *a, const struct graph *g);
 
@@ -105,6 +106,20 @@ int graph_aggs_add_conc(struct graph_aggs *a, const char *host, int64_t pid, int
 
 /* into += from (sampling counts added, rate taken from `from` if into has none). */
 int graph_aggs_merge(struct graph_aggs *into, const struct graph_aggs *from);
+
+/*
+ * The wire form (GraphBatch.aggs, agent/weft.proto): versioned bytes, varints throughout
+ * (docs/protocol.md describes them by reference to this): version 1, then the sampling
+ * counts, the types (service, name, count, min, max, the non-empty sketch buckets), events,
+ * edges and concurrency.  graph_aggs_encode() gives a malloc'd buffer (the caller frees it);
+ * graph_aggs_decode() adds a checked buffer into *a (initialised by the caller): hostile bytes
+ * are refused with -EINVAL and why[] (bad version, truncation, an index or bucket out of
+ * range, a string not UTF-8 or too long, more than GRAPH_AGGS_MAX entries), never trusted;
+ * on an error a may hold part of the buffer: drop it.
+ */
+#define GRAPH_AGGS_WIRE_VERSION 1
+int graph_aggs_encode(const struct graph_aggs *a, void **buf, size_t *len);
+int graph_aggs_decode(struct graph_aggs *a, const void *buf, size_t len, char *why, size_t whysz);
 
 /*
  * The head-sample decision for a trace id: true when a hash of the 128-bit id falls under

@@ -46,6 +46,46 @@ int graph_store_put(struct graph_store *s, const struct graph *g, struct graph_p
 	return s->ops->put(s, g, st, why, whysz);
 }
 
+int graph_store_put_opts(struct graph_store *s, const struct graph *g, unsigned flags,
+			 struct graph_put_stats *st, char *why, size_t whysz)
+{
+	if (!s || !g)
+		return bad_args(why, whysz);
+	if (!s->ops->put_opts) {
+		if (flags) {
+			if (why && whysz)
+				snprintf(why, whysz, "graph store %s: no sampled puts",
+					 s->ops->name);
+			return -EOPNOTSUPP;
+		}
+		return s->ops->put(s, g, st, why, whysz);
+	}
+	return s->ops->put_opts(s, g, flags, st, why, whysz);
+}
+
+int graph_store_put_aggs(struct graph_store *s, const struct graph_aggs *a, char *why, size_t whysz)
+{
+	if (!s || !a)
+		return bad_args(why, whysz);
+	if (!s->ops->put_aggs) {
+		if (why && whysz)
+			snprintf(why, whysz, "graph store %s: no aggregate puts", s->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return s->ops->put_aggs(s, a, why, whysz);
+}
+
+int graph_store_sampling(struct graph_store *s, struct graph_sampling *out, char *why, size_t whysz)
+{
+	if (!s || !out)
+		return bad_args(why, whysz);
+	if (!s->ops->sampling) {
+		*out = (struct graph_sampling){ 0 };
+		return 0;
+	}
+	return s->ops->sampling(s, out, why, whysz);
+}
+
 ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
 			 struct graph_trace_row **rows, char *why, size_t whysz)
 {

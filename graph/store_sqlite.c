@@ -890,6 +890,8 @@ struct sq {
 	struct kmap ctcache;
 	struct ctx_type *ct;
 	size_t nct, capct;
+	/* put_opts(GRAPH_PUT_NO_AGGS): elements only, the aggregates come by put_aggs */
+	bool noaggs;
 	/* graph_store_list()'s filters, for weft_chunk_match() */
 	struct kmap lf_types;
 	int64_t lf_host;
@@ -1722,7 +1724,7 @@ static int put_tasks(struct sq *s, const struct graph *g, const size_t *ix, size
 			return fail(why, whysz, -ENOMEM, "out of memory");
 		a->nt++;
 		st->tasks++;
-		if ((rc = type_add(s, type, lat, why, whysz)))
+		if (!s->noaggs && (rc = type_add(s, type, lat, why, whysz)))
 			return rc;
 		/* the trace's row */
 		if (!a->ntasks || k->start < a->start)
@@ -1744,7 +1746,7 @@ static int put_tasks(struct sq *s, const struct graph *g, const size_t *ix, size
 		if (!kmap_get(&s->pth, (uint64_t)a->tr, (uint64_t)host, 0, &isnew))
 			return fail(why, whysz, -ENOMEM, "out of memory");
 		a->nhosts += isnew;
-		if (k->pid >= 0) {
+		if (k->pid >= 0 && !s->noaggs) {
 			int64_t proc;
 
 			if ((rc = proc_id(s, host, k->pid, true, &proc, why, whysz)) ||
@@ -1783,7 +1785,7 @@ static int put_events(struct sq *s, const struct graph *g, const size_t *ix, siz
 			return rc;
 		if (!kmap_get(&s->pevseen, (uint64_t)a->tr, ev->task, (uint64_t)name, &isnew))
 			return fail(why, whysz, -ENOMEM, "out of memory");
-		if (isnew) { /* the first of its name in its task */
+		if (isnew && !s->noaggs) { /* the first of its name in its task */
 			struct kent *agg =
 				kmap_get(&s->pevagg, (uint64_t)e->v[0], (uint64_t)name, 0, NULL);
 
@@ -1851,7 +1853,7 @@ static int put_edges(struct sq *s, const struct graph *g, const size_t *ix, size
 		to = kmap_find(&s->ptasks, (uint64_t)a->tr, ed->to_task, 0);
 		ptype = from ? from->v[0] : 0;
 		ctype = to ? to->v[0] : 0;
-		if (!ptype || !ctype)
+		if (!ptype || !ctype || s->noaggs)
 			continue; /* an end outside the store: its shape is unknown */
 		agg = kmap_get(&s->pedgeagg, (uint64_t)ptype, (uint64_t)ctype, (uint64_t)ed->kind,
 			       NULL);
@@ -2055,14 +2057,15 @@ static void rollback(struct sq *s)
 	drop_caches(s);
 }
 
-static int sq_put(struct graph_store *base, const struct graph *g, struct graph_put_stats *stp,
-		  char *why, size_t whysz)
+static int sq_put_opts(struct graph_store *base, const struct graph *g, unsigned flags,
+		       struct graph_put_stats *stp, char *why, size_t whysz)
 {
 	struct sq *s = (struct sq *)base;
 	struct graph_put_stats st = { 0 };
 	int rc;
 
 	put_reset(s);
+	s->noaggs = flags & GRAPH_PUT_NO_AGGS;
 	if ((rc = begin(s, why, whysz)))
 		return rc;
 	if ((rc = step_int(s, stmt(s, ST_TRACE_MAX), &s->next_tr, why, whysz, "reading traces")) <
@@ -2075,12 +2078,217 @@ static int sq_put(struct graph_store *base, const struct graph *g, struct graph_
 	    (rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing"))) {
 		rollback(s);
 		put_reset(s);
+		s->noaggs = false;
 		return rc;
 	}
 	put_reset(s);
+	s->noaggs = false;
 	if (stp)
 		*stp = st;
 	return 0;
+}
+
+static int sq_put(struct graph_store *base, const struct graph *g, struct graph_put_stats *stp,
+		  char *why, size_t whysz)
+{
+	return sq_put_opts(base, g, 0, stp, why, whysz);
+}
+
+/* ---------------------------------------------------------------- sampled captures */
+
+/* The sampling table: one row, created by any weft that puts aggregates (older stores lack
+ * it until then: graph_store_sampling() reads zeros). */
+static const char sampling_sql[] =
+	"CREATE TABLE IF NOT EXISTS sampling(id INTEGER PRIMARY KEY CHECK (id = 1),"
+	" rate REAL NOT NULL, seen INTEGER NOT NULL, kept_head INTEGER NOT NULL,"
+	" kept_outlier INTEGER NOT NULL)";
+
+/* A type's whole delta (count, min, max, sketch) into the put's accumulators. */
+static int type_add_agg(struct sq *s, int64_t type, const struct graph_agg_type *t, char *why,
+			size_t whysz)
+{
+	struct typeacc *ty;
+	struct kent *e;
+	bool isnew;
+	int rc;
+
+	if (!t->count)
+		return 0;
+	if ((rc = type_add(s, type, t->min, why, whysz)))
+		return rc;
+	e = kmap_get(&s->ptypes, (uint64_t)type, 0, 0, &isnew);
+	if (!e)
+		return fail(why, whysz, -ENOMEM, "out of memory");
+	ty = &s->tya[e->v[0]];
+	/* type_add counted one task at min: replace it by the whole sketch */
+	ty->count--;
+	ty->counts[weft_sketch_index(t->min)]--;
+	ty->count += t->count;
+	for (size_t b = 0; b < WEFT_SKETCH_NBUCKETS; b++)
+		ty->counts[b] += t->sketch[b];
+	if (t->max > ty->max)
+		ty->max = t->max;
+	return 0;
+}
+
+/* count tasks running in one ms of a process, into the put's concurrency blocks */
+static int conc_add_ms(struct sq *s, int64_t proc, int64_t ms, uint32_t count, char *why,
+		       size_t whysz)
+{
+	int64_t sec = floordiv(ms, CONC_MS), a = ms - sec * CONC_MS;
+	struct kent *e;
+	bool isnew;
+	int rc;
+
+	if (s->nblk == FLUSH_BLOCKS && !kmap_find(&s->pblocks, (uint64_t)proc, (uint64_t)sec, 0) &&
+	    (rc = flush_blocks(s, why, whysz)))
+		return rc;
+	if (!s->blk && !(s->blk = malloc(FLUSH_BLOCKS * sizeof(*s->blk))))
+		return fail(why, whysz, -ENOMEM, "out of memory");
+	e = kmap_get(&s->pblocks, (uint64_t)proc, (uint64_t)sec, 0, &isnew);
+	if (!e)
+		return fail(why, whysz, -ENOMEM, "out of memory");
+	if (isnew) {
+		memset(s->blk[s->nblk], 0, sizeof(s->blk[0]));
+		e->v[0] = (int64_t)s->nblk++;
+	}
+	s->blk[e->v[0]][a] += (int32_t)(count > INT32_MAX ? INT32_MAX : count);
+	s->blk[e->v[0]][a + 1] -= (int32_t)(count > INT32_MAX ? INT32_MAX : count);
+	return 0;
+}
+
+static int sampling_add(struct sq *s, const struct graph_sampling *sm, char *why, size_t whysz)
+{
+	sqlite3_stmt *t = NULL;
+	int rc;
+
+	if ((rc = exec(s, sampling_sql, why, whysz, "creating the sampling table")))
+		return rc;
+	rc = sqlite3_prepare_v2(s->db,
+				"INSERT INTO sampling(id, rate, seen, kept_head, kept_outlier)"
+				" VALUES (1, ?1, ?2, ?3, ?4) ON CONFLICT(id) DO UPDATE SET"
+				" rate = excluded.rate, seen = seen + excluded.seen,"
+				" kept_head = kept_head + excluded.kept_head,"
+				" kept_outlier = kept_outlier + excluded.kept_outlier",
+				-1, &t, NULL);
+	if (rc != SQLITE_OK)
+		return sq_fail(s, rc, why, whysz, "writing the sampling counts");
+	sqlite3_bind_double(t, 1, sm->rate);
+	sqlite3_bind_int64(t, 2, (int64_t)sm->seen);
+	sqlite3_bind_int64(t, 3, (int64_t)sm->kept_head);
+	sqlite3_bind_int64(t, 4, (int64_t)sm->kept_outlier);
+	rc = sqlite3_step(t);
+	sqlite3_finalize(t);
+	return rc == SQLITE_DONE ? 0 : sq_fail(s, rc, why, whysz, "writing the sampling counts");
+}
+
+static int put_aggs(struct sq *s, const struct graph_aggs *a, char *why, size_t whysz)
+{
+	int64_t *tid = calloc(a->ntypes + 1, sizeof(*tid));
+	int rc = 0;
+
+	if (!tid)
+		return fail(why, whysz, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->ntypes && !rc; i++)
+		if (!(rc = type_id(s, a->types[i].service, a->types[i].name, true, &tid[i], why,
+				   whysz)))
+			rc = type_add_agg(s, tid[i], &a->types[i], why, whysz);
+	for (size_t i = 0; i < a->nevents && !rc; i++) {
+		const struct graph_agg_event *ev = &a->events[i];
+		int64_t name;
+		struct kent *e;
+
+		if (ev->type >= a->ntypes) {
+			rc = fail(why, whysz, -EINVAL, "graph store: event count of no type");
+			break;
+		}
+		if ((rc = str_id(s, ev->name, true, &name, why, whysz)))
+			break;
+		e = kmap_get(&s->pevagg, (uint64_t)tid[ev->type], (uint64_t)name, 0, NULL);
+		if (!e) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			break;
+		}
+		e->v[0] += (int64_t)ev->ntasks;
+	}
+	for (size_t i = 0; i < a->nedges && !rc; i++) {
+		const struct graph_agg_edge *ed = &a->edges[i];
+		struct kent *e;
+
+		if (ed->ptype >= a->ntypes || ed->ctype >= a->ntypes ||
+		    (unsigned)ed->kind >= GRAPH_EDGE_COUNT) {
+			rc = fail(why, whysz, -EINVAL, "graph store: edge count of no type");
+			break;
+		}
+		e = kmap_get(&s->pedgeagg, (uint64_t)tid[ed->ptype], (uint64_t)tid[ed->ctype],
+			     (uint64_t)ed->kind, NULL);
+		if (!e) {
+			rc = fail(why, whysz, -ENOMEM, "out of memory");
+			break;
+		}
+		e->v[0] += (int64_t)ed->count;
+	}
+	for (size_t i = 0; i < a->nconc && !rc; i++) {
+		const struct graph_agg_conc *c = &a->conc[i];
+		int64_t host, proc;
+
+		if (c->pid < 0)
+			continue;
+		if (!(rc = str_id(s, c->host, true, &host, why, whysz)) &&
+		    !(rc = proc_id(s, host, c->pid, true, &proc, why, whysz)))
+			rc = conc_add_ms(s, proc, c->ms, c->count, why, whysz);
+	}
+	if (!rc && a->sampling.seen)
+		rc = sampling_add(s, &a->sampling, why, whysz);
+	free(tid);
+	return rc;
+}
+
+static int sq_put_aggs(struct graph_store *base, const struct graph_aggs *a, char *why,
+		       size_t whysz)
+{
+	struct sq *s = (struct sq *)base;
+	int rc;
+
+	put_reset(s);
+	if ((rc = begin(s, why, whysz)))
+		return rc;
+	if ((rc = put_aggs(s, a, why, whysz)) || (rc = put_flush(s, why, whysz)) ||
+	    (rc = step_done(s, stmt(s, ST_COMMIT), why, whysz, "committing"))) {
+		rollback(s);
+		put_reset(s);
+		return rc;
+	}
+	put_reset(s);
+	return 0;
+}
+
+static int sq_sampling(struct graph_store *base, struct graph_sampling *out, char *why,
+		       size_t whysz)
+{
+	struct sq *s = (struct sq *)base;
+	sqlite3_stmt *t = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = sqlite3_prepare_v2(
+		s->db, "SELECT rate, seen, kept_head, kept_outlier FROM sampling WHERE id = 1", -1,
+		&t, NULL);
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(t);
+		return 0; /* no such table: nothing was sampled */
+	}
+	rc = sqlite3_step(t);
+	if (rc == SQLITE_ROW) {
+		out->rate = sqlite3_column_double(t, 0);
+		out->seen = (uint64_t)sqlite3_column_int64(t, 1);
+		out->kept_head = (uint64_t)sqlite3_column_int64(t, 2);
+		out->kept_outlier = (uint64_t)sqlite3_column_int64(t, 3);
+	}
+	sqlite3_finalize(t);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ?
+		       0 :
+		       fail(why, whysz, -EIO, "graph store: reading the sampling counts");
 }
 
 /* ---------------------------------------------------------------- load */
@@ -3501,6 +3709,9 @@ static const struct graph_store_ops sqlite_ops = {
 	.retain = sq_retain,
 	.merge = sq_merge,
 	.close = sq_close,
+	.put_opts = sq_put_opts,
+	.put_aggs = sq_put_aggs,
+	.sampling = sq_sampling,
 	.mark_get = sq_mark_get,
 	.mark_set = sq_mark_set,
 };

@@ -115,8 +115,8 @@ enum weft_scope {
  *                         s1 = name
  *   WEFT_GREC_TASK_END    weft:task_end: a = trace_hi, trace_lo, task, status
  *   WEFT_GREC_EVENT       weft:event: a = trace_hi, trace_lo, task; s0 = name
- *   WEFT_GREC_EDGE        weft:edge: a = trace_hi, trace_lo, from_task, from_event, to_task,
- *                         to_event; s0 = kind ("parent", "follows", "message", ...)
+ *   WEFT_GREC_EDGE        weft:edge: a = trace_hi, trace_lo, kind (a pointer), from_task,
+ *                         from_event, to_task, to_event; s0 = kind ("parent", "message", ...)
  *   WEFT_GREC_SPAN        an instance of span(...): time is its end, dur its duration; the
  *                         probe is the cookie (the span's start attach point)
  *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources (reserved: sockets, wakeups, fork)

@@ -34,5 +34,8 @@ char *tool_read_query(const char *file, const char *arg, const char **name);
 void tool_set_verbose(int level);
 /* The -p argument: a positive pid of a live process, or -1 (reported). */
 int tool_parse_pid(const char *s);
+/* The default graph store's path (WEFT_GRAPH_STORE, else next to the aggregator's default
+ * store, its directory made): `weft graph` and `weft run` with a graph query.  0 or -errno. */
+int weft_graph_store_default(char *buf, size_t sz);
 
 #endif

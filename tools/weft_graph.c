@@ -203,7 +203,10 @@ static const char stats_help[] =
 	"Per task type (service: name), most frequent first: how many tasks were stored, the\n"
 	"latency's p50, p90 and p99 (from a sketch, within 1.6%), and the rarest event names\n"
 	"and outgoing edges with the share of the type's tasks that had them.  The statistics\n"
-	"cover every trace ever imported, including those retention dropped since.\n"
+	"cover every trace ever imported, including those retention dropped since.  When\n"
+	"sampled captures (`weft run` of `... graph sample P%`) wrote to the store, a first line\n"
+	"says how many traces they saw and kept (by the head sample, as outliers): the counts\n"
+	"are of every trace seen, the stored traces a sample of them.\n"
 	"\n"
 	"Options:\n"
 	"      --format text|json  a table (default) or a JSON array of objects\n"
@@ -277,7 +280,7 @@ static const char *store_opt;
 /* getopt's value for --graph-store and --format in every subcommand */
 enum { OPT_STORE = 'S', OPT_FORMAT = 'F' };
 
-static int store_default(char *buf, size_t sz)
+int weft_graph_store_default(char *buf, size_t sz)
 {
 	const char *env = getenv("WEFT_GRAPH_STORE");
 	char *slash;
@@ -325,7 +328,7 @@ static int store_path(char *path, size_t sz)
 		snprintf(path, sz, "%s", store_opt);
 		return 0;
 	}
-	rc = store_default(path, sz);
+	rc = weft_graph_store_default(path, sz);
 	if (rc) {
 		fprintf(stderr,
 			"weft: no default graph store (%s); give --graph-store PATH or "
@@ -984,6 +987,7 @@ static int graph_stats(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct graph_sampling sm = { 0 };
 	struct graph_type_stats *rows = NULL;
 	struct graph_store *s;
 	bool json = false;
@@ -1018,11 +1022,21 @@ static int graph_stats(int argc, char **argv)
 		return WEFT_EXIT_FAIL;
 	why[0] = 0;
 	n = graph_store_stats(s, &rows, why, sizeof(why));
+	if (n >= 0 && graph_store_sampling(s, &sm, why, sizeof(why)) < 0)
+		n = -EIO;
 	graph_store_close(s);
 	if (n < 0) {
+		free(rows);
 		fprintf(stderr, "weft: %s\n", why[0] ? why : strerror((int)-n));
 		return WEFT_EXIT_FAIL;
 	}
+	/* what sampled captures stored (weft run of `graph sample P%`): the traces kept are a
+	 * sample, the aggregates below count every trace seen */
+	if (sm.seen && !json)
+		printf("sampled captures: %" PRIu64 " traces seen, %" PRIu64 " kept by the head "
+		       "sample (%g%%), %" PRIu64 " kept as outliers; the counts below are of all "
+		       "traces seen\n",
+		       sm.seen, sm.kept_head, sm.rate * 100, sm.kept_outlier);
 	if (json) {
 		json_t *a = json_array();
 

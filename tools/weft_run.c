@@ -36,12 +36,14 @@
 #include <unistd.h>
 #include <wordexp.h>
 #include "agent/agent.h"
+#include "agent/graphcap.h"
 #include "agent/result.h"
 #include "agent/schedule.h"
 #include "agent/scope.h"
 #include "base/units.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+#include "graph/store.h"
 #include "probes/probes.h"
 #include "tools/weft.h"
 
@@ -53,7 +55,9 @@ static const char run_help[] =
 	"\n"
 	"Compiles QUERY to eBPF, attaches it, and prints results: one table per window\n"
 	"(`every D`), or one table when the query ends (`for D`, Ctrl-C, or the traced\n"
-	"process exiting); a select without aggregates prints one row per event.\n"
+	"process exiting); a select without aggregates prints one row per event; a graph\n"
+	"query (`from ... graph`) stores tasks, events and edges in a graph store and prints\n"
+	"what it stored, sampled and dropped (docs/language.md, Graph queries).\n"
 	"Every probe is detached when weft exits, however it exits.  A query that starts\n"
 	"with a `--` comment needs `--` before it: weft run -- '-- top callers ...'.\n"
 	"\n"
@@ -76,6 +80,10 @@ static const char run_help[] =
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
 	"                        4MiB); rows that find it full are counted and reported\n"
+	"      --graph-store PATH  a graph query (`from ... graph`) stores its traces in PATH, an\n"
+	"                        SQLite file (created if absent); default: weft graph's store\n"
+	"                        ($WEFT_GRAPH_STORE, else graph.sqlite next to the\n"
+	"                        aggregator's store); a summary is printed instead of rows\n"
 	"      --cpu-budget PCT  the share of one CPU the query's probes may cost (default 5;\n"
 	"                        0: no limit): each second over it is a warning, and three\n"
 	"                        seconds over it in a row detach the query (exit status 4)\n"
@@ -110,6 +118,12 @@ struct run {
 	bool out_pollable; /* stdout is a pipe or socket: poll tells when its reader is gone */
 	int out_err; /* errno of the first failed write of stdout (EPIPE: reader gone), or 0 */
 	bool budget_stopped;
+	/* a graph query: records -> graphcap -> the graph store */
+	struct graphcap *gc;
+	struct graph_store *gs;
+	char gs_path[4096];
+	struct graph_put_stats put; /* summed over every put */
+	int graph_err; /* the first failed put or capture, -errno */
 };
 
 /* The -c command: its pid is also its process group's id. */
@@ -131,6 +145,14 @@ static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 {
 	struct run *r = ctx;
 
+	if (r->gc) {
+		int rc = graphcap_record(r->gc, rec, len);
+
+		r->rows++;
+		if (rc == -ENOMEM && !r->graph_err)
+			r->graph_err = rc;
+		return 0;
+	}
 	if (r->stop || r->out_err)
 		return 0;
 	if (!r->header_done) {
@@ -415,6 +437,91 @@ static bool budget_tick(struct run *r)
 	return true;
 }
 
+/* Finished traces into the store: the kept ones without their aggregates, then the
+ * aggregates of every finished trace (graph/aggs.h: exact whatever the sampling). */
+static void graph_flush(struct run *r, bool final)
+{
+	struct graph kept;
+	struct graph_aggs aggs;
+	struct graph_put_stats st = { 0 };
+	char why[512] = "";
+	int rc;
+
+	graph_init(&kept);
+	graph_aggs_init(&aggs);
+	rc = graphcap_drain(r->gc, final, &kept, &aggs);
+	if (rc > 0 && kept.ntasks + kept.nevents + kept.nedges)
+		rc = graph_store_put_opts(r->gs, &kept, GRAPH_PUT_NO_AGGS, &st, why, sizeof(why));
+	if (rc >= 0 && !graph_aggs_empty(&aggs))
+		rc = graph_store_put_aggs(r->gs, &aggs, why, sizeof(why));
+	if (rc < 0) {
+		if (!r->graph_err)
+			fprintf(stderr, "weft: graph store %s: %s\n", r->gs_path,
+				why[0] ? why : strerror(-rc));
+		if (!r->graph_err)
+			r->graph_err = rc;
+	} else {
+		r->put.traces += st.traces;
+		r->put.tasks += st.tasks;
+		r->put.events += st.events;
+		r->put.edges += st.edges;
+		r->put.replaced += st.replaced;
+	}
+	graph_free(&kept);
+	graph_aggs_free(&aggs);
+}
+
+/* The end of a graph query: what was stored, sampled and lost, instead of rows. */
+static void graph_summary(struct run *r, const struct agent_window_stats *acc)
+{
+	static const char *const names[] = WEFT_DROP_NAMES;
+	struct graphcap_stats gs;
+	uint64_t lost = 0;
+
+	graphcap_stats(r->gc, &gs);
+	for (int i = 0; i < WEFT_DROP_NR; i++)
+		if (WEFT_DROP_IS_LOSS(i))
+			lost += acc->drops[i];
+	if (r->fmt == AGENT_FMT_JSON) {
+		printf("{\"type\":\"graph\",\"records\":%llu,\"traces\":%llu,\"tasks\":%llu,"
+		       "\"events\":%llu,\"edges\":%llu,\"replaced\":%llu,\"sample\":%g,"
+		       "\"seen\":%llu,\"kept_head\":%llu,\"kept_outlier\":%llu,"
+		       "\"open_evicted\":%llu,\"end_without_begin\":%llu,\"orphans\":%llu,"
+		       "\"unfinished\":%llu,\"bad\":%llu,\"lost\":{",
+		       (unsigned long long)r->rows, (unsigned long long)r->put.traces,
+		       (unsigned long long)r->put.tasks, (unsigned long long)r->put.events,
+		       (unsigned long long)r->put.edges, (unsigned long long)r->put.replaced,
+		       r->p->sample * 100, (unsigned long long)gs.traces_seen,
+		       (unsigned long long)gs.kept_head, (unsigned long long)gs.kept_outlier,
+		       (unsigned long long)gs.open_evicted,
+		       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
+		       (unsigned long long)gs.unfinished, (unsigned long long)gs.bad);
+		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
+			if (WEFT_DROP_IS_LOSS(i))
+				printf("%s\"%s\":%llu", n++ ? "," : "", names[i],
+				       (unsigned long long)acc->drops[i]);
+		printf("}}\n");
+		fflush(stdout);
+		return;
+	}
+	printf("graph store %s\n", r->gs_path);
+	printf("stored: %llu traces, %llu tasks, %llu events, %llu edges\n",
+	       (unsigned long long)r->put.traces, (unsigned long long)r->put.tasks,
+	       (unsigned long long)r->put.events, (unsigned long long)r->put.edges);
+	printf("sampled: %g%% head sample; %llu traces seen, kept %llu (head sample %llu, "
+	       "outliers %llu); aggregates of all %llu\n",
+	       r->p->sample * 100, (unsigned long long)gs.traces_seen,
+	       (unsigned long long)(gs.kept_head + gs.kept_outlier),
+	       (unsigned long long)gs.kept_head, (unsigned long long)gs.kept_outlier,
+	       (unsigned long long)gs.traces_seen);
+	printf("dropped: %llu records lost in the kernel, %llu open tasks evicted, %llu ends "
+	       "without a begin, %llu orphan events, %llu tasks unfinished, %llu bad records\n",
+	       (unsigned long long)lost, (unsigned long long)gs.open_evicted,
+	       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
+	       (unsigned long long)gs.unfinished, (unsigned long long)gs.bad);
+	fflush(stdout);
+}
+
 static void print_window(struct run *r, struct agent_table *t, struct agent_window_stats *st)
 {
 	if (r->out_err)
@@ -434,6 +541,7 @@ int cmd_run(int argc, char **argv)
 		{ "ringbuf-size", required_argument, NULL, 'R' },
 		{ "cpu-budget", required_argument, NULL, 'B' },
 		{ "scope", required_argument, NULL, 'S' },
+		{ "graph-store", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -461,10 +569,18 @@ int cmd_run(int argc, char **argv)
 	double budget = AGENT_CPU_BUDGET_DEFAULT;
 	const char *scope_spec = NULL;
 	struct agent_scope scope;
+	const char *graph_store = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:p:c:vh", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'g':
+			if (!*optarg) {
+				fprintf(stderr, "weft: --graph-store takes a file name\n");
+				return WEFT_EXIT_USAGE;
+			}
+			graph_store = optarg;
+			break;
 		case 'f':
 			file = optarg;
 			break;
@@ -570,6 +686,38 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	r.p = res.plan;
+	if (graph_store && !res.plan->graph) {
+		fprintf(stderr, "weft: --graph-store is for graph queries (from ... graph)\n");
+		status = WEFT_EXIT_USAGE;
+		goto out;
+	}
+	if (res.plan->graph) {
+		struct graphcap_opts gopts = { .sz = sizeof(gopts), .sample = -1 };
+		char why[512] = "";
+
+		if (graph_store) {
+			snprintf(r.gs_path, sizeof(r.gs_path), "%s", graph_store);
+		} else if ((rc = weft_graph_store_default(r.gs_path, sizeof(r.gs_path)))) {
+			fprintf(stderr,
+				"weft: no default graph store (%s); give --graph-store PATH or set "
+				"WEFT_GRAPH_STORE\n",
+				strerror(-rc));
+			status = WEFT_EXIT_FAIL;
+			goto out;
+		}
+		r.gs = graph_store_open(r.gs_path, why, sizeof(why));
+		if (!r.gs) {
+			fprintf(stderr, "weft: %s\n", why[0] ? why : "cannot open the graph store");
+			status = WEFT_EXIT_FAIL;
+			goto out;
+		}
+		r.gc = graphcap_new(res.plan, &gopts);
+		if (!r.gc) {
+			fprintf(stderr, "weft: %s\n", strerror(errno));
+			status = WEFT_EXIT_FAIL;
+			goto out;
+		}
+	}
 
 	/* signals are read from a signalfd in the main loop, never handled asynchronously */
 	sigemptyset(&mask);
@@ -655,6 +803,8 @@ int cmd_run(int argc, char **argv)
 			/* streams flip too: their drop counters are read every second */
 			if (!res.plan->aggregating) {
 				stream_drops(&r, &acc, r.fmt == AGENT_FMT_TEXT);
+				if (r.gc) /* finished traces into the store, once a second */
+					graph_flush(&r, false);
 			} else {
 				rc = agent_query_window(r.q, win, &st);
 				if (rc < 0)
@@ -748,6 +898,13 @@ out_stop:
 		acc.index = sched.window;
 		acc.end_ns = now_ns();
 		print_window(&r, win, &acc);
+	} else if (r.gc) {
+		agent_query_poll(r.q, 0);
+		stream_drops(&r, &acc, false);
+		graph_flush(&r, true);
+		graph_summary(&r, &acc);
+		if (r.graph_err && status == WEFT_EXIT_OK)
+			status = WEFT_EXIT_FAIL;
 	} else if (!res.plan->aggregating) {
 		agent_query_poll(r.q, 0);
 		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0 && !r.out_err)
@@ -774,6 +931,8 @@ out:
 		close(sfd);
 	if (pfd >= 0)
 		close(pfd);
+	graphcap_free(r.gc);
+	graph_store_close(r.gs);
 	compile_result_free(&res);
 	diag_list_free(&dl);
 	agent_scope_close(&scope);

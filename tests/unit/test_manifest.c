@@ -27,6 +27,7 @@ static const char *const queries[] = {
 	"from syscall:read, syscall:write group by probe select lhist(args.count, 0, 4096, 256), "
 	"distinct(args.fd), stddev(args.count)",
 	"from uprobe:libc:malloc select quantile(arg0, 0.75) as q, max(arg0)",
+	"from span(syscall:read), span(uprobe:libc:malloc) graph sample 2.5% every 1s",
 };
 
 static char *write_plan(const struct plan *p, size_t *len)
@@ -62,6 +63,9 @@ static void test_round_trip(void **state)
 		assert_int_equal(p->nattach, res.plan->nattach);
 		assert_int_equal(p->ncols, res.plan->ncols);
 		assert_int_equal(p->aggregating, res.plan->aggregating);
+		assert_int_equal(p->graph, res.plan->graph);
+		assert_true(p->sample == res.plan->sample);
+		assert_int_equal(p->event_size, res.plan->event_size);
 		assert_string_equal(p->query, queries[i]);
 		plan_free(p);
 		free(a);

@@ -328,6 +328,36 @@ static void test_probes(void **state)
 	ast_query_free(q);
 }
 
+/* The graph form: `graph [sample P%]` in place of group by/select/order by/limit. */
+static void test_graph(void **state)
+{
+	struct ast_query *q;
+
+	(void)state;
+	q = parse_ok("from usdt:/bin/true:weft:*, span(uprobe:/bin/true:main) where pid = 1 "
+		     "graph sample 2.5% every 1s for 10s");
+	assert_true(q->graph);
+	assert_true(q->sample > 0.0249 && q->sample < 0.0251);
+	assert_int_equal(q->nsources, 2);
+	assert_non_null(q->where);
+	assert_int_equal(q->nitems, 0);
+	assert_int_equal(q->every_ns, 1000000000ull);
+	assert_int_equal(q->for_ns, 10000000000ull);
+	ast_query_free(q);
+	q = parse_ok("FROM span(syscall:read) GRAPH");
+	assert_true(q->graph);
+	assert_true(q->sample == 1.0);
+	ast_query_free(q);
+	/* `graph` stays a name where a clause cannot begin: a field called graph */
+	q = parse_ok("from syscall:read select graph");
+	assert_false(q->graph);
+	assert_int_equal(q->nitems, 1);
+	ast_query_free(q);
+	q = parse_ok("from span(syscall:read) graph sample 100%");
+	assert_true(q->sample == 1.0);
+	ast_query_free(q);
+}
+
 struct err_case {
 	const char *src;
 	enum diag_tag tag;
@@ -363,6 +393,17 @@ static void assert_parse_error(const struct err_case *c)
 static void test_errors(void **state)
 {
 	static const struct err_case cases[] = {
+		/* the graph form */
+		{ "from span(syscall:read) graph select count()", DIAG_E_GRAPH_CLAUSE },
+		{ "from span(syscall:read) select count() graph", DIAG_E_GRAPH_CLAUSE },
+		{ "from span(syscall:read) graph order by x", DIAG_E_GRAPH_CLAUSE },
+		{ "from span(syscall:read) graph limit 3", DIAG_E_GRAPH_CLAUSE },
+		{ "from span(syscall:read) graph sample", DIAG_E_GRAPH_SAMPLE },
+		{ "from span(syscall:read) graph sample 5", DIAG_E_GRAPH_SAMPLE },
+		{ "from span(syscall:read) graph sample 0%", DIAG_E_GRAPH_SAMPLE },
+		{ "from span(syscall:read) graph sample 100.5%", DIAG_E_GRAPH_SAMPLE },
+		{ "from span(syscall:read) graph sample 5s", DIAG_E_GRAPH_SAMPLE },
+		{ "from span(syscall:read) graph every 1s graph", DIAG_E_PARSE_CLAUSE_ORDER },
 		/* lexing, through the parser */
 		{ "from syscall:read where pid & 1 select count()", DIAG_E_LEX_CHAR },
 		{ "from syscall:read where comm = 'bash select count()", DIAG_E_LEX_STRING },
@@ -650,7 +691,7 @@ int main(void)
 		cmocka_unit_test(test_precedence), cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_errors),	   cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_locations),  cmocka_unit_test(test_diag_print),
-		cmocka_unit_test(test_diag_near),
+		cmocka_unit_test(test_diag_near),  cmocka_unit_test(test_graph),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,1094 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Graph capture (graphcap.h): records of a graph query in, finished traces out.
+ *
+ *   record   task_begin -> an open task (the open table, by (trace, task)); task_end -> the
+ *            open task becomes a finished task of its trace's pending elements; event and
+ *            edge -> pending elements of their trace; span -> buffered per thread until the
+ *            drain nests it (spans end inner first, so nesting waits for the outer one).
+ *   drain    spans nested and given ids; then every trace with no open task is finished:
+ *            added to the aggregates (all of them), then kept whole when the head sample or
+ *            an outlier rule selects it.
+ *
+ * Bounds: open tasks (max_open; the oldest evicted), traces waiting (max_traces; the oldest
+ * drained as they are), buffered spans (max_open), strings (WEFT_GREC_STR).  Every record
+ * is checked before use: it came from the kernel, but a wrong layout must not crash us.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/graphcap.h"
+#include "graph/store.h"
+#include "kernel/weft_abi.h"
+#include "kernel/weft_sketch.h"
+
+/* Spans that ended this close to the newest record wait for the next drain: an outer span
+ * still open may contain them (docs/graphs.md, "Spans as tasks"). */
+#define GRAPHCAP_SPAN_HOLD_NS 1000000000ull
+/* The outlier rules judge a type only once this many of its tasks were seen. */
+#define GRAPHCAP_MIN_TYPE_COUNT 100
+
+/* ---------------------------------------------------------------- a small hash map */
+
+struct hent {
+	uint64_t k[3];
+	size_t v;
+	bool used;
+};
+
+struct hmap {
+	struct hent *e;
+	size_t n, cap;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static size_t hslot(const struct hmap *m, const uint64_t *k)
+{
+	return mix64(k[0] ^ mix64(k[1] ^ mix64(k[2]))) & (m->cap - 1);
+}
+
+static struct hent *hmap_find(const struct hmap *m, uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t k[3] = { a, b, c };
+
+	if (!m->cap)
+		return NULL;
+	for (size_t i = hslot(m, k);; i = (i + 1) & (m->cap - 1)) {
+		struct hent *e = &m->e[i];
+
+		if (!e->used)
+			return NULL;
+		if (e->k[0] == a && e->k[1] == b && e->k[2] == c)
+			return e;
+	}
+}
+
+static int hmap_grow(struct hmap *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	struct hent *ne = calloc(ncap, sizeof(*ne));
+
+	if (!ne)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->cap; i++) {
+		struct hmap t = { ne, 0, ncap };
+		size_t j;
+
+		if (!m->e[i].used)
+			continue;
+		for (j = hslot(&t, m->e[i].k); ne[j].used; j = (j + 1) & (ncap - 1))
+			;
+		ne[j] = m->e[i];
+	}
+	free(m->e);
+	m->e = ne;
+	m->cap = ncap;
+	return 0;
+}
+
+/* The entry of the key, created (used, v = 0) if absent; NULL when out of memory. */
+static struct hent *hmap_get(struct hmap *m, uint64_t a, uint64_t b, uint64_t c, bool *isnew)
+{
+	uint64_t k[3] = { a, b, c };
+	size_t i;
+
+	if ((m->n + 1) * 2 > m->cap && hmap_grow(m))
+		return NULL;
+	for (i = hslot(m, k); m->e[i].used; i = (i + 1) & (m->cap - 1))
+		if (m->e[i].k[0] == a && m->e[i].k[1] == b && m->e[i].k[2] == c) {
+			*isnew = false;
+			return &m->e[i];
+		}
+	m->e[i] = (struct hent){ .k = { a, b, c }, .used = true };
+	m->n++;
+	*isnew = true;
+	return &m->e[i];
+}
+
+/* Removes e (linear probing: the entries after it move back into the hole). */
+static void hmap_del(struct hmap *m, struct hent *e)
+{
+	size_t i = (size_t)(e - m->e), j = i;
+
+	m->e[i].used = false;
+	m->n--;
+	for (;;) {
+		size_t h;
+
+		j = (j + 1) & (m->cap - 1);
+		if (!m->e[j].used)
+			return;
+		h = hslot(m, m->e[j].k);
+		/* move j into i unless its home h lies cyclically in (i, j] */
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		m->e[i] = m->e[j];
+		m->e[j].used = false;
+		i = j;
+	}
+}
+
+static void hmap_free(struct hmap *m)
+{
+	free(m->e);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---------------------------------------------------------------- state */
+
+struct open_task {
+	struct graph_id128 trace;
+	uint64_t id, parent;
+	char service[WEFT_GREC_STR], name[WEFT_GREC_STR];
+	int64_t start; /* monotonic ns */
+	int64_t pid, tid;
+	uint64_t seq; /* begin order: the oldest is evicted first */
+	uint64_t prev_on_tid[3]; /* the task open on this thread before it (key), or zeros */
+	bool used;
+};
+
+struct span_rec {
+	int64_t start, end; /* monotonic ns */
+	int64_t pid, tid;
+	uint32_t cookie;
+	char comm[16];
+	/* the innermost weft task open on the thread when the span ended, if any */
+	struct graph_id128 wtrace;
+	uint64_t wtask;
+	int64_t wstart;
+};
+
+struct ptrace {
+	uint64_t nopen; /* open tasks of the trace */
+	uint64_t first; /* monotonic ns of its first record */
+	uint64_t seq; /* first-seen order */
+};
+
+struct graphcap {
+	const struct plan *plan;
+	struct graphcap_opts o;
+	char host[256];
+	double rate;
+	int64_t mono_to_real; /* add to CLOCK_MONOTONIC ns: ns since the epoch */
+	uint64_t next_id; /* agent-made ids: a counter mixed with the instance */
+	uint64_t seq;
+	uint64_t newest; /* newest record time (monotonic) */
+
+	struct open_task *open;
+	size_t nopen_slots, cap_open; /* slots used at most; free slots have !used */
+	size_t *free_slots;
+	size_t nfree;
+	struct hmap open_ix; /* (hi, lo, task) -> slot */
+	struct hmap tid_top; /* (pid, tid, 0) -> slot of the innermost open task + 1 */
+	struct hmap traces; /* (hi, lo, 0) -> index into tr[] */
+	struct ptrace *tr;
+	struct graph_id128 *trid;
+	size_t ntr, cap_tr;
+
+	struct graph pend; /* finished elements of traces not yet drained */
+	struct span_rec *spans;
+	size_t nspans, cap_spans;
+
+	struct graph_aggs total; /* every finished trace so far: the outlier rules' view */
+	struct graphcap_stats st;
+};
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct graphcap *graphcap_new(const struct plan *p, const struct graphcap_opts *o)
+{
+	struct graphcap *c;
+	int64_t m0, r, m1;
+
+	if (!p || !p->graph) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->plan = p;
+	if (o)
+		memcpy(&c->o, o, o->sz < sizeof(c->o) ? o->sz : sizeof(c->o));
+	c->o.sz = sizeof(c->o);
+	if (!c->o.max_open)
+		c->o.max_open = GRAPHCAP_DEFAULT_OPEN;
+	if (!c->o.max_traces)
+		c->o.max_traces = GRAPHCAP_DEFAULT_TRACES;
+	if (!c->o.max_age_ns)
+		c->o.max_age_ns = GRAPHCAP_DEFAULT_MAX_AGE_NS;
+	c->rate = c->o.sample > 0 && c->o.sample <= 1 ? c->o.sample : p->sample;
+	if (!(c->rate > 0 && c->rate <= 1))
+		c->rate = 1;
+	if (c->o.host)
+		snprintf(c->host, sizeof(c->host), "%s", c->o.host);
+	else if (gethostname(c->host, sizeof(c->host) - 1) != 0)
+		snprintf(c->host, sizeof(c->host), "localhost");
+	c->o.host = NULL; /* not kept: copied */
+	while (!c->o.instance) {
+		if (getrandom(&c->o.instance, sizeof(c->o.instance), 0) != sizeof(c->o.instance))
+			c->o.instance = mix64((uint64_t)clock_ns(CLOCK_MONOTONIC) ^
+					      ((uint64_t)getpid() << 32));
+	}
+	/* the offset between the clocks, read between two monotonic reads */
+	m0 = clock_ns(CLOCK_MONOTONIC);
+	r = clock_ns(CLOCK_REALTIME);
+	m1 = clock_ns(CLOCK_MONOTONIC);
+	c->mono_to_real = r - (m0 + (m1 - m0) / 2);
+	graph_init(&c->pend);
+	graph_aggs_init(&c->total);
+	c->total.sampling.rate = c->rate;
+	return c;
+}
+
+void graphcap_free(struct graphcap *c)
+{
+	if (!c)
+		return;
+	free(c->open);
+	free(c->free_slots);
+	hmap_free(&c->open_ix);
+	hmap_free(&c->tid_top);
+	hmap_free(&c->traces);
+	free(c->tr);
+	free(c->trid);
+	graph_free(&c->pend);
+	free(c->spans);
+	graph_aggs_free(&c->total);
+	free(c);
+}
+
+void graphcap_stats(const struct graphcap *c, struct graphcap_stats *st)
+{
+	*st = c->st;
+	st->traces_held = c->ntr;
+}
+
+/* An id made here: unique per host (the instance mixed in), never 0. */
+static uint64_t make_id(struct graphcap *c)
+{
+	uint64_t id;
+
+	do
+		id = mix64(c->o.instance ^ mix64(++c->next_id));
+	while (!id);
+	return id;
+}
+
+/* The trace's pending entry, created; NULL when the table is full or out of memory. */
+static struct ptrace *trace_get(struct graphcap *c, struct graph_id128 id, uint64_t now,
+				bool create)
+{
+	bool isnew;
+	struct hent *e;
+
+	if (!create) {
+		e = hmap_find(&c->traces, id.hi, id.lo, 0);
+		return e ? &c->tr[e->v] : NULL;
+	}
+	if (c->ntr >= c->o.max_traces && !hmap_find(&c->traces, id.hi, id.lo, 0))
+		return NULL;
+	e = hmap_get(&c->traces, id.hi, id.lo, 0, &isnew);
+	if (!e)
+		return NULL;
+	if (isnew) {
+		if (c->ntr == c->cap_tr) {
+			size_t ncap = c->cap_tr ? c->cap_tr * 2 : 64;
+			struct ptrace *nt = realloc(c->tr, ncap * sizeof(*nt));
+			struct graph_id128 *ni;
+
+			if (nt)
+				c->tr = nt;
+			ni = nt ? realloc(c->trid, ncap * sizeof(*ni)) : NULL;
+			if (!ni) {
+				hmap_del(&c->traces, e);
+				return NULL;
+			}
+			c->trid = ni;
+			c->cap_tr = ncap;
+		}
+		e->v = c->ntr;
+		c->tr[c->ntr] = (struct ptrace){ .first = now, .seq = ++c->seq };
+		c->trid[c->ntr] = id;
+		c->ntr++;
+	}
+	return &c->tr[e->v];
+}
+
+static int64_t to_real(const struct graphcap *c, uint64_t mono)
+{
+	return (int64_t)mono + c->mono_to_real;
+}
+
+/* A copy of a NUL-terminated-within-n string of a record. */
+static void rec_str(char *dst, const char *src, size_t n)
+{
+	size_t len = strnlen(src, n);
+
+	if (len == n)
+		len = n - 1;
+	memcpy(dst, src, len);
+	dst[len] = 0;
+}
+
+/* Takes the oldest open task out of the table (counted): room for a new one. */
+static void evict_oldest(struct graphcap *c)
+{
+	size_t best = SIZE_MAX;
+	struct hent *e;
+	struct ptrace *t;
+
+	for (size_t i = 0; i < c->nopen_slots; i++)
+		if (c->open[i].used && (best == SIZE_MAX || c->open[i].seq < c->open[best].seq))
+			best = i;
+	if (best == SIZE_MAX)
+		return;
+	e = hmap_find(&c->open_ix, c->open[best].trace.hi, c->open[best].trace.lo,
+		      c->open[best].id);
+	if (e)
+		hmap_del(&c->open_ix, e);
+	t = trace_get(c, c->open[best].trace, 0, false);
+	if (t && t->nopen)
+		t->nopen--;
+	c->open[best].used = false;
+	c->free_slots[c->nfree++] = best;
+	c->st.open_evicted++;
+}
+
+static int on_begin(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct graph_id128 tr = { r->a[0], r->a[1] };
+	struct open_task *ot;
+	struct ptrace *t;
+	struct hent *e, *top;
+	bool isnew;
+	size_t slot;
+
+	if (!r->a[2] || (!tr.hi && !tr.lo))
+		return -EINVAL;
+	if (hmap_find(&c->open_ix, tr.hi, tr.lo, r->a[2]))
+		return -EINVAL; /* begun twice: the first stays */
+	if (c->open_ix.n >= c->o.max_open)
+		evict_oldest(c);
+	t = trace_get(c, tr, r->time, true);
+	if (!t)
+		return -ENOSPC;
+	if (c->nfree) {
+		slot = c->free_slots[--c->nfree];
+	} else {
+		if (c->nopen_slots == c->cap_open) {
+			size_t ncap = c->cap_open ? c->cap_open * 2 : 64;
+			struct open_task *no = realloc(c->open, ncap * sizeof(*no));
+			size_t *nf;
+
+			if (!no)
+				return -ENOMEM;
+			c->open = no;
+			nf = realloc(c->free_slots, ncap * sizeof(*nf));
+			if (!nf)
+				return -ENOMEM;
+			c->free_slots = nf;
+			c->cap_open = ncap;
+		}
+		slot = c->nopen_slots++;
+	}
+	ot = &c->open[slot];
+	memset(ot, 0, sizeof(*ot));
+	ot->used = true;
+	ot->trace = tr;
+	ot->id = r->a[2];
+	ot->parent = r->a[3];
+	rec_str(ot->service, r->s0, sizeof(r->s0));
+	rec_str(ot->name, r->s1, sizeof(r->s1));
+	ot->start = (int64_t)r->time;
+	ot->pid = r->pid;
+	ot->tid = r->tid;
+	ot->seq = ++c->seq;
+	e = hmap_get(&c->open_ix, tr.hi, tr.lo, ot->id, &isnew);
+	if (!e) {
+		ot->used = false;
+		c->free_slots[c->nfree++] = slot;
+		return -ENOMEM;
+	}
+	e->v = slot;
+	t->nopen++;
+	/* the thread's innermost open task is now this one */
+	top = hmap_get(&c->tid_top, r->pid, r->tid, 0, &isnew);
+	if (top) {
+		if (!isnew && top->v) {
+			const struct open_task *prev = &c->open[top->v - 1];
+
+			if (prev->used) {
+				ot->prev_on_tid[0] = prev->trace.hi;
+				ot->prev_on_tid[1] = prev->trace.lo;
+				ot->prev_on_tid[2] = prev->id;
+			}
+		}
+		top->v = slot + 1;
+	}
+	return 0;
+}
+
+static int on_end(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct graph_id128 tr = { r->a[0], r->a[1] };
+	struct hent *e = hmap_find(&c->open_ix, tr.hi, tr.lo, r->a[2]), *top;
+	struct open_task *ot;
+	struct ptrace *t;
+	struct graph_task k = { 0 };
+	int status = (int)r->a[3];
+
+	if (!e) {
+		c->st.end_without_begin++;
+		return 0;
+	}
+	ot = &c->open[e->v];
+	k.trace = tr;
+	k.id = ot->id;
+	k.parent = ot->parent;
+	k.service = graph_strdup(&c->pend, ot->service);
+	k.name = graph_strdup(&c->pend, ot->name);
+	k.host = graph_strdup(&c->pend, c->host);
+	k.pid = ot->pid;
+	k.tid = ot->tid;
+	k.start = to_real(c, (uint64_t)ot->start);
+	k.end = to_real(c, r->time);
+	if (k.end < k.start)
+		k.end = k.start;
+	k.status = status == 1 ? GRAPH_STATUS_OK :
+		   status == 2 ? GRAPH_STATUS_ERROR :
+				 GRAPH_STATUS_UNSET;
+	k.source = GRAPH_SRC_WEFT;
+	k.attrs = "{}";
+	if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k))
+		return -ENOMEM;
+	/* the thread's innermost task goes back to the one open before it */
+	top = hmap_find(&c->tid_top, (uint64_t)ot->pid, (uint64_t)ot->tid, 0);
+	if (top && top->v == e->v + 1) {
+		struct hent *prev = ot->prev_on_tid[2] ?
+					    hmap_find(&c->open_ix, ot->prev_on_tid[0],
+						      ot->prev_on_tid[1], ot->prev_on_tid[2]) :
+					    NULL;
+
+		if (prev)
+			top->v = prev->v + 1;
+		else
+			hmap_del(&c->tid_top, top);
+	}
+	ot->used = false;
+	c->free_slots[c->nfree++] = e->v;
+	hmap_del(&c->open_ix, e);
+	t = trace_get(c, tr, r->time, false);
+	if (t && t->nopen)
+		t->nopen--;
+	return 0;
+}
+
+static int on_event(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct graph_id128 tr = { r->a[0], r->a[1] };
+	struct graph_event ev = { 0 };
+	char name[WEFT_GREC_STR];
+
+	if (!r->a[2])
+		return -EINVAL;
+	if (!trace_get(c, tr, r->time, false)) {
+		c->st.orphans++; /* its trace never began here (or was drained) */
+		return 0;
+	}
+	rec_str(name, r->s0, sizeof(r->s0));
+	ev.trace = tr;
+	ev.task = r->a[2];
+	ev.time = to_real(c, r->time);
+	ev.name = graph_strdup(&c->pend, name);
+	ev.source = GRAPH_SRC_WEFT;
+	ev.attrs = "{}";
+	return ev.name && graph_add_event(&c->pend, &ev) ? 0 : -ENOMEM;
+}
+
+static int on_edge(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct graph_id128 tr = { r->a[0], r->a[1] };
+	struct graph_edge ed = { 0 };
+	char kind[WEFT_GREC_STR];
+	int k;
+
+	rec_str(kind, r->s0, sizeof(r->s0));
+	k = graph_edge_kind_parse(kind);
+	if (k < 0 || !r->a[3] || !r->a[5])
+		return -EINVAL;
+	/* an edge may name a trace that only other hosts began: it opens the trace here */
+	if (!trace_get(c, tr, r->time, true))
+		return -ENOSPC;
+	ed.trace = tr;
+	ed.kind = (enum graph_edge_kind)k;
+	ed.from_task = r->a[3];
+	ed.from_event = r->a[4];
+	ed.to_task = r->a[5];
+	ed.to_event = r->a[6];
+	ed.source = GRAPH_SRC_WEFT;
+	return graph_add_edge(&c->pend, &ed) ? 0 : -ENOMEM;
+}
+
+static int on_span(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct span_rec *s;
+	struct hent *top;
+
+	if (r->dur > r->time)
+		return -EINVAL;
+	if (c->nspans >= c->o.max_open) {
+		c->st.open_evicted++; /* the span buffer is full: this span is lost */
+		return 0;
+	}
+	if (c->nspans == c->cap_spans) {
+		size_t ncap = c->cap_spans ? c->cap_spans * 2 : 64;
+		struct span_rec *ns = realloc(c->spans, ncap * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		c->spans = ns;
+		c->cap_spans = ncap;
+	}
+	s = &c->spans[c->nspans++];
+	memset(s, 0, sizeof(*s));
+	s->end = (int64_t)r->time;
+	s->start = (int64_t)(r->time - r->dur);
+	s->pid = r->pid;
+	s->tid = r->tid;
+	s->cookie = r->cookie;
+	rec_str(s->comm, r->comm, sizeof(r->comm));
+	top = hmap_find(&c->tid_top, r->pid, r->tid, 0);
+	if (top && top->v && c->open[top->v - 1].used) {
+		const struct open_task *ot = &c->open[top->v - 1];
+
+		s->wtrace = ot->trace;
+		s->wtask = ot->id;
+		s->wstart = ot->start;
+	}
+	return 0;
+}
+
+int graphcap_record(struct graphcap *c, const void *rec, size_t len)
+{
+	struct weft_graph_rec r;
+	int rc;
+
+	c->st.records++;
+	if (len < sizeof(r)) {
+		c->st.bad++;
+		return -EINVAL;
+	}
+	memcpy(&r, rec, sizeof(r));
+	if (r.time > c->newest)
+		c->newest = r.time;
+	switch (r.kind) {
+	case WEFT_GREC_TASK_BEGIN:
+		rc = on_begin(c, &r);
+		break;
+	case WEFT_GREC_TASK_END:
+		rc = on_end(c, &r);
+		break;
+	case WEFT_GREC_EVENT:
+		rc = on_event(c, &r);
+		break;
+	case WEFT_GREC_EDGE:
+		rc = on_edge(c, &r);
+		break;
+	case WEFT_GREC_SPAN:
+		rc = on_span(c, &r);
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	if (rc == -EINVAL || rc == -ENOSPC)
+		c->st.bad++;
+	return rc == -ENOSPC ? 0 : rc;
+}
+
+/* ---------------------------------------------------------------- spans into tasks */
+
+/* The span's name: its start probe's function, USDT probe or event name. */
+static const char *span_name(const struct graphcap *c, uint32_t cookie)
+{
+	const struct plan *p = c->plan;
+	const struct plan_attach *a, *s;
+
+	if ((int)cookie >= p->nattach)
+		return "?";
+	a = s = &p->attach[cookie];
+	if (a->is_end)
+		for (int i = 0; i < p->nattach; i++)
+			if (p->attach[i].source == a->source && !p->attach[i].is_end &&
+			    p->attach[i].target_idx == a->target_idx) {
+				s = &p->attach[i];
+				break;
+			}
+	if (s->target.symbol[0])
+		return s->target.symbol;
+	if (s->target.usdt_name[0])
+		return s->target.usdt_name;
+	if (s->target.event[0])
+		return s->target.event;
+	return s->target.name;
+}
+
+static int span_cmp(const void *pa, const void *pb)
+{
+	const struct span_rec *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	/* the longer (outer) first at equal starts */
+	return a->end > b->end ? -1 : a->end < b->end;
+}
+
+#define SPAN_DEPTH 64
+
+/*
+ * The buffered spans of each thread, by start: a stack of the spans that contain the next
+ * one gives its parent; an outermost span is the child of the weft task open around it on its
+ * thread (then of its trace), or the root of a trace of its own.  Spans that ended less than
+ * GRAPHCAP_SPAN_HOLD_NS before the newest record wait (unless final): their outer span may
+ * not have ended yet.  A thread's spans are held together when any of them must wait.
+ */
+static int spans_drain(struct graphcap *c, bool final)
+{
+	size_t i = 0, kept = 0;
+	int rc = 0;
+
+	if (!c->nspans)
+		return 0;
+	qsort(c->spans, c->nspans, sizeof(*c->spans), span_cmp);
+	while (i < c->nspans) {
+		size_t j = i, top = 0;
+		bool hold = false;
+		struct {
+			int64_t end;
+			uint64_t id;
+			struct graph_id128 trace;
+		} st[SPAN_DEPTH];
+
+		while (j < c->nspans && c->spans[j].pid == c->spans[i].pid &&
+		       c->spans[j].tid == c->spans[i].tid)
+			j++;
+		for (size_t k = i; k < j && !final; k++)
+			if ((uint64_t)c->spans[k].end + GRAPHCAP_SPAN_HOLD_NS > c->newest)
+				hold = true;
+		if (hold) {
+			memmove(&c->spans[kept], &c->spans[i], (j - i) * sizeof(*c->spans));
+			kept += j - i;
+			i = j;
+			continue;
+		}
+		for (; i < j && !rc; i++) {
+			const struct span_rec *s = &c->spans[i];
+			struct graph_task k = { 0 };
+
+			while (top && st[top - 1].end < s->end)
+				top--;
+			k.id = make_id(c);
+			if (top) {
+				k.trace = st[top - 1].trace;
+				k.parent = st[top - 1].id;
+			} else if (s->wtask && s->wstart <= s->start) {
+				k.trace = s->wtrace;
+				k.parent = s->wtask;
+			} else {
+				k.trace.hi = mix64(c->o.instance);
+				k.trace.lo = make_id(c);
+			}
+			k.service = graph_strdup(&c->pend, s->comm);
+			k.name = graph_strdup(&c->pend, span_name(c, s->cookie));
+			k.host = graph_strdup(&c->pend, c->host);
+			k.pid = s->pid;
+			k.tid = s->tid;
+			k.start = to_real(c, (uint64_t)s->start);
+			k.end = to_real(c, (uint64_t)s->end);
+			k.status = GRAPH_STATUS_UNSET;
+			k.source = GRAPH_SRC_KERNEL;
+			k.attrs = "{}";
+			if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k)) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (k.parent) {
+				struct graph_edge ed = { .trace = k.trace,
+							 .kind = GRAPH_EDGE_PARENT,
+							 .from_task = k.parent,
+							 .to_task = k.id,
+							 .source = GRAPH_SRC_KERNEL };
+
+				if (!graph_add_edge(&c->pend, &ed)) {
+					rc = -ENOMEM;
+					break;
+				}
+			}
+			if (!trace_get(c, k.trace, (uint64_t)s->start, true))
+				c->st.bad++; /* the trace table is full: drained by age */
+			if (top < SPAN_DEPTH) {
+				st[top].end = s->end;
+				st[top].id = k.id;
+				st[top].trace = k.trace;
+				top++;
+			}
+		}
+		i = j;
+	}
+	if (!rc)
+		c->nspans = kept;
+	return rc;
+}
+
+/* ---------------------------------------------------------------- drain */
+
+/* The sketch bucket at the p99 rank of a type (UINT32_MAX when too few tasks to judge). */
+static uint32_t p99_bucket(const struct graph_agg_type *t)
+{
+	uint64_t rank, cum = 0;
+
+	if (t->count < GRAPHCAP_MIN_TYPE_COUNT)
+		return UINT32_MAX;
+	rank = (t->count * 99 + 99) / 100; /* ceil(0.99 n) */
+	for (uint32_t b = 0; b < WEFT_SKETCH_NBUCKETS; b++) {
+		cum += t->sketch[b];
+		if (cum >= rank)
+			return b;
+	}
+	return UINT32_MAX;
+}
+
+/* Lookups into c->total by name: small linear helpers over its index-free arrays would be
+ * O(types); types are few, events and edges per type few. */
+static const struct graph_agg_type *total_type(const struct graphcap *c, const char *svc,
+					       const char *name, uint32_t *ix)
+{
+	for (size_t i = 0; i < c->total.ntypes; i++)
+		if (strcmp(c->total.types[i].service, svc) == 0 &&
+		    strcmp(c->total.types[i].name, name) == 0) {
+			*ix = (uint32_t)i;
+			return &c->total.types[i];
+		}
+	return NULL;
+}
+
+/* Why the trace of tasks/events/edges [..] is an outlier: 0 not one. */
+static bool is_outlier(const struct graphcap *c, const struct graph *g)
+{
+	for (size_t i = 0; i < g->ntasks; i++) {
+		const struct graph_task *k = &g->tasks[i];
+		const struct graph_agg_type *t;
+		uint32_t ix;
+		int64_t lat = k->end > k->start ? k->end - k->start : 0;
+
+		if (k->status == GRAPH_STATUS_ERROR)
+			return true;
+		t = total_type(c, k->service, k->name, &ix);
+		if (t && weft_sketch_index(lat) > p99_bucket(t))
+			return true;
+	}
+	for (size_t i = 0; i < g->nevents; i++) {
+		const struct graph_event *ev = &g->events[i];
+		const struct graph_task *k = NULL;
+		const struct graph_agg_type *t;
+		uint32_t ix;
+
+		for (size_t j = 0; j < g->ntasks && !k; j++)
+			if (g->tasks[j].id == ev->task)
+				k = &g->tasks[j];
+		if (!k || !(t = total_type(c, k->service, k->name, &ix)) ||
+		    t->count < GRAPHCAP_MIN_TYPE_COUNT)
+			continue;
+		for (size_t e = 0; e < c->total.nevents; e++)
+			if (c->total.events[e].type == ix &&
+			    strcmp(c->total.events[e].name, ev->name) == 0 &&
+			    (double)c->total.events[e].ntasks / (double)t->count < GRAPH_RARE_SHARE)
+				return true;
+	}
+	for (size_t i = 0; i < g->nedges; i++) {
+		const struct graph_edge *ed = &g->edges[i];
+		const struct graph_task *from = NULL, *to = NULL;
+		const struct graph_agg_type *pt, *ct;
+		uint32_t pix, cix;
+
+		for (size_t j = 0; j < g->ntasks; j++) {
+			if (g->tasks[j].id == ed->from_task)
+				from = &g->tasks[j];
+			if (g->tasks[j].id == ed->to_task)
+				to = &g->tasks[j];
+		}
+		if (!from || !to || !(pt = total_type(c, from->service, from->name, &pix)) ||
+		    !(ct = total_type(c, to->service, to->name, &cix)) ||
+		    pt->count < GRAPHCAP_MIN_TYPE_COUNT)
+			continue;
+		for (size_t e = 0; e < c->total.nedges; e++)
+			if (c->total.edges[e].ptype == pix && c->total.edges[e].ctype == cix &&
+			    c->total.edges[e].kind == ed->kind &&
+			    (double)c->total.edges[e].count / (double)pt->count < GRAPH_RARE_SHARE)
+				return true;
+	}
+	return false;
+}
+
+static int add_task(struct graph *g, const struct graph_task *t)
+{
+	struct graph_task k = *t;
+
+	k.service = graph_strdup(g, t->service);
+	k.name = graph_strdup(g, t->name);
+	k.host = graph_strdup(g, t->host);
+	k.attrs = graph_strdup(g, t->attrs);
+	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
+}
+
+static int add_event(struct graph *g, const struct graph_event *e)
+{
+	struct graph_event k = *e;
+
+	k.name = graph_strdup(g, e->name);
+	k.attrs = graph_strdup(g, e->attrs);
+	return k.name && k.attrs && graph_add_event(g, &k) ? 0 : -ENOMEM;
+}
+
+int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct graph_aggs *aggs)
+{
+	struct graph rest, one;
+	bool *done = NULL;
+	size_t ndone = 0;
+	int rc;
+
+	if ((rc = spans_drain(c, final)))
+		return rc;
+	/* which traces are finished: no open task; or final; or too old; or too many */
+	done = calloc(c->ntr + 1, sizeof(*done));
+	if (!done)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->ntr; i++) {
+		const struct ptrace *t = &c->tr[i];
+
+		done[i] = final || !t->nopen || t->first + c->o.max_age_ns < c->newest ||
+			  c->ntr >= c->o.max_traces;
+		ndone += done[i];
+	}
+	graph_init(&rest);
+	graph_init(&one);
+	/* split pend: elements of finished traces into `one` trace at a time */
+	{
+		size_t nt = c->pend.ntasks, ne = c->pend.nevents, nd = c->pend.nedges;
+		size_t *ti = malloc((nt + 1) * sizeof(*ti)), *ei = malloc((ne + 1) * sizeof(*ei)),
+		       *di = malloc((nd + 1) * sizeof(*di));
+		struct hent *h;
+		size_t ntr = c->ntr;
+		/* per trace: its pending elements, gathered by counting sort on the trace index */
+		size_t *ct = calloc(3 * (ntr + 1), sizeof(*ct));
+
+		if (!ti || !ei || !di || !ct) {
+			rc = -ENOMEM;
+			goto out_split;
+		}
+#define TIX(trace) ((h = hmap_find(&c->traces, (trace).hi, (trace).lo, 0)) ? h->v : ntr)
+		for (size_t i = 0; i < nt; i++)
+			ct[TIX(c->pend.tasks[i].trace)]++;
+		for (size_t i = 0; i < ne; i++)
+			ct[ntr + 1 + TIX(c->pend.events[i].trace)]++;
+		for (size_t i = 0; i < nd; i++)
+			ct[2 * (ntr + 1) + TIX(c->pend.edges[i].trace)]++;
+		/* prefix sums: the start of each trace's run */
+		for (int k = 0; k < 3; k++) {
+			size_t sum = 0;
+
+			for (size_t i = 0; i <= ntr; i++) {
+				size_t n = ct[k * (ntr + 1) + i];
+
+				ct[k * (ntr + 1) + i] = sum;
+				sum += n;
+			}
+		}
+		{
+			size_t *pos = malloc(3 * (ntr + 1) * sizeof(*pos));
+
+			if (!pos) {
+				rc = -ENOMEM;
+				goto out_split;
+			}
+			memcpy(pos, ct, 3 * (ntr + 1) * sizeof(*pos));
+			for (size_t i = 0; i < nt; i++)
+				ti[pos[TIX(c->pend.tasks[i].trace)]++] = i;
+			for (size_t i = 0; i < ne; i++)
+				ei[pos[ntr + 1 + TIX(c->pend.events[i].trace)]++] = i;
+			for (size_t i = 0; i < nd; i++)
+				di[pos[2 * (ntr + 1) + TIX(c->pend.edges[i].trace)]++] = i;
+			free(pos);
+		}
+#undef TIX
+		for (size_t x = 0; x <= ntr && !rc; x++) {
+			size_t t0 = ct[x], t1 = x < ntr ? ct[x + 1] : nt;
+			size_t e0 = ct[ntr + 1 + x], e1 = x < ntr ? ct[ntr + 1 + x + 1] : ne;
+			size_t d0 = ct[2 * (ntr + 1) + x],
+			       d1 = x < ntr ? ct[2 * (ntr + 1) + x + 1] : nd;
+			bool fin = x < ntr && done[x];
+			struct graph *dst = fin ? &one : &rest;
+
+			if (x == ntr) {
+				/* elements whose trace is not in the table (cannot happen; safe) */
+				c->st.orphans += (e1 - e0) + (d1 - d0) + (t1 - t0);
+				continue;
+			}
+			graph_clear(&one);
+			for (size_t i = t0; i < t1 && !rc; i++)
+				rc = add_task(dst, &c->pend.tasks[ti[i]]);
+			for (size_t i = e0; i < e1 && !rc; i++) {
+				const struct graph_event *ev = &c->pend.events[ei[i]];
+				bool known = false;
+
+				/* an event of a task that never ended here cannot be stored */
+				for (size_t j = t0; j < t1 && !known; j++)
+					known = c->pend.tasks[ti[j]].id == ev->task;
+				if (!known && fin) {
+					c->st.orphans++;
+					continue;
+				}
+				rc = add_event(dst, ev);
+			}
+			for (size_t i = d0; i < d1 && !rc; i++)
+				rc = graph_add_edge(dst, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;
+			if (rc || !fin)
+				continue;
+			/* a finished trace: aggregates, then the decision */
+			c->st.unfinished += c->tr[x].nopen;
+			c->st.tasks += one.ntasks;
+			c->st.events += one.nevents;
+			c->st.edges += one.nedges;
+			c->st.traces_seen++;
+			if ((rc = graph_aggs_add(&c->total, &one)) ||
+			    (aggs && (rc = graph_aggs_add(aggs, &one))))
+				break;
+		}
+		if (rc)
+			goto out_split;
+		/* the decisions, against aggregates that include this drain's traces */
+		for (size_t x = 0; x < ntr && !rc; x++) {
+			size_t t0 = ct[x], t1 = ct[x + 1];
+			size_t e0 = ct[ntr + 1 + x], e1 = ct[ntr + 1 + x + 1];
+			size_t d0 = ct[2 * (ntr + 1) + x], d1 = ct[2 * (ntr + 1) + x + 1];
+			bool head, keep;
+
+			if (!done[x])
+				continue;
+			graph_clear(&one);
+			for (size_t i = t0; i < t1 && !rc; i++)
+				rc = add_task(&one, &c->pend.tasks[ti[i]]);
+			for (size_t i = e0; i < e1 && !rc; i++) {
+				const struct graph_event *ev = &c->pend.events[ei[i]];
+				bool known = false;
+
+				for (size_t j = t0; j < t1 && !known; j++)
+					known = c->pend.tasks[ti[j]].id == ev->task;
+				if (known)
+					rc = add_event(&one, ev);
+			}
+			for (size_t i = d0; i < d1 && !rc; i++)
+				rc = graph_add_edge(&one, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;
+			if (rc)
+				break;
+			head = graph_sample_head(c->trid[x], c->rate);
+			keep = c->o.keep_all || head || is_outlier(c, &one);
+			if (!c->o.keep_all) {
+				if (head)
+					c->st.kept_head++;
+				else if (keep)
+					c->st.kept_outlier++;
+			}
+			if (aggs && !c->o.keep_all) {
+				aggs->sampling.rate = c->rate;
+				aggs->sampling.seen++;
+				aggs->sampling.kept_head += head;
+				aggs->sampling.kept_outlier += keep && !head;
+			}
+			if (!keep)
+				continue;
+			for (size_t i = 0; i < one.ntasks && !rc; i++)
+				rc = add_task(kept, &one.tasks[i]);
+			for (size_t i = 0; i < one.nevents && !rc; i++)
+				rc = add_event(kept, &one.events[i]);
+			for (size_t i = 0; i < one.nedges && !rc; i++)
+				rc = graph_add_edge(kept, &one.edges[i]) ? 0 : -ENOMEM;
+		}
+out_split:
+		free(ti);
+		free(ei);
+		free(di);
+		free(ct);
+	}
+	if (rc)
+		goto out;
+	/* what stays: the unfinished traces' elements and table entries */
+	graph_free(&c->pend);
+	c->pend = rest;
+	graph_init(&rest);
+	{
+		size_t w = 0;
+
+		for (size_t i = 0; i < c->ntr; i++) {
+			struct hent *h = hmap_find(&c->traces, c->trid[i].hi, c->trid[i].lo, 0);
+
+			if (done[i]) {
+				if (h)
+					hmap_del(&c->traces, h);
+				continue;
+			}
+			c->tr[w] = c->tr[i];
+			c->trid[w] = c->trid[i];
+			if (h)
+				h->v = w;
+			w++;
+		}
+		c->ntr = w;
+	}
+	/* open tasks of the drained traces are gone with them */
+	for (size_t i = 0; i < c->nopen_slots; i++) {
+		struct open_task *ot = &c->open[i];
+		struct hent *h;
+
+		if (!ot->used || hmap_find(&c->traces, ot->trace.hi, ot->trace.lo, 0))
+			continue;
+		h = hmap_find(&c->open_ix, ot->trace.hi, ot->trace.lo, ot->id);
+		if (h)
+			hmap_del(&c->open_ix, h);
+		ot->used = false;
+		c->free_slots[c->nfree++] = i;
+	}
+	if (final)
+		hmap_free(&c->tid_top);
+	rc = (int)(ndone > INT32_MAX ? INT32_MAX : ndone);
+out:
+	graph_free(&rest);
+	graph_free(&one);
+	free(done);
+	return rc;
+}

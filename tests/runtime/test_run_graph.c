@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Graph queries end to end (docs/language.md, "Graph queries"): `weft run` of a graph query
+ * over the real kernel, the workload wl_graph firing weft's provider (USDT probes with the
+ * contract's arguments) and calling two functions per request, the traces read back from
+ * the graph store it wrote.  Exact: N requests are N traces of exactly the tasks, parents,
+ * events, edges and statuses wl_graph makes; with `sample`, the stored traces are exactly
+ * those the trace-id hash selects plus outliers, while the per-type aggregates count every
+ * request (the counts, event shares and edge shapes equal those of all N).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "graph/aggs.h"
+#include "graph/store.h"
+#include "run_util.h"
+#include "tests/skip.h"
+
+#define N_REQ 2000
+#define WL_GRAPH_TRACE_HI 0x7765667400000001ull /* as tests/workloads/wl_graph.c */
+
+static char wl_path[PATH_MAX], dir[PATH_MAX];
+
+static int setup(void **state)
+{
+	(void)state;
+	if (getenv("WEFT_BINARY_DIR"))
+		snprintf(wl_path, sizeof(wl_path), "%s", wr_workload("wl_graph"));
+	snprintf(dir, sizeof(dir), "/tmp/weft-test-graph-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs `weft run` of a graph query over `wl_graph n` into a fresh store; the summary line. */
+static struct wj *run_graph(const char *store, long n, const char *query)
+{
+	char cmd[PATH_MAX + 32], line[4096];
+	struct wr_proc p;
+	struct wj *v;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "'%s' %ld", wl_path, n);
+	unlink(store);
+	rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "-S", store, "-c", cmd,
+			 query);
+	if (rc != 0)
+		wr_dump(&p, query);
+	assert_int_equal(rc, 0);
+	assert_true(wr_cut_line(&p.out, "wl_graph: ", line, sizeof(line)));
+	if (!wr_cut_line(&p.out, "{\"type\":\"graph\"", line, sizeof(line))) {
+		wr_dump(&p, query);
+		fail_msg("no graph summary");
+	}
+	v = wj_parse(line, strlen(line));
+	assert_non_null(v);
+	wr_free(&p);
+	return v;
+}
+
+static const char *query_of(const char *tmpl)
+{
+	static char q[3 * PATH_MAX];
+	char *o = q;
+
+	for (const char *s = tmpl; *s && o < q + sizeof(q) - PATH_MAX - 1; s++) {
+		if (s[0] == '%' && s[1] == 'W') {
+			o += snprintf(o, PATH_MAX, "%s", wl_path);
+			s++;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+	return q;
+}
+
+static struct graph_store *open_store(const char *path)
+{
+	char why[512] = "";
+	struct graph_store *s = graph_store_open(path, why, sizeof(why));
+
+	if (!s)
+		fail_msg("%s: %s", path, why);
+	return s;
+}
+
+static const struct graph_type_stats *type_of(const struct graph_type_stats *rows, ssize_t n,
+					      const char *svc, const char *name)
+{
+	for (ssize_t i = 0; i < n; i++)
+		if (strcmp(rows[i].service, svc) == 0 && strcmp(rows[i].name, name) == 0)
+			return &rows[i];
+	fail_msg("no type %s: %s in the store", svc, name);
+	return NULL;
+}
+
+static const struct graph_task *task_of(const struct graph *g, uint64_t id)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].id == id)
+			return &g->tasks[i];
+	return NULL;
+}
+
+/* Checks the stored trace of request i exactly; returns false if it is not stored. */
+static bool check_request(struct graph_store *s, long i, const char *host)
+{
+	struct graph_id128 id = { WL_GRAPH_TRACE_HI, (uint64_t)i + 1 };
+	char hex[33], why[512] = "";
+	struct graph g;
+	const struct graph_task *root, *child;
+	int rc, ncache = 0, nretry = 0;
+
+	graph_id128_hex(id, hex);
+	graph_init(&g);
+	rc = graph_store_load(s, hex, &g, why, sizeof(why));
+	if (rc == -ENOENT) {
+		graph_free(&g);
+		return false;
+	}
+	if (rc)
+		fail_msg("request %ld: %s", i, why);
+	assert_int_equal(g.ntasks, 2);
+	root = task_of(&g, 1);
+	child = task_of(&g, 2);
+	assert_non_null(root);
+	assert_non_null(child);
+	assert_int_equal(root->parent, 0);
+	assert_string_equal(root->service, "frontend");
+	assert_string_equal(root->name, "request");
+	assert_int_equal(root->status, i % 1000 == 999 ? GRAPH_STATUS_ERROR : GRAPH_STATUS_OK);
+	assert_int_equal(child->parent, 1);
+	assert_string_equal(child->service, "backend");
+	assert_string_equal(child->name, "query");
+	assert_int_equal(child->status, GRAPH_STATUS_OK);
+	assert_int_equal(root->source, GRAPH_SRC_WEFT);
+	assert_string_equal(root->host, host);
+	/* one thread: the child runs inside the root, both on the workload's thread */
+	assert_true(root->pid > 0 && root->tid == root->pid);
+	assert_int_equal(child->pid, root->pid);
+	assert_int_equal(child->tid, root->tid);
+	assert_true(root->start <= child->start && child->end <= root->end);
+	for (size_t k = 0; k < g.nevents; k++) {
+		assert_int_equal(g.events[k].task, 2);
+		assert_true(g.events[k].time >= child->start && g.events[k].time <= child->end);
+		ncache += strcmp(g.events[k].name, "cache_miss") == 0;
+		nretry += strcmp(g.events[k].name, "retry") == 0;
+	}
+	assert_int_equal(ncache, 1);
+	assert_int_equal(nretry, i % 100 == 7);
+	assert_int_equal(g.nevents, 1 + (i % 100 == 7));
+	assert_int_equal(g.nedges, 1);
+	assert_int_equal(g.edges[0].kind, GRAPH_EDGE_MESSAGE);
+	assert_int_equal(g.edges[0].from_task, 1);
+	assert_int_equal(g.edges[0].to_task, 2);
+	graph_free(&g);
+	return true;
+}
+
+/* The aggregates of all N requests, whatever was kept. */
+static void check_aggregates(struct graph_store *s, long n)
+{
+	struct graph_type_stats *rows = NULL;
+	char why[512] = "";
+	ssize_t nt = graph_store_stats(s, &rows, why, sizeof(why));
+	const struct graph_type_stats *be, *fe;
+	bool retry = false, cache = false;
+
+	if (nt < 0)
+		fail_msg("stats: %s", why);
+	assert_int_equal(nt, 2);
+	be = type_of(rows, nt, "backend", "query");
+	fe = type_of(rows, nt, "frontend", "request");
+	assert_int_equal(be->count, n);
+	assert_int_equal(fe->count, n);
+	for (uint32_t k = 0; k < be->nrare_events; k++) {
+		if (strcmp(be->rare_events[k].name, "retry") == 0) {
+			retry = true;
+			assert_int_equal(be->rare_events[k].tasks, n / 100);
+		}
+		if (strcmp(be->rare_events[k].name, "cache_miss") == 0) {
+			cache = true;
+			assert_int_equal(be->rare_events[k].tasks, n);
+		}
+	}
+	assert_true(retry && cache);
+	assert_int_equal(fe->nrare_edges, 1);
+	assert_string_equal(fe->rare_edges[0].service, "backend");
+	assert_int_equal(fe->rare_edges[0].kind, GRAPH_EDGE_MESSAGE);
+	assert_int_equal(fe->rare_edges[0].count, n);
+	free(rows);
+}
+
+/* Every request, every trace kept: exactly N traces of exactly wl_graph's structure. */
+static void test_provider_all(void **state)
+{
+	char store[PATH_MAX + 16], host[256] = "";
+	struct graph_store *s;
+	struct graph_sampling sm;
+	struct wj *v;
+	char why[256];
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/all.db", dir);
+	v = run_graph(store, N_REQ, query_of("from usdt:%W:weft:* graph"));
+	assert_int_equal(wj_int_of(v, "traces"), N_REQ);
+	assert_int_equal(wj_int_of(v, "tasks"), 2 * N_REQ);
+	assert_int_equal(wj_int_of(v, "events"), N_REQ + N_REQ / 100);
+	assert_int_equal(wj_int_of(v, "edges"), N_REQ);
+	assert_int_equal(wj_int_of(v, "seen"), N_REQ);
+	assert_int_equal(wj_int_of(v, "kept_head"), N_REQ);
+	assert_int_equal(wj_int_of(v, "kept_outlier"), 0);
+	assert_int_equal(wj_int_of(v, "bad"), 0);
+	assert_int_equal(wj_int_of(v, "orphans"), 0);
+	assert_int_equal(wj_int_of(v, "end_without_begin"), 0);
+	assert_int_equal(wj_int_of(v, "unfinished"), 0);
+	assert_int_equal(wj_int_of(wj_get(v, "lost"), "ringbuf_full"), 0);
+	wj_free(v);
+
+	gethostname(host, sizeof(host) - 1);
+	s = open_store(store);
+	for (long i = 0; i < N_REQ; i++)
+		if (!check_request(s, i, host))
+			fail_msg("request %ld not stored", i);
+	check_aggregates(s, N_REQ);
+	assert_int_equal(graph_store_sampling(s, &sm, why, sizeof(why)), 0);
+	assert_int_equal(sm.seen, N_REQ);
+	assert_int_equal(sm.kept_head, N_REQ);
+	assert_int_equal(sm.kept_outlier, 0);
+	graph_store_close(s);
+}
+
+/*
+ * `graph sample 10%`: the stored traces are exactly the hash's choice plus outliers, and
+ * every error trace is kept; the aggregates count all N requests.
+ */
+static void test_provider_sampled(void **state)
+{
+	char store[PATH_MAX + 16], host[256] = "", why[256];
+	struct graph_store *s;
+	struct graph_sampling sm;
+	struct wj *v;
+	long head = 0, stored = 0, outliers = 0;
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/sampled.db", dir);
+	v = run_graph(store, N_REQ, query_of("from usdt:%W:weft:* graph sample 10%"));
+	for (long i = 0; i < N_REQ; i++)
+		head += graph_sample_head(
+			(struct graph_id128){ WL_GRAPH_TRACE_HI, (uint64_t)i + 1 }, 0.10);
+	/* the hash keeps about a tenth: far from none and from all */
+	assert_true(head > N_REQ / 20 && head < N_REQ / 5);
+	assert_int_equal(wj_int_of(v, "seen"), N_REQ);
+	assert_int_equal(wj_int_of(v, "kept_head"), head);
+	assert_int_equal(wj_int_of(v, "traces"),
+			 wj_int_of(v, "kept_head") + wj_int_of(v, "kept_outlier"));
+	assert_int_equal(wj_int_of(v, "bad"), 0);
+	assert_int_equal(wj_int_of(wj_get(v, "lost"), "ringbuf_full"), 0);
+
+	gethostname(host, sizeof(host) - 1);
+	s = open_store(store);
+	for (long i = 0; i < N_REQ; i++) {
+		bool h = graph_sample_head(
+			(struct graph_id128){ WL_GRAPH_TRACE_HI, (uint64_t)i + 1 }, 0.10);
+		bool in = check_request(s, i, host);
+
+		if (h || i % 1000 == 999) /* selected by the hash, or an error: always kept */
+			assert_true(in);
+		stored += in;
+		outliers += in && !h;
+	}
+	assert_int_equal(stored, wj_int_of(v, "traces"));
+	assert_int_equal(outliers, wj_int_of(v, "kept_outlier"));
+	/* exact aggregates: what test_provider_all found with every trace kept */
+	check_aggregates(s, N_REQ);
+	assert_int_equal(graph_store_sampling(s, &sm, why, sizeof(why)), 0);
+	assert_int_equal(sm.seen, N_REQ);
+	assert_int_equal(sm.kept_head, head);
+	assert_int_equal(sm.kept_outlier, outliers);
+	assert_true(sm.rate > 0.0999 && sm.rate < 0.1001);
+	graph_store_close(s);
+	wj_free(v);
+}
+
+/*
+ * Spans as tasks: every wl_handle and wl_step call a task of the workload's thread, named
+ * after the function, its service the process's comm; the steps are wl_handle's children.
+ */
+static void test_spans(void **state)
+{
+	char store[PATH_MAX + 16], why[256];
+	struct graph_store *s;
+	struct graph_type_stats *rows = NULL;
+	struct graph_trace_row *tr = NULL;
+	struct graph_filter f = { .limit = 100000 };
+	ssize_t nt, n;
+	struct wj *v;
+	long full = 0;
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/spans.db", dir);
+	v = run_graph(store, 500,
+		      query_of("from span(uprobe:%W:wl_handle), span(uprobe:%W:wl_step) graph"));
+	assert_int_equal(wj_int_of(v, "tasks"), 3 * 500);
+	assert_int_equal(wj_int_of(v, "bad"), 0);
+	wj_free(v);
+
+	s = open_store(store);
+	nt = graph_store_stats(s, &rows, why, sizeof(why));
+	assert_int_equal(nt, 2);
+	assert_int_equal(type_of(rows, nt, "wl_graph", "wl_handle")->count, 500);
+	assert_int_equal(type_of(rows, nt, "wl_graph", "wl_step")->count, 1000);
+	free(rows);
+	n = graph_store_list(s, &f, &tr, why, sizeof(why));
+	assert_true(n >= 500);
+	for (ssize_t i = 0; i < n; i++) {
+		char hex[33];
+		struct graph g;
+		const struct graph_task *h = NULL;
+		int steps = 0;
+
+		graph_id128_hex(tr[i].trace, hex);
+		graph_init(&g);
+		assert_int_equal(graph_store_load(s, hex, &g, why, sizeof(why)), 0);
+		for (size_t k = 0; k < g.ntasks; k++) {
+			assert_string_equal(g.tasks[k].service, "wl_graph");
+			assert_true(g.tasks[k].start <= g.tasks[k].end);
+			if (strcmp(g.tasks[k].name, "wl_handle") == 0)
+				h = &g.tasks[k];
+		}
+		for (size_t k = 0; h && k < g.ntasks; k++)
+			if (strcmp(g.tasks[k].name, "wl_step") == 0 && g.tasks[k].parent == h->id) {
+				assert_true(h->start <= g.tasks[k].start &&
+					    g.tasks[k].end <= h->end);
+				steps++;
+			}
+		full += h && h->parent == 0 && steps == 2 && g.ntasks == 3 && g.nedges == 2;
+		graph_free(&g);
+	}
+	/* the nesting comes from the kernel's timestamps (docs/graphs.md, "Spans as tasks"):
+	 * at least one request has the whole structure; most have */
+	assert_true(full >= 1);
+	free(tr);
+	graph_store_close(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_provider_all),
+		cmocka_unit_test(test_provider_sampled),
+		cmocka_unit_test(test_spans),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, setup, teardown));
+}

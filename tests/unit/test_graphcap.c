@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * agent/graphcap.c and graph/aggs.c on records made here (the kernel's part is
+ * test_run_graph's): pairing, bounds, span nesting, and sampling that keeps the aggregate
+ * context exact.  The sampling test is the proof the design rests on: 10,000 requests
+ * captured at 1% and at 100% leave exactly the same per-type counts, latency sketches, event
+ * shares and edge shapes in their stores, the same as a plain put of every trace; and the 1%
+ * store holds exactly the traces the trace-id hash selects plus the outliers planted (errors,
+ * a rare event, tasks above p99).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/graphcap.h"
+#include "graph/aggs.h"
+#include "graph/store.h"
+#include "kernel/weft_abi.h"
+#include "kernel/weft_sketch.h"
+
+#define NREQ 10000
+#define HI 0x1234000000000000ull
+#define T0 1000000000000ull /* monotonic ns of the first record */
+
+static char dir[] = "/tmp/weft-test-graphcap-XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void rec(struct graphcap *c, uint32_t kind, uint64_t t, const uint64_t *a, int na,
+		const char *s0, const char *s1)
+{
+	struct weft_graph_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.time = t;
+	r.pid = 4242;
+	r.tid = 4243;
+	r.kind = kind;
+	memcpy(r.comm, "app", 4);
+	for (int i = 0; i < na; i++)
+		r.a[i] = a[i];
+	if (s0)
+		snprintf(r.s0, sizeof(r.s0), "%s", s0);
+	if (s1)
+		snprintf(r.s1, sizeof(r.s1), "%s", s1);
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+}
+
+static bool planted(long i)
+{
+	return i % 100 == 7 || i % 1000 == 999 || i % 2500 == 1234;
+}
+
+/* Request i of the synthetic workload, at t: root 100 us, child 50 us (50 ms if planted slow). */
+static void request(struct graphcap *c, long i, uint64_t t)
+{
+	uint64_t lo = (uint64_t)i + 1, cd = i % 2500 == 1234 ? 50000000 : 50000;
+	uint64_t b1[] = { HI, lo, 1, 0 }, b2[] = { HI, lo, 2, 1 };
+	uint64_t e1[] = { HI, lo, 1, i % 1000 == 999 ? 2 : 1 }, e2[] = { HI, lo, 2, 1 };
+	uint64_t ev[] = { HI, lo, 2 }, ed[] = { HI, lo, 0, 1, 0, 2, 0 };
+
+	rec(c, WEFT_GREC_TASK_BEGIN, t, b1, 4, "frontend", "request");
+	rec(c, WEFT_GREC_TASK_BEGIN, t + 10000, b2, 4, "backend", "query");
+	rec(c, WEFT_GREC_EVENT, t + 20000, ev, 3, "cache_miss", NULL);
+	if (i % 100 == 7)
+		rec(c, WEFT_GREC_EVENT, t + 30000, ev, 3, "retry", NULL);
+	rec(c, WEFT_GREC_EDGE, t + 10000, ed, 7, "message", NULL);
+	rec(c, WEFT_GREC_TASK_END, t + 10000 + cd, e2, 4, NULL, NULL);
+	rec(c, WEFT_GREC_TASK_END, t + 100000 + cd, e1, 4, NULL, NULL);
+}
+
+static struct graph_store *store_at(const char *name)
+{
+	char path[128], why[256] = "";
+	struct graph_store *s;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	s = graph_store_open(path, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", path, why);
+	return s;
+}
+
+/* Captures the workload at `rate` into a store (sampled puts); the capture for more checks. */
+static struct graphcap *capture(const struct plan *p, double rate, struct graph_store *s,
+				struct graph *kept_out)
+{
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h1", .instance = 7, .sample = rate };
+	struct graphcap *c = graphcap_new(p, &o);
+	struct graph_aggs aggs;
+	struct graph_put_stats st;
+	char why[256] = "";
+
+	assert_non_null(c);
+	for (long i = 0; i < NREQ; i++)
+		request(c, i, T0 + (uint64_t)i * 200000);
+	graph_aggs_init(&aggs);
+	assert_int_equal(graphcap_drain(c, true, kept_out, &aggs), NREQ);
+	assert_int_equal(graph_check(kept_out, why, sizeof(why)), 0);
+	if (graph_store_put_opts(s, kept_out, GRAPH_PUT_NO_AGGS, &st, why, sizeof(why)) ||
+	    graph_store_put_aggs(s, &aggs, why, sizeof(why)))
+		fail_msg("put: %s", why);
+	assert_int_equal(aggs.sampling.seen, NREQ);
+	graph_aggs_free(&aggs);
+	return c;
+}
+
+static void assert_same_aggregates(struct graph_store *a, struct graph_store *b)
+{
+	struct graph_type_stats *ra = NULL, *rb = NULL;
+	uint64_t *sa = calloc(WEFT_SKETCH_NBUCKETS, sizeof(*sa));
+	uint64_t *sb = calloc(WEFT_SKETCH_NBUCKETS, sizeof(*sb));
+	char why[256];
+	ssize_t na = graph_store_stats(a, &ra, why, sizeof(why));
+	ssize_t nb = graph_store_stats(b, &rb, why, sizeof(why));
+
+	assert_true(na == 2 && nb == 2);
+	for (ssize_t i = 0; i < na; i++) {
+		const struct graph_type_stats *x = &ra[i], *y = &rb[i];
+
+		assert_string_equal(x->service, y->service);
+		assert_string_equal(x->name, y->name);
+		assert_int_equal(x->count, NREQ);
+		assert_int_equal(x->count, y->count);
+		assert_int_equal(x->p50, y->p50);
+		assert_int_equal(x->p90, y->p90);
+		assert_int_equal(x->p99, y->p99);
+		assert_int_equal(x->nrare_events, y->nrare_events);
+		for (uint32_t k = 0; k < x->nrare_events; k++) {
+			assert_string_equal(x->rare_events[k].name, y->rare_events[k].name);
+			assert_int_equal(x->rare_events[k].tasks, y->rare_events[k].tasks);
+		}
+		assert_int_equal(x->nrare_edges, y->nrare_edges);
+		for (uint32_t k = 0; k < x->nrare_edges; k++)
+			assert_int_equal(x->rare_edges[k].count, y->rare_edges[k].count);
+		assert_int_equal(
+			graph_store_type_sketch(a, x->service, x->name, sa, why, sizeof(why)), 0);
+		assert_int_equal(
+			graph_store_type_sketch(b, y->service, y->name, sb, why, sizeof(why)), 0);
+		assert_memory_equal(sa, sb, WEFT_SKETCH_NBUCKETS * sizeof(*sa));
+	}
+	free(ra);
+	free(rb);
+	free(sa);
+	free(sb);
+}
+
+static void test_sampling_exact(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graph_store *s1 = store_at("one.db"), *s100 = store_at("all.db"),
+			   *plain = store_at("plain.db");
+	struct graph k1, k100;
+	struct graphcap *c1, *c100;
+	struct graphcap_stats st;
+	struct graph_put_stats ps;
+	struct graph_sampling sm;
+	long head = 0, kept = 0;
+	char why[256];
+	ssize_t n;
+	uint32_t conc_a[400], conc_b[400];
+
+	(void)state;
+	graph_init(&k1);
+	graph_init(&k100);
+	c1 = capture(&p, 0.01, s1, &k1);
+	c100 = capture(&p, 1.0, s100, &k100);
+	/* at 100% every trace is kept; a plain put of them computes the aggregates itself */
+	assert_int_equal(k100.ntasks, 2 * NREQ);
+	assert_int_equal(graph_store_put(plain, &k100, &ps, why, sizeof(why)), 0);
+	assert_int_equal(ps.traces, NREQ);
+	assert_same_aggregates(s1, s100);
+	assert_same_aggregates(s100, plain);
+	/* concurrency: the capture's (same clock offset) against the store's own */
+	n = graph_store_concurrency(s100, "h1", 4242, k100.tasks[0].start,
+				    k100.tasks[0].start + 400000000, conc_a, 400, why, sizeof(why));
+	assert_int_equal(n, 400);
+	assert_int_equal(graph_store_concurrency(plain, "h1", 4242, k100.tasks[0].start,
+						 k100.tasks[0].start + 400000000, conc_b, 400, why,
+						 sizeof(why)),
+			 400);
+	assert_memory_equal(conc_a, conc_b, sizeof(conc_a));
+	assert_true(conc_a[0] > 0);
+
+	/* the 1% store: exactly the hash's choice plus the planted outliers */
+	for (long i = 0; i < NREQ; i++) {
+		struct graph_id128 id = { HI, (uint64_t)i + 1 };
+		bool h = graph_sample_head(id, 0.01), in = false;
+
+		for (size_t k = 0; k < k1.ntasks && !in; k++)
+			in = graph_id128_eq(k1.tasks[k].trace, id);
+		if (in != (h || planted(i)))
+			fail_msg("request %ld: kept %d, hash %d, planted %d", i, in, h, planted(i));
+		head += h;
+		kept += in;
+	}
+	assert_true(head > 50 && head < 200); /* about 1% of 10,000 */
+	graphcap_stats(c1, &st);
+	assert_int_equal(st.traces_seen, NREQ);
+	assert_int_equal(st.kept_head, head);
+	assert_int_equal(st.kept_head + st.kept_outlier, kept);
+	assert_int_equal(graph_store_sampling(s1, &sm, why, sizeof(why)), 0);
+	assert_int_equal(sm.seen, NREQ);
+	assert_int_equal(sm.kept_head, head);
+	assert_int_equal(sm.kept_outlier, kept - head);
+	assert_true(sm.rate == 0.01);
+	graph_free(&k1);
+	graph_free(&k100);
+	graphcap_free(c1);
+	graphcap_free(c100);
+	graph_store_close(s1);
+	graph_store_close(s100);
+	graph_store_close(plain);
+}
+
+/* Bounds: a full open table evicts the oldest; ends without begins, bad records counted. */
+static void test_bounds(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 1, .max_open = 4 };
+	struct graphcap *c = graphcap_new(&p, &o);
+	struct graphcap_stats st;
+	struct graph kept;
+	struct weft_graph_rec r;
+
+	(void)state;
+	assert_non_null(c);
+	for (uint64_t i = 1; i <= 10; i++)
+		rec(c, WEFT_GREC_TASK_BEGIN, T0 + i, (uint64_t[]){ HI, i, 1, 0 }, 4, "s", "n");
+	rec(c, WEFT_GREC_TASK_END, T0 + 100, (uint64_t[]){ HI, 99, 1, 1 }, 4, NULL, NULL);
+	/* the newest four are still open: they end normally */
+	for (uint64_t i = 7; i <= 10; i++)
+		rec(c, WEFT_GREC_TASK_END, T0 + 200 + i, (uint64_t[]){ HI, i, 1, 1 }, 4, NULL,
+		    NULL);
+	memset(&r, 0, sizeof(r));
+	r.kind = 99;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), -EINVAL);
+	assert_int_equal(graphcap_record(c, &r, sizeof(r) - 1), -EINVAL);
+	r.kind = WEFT_GREC_EDGE; /* an edge kind no one knows */
+	snprintf(r.s0, sizeof(r.s0), "sideways");
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), -EINVAL);
+	graphcap_stats(c, &st);
+	assert_int_equal(st.open_evicted, 6);
+	assert_int_equal(st.end_without_begin, 1);
+	assert_int_equal(st.bad, 3);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 10);
+	assert_int_equal(kept.ntasks, 4);
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
+/* Spans: nested by interval on their thread, the outermost a child of the open weft task. */
+static void test_spans(void **state)
+{
+	struct plan_attach at[2];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 2 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 5 };
+	struct graphcap *c;
+	struct graph kept;
+	struct weft_graph_rec r;
+	const struct graph_task *root = NULL, *handle = NULL, *lone = NULL;
+	int steps = 0;
+	char why[256];
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "handle");
+	snprintf(at[1].target.symbol, sizeof(at[1].target.symbol), "step");
+	at[1].source = 1;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	/* a weft task open around handle [100, 1000] with steps [200, 300] and [400, 500] */
+	rec(c, WEFT_GREC_TASK_BEGIN, T0, (uint64_t[]){ HI, 1, 9, 0 }, 4, "svc", "req");
+	memset(&r, 0, sizeof(r));
+	r.kind = WEFT_GREC_SPAN;
+	r.pid = 4242;
+	r.tid = 4243;
+	memcpy(r.comm, "app", 4);
+	r.cookie = 1;
+	r.time = T0 + 300;
+	r.dur = 100;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	r.time = T0 + 500;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	r.cookie = 0;
+	r.time = T0 + 1000;
+	r.dur = 900;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	rec(c, WEFT_GREC_TASK_END, T0 + 2000, (uint64_t[]){ HI, 1, 9, 1 }, 4, NULL, NULL);
+	/* a span on another thread, outside any task: a trace of its own */
+	r.tid = 7;
+	r.time = T0 + 3000;
+	r.dur = 10;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 5);
+	for (size_t i = 0; i < kept.ntasks; i++) {
+		const struct graph_task *k = &kept.tasks[i];
+
+		if (k->id == 9)
+			root = k;
+		else if (strcmp(k->name, "handle") == 0 && k->tid == 4243)
+			handle = k;
+		else if (k->tid == 7)
+			lone = k;
+	}
+	assert_non_null(root);
+	assert_non_null(handle);
+	assert_non_null(lone);
+	assert_int_equal(handle->parent, 9);
+	assert_true(graph_id128_eq(handle->trace, root->trace));
+	assert_string_equal(handle->service, "app");
+	assert_int_equal(handle->end - handle->start, 900);
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "step") == 0) {
+			assert_int_equal(kept.tasks[i].parent, handle->id);
+			assert_true(graph_id128_eq(kept.tasks[i].trace, root->trace));
+			steps++;
+		}
+	assert_int_equal(steps, 2);
+	assert_int_equal(lone->parent, 0);
+	assert_false(graph_id128_eq(lone->trace, root->trace));
+	assert_int_equal(kept.nedges, 3); /* parent edges: req->handle, handle->step x2 */
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
+/* Aggregates merge exactly: aggs(a) + aggs(b) = aggs(a u b), in either order. */
+static void test_aggs_merge(void **state)
+{
+	struct graph g1, g2, both;
+	struct graph_aggs a1, a2, ab, m12, m21;
+	struct graph_task t = { .service = "s", .name = "n", .host = "h", .pid = 1, .attrs = "{}" };
+
+	(void)state;
+	graph_init(&g1);
+	graph_init(&g2);
+	graph_init(&both);
+	for (uint64_t i = 1; i <= 300; i++) {
+		t.trace = (struct graph_id128){ 1, i };
+		t.id = 1;
+		t.start = (int64_t)(i * 1000000);
+		t.end = t.start + (int64_t)(i * 7919 % 5000000);
+		assert_non_null(graph_add_task(i % 3 ? &g1 : &g2, &t));
+		assert_non_null(graph_add_task(&both, &t));
+	}
+	graph_aggs_init(&a1);
+	graph_aggs_init(&a2);
+	graph_aggs_init(&ab);
+	graph_aggs_init(&m12);
+	graph_aggs_init(&m21);
+	assert_int_equal(graph_aggs_add(&a1, &g1), 0);
+	assert_int_equal(graph_aggs_add(&a2, &g2), 0);
+	assert_int_equal(graph_aggs_add(&ab, &both), 0);
+	assert_int_equal(graph_aggs_merge(&m12, &a1), 0);
+	assert_int_equal(graph_aggs_merge(&m12, &a2), 0);
+	assert_int_equal(graph_aggs_merge(&m21, &a2), 0);
+	assert_int_equal(graph_aggs_merge(&m21, &a1), 0);
+	assert_int_equal(ab.ntypes, 1);
+	assert_int_equal(ab.types[0].count, 300);
+	for (int k = 0; k < 2; k++) {
+		const struct graph_aggs *m = k ? &m21 : &m12;
+
+		assert_int_equal(m->ntypes, 1);
+		assert_int_equal(m->types[0].count, ab.types[0].count);
+		assert_int_equal(m->types[0].min, ab.types[0].min);
+		assert_int_equal(m->types[0].max, ab.types[0].max);
+		assert_memory_equal(m->types[0].sketch, ab.types[0].sketch,
+				    WEFT_SKETCH_NBUCKETS * sizeof(uint64_t));
+		assert_int_equal(m->nconc, ab.nconc);
+	}
+	graph_aggs_free(&a1);
+	graph_aggs_free(&a2);
+	graph_aggs_free(&ab);
+	graph_aggs_free(&m12);
+	graph_aggs_free(&m21);
+	graph_free(&g1);
+	graph_free(&g2);
+	graph_free(&both);
+}
+
+/* The wire form: a round trip gives the same aggregates; hostile bytes are refused, never
+ * trusted (every prefix, every single-byte change). */
+static void test_aggs_wire(void **state)
+{
+	struct graph g;
+	struct graph_aggs a, b;
+	struct graph_task t = {
+		.service = "svc", .name = "op", .host = "h", .pid = 3, .attrs = "{}"
+	};
+	struct graph_event ev = { .name = "retry", .attrs = "{}" };
+	struct graph_edge ed = { .kind = GRAPH_EDGE_MESSAGE };
+	void *buf = NULL, *buf2 = NULL;
+	size_t len = 0, len2 = 0;
+	char why[256];
+	FILE *f;
+
+	(void)state;
+	graph_init(&g);
+	for (uint64_t i = 1; i <= 50; i++) {
+		t.trace = (struct graph_id128){ 9, i };
+		t.id = 1;
+		t.parent = 0;
+		t.start = (int64_t)(i * 3000000);
+		t.end = t.start + (int64_t)(i * 10007);
+		assert_non_null(graph_add_task(&g, &t));
+		t.id = 2;
+		t.parent = 1;
+		t.name = "child";
+		assert_non_null(graph_add_task(&g, &t));
+		t.name = "op";
+		ev.trace = ed.trace = t.trace;
+		ev.task = 2;
+		assert_non_null(graph_add_event(&g, &ev));
+		ed.from_task = 1;
+		ed.to_task = 2;
+		assert_non_null(graph_add_edge(&g, &ed));
+	}
+	graph_aggs_init(&a);
+	graph_aggs_init(&b);
+	assert_int_equal(graph_aggs_add(&a, &g), 0);
+	a.sampling = (struct graph_sampling){
+		.rate = 0.25, .seen = 50, .kept_head = 12, .kept_outlier = 3
+	};
+	assert_int_equal(graph_aggs_encode(&a, &buf, &len), 0);
+	assert_int_equal(graph_aggs_decode(&b, buf, len, why, sizeof(why)), 0);
+	assert_int_equal(b.ntypes, 2);
+	assert_int_equal(b.nevents, 1);
+	assert_int_equal(b.nedges, 1);
+	assert_int_equal(b.nconc, a.nconc);
+	assert_int_equal(b.sampling.seen, 50);
+	assert_int_equal(b.sampling.kept_head, 12);
+	assert_true(b.sampling.rate == 0.25);
+	assert_int_equal(graph_aggs_encode(&b, &buf2, &len2), 0);
+	assert_int_equal(len, len2);
+	assert_memory_equal(buf, buf2, len);
+	graph_aggs_free(&b);
+	for (size_t n = 0; n < len; n++) { /* every strict prefix is refused */
+		graph_aggs_init(&b);
+		assert_int_equal(graph_aggs_decode(&b, buf, n, why, sizeof(why)), -EINVAL);
+		graph_aggs_free(&b);
+	}
+	for (size_t i = 0; i < len; i++) /* any byte changed: refused or read, never a crash */
+		for (int bit = 0; bit < 8; bit++) {
+			((uint8_t *)buf)[i] ^= (uint8_t)(1u << bit);
+			graph_aggs_init(&b);
+			(void)graph_aggs_decode(&b, buf, len, why, sizeof(why));
+			graph_aggs_free(&b);
+			((uint8_t *)buf)[i] ^= (uint8_t)(1u << bit);
+		}
+	/* the fuzz target's seed */
+	if (getenv("WEFT_WRITE_SEED") && (f = fopen(getenv("WEFT_WRITE_SEED"), "wb"))) {
+		fwrite(buf, 1, len, f);
+		fclose(f);
+	}
+	free(buf);
+	free(buf2);
+	graph_aggs_free(&a);
+	graph_free(&g);
+}
+
+/* The head sample is a fixed function of the id: pinned values (docs/graphs.md). */
+static void test_head_sample(void **state)
+{
+	long n = 0;
+
+	(void)state;
+	assert_true(graph_sample_head((struct graph_id128){ 0, 0 }, 1.0));
+	assert_false(graph_sample_head((struct graph_id128){ 1, 2 }, 0.0));
+	for (uint64_t i = 0; i < 100000; i++)
+		n += graph_sample_head((struct graph_id128){ 0x5eed, i }, 0.25);
+	/* a uniform hash: within 1% of a quarter (the count is fixed by the function) */
+	assert_true(n > 24000 && n < 26000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
+		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
