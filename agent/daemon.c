@@ -34,6 +34,7 @@
 #include "agent/session.h"
 #include "agent/schedule.h"
 #include "agent/wire.h"
+#include "agent/wire_graph.h"
 #include "compiler/plan.h"
 #include "probes/probes.h"
 #include "base/log.h"
@@ -49,8 +50,9 @@
 
 struct spool_entry {
 	uint64_t seq; /* of its latest transmission on this connection; 0: not sent */
-	void *buf; /* a packed Weft__Partial */
+	void *buf; /* a packed Weft__Partial, or Weft__GraphBatch */
 	size_t len;
+	Weft__Envelope__BodyCase kind;
 };
 
 struct agent_spool {
@@ -122,6 +124,12 @@ static int spool_grow(struct agent_spool *s)
 
 unsigned agent_spool_add(struct agent_spool *s, void *buf, size_t len)
 {
+	return agent_spool_add_kind(s, WEFT__ENVELOPE__BODY_PARTIAL, buf, len);
+}
+
+unsigned agent_spool_add_kind(struct agent_spool *s, Weft__Envelope__BodyCase kind, void *buf,
+			      size_t len)
+{
 	unsigned dropped = 0;
 
 	/* the newest always stays: dropping it instead would lose the freshest data */
@@ -136,7 +144,7 @@ unsigned agent_spool_add(struct agent_spool *s, void *buf, size_t len)
 		s->dropped++;
 		return dropped + 1;
 	}
-	*spool_at(s, s->n) = (struct spool_entry){ .buf = buf, .len = len };
+	*spool_at(s, s->n) = (struct spool_entry){ .buf = buf, .len = len, .kind = kind };
 	s->n++;
 	s->bytes += len;
 	return dropped;
@@ -151,6 +159,11 @@ const void *agent_spool_next(const struct agent_spool *s, size_t *len)
 	e = spool_at(s, s->nsent);
 	*len = e->len;
 	return e->buf;
+}
+
+Weft__Envelope__BodyCase agent_spool_kind(const struct agent_spool *s)
+{
+	return s->nsent < s->n ? spool_at(s, s->nsent)->kind : WEFT__ENVELOPE__BODY_PARTIAL;
 }
 
 void agent_spool_mark_sent(struct agent_spool *s, uint64_t seq)
@@ -302,7 +315,13 @@ static uint64_t spool_dropped(void *sp)
 	return agent_spool_dropped(sp);
 }
 
+static Weft__Envelope__BodyCase spool_kind(void *sp)
+{
+	return agent_spool_kind(sp);
+}
+
 static const struct session_spool_ops agent_spool_ops = {
+	.kind = spool_kind,
 	.next = spool_next,
 	.mark_sent = spool_mark_sent,
 	.ack = spool_ack,
@@ -310,6 +329,36 @@ static const struct session_spool_ops agent_spool_ops = {
 	.count = spool_count,
 	.dropped = spool_dropped,
 };
+
+int agent_daemon_graph_batch(struct agent_daemon *d, const struct wire_graph_meta *m,
+			     const struct graph *g)
+{
+	struct wire_graph_meta mm;
+	char why[256];
+	void *buf;
+	size_t len;
+	unsigned dropped;
+	int rc;
+
+	if (!d || !m || !g)
+		return -EINVAL;
+	mm = *m;
+	mm.host = d->host;
+	rc = wire_graph_pack(&mm, g, &buf, &len, why, sizeof(why));
+	if (rc) {
+		d->st.graph_lost += g->ntasks + g->nevents + g->nedges;
+		log_err("agent: query %" PRIu64 " window %" PRIu64
+			": a graph batch cannot be sent: %s",
+			m->query_id, m->window, why);
+		return rc;
+	}
+	dropped = agent_spool_add_kind(d->spool, WEFT__ENVELOPE__BODY_GRAPH_BATCH, buf, len);
+	d->st.graph_batches++;
+	if (dropped)
+		log_warn("agent: the spool is full: %u oldest entries dropped", dropped);
+	session_flush(d->sess);
+	return 0;
+}
 
 static void send_query_error(struct agent_daemon *d, uint64_t id, const char *msg,
 			     const char *detail)

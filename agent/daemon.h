@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "agent/wire.h"
 
 #define AGENT_SPOOL_MAX_DEFAULT 4096u
 #define AGENT_SPOOL_BYTES_DEFAULT (64ull << 20)
@@ -57,6 +58,8 @@ struct agent_daemon_stats {
 	uint64_t spool_dropped; /* partials dropped because the spool was full */
 	uint64_t connects; /* Welcomes received */
 	uint64_t queries; /* running now */
+	uint64_t graph_batches; /* GraphBatches spooled */
+	uint64_t graph_lost; /* graph elements that could not be packed into a batch */
 	bool connected; /* welcomed on the current connection */
 };
 
@@ -71,6 +74,18 @@ int agent_daemon_run(struct agent_daemon *d);
 void agent_daemon_stats(const struct agent_daemon *d, struct agent_daemon_stats *st);
 void agent_daemon_free(struct agent_daemon *d);
 
+struct graph;
+struct wire_graph_meta;
+/*
+ * Ships graph elements of a graph query (agent/graphcap.c calls it per window): packed into
+ * a GraphBatch (agent/wire_graph.h; m->host is set to the agent's --host) and spooled like a
+ * Partial, so that it is resent after a reconnect until acknowledged, and stored once.  0, or
+ * -errno (-EINVAL, -EMSGSIZE: the batch cannot be packed; nothing is spooled, and its
+ * elements are counted in the daemon's graph_lost).
+ */
+int agent_daemon_graph_batch(struct agent_daemon *d, const struct wire_graph_meta *m,
+			     const struct graph *g);
+
 /*
  * The spool, exposed for its unit test: a FIFO of packed Partials, each stamped with the seq
  * of its latest transmission (0: not sent on this connection).  Sent entries are always a
@@ -82,6 +97,11 @@ void agent_spool_free(struct agent_spool *s);
 /* Takes ownership of buf (malloc'd).  Drops the oldest entries while full; returns how many
  * were dropped. */
 unsigned agent_spool_add(struct agent_spool *s, void *buf, size_t len);
+/* The same for a body of another kind (a packed Weft__GraphBatch). */
+unsigned agent_spool_add_kind(struct agent_spool *s, Weft__Envelope__BodyCase kind, void *buf,
+			      size_t len);
+/* The kind of the entry agent_spool_next() returns (a Partial when none). */
+Weft__Envelope__BodyCase agent_spool_kind(const struct agent_spool *s);
 /* The oldest entry not yet sent on this connection, or NULL. */
 const void *agent_spool_next(const struct agent_spool *s, size_t *len);
 void agent_spool_mark_sent(struct agent_spool *s, uint64_t seq); /* of agent_spool_next() */

@@ -174,9 +174,12 @@ static void send_heartbeat(struct session *s)
 /* One spooled partial with seq: 0, or -errno (-EAGAIN: the queue is full). */
 static int send_partial(struct session *s, uint64_t seq, const void *body, size_t len)
 {
+	const struct session_spool_ops *sp = s->o.spool_ops;
+	Weft__Envelope__BodyCase kind =
+		sp->kind ? sp->kind(s->o.spool) : WEFT__ENVELOPE__BODY_PARTIAL;
 	void *env;
 	size_t elen;
-	int rc = wire_envelope_wrap(seq, WEFT__ENVELOPE__BODY_PARTIAL, body, len, &env, &elen);
+	int rc = wire_envelope_wrap(seq, kind, body, len, &env, &elen);
 
 	if (rc) {
 		log_err("%s: cannot wrap a partial: %s", s->log_name, strerror(-rc));

@@ -41,7 +41,7 @@
 enum session_state { SESSION_DOWN, SESSION_HELLO, SESSION_UP };
 
 /*
- * The user's spool: a FIFO of packed Weft__Partial bodies, each with the seq of its latest
+ * The user's spool: a FIFO of packed Weft__Partial (or, with kind(), Weft__GraphBatch) bodies, each with the seq of its latest
  * transmission (0: not sent on this connection); the entries sent on this connection are a
  * prefix, in order.
  */
@@ -65,6 +65,9 @@ struct session_spool_ops {
 	size_t (*rewind)(void *spool);
 	size_t (*count)(void *spool); /* entries now, for heartbeats */
 	uint64_t (*dropped)(void *spool); /* dropped because it was full, for heartbeats */
+	/* Optional: the body of the entry next() returned last (a spool of Partials and
+	 * GraphBatches); NULL: every entry is a packed Weft__Partial. */
+	Weft__Envelope__BodyCase (*kind)(void *spool);
 };
 
 /* What a Welcome did, for the user's log. */

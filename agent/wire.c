@@ -30,6 +30,7 @@
 #include "agent/wire.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "graph/graph.h"
 
 #define WIRE_MAX_LIST 65536 /* ids, hosts, agents, queries in one message */
 #define WIRE_MAX_FEATURES 1024
@@ -121,6 +122,8 @@ const char *wire_body_name(Weft__Envelope__BodyCase body)
 		return "query_error";
 	case WEFT__ENVELOPE__BODY_ERROR:
 		return "error";
+	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
+		return "graph_batch";
 	default:
 		return "none";
 	}
@@ -134,7 +137,8 @@ bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body)
 		return body == WEFT__ENVELOPE__BODY_HELLO ||
 		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 		       body == WEFT__ENVELOPE__BODY_PARTIAL ||
-		       body == WEFT__ENVELOPE__BODY_QUERY_ERROR;
+		       body == WEFT__ENVELOPE__BODY_QUERY_ERROR ||
+		       body == WEFT__ENVELOPE__BODY_GRAPH_BATCH;
 	case WIRE_ROLE_CLIENT:
 		return body == WEFT__ENVELOPE__BODY_HELLO ||
 		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
@@ -399,6 +403,9 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		if (a->role && *a->role && wire_role_parse(a->role) == WIRE_ROLE_NONE)
 			return bad(w, "AgentStatus.role: '%.32s' is not a role", a->role);
 	}
+	if (m->graph &&
+	    !check_str(w, "GraphStatus.path", m->graph->path, WIRE_MAX_STRING, TEXT_NAME, false))
+		return false;
 	if (m->n_queries > WIRE_MAX_LIST || (m->n_queries && !m->queries))
 		return bad(w, "StatusReply.queries: %zu entries (at most %u)", m->n_queries,
 			   WIRE_MAX_LIST);
@@ -413,6 +420,101 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST,
 				WIRE_MAX_HOST, true))
 			return false;
+	}
+	return true;
+}
+
+/*
+ * Graph strings: valid UTF-8 of at most GRAPH_MAX_STR bytes, as graph_strndup() would keep
+ * them; control characters are allowed (span names of other systems carry them, and every
+ * output escapes them), NUL cannot occur (protobuf-c refuses it in a string).
+ */
+static bool check_gstr(struct why *w, const char *field, size_t i, const char *s, bool nonempty)
+{
+	size_t len = s ? strlen(s) : 0;
+
+	if (nonempty && len == 0)
+		return bad(w, "%s[%zu]: empty", field, i);
+	if (len > GRAPH_MAX_STR)
+		return bad(w, "%s[%zu]: %zu bytes (at most %u)", field, i, len,
+			   (unsigned)GRAPH_MAX_STR);
+	for (size_t at = 0; at < len;) {
+		size_t n = text_utf8_seq(s + at, len - at);
+
+		if (n == 0)
+			return bad(w, "%s[%zu]: not UTF-8 at byte %zu", field, i, at);
+		at += n;
+	}
+	return true;
+}
+
+static bool check_graph_batch(struct why *w, const Weft__GraphBatch *m)
+{
+	if (!check_query_id(w, "GraphBatch", m->query_id) ||
+	    !check_str(w, "GraphBatch.host", m->host, WIRE_MAX_HOST, TEXT_NAME, true) ||
+	    !check_strs(w, "GraphBatch.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
+			true) ||
+	    (m->has_aggs && !check_bytes(w, "GraphBatch.aggs", &m->aggs, 0, WIRE_MAX_OBJECT)))
+		return false;
+	if (m->n_tasks > WIRE_MAX_ELEMS || (m->n_tasks && !m->tasks))
+		return bad(w, "GraphBatch.tasks: %zu (at most %u)", m->n_tasks, WIRE_MAX_ELEMS);
+	if (m->n_events > WIRE_MAX_ELEMS || (m->n_events && !m->events))
+		return bad(w, "GraphBatch.events: %zu (at most %u)", m->n_events, WIRE_MAX_ELEMS);
+	if (m->n_edges > WIRE_MAX_ELEMS || (m->n_edges && !m->edges))
+		return bad(w, "GraphBatch.edges: %zu (at most %u)", m->n_edges, WIRE_MAX_ELEMS);
+	for (size_t i = 0; i < m->n_tasks; i++) {
+		const Weft__GraphTask *t = m->tasks[i];
+
+		if (!t)
+			return bad(w, "GraphBatch.tasks[%zu]: missing", i);
+		if (t->id == 0)
+			return bad(w, "GraphTask[%zu].id: 0", i);
+		if (!t->trace_hi && !t->trace_lo)
+			return bad(w, "GraphTask[%zu]: trace id 0", i);
+		if (t->has_parent && t->parent == t->id)
+			return bad(w, "GraphTask[%zu].parent: the task itself", i);
+		if (t->has_end_ns && t->end_ns < t->start_ns)
+			return bad(w, "GraphTask[%zu].end_ns: before its start", i);
+		if (t->has_status && t->status > GRAPH_STATUS_ERROR)
+			return bad(w, "GraphTask[%zu].status: %u (0 to 2)", i, t->status);
+		if (t->has_source && t->source >= GRAPH_SRC_COUNT)
+			return bad(w, "GraphTask[%zu].source: %u unknown", i, t->source);
+		if ((t->has_pid && t->pid < -1) || (t->has_tid && t->tid < -1))
+			return bad(w, "GraphTask[%zu]: pid or tid below -1", i);
+		if (!check_gstr(w, "GraphTask.service", i, t->service, false) ||
+		    !check_gstr(w, "GraphTask.name", i, t->name, false) ||
+		    !check_str(w, "GraphTask.host", t->host, WIRE_MAX_HOST, TEXT_NAME, false) ||
+		    !check_gstr(w, "GraphTask.attrs", i, t->attrs, false))
+			return false;
+	}
+	for (size_t i = 0; i < m->n_events; i++) {
+		const Weft__GraphEvent *v = m->events[i];
+
+		if (!v)
+			return bad(w, "GraphBatch.events[%zu]: missing", i);
+		if (v->task == 0)
+			return bad(w, "GraphEvent[%zu].task: 0", i);
+		if (!v->trace_hi && !v->trace_lo)
+			return bad(w, "GraphEvent[%zu]: trace id 0", i);
+		if (v->has_source && v->source >= GRAPH_SRC_COUNT)
+			return bad(w, "GraphEvent[%zu].source: %u unknown", i, v->source);
+		if (!check_gstr(w, "GraphEvent.name", i, v->name, false) ||
+		    !check_gstr(w, "GraphEvent.attrs", i, v->attrs, false))
+			return false;
+	}
+	for (size_t i = 0; i < m->n_edges; i++) {
+		const Weft__GraphEdge *d = m->edges[i];
+
+		if (!d)
+			return bad(w, "GraphBatch.edges[%zu]: missing", i);
+		if (!d->trace_hi && !d->trace_lo)
+			return bad(w, "GraphEdge[%zu]: trace id 0", i);
+		if (d->kind >= GRAPH_EDGE_COUNT)
+			return bad(w, "GraphEdge[%zu].kind: %u unknown", i, d->kind);
+		if (d->from_task == 0 || d->to_task == 0)
+			return bad(w, "GraphEdge[%zu]: task id 0", i);
+		if (d->has_source && d->source >= GRAPH_SRC_COUNT)
+			return bad(w, "GraphEdge[%zu].source: %u unknown", i, d->source);
 	}
 	return true;
 }
@@ -472,6 +574,8 @@ static bool check_body(struct why *w, const Weft__Envelope *e)
 	case WEFT__ENVELOPE__BODY_ERROR:
 		return check_str(w, "Error.message", e->error->message, WIRE_MAX_STRING, TEXT_PROSE,
 				 true);
+	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
+		return check_graph_batch(w, e->graph_batch);
 	default:
 		return bad(w, "no body (or one this version does not know)");
 	}
@@ -564,7 +668,7 @@ static bool scan_envelope(const uint8_t *p, size_t len, unsigned *nbodies, struc
 		default:
 			return bad(w, "not a protobuf message (wire type %u)", (unsigned)(tag & 7));
 		}
-		if (field >= WEFT__ENVELOPE__BODY_HELLO && field <= WEFT__ENVELOPE__BODY_ERROR)
+		if (field >= WEFT__ENVELOPE__BODY_HELLO && field <= WIRE_BODY_LAST)
 			(*nbodies)++;
 	}
 	return true;
@@ -911,7 +1015,7 @@ int wire_envelope_wrap(uint64_t seq, Weft__Envelope__BodyCase body, const void *
 	uint8_t *p;
 
 	if (!buf || !len || (plen && !packed) || seq == 0 || body < WEFT__ENVELOPE__BODY_HELLO ||
-	    body > WEFT__ENVELOPE__BODY_ERROR)
+	    body > WIRE_BODY_LAST)
 		return -EINVAL;
 	/* fields in number order, as protobuf-c packs them: version, seq, the body */
 	head[h++] = (1 << 3) | 0;

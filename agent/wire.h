@@ -30,6 +30,10 @@
 #define WIRE_MAX_QUERY 65536
 #define WIRE_MAX_OBJECT (16u << 20)
 #define WIRE_KEY_LEN 40 /* Z85 of 32 bytes */
+/* Tasks, events and edges of one GraphBatch, each */
+#define WIRE_MAX_ELEMS 1000000u
+/* The highest body number this version knows (weft.proto's Envelope.body) */
+#define WIRE_BODY_LAST WEFT__ENVELOPE__BODY_GRAPH_BATCH
 
 enum wire_role { WIRE_ROLE_NONE, WIRE_ROLE_AGENT, WIRE_ROLE_CLIENT, WIRE_ROLE_AGGREGATOR };
 

@@ -120,3 +120,63 @@ void graph_context_free(struct graph_context *c)
 	c->edges = NULL;
 	c->ntasks = c->nevents = c->nedges = 0;
 }
+
+int graph_store_mark_get(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			 size_t whysz)
+{
+	if (!s || !trace_hex || !flags)
+		return bad_args(why, whysz);
+	if (!s->ops->mark_get) {
+		snprintf(why, whysz, "the %s graph store keeps no marks", s->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return s->ops->mark_get(s, trace_hex, flags, why, whysz);
+}
+
+int graph_store_mark_set(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			 size_t whysz)
+{
+	if (!s || !trace_hex)
+		return bad_args(why, whysz);
+	if (!s->ops->mark_set) {
+		snprintf(why, whysz, "the %s graph store keeps no marks", s->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return s->ops->mark_set(s, trace_hex, flags, why, whysz);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool has_task(const uint64_t *ids, size_t n, uint64_t id)
+{
+	return bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
+}
+
+uint32_t graph_trace_gaps(const struct graph *g)
+{
+	uint64_t *ids;
+	uint32_t f = 0;
+
+	if (!g || !g->ntasks)
+		return g && g->nedges ? GRAPH_INC_EDGE : 0;
+	ids = malloc(g->ntasks * sizeof(*ids));
+	if (!ids)
+		return 0;
+	for (size_t i = 0; i < g->ntasks; i++)
+		ids[i] = g->tasks[i].id;
+	qsort(ids, g->ntasks, sizeof(*ids), cmp_u64);
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].parent && !has_task(ids, g->ntasks, g->tasks[i].parent))
+			f |= GRAPH_INC_PARENT;
+	for (size_t i = 0; i < g->nedges; i++)
+		if (!has_task(ids, g->ntasks, g->edges[i].from_task) ||
+		    !has_task(ids, g->ntasks, g->edges[i].to_task))
+			f |= GRAPH_INC_EDGE;
+	free(ids);
+	return f;
+}

@@ -23,13 +23,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "graph/aggs.h"
 #include "graph/graph.h"
 
 /* Rare: an event or edge seen in under this share of the tasks of its (parent) type. */
 #define GRAPH_RARE_SHARE 0.05
 
 /* The schema version this weft writes (PRAGMA user_version); a newer file is refused. */
-#define GRAPH_STORE_VERSION 1
+#define GRAPH_STORE_VERSION 2 /* 2: marks of incomplete traces (a version 1 file is upgraded) */
 /* A task counts in its process's concurrency during its first GRAPH_CONC_MAX_MS ms only (a
  * task longer than that touches at most 61 one-second blocks, whatever its length). */
 #define GRAPH_CONC_MAX_MS 60000
@@ -37,6 +38,16 @@
 #define GRAPH_STATS_RAREST 3
 
 struct graph_store;
+
+/*
+ * Why a trace is incomplete (docs/graphs.md "Stitching"): the aggregator checks each trace a
+ * graph query touched after the query's last window, and marks it.  0: complete (or never
+ * checked: imported traces are not).
+ */
+#define GRAPH_INC_PARENT 0x1u /* a task's parent is not in the trace */
+#define GRAPH_INC_EDGE 0x2u /* an edge names a task that is not in the trace */
+#define GRAPH_INC_OPEN 0x4u /* a task had not ended when its query did (stored end = start) */
+#define GRAPH_INC_ALL 0x7u
 
 /* What one put added. */
 struct graph_put_stats {
@@ -52,6 +63,7 @@ struct graph_trace_row {
 	int64_t start, end; /* of the whole trace: min start, max end */
 	uint32_t ntasks;
 	uint32_t nhosts;
+	uint32_t incomplete; /* GRAPH_INC_* */
 };
 
 enum graph_sort {
@@ -149,6 +161,16 @@ struct graph_store_ops {
 			  size_t whysz);
 	int (*merge)(struct graph_store *s, const char *other, char *why, size_t whysz);
 	void (*close)(struct graph_store *s);
+	/* sampled captures (graph/aggs.h); NULL in a backend without them */
+	int (*put_opts)(struct graph_store *s, const struct graph *g, unsigned flags,
+			struct graph_put_stats *st, char *why, size_t whysz);
+	int (*put_aggs)(struct graph_store *s, const struct graph_aggs *a, char *why, size_t whysz);
+	int (*sampling)(struct graph_store *s, struct graph_sampling *out, char *why, size_t whysz);
+	/* optional (NULL: a backend without marks; graph_store_mark_*() say -EOPNOTSUPP) */
+	int (*mark_get)(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			size_t whysz);
+	int (*mark_set)(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			size_t whysz);
 };
 
 /* What every backend's store starts with. */
@@ -172,6 +194,23 @@ void graph_store_close(struct graph_store *s);
 /* Stores a checked batch in one transaction and updates the aggregates; all or nothing. */
 int graph_store_put(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
 		    char *why, size_t whysz);
+
+/*
+ * Sampled captures (graph/aggs.h, docs/graphs.md "Sampling"): a capture that keeps only some
+ * traces pre-aggregates every trace it saw and puts the aggregates with graph_store_put_aggs()
+ * (one transaction: types, event and edge counts, concurrency, the sampling counts), and the
+ * traces it kept with graph_store_put_opts(GRAPH_PUT_NO_AGGS), which stores their elements and
+ * trace rows but adds nothing to the aggregates: together exact, whatever the rate.
+ * graph_store_put() is graph_store_put_opts() with flags 0.
+ */
+#define GRAPH_PUT_NO_AGGS 1u
+int graph_store_put_opts(struct graph_store *s, const struct graph *g, unsigned flags,
+			 struct graph_put_stats *st, char *why, size_t whysz);
+int graph_store_put_aggs(struct graph_store *s, const struct graph_aggs *a, char *why,
+			 size_t whysz);
+/* What was sampled, summed over every put_aggs (rate: the last one put); zeros if nothing. */
+int graph_store_sampling(struct graph_store *s, struct graph_sampling *out, char *why,
+			 size_t whysz);
 
 /* Traces matching f, sorted, at most f->limit; *rows is malloc'd.  Returns the count or -errno. */
 ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
@@ -212,5 +251,16 @@ ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_b
 /* Adds the aggregates of the store at `other` into s (another aggregator's): exact.  Only the
  * aggregates: the other store's traces are not copied. */
 int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz);
+
+/* A trace's GRAPH_INC_* marks (0: none), named as graph_store_load() names it; -ENOENT if
+ * unknown.  mark_set replaces them (0 clears). */
+int graph_store_mark_get(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
+			 size_t whysz);
+int graph_store_mark_set(struct graph_store *s, const char *trace_hex, uint32_t flags, char *why,
+			 size_t whysz);
+
+/* What makes one trace's elements (all of them, as graph_store_load() gives them) incomplete:
+ * GRAPH_INC_PARENT and GRAPH_INC_EDGE (GRAPH_INC_OPEN is known only to whoever stored it). */
+uint32_t graph_trace_gaps(const struct graph *g);
 
 #endif

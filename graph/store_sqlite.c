@@ -745,6 +745,9 @@ enum {
 	ST_FIND_LO,
 	ST_DEL_CHUNKS,
 	ST_DEL_TRACE,
+	ST_MARK_GET,
+	ST_MARK_SET,
+	ST_MARK_DEL,
 	ST_COUNT
 };
 
@@ -793,7 +796,13 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_FIND_LO] =
 		"SELECT tr, hi, lo FROM traces WHERE hi = ?1 AND lo BETWEEN ?2 AND ?3 LIMIT 2",
 	[ST_DEL_TRACE] = "DELETE FROM traces WHERE tr = ?1",
+	[ST_MARK_GET] = "SELECT flags FROM marks WHERE tr = ?1",
+	[ST_MARK_SET] = "INSERT OR REPLACE INTO marks(tr, flags) VALUES (?1, ?2)",
+	[ST_MARK_DEL] = "DELETE FROM marks WHERE tr = ?1",
 };
+
+/* Version 2: traces marked incomplete (GRAPH_INC_*), a row only for a marked trace. */
+#define MARKS_SQL "CREATE TABLE marks(tr INTEGER PRIMARY KEY, flags INTEGER NOT NULL);"
 
 static const char schema_sql[] =
 	"CREATE TABLE strs(id INTEGER PRIMARY KEY, s TEXT NOT NULL UNIQUE);"
@@ -816,7 +825,7 @@ static const char schema_sql[] =
 	" kind INTEGER NOT NULL, count INTEGER NOT NULL,"
 	" PRIMARY KEY(ptype, ctype, kind)) WITHOUT ROWID;"
 	"CREATE TABLE conc(proc INTEGER NOT NULL, sec INTEGER NOT NULL, counts BLOB NOT NULL,"
-	" PRIMARY KEY(proc, sec)) WITHOUT ROWID;";
+	" PRIMARY KEY(proc, sec)) WITHOUT ROWID;" MARKS_SQL;
 
 /* A trace a put touches: its row, updated in memory and written once at commit. */
 struct tacc {
@@ -1129,7 +1138,7 @@ static int schema_check(struct sq *s, const char *path, const char *alias, char 
 	if (ver < 1)
 		return fail(why, whysz, -EINVAL,
 			    "%s: graph store schema version %" PRId64 " unknown", path, ver);
-	return 0;
+	return ver < GRAPH_STORE_VERSION ? 2 : 0;
 }
 
 static void sq_close(struct graph_store *base)
@@ -1220,6 +1229,16 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 		}
 		if ((err = exec(s, "COMMIT", why, whysz, "creating the schema")))
 			goto out_free;
+	} else if (err == 2) {
+		char sql[160];
+
+		/* version 1 -> 2: the marks of incomplete traces (an empty table) */
+		snprintf(sql, sizeof(sql), "BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;",
+			 MARKS_SQL, GRAPH_STORE_VERSION);
+		if ((err = exec(s, sql, why, whysz, "upgrading the schema to version 2"))) {
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			goto out_free;
+		}
 	}
 	/* 64 MiB of page cache: the trace id index takes inserts at random places */
 	if ((err = exec(s,
@@ -2836,8 +2855,9 @@ static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 	}
 	len = snprintf(sql, sizeof(sql),
 		       "SELECT t.hi, t.lo, t.start_ns, t.end_ns, t.ntasks, t.nhosts, ty.service, "
-		       "ty.name, h.s FROM traces AS t LEFT JOIN types AS ty ON ty.id = t.root_type "
-		       "LEFT JOIN strs AS h ON h.id = t.root_host WHERE 1%s%s%s%s%s%s%s%s%s "
+		       "ty.name, h.s, coalesce(m.flags, 0) FROM traces AS t LEFT JOIN types AS ty "
+		       "ON ty.id = t.root_type LEFT JOIN strs AS h ON h.id = t.root_host "
+		       "LEFT JOIN marks AS m ON m.tr = t.tr WHERE 1%s%s%s%s%s%s%s%s%s "
 		       "ORDER BY %s LIMIT %zu",
 		       f.from ? " AND t.start_ns >= ?1" : "", f.to ? " AND t.start_ns < ?2" : "",
 		       f.min_dur ? " AND t.end_ns - t.start_ns >= ?3" : "",
@@ -2894,6 +2914,7 @@ static ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		cpy(r->service, sizeof(r->service), sqlite3_column_text(t, 6));
 		cpy(r->name, sizeof(r->name), sqlite3_column_text(t, 7));
 		cpy(r->host, sizeof(r->host), sqlite3_column_text(t, 8));
+		r->incomplete = (uint32_t)sqlite3_column_int64(t, 9) & GRAPH_INC_ALL;
 	}
 	if (rc != SQLITE_DONE) {
 		rc = sq_fail(s, rc, why, whysz, "listing traces");
@@ -3051,6 +3072,10 @@ static int drop_trace(struct sq *s, int64_t tr, char *why, size_t whysz)
 		return fail(why, whysz, -EIO, "graph store: a trace row id out of range");
 	sqlite3_bind_int64(t, 1, tr << 16);
 	sqlite3_bind_int64(t, 2, tr << 16 | CHUNK_MAX_SEQ);
+	if ((rc = step_done(s, t, why, whysz, "dropping a trace")))
+		return rc;
+	t = stmt(s, ST_MARK_DEL);
+	sqlite3_bind_int64(t, 1, tr);
 	if ((rc = step_done(s, t, why, whysz, "dropping a trace")))
 		return rc;
 	t = stmt(s, ST_DEL_TRACE);
@@ -3422,6 +3447,48 @@ int graph_store_sqlite_check_plans(struct graph_store *base, char *why, size_t w
 	return 0;
 }
 
+/* ---------------------------------------------------------------- marks */
+
+static int sq_mark_get(struct graph_store *base, const char *trace_hex, uint32_t *flags, char *why,
+		       size_t whysz)
+{
+	struct sq *s = (struct sq *)base;
+	int64_t tr, thi, tlo;
+	sqlite3_stmt *t;
+	int rc;
+
+	*flags = 0;
+	if ((rc = find_trace(s, trace_hex, &tr, &thi, &tlo, why, whysz)))
+		return rc;
+	t = stmt(s, ST_MARK_GET);
+	sqlite3_bind_int64(t, 1, tr);
+	rc = sqlite3_step(t);
+	if (rc == SQLITE_ROW)
+		*flags = (uint32_t)sqlite3_column_int64(t, 0) & GRAPH_INC_ALL;
+	sqlite3_reset(t);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return sq_fail(s, rc, why, whysz, "reading a trace's marks");
+	return 0;
+}
+
+static int sq_mark_set(struct graph_store *base, const char *trace_hex, uint32_t flags, char *why,
+		       size_t whysz)
+{
+	struct sq *s = (struct sq *)base;
+	int64_t tr, thi, tlo;
+	sqlite3_stmt *t;
+	int rc;
+
+	if ((rc = find_trace(s, trace_hex, &tr, &thi, &tlo, why, whysz)))
+		return rc;
+	flags &= GRAPH_INC_ALL;
+	t = stmt(s, flags ? ST_MARK_SET : ST_MARK_DEL);
+	sqlite3_bind_int64(t, 1, tr);
+	if (flags)
+		sqlite3_bind_int64(t, 2, flags);
+	return step_done(s, t, why, whysz, "marking a trace");
+}
+
 static const struct graph_store_ops sqlite_ops = {
 	.name = "sqlite",
 	.put = sq_put,
@@ -3434,4 +3501,6 @@ static const struct graph_store_ops sqlite_ops = {
 	.retain = sq_retain,
 	.merge = sq_merge,
 	.close = sq_close,
+	.mark_get = sq_mark_get,
+	.mark_set = sq_mark_set,
 };

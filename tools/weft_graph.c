@@ -776,6 +776,29 @@ static int parse_dur_opt(const char *opt, const char *s, int64_t *out)
 	return 0;
 }
 
+/* Why a trace is incomplete (GRAPH_INC_*), as words. */
+static const struct {
+	uint32_t bit;
+	const char *word, *text;
+} inc_reasons[] = {
+	{ GRAPH_INC_PARENT, "parent", "a task's parent is missing" },
+	{ GRAPH_INC_EDGE, "edge", "an edge's task is missing" },
+	{ GRAPH_INC_OPEN, "open", "a task never ended" },
+};
+
+static json_t *incomplete_json(uint32_t flags)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < sizeof(inc_reasons) / sizeof(inc_reasons[0]); i++)
+		if ((flags & inc_reasons[i].bit) &&
+		    json_array_append_new(a, json_string(inc_reasons[i].word))) {
+			json_decref(a);
+			a = NULL;
+		}
+	return a;
+}
+
 static int graph_list(int argc, char **argv)
 {
 	enum { O_SERVICE = 256, O_NAME, O_HOST, O_SINCE, O_UNTIL, O_MIN, O_MAX, O_SORT };
@@ -914,6 +937,11 @@ static int graph_list(int argc, char **argv)
 				      "duration", (json_int_t)(r->end - r->start), "tasks",
 				      (json_int_t)r->ntasks, "hosts", (json_int_t)r->nhosts,
 				      "service", r->service, "name", r->name, "host", r->host);
+			if (o && r->incomplete &&
+			    json_object_set_new(o, "incomplete", incomplete_json(r->incomplete))) {
+				json_decref(o);
+				o = NULL;
+			}
 			if (!o || json_array_append_new(a, o)) {
 				json_decref(a);
 				a = NULL;
@@ -938,6 +966,8 @@ static int graph_list(int argc, char **argv)
 			fputs(": ", stdout);
 		}
 		put_clean(stdout, r->name);
+		if (r->incomplete)
+			fputs("  [incomplete]", stdout);
 		putchar('\n');
 	}
 	free(rows);
@@ -1125,6 +1155,8 @@ static int graph_show(int argc, char **argv)
 	struct graph g;
 	bool json = false, have_ctx;
 	const char *nc = getenv("NO_COLOR");
+	uint32_t marks = 0;
+	char hex[33];
 	char why[512];
 	int c, rc;
 
@@ -1170,6 +1202,14 @@ static int graph_show(int argc, char **argv)
 	}
 	o.width = terminal_width();
 	o.color = isatty(1) && !(nc && *nc);
+	graph_id128_hex(g.tasks[0].trace, hex);
+	if (!json && graph_store_mark_get(s, hex, &marks, why, sizeof(why)) == 0 && marks) {
+		fputs("incomplete:", stdout);
+		for (size_t i = 0, k = 0; i < sizeof(inc_reasons) / sizeof(inc_reasons[0]); i++)
+			if (marks & inc_reasons[i].bit)
+				printf("%s %s", k++ ? "," : "", inc_reasons[i].text);
+		fputs(" (stitched by the aggregator after its query ended)\n", stdout);
+	}
 	rc = json ? graph_show_json(stdout, &g, g.tasks[0].trace, have_ctx ? &ctx : NULL) :
 		    graph_show_text(stdout, &g, g.tasks[0].trace, have_ctx ? &ctx : NULL, &o);
 	if (rc)

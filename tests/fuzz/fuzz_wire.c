@@ -19,8 +19,11 @@
 #include "kernel/weft_agg.bpf.h"
 #include "agent/result.h"
 #include "agent/wire.h"
+#include "agent/wire_graph.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+
+static void check_graph(const Weft__GraphBatch *b);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -105,11 +108,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_groups(e->partial->groups, e->partial->n_groups);
 	else if (e->body_case == WEFT__ENVELOPE__BODY_RESULT)
 		check_groups(e->result->groups, e->result->n_groups);
+	else if (e->body_case == WEFT__ENVELOPE__BODY_GRAPH_BATCH)
+		check_graph(e->graph_batch);
 	free(a);
 	free(b);
 	wire_free(f);
 	wire_free(e);
 	return 0;
+}
+
+/* A checked GraphBatch becomes a struct graph of exactly its elements; packing that graph
+ * again passes the sender's checks (what one side accepts, the other can send). */
+static void check_graph(const Weft__GraphBatch *b)
+{
+	struct wire_graph_meta m = { .query_id = b->query_id,
+				     .window = b->window,
+				     .host = b->host };
+	struct graph g;
+	char why[256];
+	size_t nopen = 0;
+	void *buf;
+	size_t len;
+
+	graph_init(&g);
+	if (wire_graph_unpack(b, b->host, &g, &nopen, why, sizeof(why)) != 0)
+		abort();
+	if (g.ntasks != b->n_tasks || g.nevents != b->n_events || g.nedges != b->n_edges ||
+	    nopen > g.ntasks)
+		abort();
+	if (wire_graph_pack(&m, &g, &buf, &len, why, sizeof(why)) != 0)
+		abort();
+	free(buf);
+	graph_free(&g);
 }
 
 /* ---- the seed corpus ---- */
@@ -385,6 +415,59 @@ static void seeds_write(const char *dir)
 	e.body_case = WEFT__ENVELOPE__BODY_ERROR;
 	e.error = &err;
 	seed_write(dir, "error", &e);
+
+	{
+		struct graph g;
+		struct graph_task gt = { .trace = { 1, 2 },
+					 .id = 1,
+					 .service = "s",
+					 .name = "root",
+					 .host = "h",
+					 .pid = 5,
+					 .tid = 6,
+					 .start = 100,
+					 .end = 900,
+					 .status = GRAPH_STATUS_OK,
+					 .source = GRAPH_SRC_WEFT,
+					 .attrs = "{\"k\":\"v\"}" };
+		struct graph_event v = {
+			.trace = { 1, 2 }, .task = 2, .time = 300, .name = "ev", .attrs = "{}"
+		};
+		struct graph_edge d = {
+			.trace = { 1, 2 }, .kind = GRAPH_EDGE_MESSAGE, .from_task = 2, .to_task = 40
+		};
+		bool open[2] = { false, true };
+		struct wire_graph_meta m = { .query_id = 3,
+					     .window = 1,
+					     .host = "h",
+					     .open = open,
+					     .lost = 2,
+					     .last = true };
+		void *body, *env;
+		size_t blen, elen;
+		char path[512], why[256];
+		FILE *f;
+
+		graph_init(&g);
+		graph_add_task(&g, &gt);
+		gt.id = 2;
+		gt.parent = 1;
+		gt.name = "child";
+		graph_add_task(&g, &gt);
+		graph_add_event(&g, &v);
+		graph_add_edge(&g, &d);
+		if (wire_graph_pack(&m, &g, &body, &blen, why, sizeof(why)) ||
+		    wire_envelope_wrap(1, WEFT__ENVELOPE__BODY_GRAPH_BATCH, body, blen, &env,
+				       &elen))
+			abort();
+		snprintf(path, sizeof(path), "%s/graph_batch", dir);
+		f = fopen(path, "wb");
+		if (!f || fwrite(env, 1, elen, f) != elen || fclose(f) != 0)
+			abort();
+		free(body);
+		free(env);
+		graph_free(&g);
+	}
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -827,6 +827,84 @@ static void test_retain(void **state)
 	graph_store_close(s);
 }
 
+static void sql(const char *name, const char *q);
+
+/* Marks of incomplete traces: graph_trace_gaps() of a loaded trace, set and read back, shown by
+ * list, cleared, dropped with their trace; a version 1 file is upgraded on open. */
+static void test_marks(void **state)
+{
+	struct graph_store *s = open_ok("marks.db");
+	struct graph_filter f = { .sort = GRAPH_SORT_START_ASC, .limit = 10 };
+	struct graph_trace_row *rows;
+	struct graph g, l;
+	char why[256];
+	uint32_t fl = 99;
+	sqlite3 *db;
+	sqlite3_stmt *t;
+
+	(void)state;
+	graph_init(&g);
+	/* trace 1: complete; trace 2: a child whose parent 9 is elsewhere, a message to 8 */
+	task(&g, tid128(0, 1), 1, 0, "s", "root", "h", 1, T0, T0 + MS);
+	task(&g, tid128(0, 1), 2, 1, "s", "child", "h", 1, T0, T0 + MS);
+	edge(&g, tid128(0, 1), GRAPH_EDGE_MESSAGE, 1, 2);
+	task(&g, tid128(0, 2), 3, 9, "s", "child", "h", 1, T0 + 1, T0 + MS);
+	edge(&g, tid128(0, 2), GRAPH_EDGE_MESSAGE, 3, 8);
+	put_ok(s, &g, NULL);
+	graph_free(&g);
+
+	graph_init(&l);
+	assert_int_equal(graph_store_load(s, "1", &l, why, sizeof(why)), 0);
+	assert_int_equal(graph_trace_gaps(&l), 0);
+	graph_free(&l);
+	graph_init(&l);
+	assert_int_equal(graph_store_load(s, "2", &l, why, sizeof(why)), 0);
+	assert_int_equal(graph_trace_gaps(&l), GRAPH_INC_PARENT | GRAPH_INC_EDGE);
+	graph_free(&l);
+
+	assert_int_equal(graph_store_mark_get(s, "2", &fl, why, sizeof(why)), 0);
+	assert_int_equal(fl, 0);
+	assert_int_equal(
+		graph_store_mark_set(s, "2", GRAPH_INC_PARENT | GRAPH_INC_OPEN, why, sizeof(why)),
+		0);
+	assert_int_equal(graph_store_mark_get(s, "2", &fl, why, sizeof(why)), 0);
+	assert_int_equal(fl, GRAPH_INC_PARENT | GRAPH_INC_OPEN);
+	assert_int_equal(graph_store_mark_set(s, "77", GRAPH_INC_OPEN, why, sizeof(why)), -ENOENT);
+	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 2);
+	assert_int_equal(rows[0].trace.lo, 1);
+	assert_int_equal(rows[0].incomplete, 0);
+	assert_int_equal(rows[1].incomplete, GRAPH_INC_PARENT | GRAPH_INC_OPEN);
+	free(rows);
+	assert_int_equal(graph_store_mark_set(s, "2", 0, why, sizeof(why)), 0);
+	assert_int_equal(graph_store_mark_get(s, "2", &fl, why, sizeof(why)), 0);
+	assert_int_equal(fl, 0);
+
+	/* a mark goes with its trace */
+	assert_int_equal(graph_store_mark_set(s, "1", GRAPH_INC_EDGE, why, sizeof(why)), 0);
+	assert_int_equal(graph_store_retain(s, T0 + 10 * MS, 0, why, sizeof(why)), 2);
+	graph_store_close(s);
+	assert_int_equal(sqlite3_open(path_in("marks.db"), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM marks", -1, &t, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(t), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(t, 0), 0);
+	sqlite3_finalize(t);
+	sqlite3_close(db);
+
+	/* a version 1 store (no marks table) is upgraded when opened */
+	sql("marks.db", "DROP TABLE marks; PRAGMA user_version = 1;");
+	s = open_ok("marks.db");
+	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 0);
+	free(rows);
+	graph_store_close(s);
+	assert_int_equal(sqlite3_open(path_in("marks.db"), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &t, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(t), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(t, 0), GRAPH_STORE_VERSION);
+	sqlite3_finalize(t);
+	sqlite3_close(db);
+}
+
 static void ctx_of(struct graph_store *aggs, struct graph_store *traces, const char *hex,
 		   struct graph_context *c, struct graph *h)
 {
@@ -1160,6 +1238,7 @@ int main(void)
 		cmocka_unit_test(test_concurrency),    cmocka_unit_test(test_list),
 		cmocka_unit_test(test_retain),	       cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_plans),	       cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_marks),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

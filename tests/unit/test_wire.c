@@ -26,6 +26,7 @@
 
 #include "agent/result.h"
 #include "agent/wire.h"
+#include "agent/wire_graph.h"
 #include "aggregator/zap.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
@@ -50,6 +51,10 @@ struct full {
 	Weft__Subscribe subscribe;
 	Weft__QueryError query_error;
 	Weft__Error error;
+	Weft__GraphBatch graph_batch;
+	Weft__GraphTask gt[2], *gtp[2];
+	Weft__GraphEvent gev, *gevp[1];
+	Weft__GraphEdge ged, *gedp[1];
 	Weft__Group g[2], *gp[2];
 	ProtobufCBinaryData states[2][2];
 	Weft__AgentStatus as, *asp[1];
@@ -69,6 +74,7 @@ static const Weft__Envelope__BodyCase all_bodies[] = {
 	WEFT__ENVELOPE__BODY_RESULT,	   WEFT__ENVELOPE__BODY_STATUS_REQUEST,
 	WEFT__ENVELOPE__BODY_STATUS_REPLY, WEFT__ENVELOPE__BODY_SUBSCRIBE,
 	WEFT__ENVELOPE__BODY_QUERY_ERROR,  WEFT__ENVELOPE__BODY_ERROR,
+	WEFT__ENVELOPE__BODY_GRAPH_BATCH,
 };
 #define NBODIES (sizeof(all_bodies) / sizeof(all_bodies[0]))
 
@@ -280,6 +286,62 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->error.in_reply_to = 41;
 		f->e.error = &f->error;
 		break;
+	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
+		weft__graph_batch__init(&f->graph_batch);
+		f->graph_batch.query_id = 5;
+		f->graph_batch.window = 2;
+		f->graph_batch.host = "web-1";
+		for (int i = 0; i < 2; i++) {
+			weft__graph_task__init(&f->gt[i]);
+			f->gt[i].trace_hi = 0x0af7651916cd43ddull;
+			f->gt[i].trace_lo = 0x8448eb211c80319cull;
+			f->gt[i].id = (uint64_t)i + 1;
+			f->gt[i].has_parent = i == 1;
+			f->gt[i].parent = 1;
+			f->gt[i].service = "shop";
+			f->gt[i].name = i ? "db \xe2\x86\x92 query" : "GET /cart";
+			f->gt[i].has_pid = f->gt[i].has_tid = true;
+			f->gt[i].pid = 100;
+			f->gt[i].tid = 101 + i;
+			f->gt[i].start_ns = 1700000000000000000ll + i * 1000;
+			f->gt[i].has_end_ns = i == 0; /* the second never ended */
+			f->gt[i].end_ns = f->gt[i].start_ns + 5000;
+			f->gt[i].has_status = true;
+			f->gt[i].status = 1;
+			f->gt[i].has_source = true;
+			f->gt[i].source = GRAPH_SRC_WEFT;
+			f->gt[i].attrs = "{\"k\":\"v\"}";
+			f->gtp[i] = &f->gt[i];
+		}
+		f->graph_batch.tasks = f->gtp;
+		f->graph_batch.n_tasks = 2;
+		weft__graph_event__init(&f->gev);
+		f->gev.trace_hi = f->gt[0].trace_hi;
+		f->gev.trace_lo = f->gt[0].trace_lo;
+		f->gev.task = 2;
+		f->gev.time_ns = f->gt[1].start_ns + 10;
+		f->gev.name = "retry";
+		f->gevp[0] = &f->gev;
+		f->graph_batch.events = f->gevp;
+		f->graph_batch.n_events = 1;
+		weft__graph_edge__init(&f->ged);
+		f->ged.trace_hi = f->gt[0].trace_hi;
+		f->ged.trace_lo = f->gt[0].trace_lo;
+		f->ged.kind = GRAPH_EDGE_MESSAGE;
+		f->ged.from_task = 2;
+		f->ged.to_task = 77; /* on another host */
+		f->gedp[0] = &f->ged;
+		f->graph_batch.edges = f->gedp;
+		f->graph_batch.n_edges = 1;
+		f->graph_batch.has_last = true;
+		f->graph_batch.last = true;
+		f->graph_batch.has_lost = true;
+		f->graph_batch.lost = 3;
+		f->graph_batch.has_aggs = true;
+		f->graph_batch.aggs.data = f->obj;
+		f->graph_batch.aggs.len = sizeof(f->obj);
+		f->e.graph_batch = &f->graph_batch;
+		break;
 	default:
 		fail();
 	}
@@ -395,6 +457,7 @@ struct breakage {
 };
 
 static char long_name[WIRE_MAX_STRING + 2];
+static char graph_long[GRAPH_MAX_STR + 2];
 static char long_query[WIRE_MAX_QUERY + 2];
 static char *many_strs[WIRE_MAX_STRING];
 
@@ -607,7 +670,79 @@ static void b_error_msg(struct full *f)
 	f->error.message = "";
 }
 
+static void b_gb_task_id(struct full *f)
+{
+	f->gt[1].id = 0;
+}
+static void b_gb_trace0(struct full *f)
+{
+	f->gt[0].trace_hi = f->gt[0].trace_lo = 0;
+}
+static void b_gb_end(struct full *f)
+{
+	f->gt[0].end_ns = f->gt[0].start_ns - 1;
+}
+static void b_gb_status(struct full *f)
+{
+	f->gt[0].status = 3;
+}
+static void b_gb_source(struct full *f)
+{
+	f->gt[1].source = GRAPH_SRC_COUNT;
+}
+static void b_gb_name_utf8(struct full *f)
+{
+	f->gt[1].name = "bad \xc3";
+}
+static void b_gb_name_long(struct full *f)
+{
+	f->gt[0].name = graph_long;
+}
+static void b_gb_kind(struct full *f)
+{
+	f->ged.kind = GRAPH_EDGE_COUNT;
+}
+static void b_gb_edge_task(struct full *f)
+{
+	f->ged.to_task = 0;
+}
+static void b_gb_event_task(struct full *f)
+{
+	f->gev.task = 0;
+}
+static void b_gb_host(struct full *f)
+{
+	f->graph_batch.host = "";
+}
+static void b_gb_query(struct full *f)
+{
+	f->graph_batch.query_id = 0;
+}
+static void b_gb_self_parent(struct full *f)
+{
+	f->gt[1].parent = 2;
+}
+static void b_gb_task_host(struct full *f)
+{
+	f->gt[0].host = "a\nb";
+}
+
 static const struct breakage breakages[] = {
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[1].id: 0", b_gb_task_id },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0]: trace id 0", b_gb_trace0 },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0].end_ns: before its start", b_gb_end },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0].status: 3", b_gb_status },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[1].source", b_gb_source },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask.name[1]: not UTF-8", b_gb_name_utf8 },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask.name[0]: 65537 bytes", b_gb_name_long },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphEdge[0].kind", b_gb_kind },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphEdge[0]: task id 0", b_gb_edge_task },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphEvent[0].task: 0", b_gb_event_task },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphBatch.host: empty", b_gb_host },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphBatch.query_id: 0", b_gb_query },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[1].parent: the task itself",
+	  b_gb_self_parent },
+	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask.host: control character", b_gb_task_host },
 	{ WEFT__ENVELOPE__BODY_ACK, "version 2", b_version },
 	{ WEFT__ENVELOPE__BODY_ACK, "seq 0", b_seq0 },
 	{ WEFT__ENVELOPE__BODY_HELLO, "Hello.role", b_role },
@@ -663,6 +798,7 @@ static const struct breakage breakages[] = {
 
 static void test_every_rule_refuses(void **state)
 {
+	memset(graph_long, 'g', sizeof(graph_long) - 1);
 	memset(long_name, 'x', sizeof(long_name) - 1);
 	memset(host_256, 'h', sizeof(host_256) - 1);
 	memset(long_query, 'q', sizeof(long_query) - 1);
@@ -1201,6 +1337,107 @@ static void test_decode_arena_budget(void **state)
 	free(b);
 }
 
+/* A struct graph through wire_graph_pack(), an envelope, wire_decode() and wire_graph_unpack():
+ * every field as it was, an open task's end at its start, a task without host given the
+ * batch's, and what cannot be sent refused before packing. */
+static void test_graph_batch_roundtrip(void **state)
+{
+	struct graph g, back;
+	struct graph_task t = { .trace = { 7, 9 },
+				.id = 1,
+				.service = "shop",
+				.name = "GET /",
+				.host = "",
+				.pid = 10,
+				.tid = 11,
+				.start = 1000,
+				.end = 5000,
+				.status = GRAPH_STATUS_ERROR,
+				.source = GRAPH_SRC_WEFT,
+				.attrs = "{\"a\":1}" };
+	struct graph_event ev = { .trace = { 7, 9 },
+				  .task = 2,
+				  .time = 2500,
+				  .name = "retry",
+				  .source = GRAPH_SRC_WEFT,
+				  .attrs = "{}" };
+	struct graph_edge ed = { .trace = { 7, 9 },
+				 .kind = GRAPH_EDGE_MESSAGE,
+				 .from_task = 2,
+				 .to_task = 99,
+				 .source = GRAPH_SRC_KERNEL };
+	bool open[2] = { false, true };
+	struct wire_graph_meta m = { .query_id = 3, .window = 4, .host = "h1", .open = open };
+	Weft__Envelope *d;
+	void *body, *env;
+	size_t len, elen, nopen = 0;
+	char why[256];
+
+	graph_init(&g);
+	graph_init(&back);
+	assert_non_null(graph_add_task(&g, &t));
+	t.id = 2;
+	t.parent = 1;
+	t.host = "h1";
+	t.pid = t.tid = -1;
+	t.start = 2000;
+	t.end = 2000;
+	t.status = GRAPH_STATUS_UNSET;
+	t.attrs = "{}";
+	assert_non_null(graph_add_task(&g, &t));
+	assert_non_null(graph_add_event(&g, &ev));
+	assert_non_null(graph_add_edge(&g, &ed));
+	assert_int_equal(wire_graph_pack(&m, &g, &body, &len, why, sizeof(why)), 0);
+	assert_int_equal(
+		wire_envelope_wrap(9, WEFT__ENVELOPE__BODY_GRAPH_BATCH, body, len, &env, &elen), 0);
+	d = wire_decode(env, elen, why, sizeof(why));
+	if (!d)
+		fail_msg("%s", why);
+	assert_int_equal(d->graph_batch->query_id, 3);
+	assert_int_equal(d->graph_batch->window, 4);
+	assert_string_equal(d->graph_batch->host, "h1");
+	assert_int_equal(wire_graph_unpack(d->graph_batch, "h1", &back, &nopen, why, sizeof(why)),
+			 0);
+	assert_int_equal(nopen, 1);
+	assert_int_equal(back.ntasks, 2);
+	assert_int_equal(back.nevents, 1);
+	assert_int_equal(back.nedges, 1);
+	assert_int_equal(back.tasks[0].trace.hi, 7);
+	assert_int_equal(back.tasks[0].trace.lo, 9);
+	assert_int_equal(back.tasks[0].parent, 0);
+	assert_string_equal(back.tasks[0].service, "shop");
+	assert_string_equal(back.tasks[0].name, "GET /");
+	assert_string_equal(back.tasks[0].host, "h1"); /* the batch's */
+	assert_int_equal(back.tasks[0].pid, 10);
+	assert_int_equal(back.tasks[0].tid, 11);
+	assert_int_equal(back.tasks[0].start, 1000);
+	assert_int_equal(back.tasks[0].end, 5000);
+	assert_int_equal(back.tasks[0].status, GRAPH_STATUS_ERROR);
+	assert_int_equal(back.tasks[0].source, GRAPH_SRC_WEFT);
+	assert_string_equal(back.tasks[0].attrs, "{\"a\":1}");
+	assert_int_equal(back.tasks[1].parent, 1);
+	assert_int_equal(back.tasks[1].pid, -1);
+	assert_int_equal(back.tasks[1].end, back.tasks[1].start); /* open: ends at its start */
+	assert_string_equal(back.tasks[1].attrs, "{}");
+	assert_int_equal(back.events[0].task, 2);
+	assert_int_equal(back.events[0].time, 2500);
+	assert_string_equal(back.events[0].name, "retry");
+	assert_int_equal(back.edges[0].kind, GRAPH_EDGE_MESSAGE);
+	assert_int_equal(back.edges[0].to_task, 99);
+	assert_int_equal(back.edges[0].source, GRAPH_SRC_KERNEL);
+	wire_free(d);
+	free(env);
+	free(body);
+
+	/* what the receiver would refuse is not packed */
+	g.tasks[0].id = 0;
+	assert_int_equal(wire_graph_pack(&m, &g, &body, &len, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "GraphTask[0].id: 0"));
+	assert_null(body);
+	graph_free(&g);
+	graph_free(&back);
+}
+
 /* The densest partial weft makes: groups of one 8-byte key slot and one count state (24 bytes
  * on the wire), as many as make protobuf-c's scratch the largest (16 x (2^14 - 1) + 1): ~7.7 x
  * the message in the arena, within the budget of 8 x + 1 MiB. */
@@ -1258,9 +1495,11 @@ static void test_roles_and_bodies(void **state)
 
 	for (size_t i = 0; i < NBODIES; i++) {
 		Weft__Envelope__BodyCase b = all_bodies[i];
-		bool agent =
-			b == WEFT__ENVELOPE__BODY_HELLO || b == WEFT__ENVELOPE__BODY_HEARTBEAT ||
-			b == WEFT__ENVELOPE__BODY_PARTIAL || b == WEFT__ENVELOPE__BODY_QUERY_ERROR;
+		bool agent = b == WEFT__ENVELOPE__BODY_HELLO ||
+			     b == WEFT__ENVELOPE__BODY_HEARTBEAT ||
+			     b == WEFT__ENVELOPE__BODY_PARTIAL ||
+			     b == WEFT__ENVELOPE__BODY_QUERY_ERROR ||
+			     b == WEFT__ENVELOPE__BODY_GRAPH_BATCH;
 		bool client =
 			b == WEFT__ENVELOPE__BODY_HELLO || b == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 			b == WEFT__ENVELOPE__BODY_SUBMIT || b == WEFT__ENVELOPE__BODY_QUERY_STOP ||
@@ -1872,6 +2111,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip_every_body),
 		cmocka_unit_test(test_envelope_wrap),
 		cmocka_unit_test(test_every_rule_refuses),
+		cmocka_unit_test(test_graph_batch_roundtrip),
 		cmocka_unit_test(test_envelope_shape),
 		cmocka_unit_test(test_truncated_and_random),
 		cmocka_unit_test(test_decode_budget),
