@@ -562,6 +562,28 @@ static void test_rejected_not_retried(void **state)
 	}
 }
 
+/* A 200 with an OTLP partialSuccess: the spans it names are counted rejected, the rest sent. */
+static void test_partial_success(void **state)
+{
+	struct rcv g;
+	struct sum s;
+	pid_t w;
+	(void)state;
+
+	g = rcv_start("g", 0, "--partial-reject", "1");
+	w = import_start(path_in("s6.sqlite"), path_in("w6.out"), path_in("w6.err"),
+			 (const char *const[]){ "--forward", url_of(g.port), "--forward-batch", "1",
+						"--forward-spool", path_in("spool6"), NULL });
+	assert_int_equal(wait_exit(w), 1); /* spans were rejected */
+	rcv_stop(&g);
+	s = sum_read(path_in("w6.out"));
+	assert_int_equal(s.requests, NFILES);
+	assert_int_equal(s.rejected, NFILES); /* one per request */
+	assert_int_equal(s.sent, NSPANS - NFILES);
+	assert_int_equal(s.retried + s.spooled + s.dropped + s.queued, 0);
+	assert_int_equal(log_count("g", 200, NULL, 0), NFILES);
+}
+
 /*
  * The collector is down for the whole import and the spool (20 KiB) holds only part of the
  * 44 KB of requests: what does not fit is dropped and counted, the spool never exceeds its
@@ -667,6 +689,7 @@ int main(void)
 		cmocka_unit_test(test_restart_exactly_once),
 		cmocka_unit_test(test_forward_all_from_store),
 		cmocka_unit_test(test_rejected_not_retried),
+		cmocka_unit_test(test_partial_success),
 		cmocka_unit_test(test_spool_too_small),
 		cmocka_unit_test(test_usage),
 	};
