@@ -232,7 +232,8 @@ static int spool_scan(struct graph_fwd *f, char *why, size_t whysz)
 			f->seq_next = s.seq + 1;
 	}
 	closedir(d);
-	qsort(f->q + first, f->qn - first, sizeof(*f->q), cmp_seq);
+	if (f->qn > first)
+		qsort(f->q + first, f->qn - first, sizeof(*f->q), cmp_seq);
 	return 0;
 }
 
