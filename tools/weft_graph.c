@@ -1101,24 +1101,9 @@ static int graph_stats(int argc, char **argv)
  */
 static int load_trace(struct graph_store *s, const char *name, struct graph *g)
 {
-	char why[512], padded[40];
-	int rc;
+	char why[512];
+	int rc = graph_store_load_name(s, name, g, why, sizeof(why));
 
-	why[0] = 0;
-	rc = graph_store_load(s, name, g, why, sizeof(why));
-	if (rc == -ENOENT && strlen(name) < 16) {
-		char why2[512];
-
-		snprintf(padded, sizeof(padded), "0000000000000000%s", name);
-		why2[0] = 0;
-		graph_clear(g);
-		if (graph_store_load(s, padded, g, why2, sizeof(why2)) == 0)
-			rc = 0;
-		else if (why2[0] && !strstr(why2, "no trace"))
-			snprintf(why, sizeof(why), "%s", why2);
-	}
-	if (rc == 0 && g->ntasks == 0)
-		rc = -ENOENT;
 	if (rc)
 		fprintf(stderr, "weft: %s\n", why[0] ? why : strerror(-rc));
 	return rc;
