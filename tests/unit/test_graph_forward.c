@@ -729,6 +729,23 @@ static void test_usage(void **state)
 	}
 }
 
+/* libcurl is opened on first use, never linked: weft's start-up does not load it. */
+static void test_curl_not_linked(void **state)
+{
+	char cmd[1400], *deps;
+	(void)state;
+
+	snprintf(cmd, sizeof(cmd), "ldd '%s' > '%s' 2>&1", bin, path_in("ldd.out"));
+	if (system(cmd) != 0) {
+		wt_skip("ldd cannot read %s", bin);
+		return;
+	}
+	deps = slurp(path_in("ldd.out"));
+	assert_non_null(strstr(deps, "libc.so")); /* ldd did list the dependencies */
+	assert_null(strstr(deps, "libcurl"));
+	free(deps);
+}
+
 int main(void)
 {
 	const char *src = getenv("WEFT_SOURCE_DIR");
@@ -740,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_batches_by_trace),
 		cmocka_unit_test(test_spool_too_small),
 		cmocka_unit_test(test_usage),
+		cmocka_unit_test(test_curl_not_linked),
 	};
 	int rc;
 
