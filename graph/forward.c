@@ -569,9 +569,12 @@ int graph_fwd_add(struct graph_fwd *f, const struct graph *g)
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	memcpy(t, g->tasks, g->ntasks * sizeof(*t));
-	memcpy(e, g->events, g->nevents * sizeof(*e));
-	memcpy(d, g->edges, g->nedges * sizeof(*d));
+	if (g->ntasks) /* an empty array may be NULL, which memcpy() must not see */
+		memcpy(t, g->tasks, g->ntasks * sizeof(*t));
+	if (g->nevents)
+		memcpy(e, g->events, g->nevents * sizeof(*e));
+	if (g->nedges)
+		memcpy(d, g->edges, g->nedges * sizeof(*d));
 	qsort(t, g->ntasks, sizeof(*t), cmp_task_trace);
 	qsort(e, g->nevents, sizeof(*e), cmp_event_trace);
 	qsort(d, g->nedges, sizeof(*d), cmp_edge_trace);
