@@ -232,7 +232,8 @@ static int spool_scan(struct graph_fwd *f, char *why, size_t whysz)
 			f->seq_next = s.seq + 1;
 	}
 	closedir(d);
-	qsort(f->q + first, f->qn - first, sizeof(*f->q), cmp_seq);
+	if (f->qn > first)
+		qsort(f->q + first, f->qn - first, sizeof(*f->q), cmp_seq);
 	return 0;
 }
 
@@ -507,23 +508,106 @@ static void send_spool(struct graph_fwd *f)
 	}
 }
 
-int graph_fwd_add(struct graph_fwd *f, const struct graph *g)
+static int cmp_task_trace(const void *a, const void *b)
+{
+	return graph_id128_cmp(((const struct graph_task *)a)->trace,
+			       ((const struct graph_task *)b)->trace);
+}
+
+static int cmp_event_trace(const void *a, const void *b)
+{
+	return graph_id128_cmp(((const struct graph_event *)a)->trace,
+			       ((const struct graph_event *)b)->trace);
+}
+
+static int cmp_edge_trace(const void *a, const void *b)
+{
+	return graph_id128_cmp(((const struct graph_edge *)a)->trace,
+			       ((const struct graph_edge *)b)->trace);
+}
+
+/* Adds one trace's elements (a view into sorted copies of a batch's arrays). */
+static int add_view(struct graph_fwd *f, const struct graph *v)
 {
 	int rc;
 
-	if (!g->ntasks && !g->nevents && !g->nedges)
-		return 0;
 	if (!f->pending.ntasks && !f->pending.nevents && !f->pending.nedges)
 		f->pending_since = mono_ns();
-	rc = graph_append(&f->pending, g);
+	rc = graph_append(&f->pending, v);
 	if (rc) {
-		f->st.dropped += g->ntasks;
+		f->st.dropped += v->ntasks;
 		return rc;
 	}
 	f->st.pending = f->pending.ntasks;
 	if (f->pending.ntasks >= f->batch_spans)
 		return flush_pending(f);
 	return 0;
+}
+
+/*
+ * A batch is cut into its traces, so that a request closes as soon as it holds batch_spans
+ * spans and a large batch (an imported file of a million spans) becomes many requests of
+ * about batch_spans, never one that a collector would refuse as too large; a trace is never
+ * split.  The elements are sorted by trace in copies (their strings stay g's until
+ * graph_append() copies them).
+ */
+int graph_fwd_add(struct graph_fwd *f, const struct graph *g)
+{
+	struct graph_task *t = NULL;
+	struct graph_event *e = NULL;
+	struct graph_edge *d = NULL;
+	size_t it = 0, ie = 0, id = 0;
+	int rc = 0;
+
+	if (!g->ntasks && !g->nevents && !g->nedges)
+		return 0;
+	t = malloc((g->ntasks + 1) * sizeof(*t));
+	e = malloc((g->nevents + 1) * sizeof(*e));
+	d = malloc((g->nedges + 1) * sizeof(*d));
+	if (!t || !e || !d) {
+		f->st.dropped += g->ntasks;
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	if (g->ntasks) /* an empty array may be NULL, which memcpy() must not see */
+		memcpy(t, g->tasks, g->ntasks * sizeof(*t));
+	if (g->nevents)
+		memcpy(e, g->events, g->nevents * sizeof(*e));
+	if (g->nedges)
+		memcpy(d, g->edges, g->nedges * sizeof(*d));
+	qsort(t, g->ntasks, sizeof(*t), cmp_task_trace);
+	qsort(e, g->nevents, sizeof(*e), cmp_event_trace);
+	qsort(d, g->nedges, sizeof(*d), cmp_edge_trace);
+	/* walk the three sorted arrays in step, one trace (the least next one) at a time */
+	while (it < g->ntasks || ie < g->nevents || id < g->nedges) {
+		struct graph v = { 0 };
+		struct graph_id128 tr = it < g->ntasks	? t[it].trace :
+					ie < g->nevents ? e[ie].trace :
+							  d[id].trace;
+		int r;
+
+		if (ie < g->nevents && graph_id128_cmp(e[ie].trace, tr) < 0)
+			tr = e[ie].trace;
+		if (id < g->nedges && graph_id128_cmp(d[id].trace, tr) < 0)
+			tr = d[id].trace;
+		v.tasks = t + it;
+		while (it < g->ntasks && graph_id128_eq(t[it].trace, tr))
+			it++, v.ntasks++;
+		v.events = e + ie;
+		while (ie < g->nevents && graph_id128_eq(e[ie].trace, tr))
+			ie++, v.nevents++;
+		v.edges = d + id;
+		while (id < g->nedges && graph_id128_eq(d[id].trace, tr))
+			id++, v.nedges++;
+		r = add_view(f, &v);
+		if (r && !rc)
+			rc = r;
+	}
+out_free:
+	free(t);
+	free(e);
+	free(d);
+	return rc;
 }
 
 int64_t graph_fwd_poll(struct graph_fwd *f)

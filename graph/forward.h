@@ -3,8 +3,9 @@
  * Forwarding execution graphs to a trace backend over OTLP/HTTP (docs/operations.md,
  * "Forwarding graphs to an OpenTelemetry Collector"; docs/graphs.md, "Another backend").
  *
- * A forwarder takes graph batches as they are stored (graph_fwd_add), gathers them into
- * requests of about opts.batch_spans spans or opts.batch_delay_ns of age, and POSTs each as
+ * A forwarder takes graph batches as they are stored (graph_fwd_add), cuts them into their
+ * traces, gathers those into requests of about opts.batch_spans spans (a trace is never
+ * split) or opts.batch_delay_ns of age, and POSTs each as
  * an OTLP JSON ExportTraceServiceRequest (written by graph_export(), GRAPH_FMT_OTLP: tasks are
  * spans, events span events, other edges span links; service, host and pid the resource,
  * the thread the span attribute thread.id) to URL/v1/traces with Content-Type
@@ -76,8 +77,8 @@ struct graph_fwd;
 struct graph_fwd *graph_fwd_open(const struct graph_fwd_opts *opts, char *why, size_t whysz);
 void graph_fwd_close(struct graph_fwd *f); /* pending spans are flushed to the spool first */
 
-/* Adds a copy of g's elements; a request is made when batch_spans are gathered.  0 or
- * -errno (-ENOMEM: nothing of g was added, and its tasks are counted dropped). */
+/* Adds a copy of g's elements, trace by trace; a request is made whenever batch_spans are
+ * gathered.  0 or -errno (-ENOMEM: the tasks of the traces not added are counted dropped). */
 int graph_fwd_add(struct graph_fwd *f, const struct graph *g);
 
 /* Does what is due: closes a batch older than batch_delay_ns, sends spooled requests whose

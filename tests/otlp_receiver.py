@@ -19,7 +19,9 @@ Scripted faults, in the order requests arrive:
   --fail CODE:N     answer the first N requests CODE (with Retry-After: --retry-after when
                     CODE is 429 or 503) and record nothing of them;
   --exit-after N    after answering N requests 200, close the listening socket and exit 0
-                    (a sender then finds the port refusing connections).
+                    (a sender then finds the port refusing connections);
+  --partial-reject K  answer every 200 with an OTLP partialSuccess of K rejected spans (the
+                    spans are recorded all the same: the sender must count K rejected).
 
 --port 0 binds any free port; the port is written to --port-file once listening.  A request
 that is not a POST to /v1/traces, or whose body is not OTLP JSON, is answered 400 and
@@ -50,6 +52,7 @@ def main():
     ap.add_argument("--fail", default=None)
     ap.add_argument("--retry-after", default="1")
     ap.add_argument("--exit-after", type=int, default=0)
+    ap.add_argument("--partial-reject", type=int, default=0)
     a = ap.parse_args()
 
     fail_code, fail_n = 0, 0
@@ -151,7 +154,12 @@ def main():
             log.write("%d 200 %d\n" % (n, len(spans)))
             log.flush()
             state["ok"] += 1
-            self.answer(200, b"{}")
+            if a.partial_reject:
+                self.answer(200, json.dumps({"partialSuccess": {
+                    "rejectedSpans": str(a.partial_reject),
+                    "errorMessage": "scripted partial success"}}).encode())
+            else:
+                self.answer(200, b"{}")
 
         def do_GET(self):
             self.answer(405, b"{}")

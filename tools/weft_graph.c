@@ -1463,6 +1463,11 @@ static int graph_forward(int argc, char **argv)
 			graph_store_close(s);
 			return WEFT_EXIT_FAIL;
 		}
+		if (nrows == LIST_MAX)
+			fprintf(stderr,
+				"weft: --all forwards the %d oldest traces of the store; name the "
+				"others, or run again after `weft graph retain` dropped these\n",
+				LIST_MAX);
 	}
 	fwd = fwd_open(&fc);
 	if (!fwd) {

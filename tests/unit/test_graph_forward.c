@@ -563,6 +563,75 @@ static void test_rejected_not_retried(void **state)
 }
 
 /*
+ * Batches are cut into traces: three files of two traces each (tests/data: otlp/checkout.json
+ * 5 tasks, 2 events, 4 edges; jaeger/hotrod.json 5, 4, 5; xtrace/rpc.json 4, 11, 6, as
+ * test_graph_import checks) give six requests of one trace each with --forward-batch 1, and
+ * one request with the default batch; events and edges of all three formats travel.
+ */
+static void test_batches_by_trace(void **state)
+{
+	static const char *const batch[2] = { "1", "512" };
+	static const unsigned long requests[2] = { 6, 1 };
+	(void)state;
+
+	for (int k = 0; k < 2; k++) {
+		char tag[8], st[16], out[16], err[16], sp[16], f1[1100], f2[1100], f3[1100];
+		struct rcv h;
+		struct sum s;
+		struct rec r;
+		pid_t w;
+
+		snprintf(tag, sizeof(tag), "h%d", k);
+		snprintf(st, sizeof(st), "s7%d.sqlite", k);
+		snprintf(out, sizeof(out), "w7%d.out", k);
+		snprintf(err, sizeof(err), "w7%d.err", k);
+		snprintf(sp, sizeof(sp), "spool7%d", k);
+		snprintf(f1, sizeof(f1), "%s/../otlp/checkout.json", data);
+		snprintf(f2, sizeof(f2), "%s/../jaeger/hotrod.json", data);
+		snprintf(f3, sizeof(f3), "%s/../xtrace/rpc.json", data);
+		h = rcv_start(tag, 0, NULL, NULL);
+		w = spawn((const char *const[]){ bin, "graph", "-S", path_in(st), "import", "-q",
+						 "--forward", url_of(h.port), "--forward-batch",
+						 batch[k], "--forward-spool", path_in(sp), f1, f2,
+						 f3, NULL },
+			  path_in(out), path_in(err));
+		assert_int_equal(wait_exit(w), 0);
+		rcv_stop(&h);
+		s = sum_read(path_in(out));
+		assert_int_equal(s.sent, 14);
+		assert_int_equal(s.requests, requests[k]);
+		assert_int_equal(log_count(tag, 200, NULL, 0), requests[k]);
+		r = rec_read(tag);
+		assert_int_equal(r.spans, 14);
+		assert_int_equal(r.distinct, 14);
+		assert_int_equal(r.events, 2 + 4 + 11);
+		assert_int_equal(r.parents + r.links, 4 + 5 + 6);
+	}
+}
+
+/* A 200 with an OTLP partialSuccess: the spans it names are counted rejected, the rest sent. */
+static void test_partial_success(void **state)
+{
+	struct rcv g;
+	struct sum s;
+	pid_t w;
+	(void)state;
+
+	g = rcv_start("g", 0, "--partial-reject", "1");
+	w = import_start(path_in("s6.sqlite"), path_in("w6.out"), path_in("w6.err"),
+			 (const char *const[]){ "--forward", url_of(g.port), "--forward-batch", "1",
+						"--forward-spool", path_in("spool6"), NULL });
+	assert_int_equal(wait_exit(w), 1); /* spans were rejected */
+	rcv_stop(&g);
+	s = sum_read(path_in("w6.out"));
+	assert_int_equal(s.requests, NFILES);
+	assert_int_equal(s.rejected, NFILES); /* one per request */
+	assert_int_equal(s.sent, NSPANS - NFILES);
+	assert_int_equal(s.retried + s.spooled + s.dropped + s.queued, 0);
+	assert_int_equal(log_count("g", 200, NULL, 0), NFILES);
+}
+
+/*
  * The collector is down for the whole import and the spool (20 KiB) holds only part of the
  * 44 KB of requests: what does not fit is dropped and counted, the spool never exceeds its
  * bound, and a later `weft graph forward` delivers exactly what was spooled.
@@ -660,6 +729,23 @@ static void test_usage(void **state)
 	}
 }
 
+/* libcurl is opened on first use, never linked: weft's start-up does not load it. */
+static void test_curl_not_linked(void **state)
+{
+	char cmd[1400], *deps;
+	(void)state;
+
+	snprintf(cmd, sizeof(cmd), "ldd '%s' > '%s' 2>&1", bin, path_in("ldd.out"));
+	if (system(cmd) != 0) {
+		wt_skip("ldd cannot read %s", bin);
+		return;
+	}
+	deps = slurp(path_in("ldd.out"));
+	assert_non_null(strstr(deps, "libc.so")); /* ldd did list the dependencies */
+	assert_null(strstr(deps, "libcurl"));
+	free(deps);
+}
+
 int main(void)
 {
 	const char *src = getenv("WEFT_SOURCE_DIR");
@@ -667,8 +753,11 @@ int main(void)
 		cmocka_unit_test(test_restart_exactly_once),
 		cmocka_unit_test(test_forward_all_from_store),
 		cmocka_unit_test(test_rejected_not_retried),
+		cmocka_unit_test(test_partial_success),
+		cmocka_unit_test(test_batches_by_trace),
 		cmocka_unit_test(test_spool_too_small),
 		cmocka_unit_test(test_usage),
+		cmocka_unit_test(test_curl_not_linked),
 	};
 	int rc;
 
