@@ -55,6 +55,11 @@
 /* The default store: /var/lib/weft/aggregator.sqlite for root, else
  * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */
 int aggd_store_default_path(char *buf, size_t sz);
+/* The default graph store (where GraphBatches are stored, and what `weft graph` reads):
+ * $WEFT_GRAPH_STORE, else AGGD_GRAPH_FILE in the directory of the aggregator's store `store`
+ * (NULL: the default store's; ":memory:" for ":memory:").  Written into buf. */
+#define AGGD_GRAPH_FILE "graph.sqlite"
+int aggd_graph_default_path(const char *store, char *buf, size_t sz);
 
 /* ---- the windows of one query (aggd_window.c) ---- */
 
@@ -291,6 +296,7 @@ struct aggd_opts {
 	uint64_t heartbeat_ms; /* 0: AGGD_DEFAULT_HEARTBEAT_MS */
 	uint32_t keep_windows; /* 0: AGGD_KEEP_WINDOWS */
 	uint64_t spool_max; /* partials spooled towards the parent (0: 4096) */
+	const char *graph_store; /* the graph store; NULL: aggd_graph_default_path() */
 };
 
 struct aggd;

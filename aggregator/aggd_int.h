@@ -80,6 +80,8 @@ struct query {
 	uint64_t forgot_below; /* store rows of windows below this are gone */
 	char **errors;
 	size_t nerrors;
+	struct aggd_tset *touched; /* traces its graph batches touched (aggd_graph.c) */
+	bool gchecked; /* ended, and those traces checked */
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
@@ -103,6 +105,12 @@ struct parent {
 	uint64_t dropped; /* rows dropped because the spool was full */
 };
 
+/* What GraphBatches did since the aggregator started (StatusReply.graph). */
+struct aggd_graph_stats {
+	uint64_t batches, tasks, events, edges, replaced, rejected, failed, lost;
+	uint64_t incomplete, checked;
+};
+
 struct aggd {
 	struct aggd_opts o;
 	char name[AGGD_MAX_HOST];
@@ -113,6 +121,9 @@ struct aggd {
 	struct wire_zap *zap;
 	struct aggd_guard *guard; /* the server socket's connections (aggd_guard.h) */
 	struct aggd_store *store;
+	struct graph_store *gs; /* the graph store (aggd_graph.c) */
+	char gpath[4096];
+	struct aggd_graph_stats gst;
 	uint64_t instance, seq;
 	struct peer *buckets[PEER_BUCKETS];
 	struct peer *peers;
@@ -194,6 +205,17 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
 void aggd_parent_recv(struct aggd *a);
 uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+
+/* aggd_graph.c: graph batches into the graph store, stitching, the completeness check */
+#define AGGD_GRAPH_TOUCHED_MAX (1u << 20) /* traces per query checked at its end */
+struct graph_store;
+struct aggd_tset;
+int aggd_graph_open(struct aggd *a, const char *store, char *err, size_t errsz);
+void aggd_graph_close(struct aggd *a);
+void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_graph_tick(struct aggd *a);
+void aggd_graph_query_free(struct query *q);
+void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s);
 
 /* aggd_restore.c */
 int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);

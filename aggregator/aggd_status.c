@@ -100,6 +100,7 @@ void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	uint64_t **running = calloc(a->npeers + 1, sizeof(*running));
 	size_t na = 0, nqs = 0;
 	uint64_t now = aggd_mono_ns();
+	Weft__GraphStatus gs;
 
 	if (!as || !asp || !qs || !qsp || !hosts || !running)
 		goto out_free;
@@ -108,6 +109,10 @@ void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 	r.has_rejected = true;
 	/* the guard counts every connection gone without a message, refused keys included */
 	r.rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
+	if (a->gs) {
+		aggd_graph_status(a, &gs);
+		r.graph = &gs;
+	}
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &as[na];
 		size_t nr = 0;

@@ -177,7 +177,21 @@ static void print_status_json(const Weft__StatusReply *r, FILE *f)
 {
 	fputs("{\"type\":\"status\",\"aggregator\":", f);
 	text_json_fputs(f, r->aggregator);
-	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
+	fprintf(f, ",\"rejected\":%" PRIu64, r->rejected);
+	if (r->graph) {
+		const Weft__GraphStatus *g = r->graph;
+
+		fputs(",\"graph\":{\"path\":", f);
+		text_json_fputs(f, g->path);
+		fprintf(f,
+			",\"batches\":%" PRIu64 ",\"tasks\":%" PRIu64 ",\"events\":%" PRIu64
+			",\"edges\":%" PRIu64 ",\"replaced\":%" PRIu64 ",\"rejected\":%" PRIu64
+			",\"failed\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"checked\":%" PRIu64
+			",\"incomplete\":%" PRIu64 "}",
+			g->batches, g->tasks, g->events, g->edges, g->replaced, g->rejected,
+			g->failed, g->lost, g->checked, g->incomplete);
+	}
+	fputs(",\"agents\":[", f);
 	for (size_t i = 0; i < r->n_agents; i++) {
 		const Weft__AgentStatus *a = r->agents[i];
 
@@ -250,6 +264,16 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 		fprintf(f, "aggregator %s: %zu agent%s, %zu quer%s, %" PRIu64 " rejected\n",
 			r->aggregator, r->n_agents, r->n_agents == 1 ? "" : "s", r->n_queries,
 			r->n_queries == 1 ? "y" : "ies", r->rejected);
+	if (r->graph && !one_query)
+		fprintf(f,
+			"graph store %s: %" PRIu64 " batches, %" PRIu64 " tasks, %" PRIu64
+			" events, %" PRIu64 " edges stored (%" PRIu64
+			" tasks stored already); %" PRIu64 " batches refused, %" PRIu64
+			" failed, %" PRIu64 " elements lost by senders; %" PRIu64
+			" traces checked, %" PRIu64 " incomplete\n",
+			r->graph->path, r->graph->batches, r->graph->tasks, r->graph->events,
+			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
+			r->graph->lost, r->graph->checked, r->graph->incomplete);
 	if (r->n_agents) {
 		for (size_t i = 0; i < r->n_agents; i++) {
 			wh = width_of(r->agents[i]->host, wh);
