@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "graph/aggs.h"
 #include "graph/graph.h"
 
 /* Rare: an event or edge seen in under this share of the tasks of its (parent) type. */
@@ -160,6 +161,11 @@ struct graph_store_ops {
 			  size_t whysz);
 	int (*merge)(struct graph_store *s, const char *other, char *why, size_t whysz);
 	void (*close)(struct graph_store *s);
+	/* sampled captures (graph/aggs.h); NULL in a backend without them */
+	int (*put_opts)(struct graph_store *s, const struct graph *g, unsigned flags,
+			struct graph_put_stats *st, char *why, size_t whysz);
+	int (*put_aggs)(struct graph_store *s, const struct graph_aggs *a, char *why, size_t whysz);
+	int (*sampling)(struct graph_store *s, struct graph_sampling *out, char *why, size_t whysz);
 	/* optional (NULL: a backend without marks; graph_store_mark_*() say -EOPNOTSUPP) */
 	int (*mark_get)(struct graph_store *s, const char *trace_hex, uint32_t *flags, char *why,
 			size_t whysz);
@@ -188,6 +194,23 @@ void graph_store_close(struct graph_store *s);
 /* Stores a checked batch in one transaction and updates the aggregates; all or nothing. */
 int graph_store_put(struct graph_store *s, const struct graph *g, struct graph_put_stats *st,
 		    char *why, size_t whysz);
+
+/*
+ * Sampled captures (graph/aggs.h, docs/graphs.md "Sampling"): a capture that keeps only some
+ * traces pre-aggregates every trace it saw and puts the aggregates with graph_store_put_aggs()
+ * (one transaction: types, event and edge counts, concurrency, the sampling counts), and the
+ * traces it kept with graph_store_put_opts(GRAPH_PUT_NO_AGGS), which stores their elements and
+ * trace rows but adds nothing to the aggregates: together exact, whatever the rate.
+ * graph_store_put() is graph_store_put_opts() with flags 0.
+ */
+#define GRAPH_PUT_NO_AGGS 1u
+int graph_store_put_opts(struct graph_store *s, const struct graph *g, unsigned flags,
+			 struct graph_put_stats *st, char *why, size_t whysz);
+int graph_store_put_aggs(struct graph_store *s, const struct graph_aggs *a, char *why,
+			 size_t whysz);
+/* What was sampled, summed over every put_aggs (rate: the last one put); zeros if nothing. */
+int graph_store_sampling(struct graph_store *s, struct graph_sampling *out, char *why,
+			 size_t whysz);
 
 /* Traces matching f, sorted, at most f->limit; *rows is malloc'd.  Returns the count or -errno. */
 ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,

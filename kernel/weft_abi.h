@@ -93,6 +93,45 @@ struct weft_span_hdr {
 	__u64 start_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the start probe */
 };
 
+/*
+ * A graph query's record (docs/language.md, "Graph queries"): every program of a graph query
+ * writes this one layout after struct weft_rec_hdr, whatever its source, and agent/graphcap.c
+ * assembles the records into tasks, events and edges.  `kind` says what fired:
+ *   WEFT_GREC_TASK_BEGIN  weft:task_begin: a = trace_hi, trace_lo, task, parent; s0 = service,
+ *                         s1 = name
+ *   WEFT_GREC_TASK_END    weft:task_end: a = trace_hi, trace_lo, task, status
+ *   WEFT_GREC_EVENT       weft:event: a = trace_hi, trace_lo, task; s0 = name
+ *   WEFT_GREC_EDGE        weft:edge: a = trace_hi, trace_lo, from_task, from_event, to_task,
+ *                         to_event; s0 = kind ("parent", "follows", "message", ...)
+ *   WEFT_GREC_SPAN        an instance of span(...): time is its end, dur its duration; the
+ *                         probe is the cookie (the span's start attach point)
+ *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources (reserved: sockets, wakeups, fork)
+ * Strings are read from the traced process, bounded by WEFT_GREC_STR (NUL-terminated, cut).
+ */
+#define WEFT_GREC_STR 128
+#define WEFT_GREC_NARGS 7
+
+enum weft_grec_kind {
+	WEFT_GREC_TASK_BEGIN = 1,
+	WEFT_GREC_TASK_END = 2,
+	WEFT_GREC_EVENT = 3,
+	WEFT_GREC_EDGE = 4,
+	WEFT_GREC_SPAN = 5,
+	WEFT_GREC_KERNEL_BASE = 16,
+};
+
+struct weft_graph_rec {
+	__u64 time; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC); a span's end */
+	__u64 dur; /* a span's duration, else 0 */
+	__u32 pid, tid;
+	__u32 kind; /* enum weft_grec_kind */
+	__u32 cookie; /* the attach point (the manifest's probe numbering) */
+	__u64 a[WEFT_GREC_NARGS];
+	char comm[16];
+	char s0[WEFT_GREC_STR];
+	char s1[WEFT_GREC_STR];
+};
+
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127
 

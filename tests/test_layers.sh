@@ -36,4 +36,14 @@ rm "$t/kernel/rel.c"
 printf '#include "agent/b.h"\n' >"$t/agent/a.h"
 printf '#include "a.h"\n' >"$t/agent/b.h"
 fail "include cycle"
-echo "layers check: 4 passed, 0 failed"
+rm "$t/agent/a.h" "$t/agent/b.h"
+# include/ (weft/trace.h, installed for traced programs) is the bottom: it includes nothing of
+# weft, and everything may include it, as <weft/x.h> too
+mkdir -p "$t/include/weft"
+printf '#include "base/log.h"\n' >"$t/include/weft/x.h"
+fail "include/weft/x.h:1: includes base/log.h"
+printf '/* x */\n' >"$t/include/weft/x.h"
+printf '#include <weft/x.h>\n' >"$t/base/uses.c"
+python3 "$check" --root "$t" >/dev/null
+rm "$t/base/uses.c"
+echo "layers check: 6 passed, 0 failed"

@@ -5,22 +5,26 @@ header includes itself back through others (a cycle).
 
 The stack, lowest first (docs/architecture.md draws it):
 
-    base < kernel < graph < probes < compiler < agent < aggregator < tools < tests
+    include < base < kernel < graph < probes < compiler < agent < aggregator < tools < tests
 
 A file in folder F may include "G/x.h" only if G's rank is at most F's; a bare "x.h" is a
 file of the including folder (or, for "weft.pb-c.h", the wire schema generated from
 agent/weft.proto).  Run from anywhere (--root DIR checks another tree); exits 1 and names the file, the line and the rule on
 the first violations, 0 when the tree is clean.  tools/check.sh runs it before building.
+
+include/ holds the headers weft installs for the programs it traces (weft/trace.h), at the
+bottom: they include nothing of weft.  "weft/x.h" and <weft/x.h> name include/weft/x.h.
 """
 import os
 import re
 import sys
 
-RANKS = ["base", "kernel", "graph", "probes", "compiler", "agent", "aggregator", "tools", "tests"]
+RANKS = ["include", "base", "kernel", "graph", "probes", "compiler", "agent", "aggregator",
+         "tools", "tests"]
 RANK = {name: i for i, name in enumerate(RANKS)}
 # generated headers and where they belong
 GENERATED = {"weft.pb-c.h": "agent/weft.pb-c.h"}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<(weft/[^>]+)>)')
 SOURCE = re.compile(r"\.(c|h)$")
 
 
@@ -32,6 +36,8 @@ def resolve(src, target):
     """The repo path an include of `target` in file `src` names, or None if not ours."""
     if target in GENERATED:
         return GENERATED[target]
+    if target.startswith("weft/"):
+        return "include/" + target  # an installed header, as its users include it
     if target.startswith("../"):
         return os.path.normpath(os.path.join(os.path.dirname(src), target))
     if "/" in target and folder_of(target) in RANK:
@@ -63,13 +69,14 @@ def main():
                 m = INCLUDE.match(line)
                 if not m:
                     continue
-                tgt = resolve(f, m.group(1))
+                name = m.group(1) or m.group(2)
+                tgt = resolve(f, name)
                 tfolder = folder_of(tgt)
                 if tfolder not in RANK:
                     continue  # a system or generated header outside the tree
                 if RANK[tfolder] > src_rank:
                     errors.append(
-                        f"{f}:{lineno}: includes {m.group(1)}: {folder_of(f)}/ (rank "
+                        f"{f}:{lineno}: includes {name}: {folder_of(f)}/ (rank "
                         f"{src_rank}) may not include {tfolder}/ (rank {RANK[tfolder]}): "
                         f"layers point down ({' < '.join(RANKS)}); move the concept down"
                     )

@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 weft_deps_install
 
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+# Fuzzing gets a fixed budget shared by the targets (CI must stay under 30 minutes however many
+# targets there are): FUZZ_TOTAL_SECONDS split evenly, at least FUZZ_MIN_SECONDS each.
+# FUZZ_SECONDS, if set, is the time per target instead.
+FUZZ_TOTAL_SECONDS=${FUZZ_TOTAL_SECONDS:-480}
+FUZZ_MIN_SECONDS=${FUZZ_MIN_SECONDS:-30}
 
 # Why the tests that ctest reported as skipped (exit 77, tests/skip.h) in dir skipped: the
 # "skipped: REASON" lines they printed, from ctest's log of its last run.
@@ -46,8 +50,15 @@ build build-asan -DWEFT_SANITIZE=ON
 	ctest --output-on-failure -j1)
 skipped build-asan
 
-echo "== fuzzing (${FUZZ_SECONDS}s per target)"
+echo "== fuzz targets build"
 build build-fuzz -DWEFT_FUZZ=ON -DWEFT_TESTS=ON -DCMAKE_C_COMPILER=clang
+ntargets=0
+for f in build-fuzz/tests/fuzz_*; do [ -x "$f" ] && ntargets=$((ntargets + 1)); done
+if [ -z "${FUZZ_SECONDS:-}" ]; then
+	FUZZ_SECONDS=$((FUZZ_TOTAL_SECONDS / (ntargets > 0 ? ntargets : 1)))
+	[ "$FUZZ_SECONDS" -ge "$FUZZ_MIN_SECONDS" ] || FUZZ_SECONDS=$FUZZ_MIN_SECONDS
+fi
+echo "== fuzzing ($ntargets targets, ${FUZZ_SECONDS}s each)"
 status=0
 for f in build-fuzz/tests/fuzz_*; do
 	[ -x "$f" ] || continue
