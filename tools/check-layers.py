@@ -5,7 +5,7 @@ header includes itself back through others (a cycle).
 
 The stack, lowest first (docs/architecture.md draws it):
 
-    include < base < kernel < graph < probes < compiler < agent < aggregator < tools < tests
+    include < base < kernel < graph < vm < probes < compiler < agent < aggregator < tools < tests
 
 A file in folder F may include "G/x.h" only if G's rank is at most F's; a bare "x.h" is a
 file of the including folder (or, for "weft.pb-c.h", the wire schema generated from
@@ -19,8 +19,8 @@ import os
 import re
 import sys
 
-RANKS = ["include", "base", "kernel", "graph", "probes", "compiler", "agent", "aggregator",
-         "tools", "tests"]
+RANKS = ["include", "base", "kernel", "graph", "vm", "probes", "compiler", "agent",
+         "aggregator", "tools", "tests"]
 RANK = {name: i for i, name in enumerate(RANKS)}
 # generated headers and where they belong
 GENERATED = {"weft.pb-c.h": "agent/weft.pb-c.h"}

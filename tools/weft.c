@@ -34,6 +34,8 @@ static const char usage_text[] =
 	"  keygen [-o DIR] NAME          make a key pair for an agent, client or aggregator\n"
 	"  graph COMMAND ...             execution graphs: import traces (OTLP, Jaeger, Zipkin,\n"
 	"                                X-Trace, LTTng), list, stats, show, export, retain\n"
+	"  vm analyze --host FILE ...    virtual machines: vCPU states, exit reasons, guest\n"
+	"                                threads that lost time to the host\n"
 	"  help [COMMAND]                this text, or a command's own help\n"
 	"  version                       print the version\n"
 	"\n"
@@ -228,6 +230,8 @@ int main(int argc, char **argv)
 		return cmd_keygen(argc, argv);
 	if (strcmp(cmd, "graph") == 0)
 		return cmd_graph(argc, argv);
+	if (strcmp(cmd, "vm") == 0)
+		return cmd_vm(argc, argv);
 	fprintf(stderr, "weft: unknown command '%s' (see `weft --help`)\n", cmd);
 	return WEFT_EXIT_USAGE;
 }

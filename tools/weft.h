@@ -26,6 +26,7 @@ int cmd_status(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_graph(int argc, char **argv);
+int cmd_vm(int argc, char **argv);
 
 /* Reads a query from -f FILE ("-": stdin) or takes the argument; malloc'd, NULL on error
  * (reported).  *name is "query" or the file name. */
