@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include "agent/wire_graph.h"
 #include "aggregator/aggd.h"
 #include "base/log.h"
@@ -172,6 +173,31 @@ void aggd_graph_close(struct aggd *a)
 
 /* ---- batches ---- */
 
+/* Attributes, when present, must be a JSON object's text (jansson; what every output of the
+ * store parses them as): NULL, or which element's are not. */
+static const char *attrs_bad(const Weft__GraphBatch *b, char *buf, size_t sz)
+{
+	for (size_t k = 0; k < b->n_tasks + b->n_events; k++) {
+		const char *t =
+			k < b->n_tasks ? b->tasks[k]->attrs : b->events[k - b->n_tasks]->attrs;
+		json_t *o;
+		bool ok;
+
+		if (!t || !*t)
+			continue;
+		o = json_loads(t, JSON_REJECT_DUPLICATES, NULL);
+		ok = json_is_object(o);
+		json_decref(o);
+		if (!ok) {
+			snprintf(buf, sz, "the attributes of %s %zu are not a JSON object",
+				 k < b->n_tasks ? "task" : "event",
+				 k < b->n_tasks ? k : k - b->n_tasks);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 static void settle(struct aggd *a, struct peer *p, uint64_t seq)
 {
 	p->upto = seq;
@@ -298,6 +324,10 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 				refuse(a, p, b, "a task of another host");
 				goto out;
 			}
+	}
+	if (attrs_bad(b, why, sizeof(why))) {
+		refuse(a, p, b, why);
+		goto out;
 	}
 	if (!aggd_peer_pq(p, q->id))
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);

@@ -15,9 +15,9 @@
  *               `weft status` counts the batches and elements, and the checked and
  *               incomplete traces.
  *   hostile     a batch naming another host than its sender's, a batch of an agent holding
- *               a task of another host, and a malformed batch (a task of id 0, packed
- *               without the codec's checks) are refused and counted in `rejected`, and
- *               nothing of them is stored.
+ *               a task of another host, a batch whose attributes are not a JSON object, and
+ *               a malformed batch (a task of id 0, packed without the codec's checks) are
+ *               refused and counted in `rejected`, and nothing of them is stored.
  *   resent      after a reconnect (the same sender instance, a new socket), the Welcome
  *               says the batch was merged (last_seq); the batch sent again with its old seq
  *               is acknowledged and not stored; sent again with a new seq (what a sender
@@ -365,6 +365,9 @@ static void test_stitch(void **state)
 	add_task(&bad, 9, 1, 0, "x", "y", T0, T0 + 1);
 	bad.tasks[0].host = "h1";
 	expect_ack(&r2, send_batch(&r2, 0, qid, "h2", &bad, NULL));
+	bad.tasks[0].host = "";
+	bad.tasks[0].attrs = "{\"unclosed\": ";
+	expect_ack(&r2, send_batch(&r2, 0, qid, "h2", &bad, NULL));
 	{
 		Weft__GraphBatch b;
 		Weft__GraphTask t, *tp = &t;
@@ -382,8 +385,8 @@ static void test_stitch(void **state)
 		cl_raw_env(&r2, &e, WEFT__ENVELOPE__BODY_GRAPH_BATCH, &b);
 		cl_raw_send(&r2, &e);
 	}
-	assert_true(CL_WAIT(cl_rejected(cl, NULL) == rej0 + 3, CL_WAIT_MS));
-	assert_int_equal(graph_count(cl, "rejected"), 2); /* the decoded ones */
+	assert_true(CL_WAIT(cl_rejected(cl, NULL) == rej0 + 4, CL_WAIT_MS));
+	assert_int_equal(graph_count(cl, "rejected"), 3); /* the decoded ones */
 	graph_free(&bad);
 
 	/* resent: a new connection of the same instance; the Welcome says seq1 was merged */
