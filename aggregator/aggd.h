@@ -269,16 +269,17 @@ int aggd_store_meta_get(struct aggd_store *s, const char *key, uint64_t *v); /* 
 int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v);
 
 /*
- * The spool towards the parent: packed Weft__Partials by a local id (oldest first), each with
+ * The spool towards the parent: packed Weft__Partials and Weft__GraphBatches (kind: the
+ * Envelope body number) by a local id (oldest first), each with
  * the seq of its latest transmission (tx; 0: not sent since the last Hello).  tx is written
  * before the bytes leave, so that after a restart the parent's Welcome.last_seq tells which
  * entries it merged.
  */
-int aggd_store_spool_add(struct aggd_store *s, uint64_t id, const void *body, size_t len);
+int aggd_store_spool_add(struct aggd_store *s, uint64_t id, int kind, const void *body, size_t len);
 int aggd_store_spool_tx(struct aggd_store *s, uint64_t id, uint64_t tx);
 int aggd_store_spool_del(struct aggd_store *s, uint64_t id);
 int aggd_store_spool_load(struct aggd_store *s,
-			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, const void *body,
+			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, int kind, const void *body,
 				    size_t len),
 			  void *ctx);
 

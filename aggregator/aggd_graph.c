@@ -285,6 +285,42 @@ void aggd_graph_tick(struct aggd *a)
 	}
 }
 
+/*
+ * A child aggregator passes every batch it takes up to its parent, as its own (host: its
+ * name; tasks keep their hosts; the parent's query id), through the parent link's spool: it
+ * is resent after reconnects until the parent acknowledges it, like the child's partials.
+ */
+static void forward_up(struct aggd *a, struct query *q, const Weft__GraphBatch *b,
+		       const struct graph *g)
+{
+	struct wire_graph_meta m = { .query_id = q->parent_id,
+				     .window = b->window,
+				     .host = a->name,
+				     .last = false,
+				     .lost = b->lost };
+	bool *open = g->ntasks ? calloc(g->ntasks, sizeof(*open)) : NULL;
+	char why[256] = "";
+	void *body;
+	size_t len;
+	int rc;
+
+	if (g->ntasks && !open) {
+		log_err("aggregator: out of memory: a graph batch not forwarded to the parent");
+		return;
+	}
+	for (size_t i = 0; i < b->n_tasks && open; i++)
+		open[i] = !b->tasks[i]->has_end_ns;
+	m.open = open;
+	rc = wire_graph_pack(&m, g, &body, &len, why, sizeof(why));
+	free(open);
+	if (rc == 0)
+		rc = aggd_parent_spool_body(a, WEFT__ENVELOPE__BODY_GRAPH_BATCH, body, len);
+	if (rc)
+		log_err("aggregator: query %" PRIu64
+			": a graph batch not forwarded to the parent: %s",
+			q->id, why[0] ? why : strerror(-rc));
+}
+
 void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 {
 	const Weft__GraphBatch *b = env->graph_batch;
@@ -333,8 +369,12 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
 	graph_init(&g);
 	rc = wire_graph_unpack(b, p->host, &g, &nopen, why, sizeof(why));
-	if (rc == 0)
+	if (rc == 0) {
 		rc = graph_store_put(a->gs, &g, &st, why, sizeof(why));
+		/* what this store could not take (but for a refusal) the parent may */
+		if (rc != -EINVAL && a->has_parent && q->parent_id)
+			forward_up(a, q, b, &g);
+	}
 	if (rc == -EINVAL) {
 		refuse(a, p, b, why);
 	} else if (rc) {

@@ -94,6 +94,7 @@ struct sprow {
 	uint64_t id, tx;
 	void *body;
 	size_t len;
+	Weft__Envelope__BodyCase kind; /* a Partial or a GraphBatch */
 };
 
 /* The link to a parent aggregator: we are one of its agents, through a session
@@ -212,6 +213,8 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
 void aggd_parent_recv(struct aggd *a);
 uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+/* Spools a packed body of another kind (a GraphBatch) for the parent; takes body. */
+int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *body, size_t len);
 
 /* aggd_graph.c: graph batches into the graph store, stitching, the completeness check */
 #define AGGD_GRAPH_TOUCHED_MAX (1u << 20) /* traces per query checked at its end */

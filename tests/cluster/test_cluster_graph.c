@@ -24,6 +24,10 @@
  *               that never saw the Ack would do) its tasks are recognised as stored: the
  *               store's counts do not change, `replaced` counts them.
  *
+ *   tree        the same senders reporting to a region aggregator: it stores their batches
+ *               and passes them up its parent link; the root's graph store holds the same
+ *               stitched traces, with their hosts, marked the same.
+ *
  * The query the batches belong to is an ordinary aggregating one (the graph form of a query
  * comes from the language; what the aggregator does with batches does not depend on it):
  * it gives the batches a query id and an end, after which the traces are checked.
@@ -436,10 +440,97 @@ static void test_stitch(void **state)
 	cl->passed = true;
 }
 
+/* The id of the one query an aggregator runs (0: none yet). */
+static uint64_t region_query(struct cl *cl, const char *endpoint)
+{
+	struct wj *st = cl_status(cl, endpoint);
+	const struct wj *qs = wj_get(st, "queries");
+	uint64_t id = 0;
+
+	if (qs && qs->kind == WJ_ARR && qs->nkids == 1)
+		id = (uint64_t)wj_int_of(&qs->kids[0], "id");
+	wj_free(st);
+	return id;
+}
+
+/* A tree: the two senders report to a region aggregator, which stores their batches and
+ * passes them up to the root through its parent link; the root's store then holds the same
+ * stitched traces, with their hosts, marked the same. */
+static void test_tree(void **state)
+{
+	struct cl *cl = *state;
+	struct cl_raw r1, r2;
+	struct graph g1, g2;
+	struct graph_store *s;
+	struct cl_proc *region, *sub;
+	bool open1[8] = { false };
+	char rgraph[PATH_MAX], ggraph[PATH_MAX], region_ep[64], why[256];
+	uint64_t qid, rqid, inst = ((uint64_t)getpid() << 16) | 0x2001;
+
+	if (!cl->dir[0])
+		skip();
+	cl_keygen(cl, "aggregator", "root", false);
+	cl_keygen(cl, "aggregator", "region1", true);
+	cl_keygen(cl, "agent", "h1", true);
+	cl_keygen(cl, "agent", "h2", true);
+	snprintf(ggraph, sizeof(ggraph), "%s", cl_path(cl, "root-graphs.sqlite"));
+	snprintf(rgraph, sizeof(rgraph), "%s", cl_path(cl, "region-graphs.sqlite"));
+	cl_aggregator(cl, "root", NULL, NULL,
+		      (char *const[]){ (char *)"--lateness", (char *)"1500ms",
+				       (char *)"--graph-store", ggraph, NULL });
+	snprintf(region_ep, sizeof(region_ep), "tcp://127.0.0.1:%d", cl_free_port());
+	region = cl_aggregator(cl, "region1", region_ep, NULL,
+			       (char *const[]){ (char *)"--parent", cl->endpoint,
+						(char *)"--parent-key", (char *)cl_pub(cl, "root"),
+						(char *)"--graph-store", rgraph, NULL });
+	cl_expect_log(region, "welcomed by the parent", CL_WAIT_MS);
+
+	snprintf(cl->client_server, sizeof(cl->client_server), "region1");
+	cl_raw_open(&r1, cl, region_ep, "h1");
+	hello(&r1, "h1", inst);
+	cl_raw_open(&r2, cl, region_ep, "h2");
+	hello(&r2, "h2", inst + 1);
+	snprintf(cl->client_server, sizeof(cl->client_server), "root");
+	sub = cl_submit(cl, "submit", NULL, "from interval:100ms select count() as n for 4s", &qid);
+	/* the region runs it under an id of its own (its status lists it) */
+	snprintf(cl->client_server, sizeof(cl->client_server), "region1");
+	assert_true(CL_WAIT((rqid = region_query(cl, region_ep)) != 0, CL_WAIT_MS));
+	snprintf(cl->client_server, sizeof(cl->client_server), "root");
+
+	h1_piece(&g1, open1);
+	h2_piece(&g2);
+	expect_ack(&r1, send_batch(&r1, 0, rqid, "h1", &g1, open1));
+	expect_ack(&r2, send_batch(&r2, 0, rqid, "h2", &g2, NULL));
+	/* at the root, through the region's link */
+	assert_true(CL_WAIT(graph_count(cl, "batches") == 2, CL_WAIT_MS));
+	assert_int_equal(graph_count(cl, "tasks"), 9);
+	assert_int_equal(graph_count(cl, "events"), 4);
+	assert_int_equal(graph_count(cl, "edges"), 4);
+	cl_expect_end(sub);
+	assert_true(CL_WAIT(graph_count(cl, "checked") == 6, CL_WAIT_MS));
+	assert_int_equal(graph_count(cl, "incomplete"), 3);
+
+	for (int pass = 0; pass < 2; pass++) { /* the root's store, then the region's */
+		s = graph_store_open(pass ? rgraph : ggraph, why, sizeof(why));
+		if (!s)
+			fail_msg("%s", why);
+		for (int k = 1; k <= 6; k++)
+			expect_trace(s, k);
+		graph_store_close(s);
+	}
+	expect_list(cl, ggraph);
+	graph_free(&g1);
+	graph_free(&g2);
+	cl_raw_close(&r1);
+	cl_raw_close(&r2);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stitch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
