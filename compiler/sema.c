@@ -473,7 +473,12 @@ static int check_kmember(struct sema *s, struct expr *e)
 		e->ty = (struct type){ TY_STRUCT, 0, false, false, m.type_id };
 		return 0;
 	case KBTF_CHARS:
-		e->ty = (struct type){ TY_STR, (uint16_t)m.size, false, false, 0 };
+		/* N chars and room for the NUL a full array lacks: a string filling the array is
+		 * then not noted as cut (string_truncated), one without a NUL in it is */
+		e->ty = (struct type){
+			TY_STR, (uint16_t)(m.size < KBTF_MAX_STR ? m.size + 1 : KBTF_MAX_STR),
+			false, false, 0
+		};
 		return 0;
 	case KBTF_BITFIELD:
 		diag_fix(diag_error(s->dl, DIAG_E_BTF_BITFIELD, e->loc,

@@ -12,7 +12,9 @@
  *   - the stream sequence numbers: at each send tcp_sock.write_seq (after the send), at each
  *     receive tcp_sock.copied_seq (after the read) are equal message by message, advance by
  *     each message's size, and the receiving side sees the sender's 4-tuple mirrored: how
- *     kernel message edges are matched across hosts (4-tuple + sequence number);
+ *     kernel message edges are matched across hosts (4-tuple + sequence number), and
+ *     graph/kmsg.c's matcher pairs every message with exactly the receive that read it;
+ *   - a six-step chain to a char pointer, read by str(): the root's filesystem type;
  *   - compile once, run everywhere: compiled against another kernel's BTF (WEFT_BTF), a read
  *     of curtask.tgid is relocated by libbpf to this kernel's offset.
  */
@@ -21,6 +23,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "graph/kmsg.h"
 #include "run_util.h"
 #include "tests/skip.h"
 
@@ -225,6 +228,46 @@ static void check_direction(const struct ev *snd, int ns, const struct ev *rcv, 
 	}
 }
 
+static struct kmsg_io kmsg_io_of(const struct ev *e)
+{
+	return (struct kmsg_io){ (uint32_t)e->laddr,
+				 (uint32_t)e->raddr,
+				 (uint16_t)e->lport,
+				 (uint16_t)e->rport,
+				 (uint32_t)(e->send ? e->wseq : e->cseq),
+				 (uint32_t)e->len };
+}
+
+/*
+ * The kernel message edges graph/kmsg.c makes of these events: every message matched with
+ * exactly the receive that read it, and nothing else (sends: the client's then the server's;
+ * receives: the server's then the client's).
+ */
+static void check_kmsg(const struct ev *cs, const struct ev *ss, const struct ev *sr,
+		       const struct ev *cr)
+{
+	struct kmsg_io snd[N_SEQ + N_SEQ / 2], rcv[N_SEQ + N_SEQ / 2];
+	struct kmsg_match *m;
+	size_t n;
+
+	for (int i = 0; i < N_SEQ; i++) {
+		snd[i] = kmsg_io_of(&cs[i]);
+		rcv[i] = kmsg_io_of(&sr[i]);
+	}
+	for (int i = 0; i < N_SEQ / 2; i++) {
+		snd[N_SEQ + i] = kmsg_io_of(&ss[i]);
+		rcv[N_SEQ + i] = kmsg_io_of(&cr[i]);
+	}
+	assert_int_equal(kmsg_match(snd, N_SEQ + N_SEQ / 2, rcv, N_SEQ + N_SEQ / 2, &m, &n), 0);
+	assert_int_equal(n, N_SEQ + N_SEQ / 2);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(m[i].send, i);
+		assert_int_equal(m[i].recv, i);
+		assert_int_equal(m[i].bytes, snd[i].len);
+	}
+	free(m);
+}
+
 static void test_stream_sequence_numbers(void **state)
 {
 	static struct ev cs[N_SEQ + 1], cr[N_SEQ + 1], ss[N_SEQ + 1], sr[N_SEQ + 1];
@@ -251,6 +294,7 @@ static void test_stream_sequence_numbers(void **state)
 			events_of(&j, w.child, false, cr, N_SEQ + 1), N_SEQ / 2, reply_size, 2);
 	assert_int_equal(cs[0].lport, w.client_port);
 	assert_int_equal(cs[0].rport, w.server_port);
+	check_kmsg(cs, ss, sr, cr);
 	wr_json_free(&j);
 	wr_free(&p);
 }
@@ -293,12 +337,62 @@ static void test_core_relocates(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The filesystem type of "/" in this mount namespace, as /proc/self/mounts lists it (the
+ * last mount on "/" is the one seen). */
+static void root_fstype(char *out, size_t sz)
+{
+	FILE *f = fopen("/proc/self/mounts", "r");
+	char dev[256], dir[256], type[64];
+
+	assert_non_null(f);
+	out[0] = 0;
+	while (fscanf(f, "%255s %255s %63s %*[^\n]", dev, dir, type) == 3)
+		if (strcmp(dir, "/") == 0)
+			snprintf(out, sz, "%s", type);
+	fclose(f);
+	assert_true(out[0] != 0);
+}
+
+/*
+ * A chain of six steps from curtask through pointers and an embedded struct to a char
+ * pointer, read by str() from kernel memory: every one of wl_syscalls' 1000 getppid() calls
+ * sees the filesystem type of its root, which is this test's (same mount namespace).
+ */
+static void test_str_through_chain(void **state)
+{
+	char cmd[PATH_MAX + 32], want[64];
+	const struct wj *w, *row;
+	struct wr_proc p;
+	struct wr_json j;
+	int rc;
+
+	(void)state;
+	root_fstype(want, sizeof(want));
+	snprintf(cmd, sizeof(cmd), "'%s' 1000 1", wr_workload("wl_syscalls"));
+	rc = wr_weft_run(&p, "--format", "json", "-c", cmd,
+			 "from syscall:getppid group by "
+			 "str(curtask.fs.root.mnt.mnt_sb.s_type.name) as fstype "
+			 "select count() as n");
+	if (rc != 0)
+		wr_dump(&p, "weft run");
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	w = wr_one_window(&j);
+	assert_int_equal(wr_nrows(w), 1);
+	row = wr_row(w, 0);
+	assert_string_equal(wj_str(wj_get(row, "fstype")), want);
+	assert_int_equal(wj_int_of(row, "n"), 1000);
+	wr_json_free(&j);
+	wr_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ports_parent_counts),
 		cmocka_unit_test(test_stream_sequence_numbers),
 		cmocka_unit_test(test_core_relocates),
+		cmocka_unit_test(test_str_through_chain),
 	};
 
 	if (!wr_ready())
