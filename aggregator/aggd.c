@@ -318,6 +318,7 @@ void aggd_query_free(struct query *q)
 {
 	if (!q)
 		return;
+	aggd_graph_query_free(q);
 	aggd_qwin_free(q->qw);
 	plan_free(q->plan);
 	free(q->text);
@@ -723,7 +724,8 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		/* a repeat or out of order: dropped; a repeated partial is acknowledged again */
 		log_debug("aggregator: %s: seq %" PRIu64 " after %" PRIu64 ": dropped",
 			  aggd_peer_label(p), e->seq, p->ctl.last);
-		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL)
+		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL ||
+		    e->body_case == WEFT__ENVELOPE__BODY_GRAPH_BATCH)
 			p->ack_due = a->acks_due = true;
 		goto out;
 	}
@@ -739,6 +741,9 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		break;
 	case WEFT__ENVELOPE__BODY_PARTIAL:
 		aggd_on_partial(a, p, e);
+		break;
+	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
+		aggd_on_graph_batch(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
 		aggd_on_query_error(a, p, e->query_error);
@@ -867,6 +872,8 @@ static void tick(struct aggd *a, bool full)
 		if (aggd_qwin_done(q->qw))
 			query_end(a, q);
 	}
+	if (full)
+		aggd_graph_tick(a);
 	/* ended queries stay visible in status for a while */
 	for (size_t i = 0; full && i < a->nq;) {
 		struct query *q = a->q[i];
@@ -959,6 +966,8 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 	}
 	a->store = aggd_store_open(store, err, errsz);
 	if (!a->store)
+		goto out_free;
+	if (aggd_graph_open(a, store, err, errsz))
 		goto out_free;
 	a->zctx = zmq_ctx_new();
 	if (!a->zctx) {
@@ -1124,6 +1133,7 @@ void aggd_free(struct aggd *a)
 	if (a->zctx)
 		zmq_ctx_term(a->zctx);
 	aggd_store_close(a->store);
+	aggd_graph_close(a);
 	wire_allowlist_free(&a->al);
 	free(a->allow_file);
 	explicit_bzero(a->sec, sizeof(a->sec));

@@ -56,6 +56,11 @@
 /* The default store: /var/lib/weft/aggregator.sqlite for root, else
  * $XDG_STATE_HOME/weft/aggregator.sqlite (~/.local/state/...).  Written into buf. */
 int aggd_store_default_path(char *buf, size_t sz);
+/* The default graph store (where GraphBatches are stored, and what `weft graph` reads):
+ * $WEFT_GRAPH_STORE, else AGGD_GRAPH_FILE in the directory of the aggregator's store `store`
+ * (NULL: the default store's; ":memory:" for ":memory:").  Written into buf. */
+#define AGGD_GRAPH_FILE "graph.sqlite"
+int aggd_graph_default_path(const char *store, char *buf, size_t sz);
 
 /* ---- the windows of one query (aggd_window.c) ---- */
 
@@ -264,16 +269,17 @@ int aggd_store_meta_get(struct aggd_store *s, const char *key, uint64_t *v); /* 
 int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v);
 
 /*
- * The spool towards the parent: packed Weft__Partials by a local id (oldest first), each with
+ * The spool towards the parent: packed Weft__Partials and Weft__GraphBatches (kind: the
+ * Envelope body number) by a local id (oldest first), each with
  * the seq of its latest transmission (tx; 0: not sent since the last Hello).  tx is written
  * before the bytes leave, so that after a restart the parent's Welcome.last_seq tells which
  * entries it merged.
  */
-int aggd_store_spool_add(struct aggd_store *s, uint64_t id, const void *body, size_t len);
+int aggd_store_spool_add(struct aggd_store *s, uint64_t id, int kind, const void *body, size_t len);
 int aggd_store_spool_tx(struct aggd_store *s, uint64_t id, uint64_t tx);
 int aggd_store_spool_del(struct aggd_store *s, uint64_t id);
 int aggd_store_spool_load(struct aggd_store *s,
-			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, const void *body,
+			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, int kind, const void *body,
 				    size_t len),
 			  void *ctx);
 
@@ -292,10 +298,12 @@ struct aggd_opts {
 	uint64_t heartbeat_ms; /* 0: AGGD_DEFAULT_HEARTBEAT_MS */
 	uint32_t keep_windows; /* 0: AGGD_KEEP_WINDOWS */
 	uint64_t spool_max; /* partials spooled towards the parent (0: 4096) */
+	/* the graph store: GraphBatches are stored there, the web face shows its traces; NULL:
+	 * aggd_graph_default_path() */
+	const char *graph_store;
 	/* the web face (aggregator/web.h): ADDR:PORT to serve, or NULL */
 	const char *http;
 	const char *http_token; /* the bearer token's file; required off loopback */
-	const char *graph_store; /* the traces the web face shows; NULL: none */
 };
 
 struct aggd;

@@ -81,6 +81,8 @@ struct query {
 	uint64_t forgot_below; /* store rows of windows below this are gone */
 	char **errors;
 	size_t nerrors;
+	struct aggd_tset *touched; /* traces its graph batches touched (aggd_graph.c) */
+	bool gchecked; /* ended, and those traces checked */
 	bool export_metrics; /* its latest window is in /metrics (weft submit --export-metrics) */
 	char *metrics; /* that window in the Prometheus text format, or NULL */
 	uint64_t metrics_index; /* ... and its index */
@@ -93,6 +95,7 @@ struct sprow {
 	uint64_t id, tx;
 	void *body;
 	size_t len;
+	Weft__Envelope__BodyCase kind; /* a Partial or a GraphBatch */
 };
 
 /* The link to a parent aggregator: we are one of its agents, through a session
@@ -107,6 +110,12 @@ struct parent {
 	uint64_t dropped; /* rows dropped because the spool was full */
 };
 
+/* What GraphBatches did since the aggregator started (StatusReply.graph). */
+struct aggd_graph_stats {
+	uint64_t batches, tasks, events, edges, replaced, rejected, failed, lost;
+	uint64_t incomplete, checked;
+};
+
 struct aggd {
 	struct aggd_opts o;
 	char name[AGGD_MAX_HOST];
@@ -117,6 +126,9 @@ struct aggd {
 	struct wire_zap *zap;
 	struct aggd_guard *guard; /* the server socket's connections (aggd_guard.h) */
 	struct aggd_store *store;
+	struct graph_store *gs; /* the graph store (aggd_graph.c) */
+	char gpath[4096];
+	struct aggd_graph_stats gst;
 	uint64_t instance, seq;
 	struct peer *buckets[PEER_BUCKETS];
 	struct peer *peers;
@@ -202,6 +214,19 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
 void aggd_parent_recv(struct aggd *a);
 uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+/* Spools a packed body of another kind (a GraphBatch) for the parent; takes body. */
+int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *body, size_t len);
+
+/* aggd_graph.c: graph batches into the graph store, stitching, the completeness check */
+#define AGGD_GRAPH_TOUCHED_MAX (1u << 20) /* traces per query checked at its end */
+struct graph_store;
+struct aggd_tset;
+int aggd_graph_open(struct aggd *a, const char *store, char *err, size_t errsz);
+void aggd_graph_close(struct aggd *a);
+void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+void aggd_graph_tick(struct aggd *a);
+void aggd_graph_query_free(struct query *q);
+void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s);
 
 /* aggd_web.c: what the web face shows (aggregator/web.h), built on this thread */
 int aggd_web_open(struct aggd *a, char *err, size_t errsz);

@@ -49,10 +49,19 @@ static void sprow_drop(struct aggd *a, size_t i)
 /* Spools one packed partial for the parent (inside the batch's transaction). */
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt)
 {
-	struct parent *par = &a->par;
 	size_t len = weft__partial__get_packed_size(pt);
+	void *body = malloc(len ? len : 1);
+
+	if (!body)
+		return -ENOMEM;
+	weft__partial__pack(pt, body);
+	return aggd_parent_spool_body(a, WEFT__ENVELOPE__BODY_PARTIAL, body, len);
+}
+
+int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *body, size_t len)
+{
+	struct parent *par = &a->par;
 	struct sprow *r;
-	void *body;
 
 	if (par->nrows >= (a->o.spool_max ? a->o.spool_max : SPOOL_MAX_DEFAULT)) {
 		/* bounded: the oldest goes, counted and reported in our heartbeats */
@@ -66,22 +75,21 @@ int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt)
 		size_t cap = par->cap ? par->cap * 2 : 64;
 		struct sprow *nv = realloc(par->rows, cap * sizeof(*nv));
 
-		if (!nv)
+		if (!nv) {
+			free(body);
 			return -ENOMEM;
+		}
 		par->rows = nv;
 		par->cap = cap;
 	}
-	body = malloc(len ? len : 1);
-	if (!body)
-		return -ENOMEM;
-	weft__partial__pack(pt, body);
 	r = &par->rows[par->nrows++];
 	r->id = ++par->next_id;
 	r->tx = 0;
 	r->body = body;
 	r->len = len;
+	r->kind = kind;
 	aggd_txn_begin(a);
-	return aggd_store_spool_add(a->store, r->id, body, len);
+	return aggd_store_spool_add(a->store, r->id, (int)kind, body, len);
 }
 
 /* What the session sees of the rows (struct session_spool_ops); ctx is the aggregator. */
@@ -93,6 +101,14 @@ static const void *spool_next(void *ctx, size_t *len)
 		return NULL;
 	*len = par->rows[par->nsent].len;
 	return par->rows[par->nsent].body;
+}
+
+/* The body of the next row to send (struct session_spool_ops.kind). */
+static Weft__Envelope__BodyCase spool_kind(void *ctx)
+{
+	struct parent *par = &((struct aggd *)ctx)->par;
+
+	return par->nsent < par->nrows ? par->rows[par->nsent].kind : WEFT__ENVELOPE__BODY_PARTIAL;
 }
 
 /*
@@ -171,6 +187,7 @@ static uint64_t spool_dropped(void *ctx)
 }
 
 static const struct session_spool_ops parent_spool_ops = {
+	.kind = spool_kind,
 	.next = spool_next,
 	.reserve = spool_reserve,
 	.mark_sent = spool_mark_sent,
@@ -340,7 +357,8 @@ struct spool_load {
 	uint64_t seq; /* the highest seq a row was given */
 };
 
-static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, const void *body, size_t len)
+static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, int kind, const void *body,
+			  size_t len)
 {
 	struct spool_load *l = ctx;
 	struct parent *par = &l->a->par;
@@ -362,6 +380,9 @@ static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, const void *body,
 	r->id = id;
 	r->tx = tx;
 	r->len = len;
+	/* a kind this weft does not send goes as a Partial, which the parent refuses */
+	r->kind = kind == WEFT__ENVELOPE__BODY_GRAPH_BATCH ? WEFT__ENVELOPE__BODY_GRAPH_BATCH :
+							     WEFT__ENVELOPE__BODY_PARTIAL;
 	par->nrows++;
 	if (id > par->next_id)
 		par->next_id = id;

@@ -95,6 +95,7 @@ struct status_build {
 	char ***hosts;
 	uint64_t **running;
 	size_t na, nqs;
+	Weft__GraphStatus gs;
 };
 
 static void status_free(struct status_build *b)
@@ -135,6 +136,10 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 	r->has_rejected = true;
 	/* the guard counts every connection gone without a message, refused keys included */
 	r->rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
+	if (a->gs) {
+		aggd_graph_status(a, &b->gs);
+		r->graph = &b->gs;
+	}
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &b->as[b->na];
 		size_t nr = 0;
@@ -224,7 +229,21 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 {
 	fputs("{\"type\":\"status\",\"aggregator\":", f);
 	text_json_fputs(f, r->aggregator);
-	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
+	fprintf(f, ",\"rejected\":%" PRIu64, r->rejected);
+	if (r->graph) {
+		const Weft__GraphStatus *g = r->graph;
+
+		fputs(",\"graph\":{\"path\":", f);
+		text_json_fputs(f, g->path);
+		fprintf(f,
+			",\"batches\":%" PRIu64 ",\"tasks\":%" PRIu64 ",\"events\":%" PRIu64
+			",\"edges\":%" PRIu64 ",\"replaced\":%" PRIu64 ",\"rejected\":%" PRIu64
+			",\"failed\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"checked\":%" PRIu64
+			",\"incomplete\":%" PRIu64 "}",
+			g->batches, g->tasks, g->events, g->edges, g->replaced, g->rejected,
+			g->failed, g->lost, g->checked, g->incomplete);
+	}
+	fputs(",\"agents\":[", f);
 	for (size_t i = 0; i < r->n_agents; i++) {
 		const Weft__AgentStatus *a = r->agents[i];
 

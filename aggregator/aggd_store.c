@@ -41,7 +41,7 @@
 
 /* bump, and migrate, when a table changes.  2: merged snapshots of open windows and the
  * members of each query replace schema 1's table of every partial */
-#define STORE_SCHEMA 2
+#define STORE_SCHEMA 3 /* 3: spool.kind, the body of a spooled row (a Partial or a GraphBatch) */
 
 enum stmt {
 	ST_QUERY_ADD,
@@ -105,10 +105,10 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?",
 	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES(?, ?)"
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-	[ST_SPOOL_ADD] = "INSERT OR REPLACE INTO spool(id, tx, body) VALUES(?, 0, ?)",
+	[ST_SPOOL_ADD] = "INSERT OR REPLACE INTO spool(id, tx, body, kind) VALUES(?, 0, ?, ?)",
 	[ST_SPOOL_TX] = "UPDATE spool SET tx = ? WHERE id = ?",
 	[ST_SPOOL_DEL] = "DELETE FROM spool WHERE id = ?",
-	[ST_SPOOL_LOAD] = "SELECT id, tx, body FROM spool ORDER BY id",
+	[ST_SPOOL_LOAD] = "SELECT id, tx, body, kind FROM spool ORDER BY id",
 };
 
 static const char schema_sql[] =
@@ -129,7 +129,7 @@ static const char schema_sql[] =
 	" revision INTEGER NOT NULL, closed_ns INTEGER NOT NULL, body BLOB NOT NULL,"
 	" PRIMARY KEY(query_id, win));"
 	"CREATE TABLE IF NOT EXISTS spool(id INTEGER PRIMARY KEY, tx INTEGER NOT NULL,"
-	" body BLOB NOT NULL);";
+	" body BLOB NOT NULL, kind INTEGER NOT NULL DEFAULT 16);";
 
 struct aggd_store {
 	sqlite3 *db;
@@ -294,6 +294,18 @@ struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz)
 		rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		/* schema 2 -> 3: a spool without kinds holds Partials (body 16) */
+		sqlite3_stmt *probe = NULL;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT kind FROM spool LIMIT 0", -1, &probe, NULL) !=
+		    SQLITE_OK)
+			rc = sqlite3_exec(s->db,
+					  "ALTER TABLE spool ADD COLUMN kind INTEGER NOT NULL "
+					  "DEFAULT 16",
+					  NULL, NULL, NULL);
+		sqlite3_finalize(probe);
+	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
@@ -668,12 +680,13 @@ int aggd_store_meta_set(struct aggd_store *s, const char *key, uint64_t v)
 	return step_done(s, st);
 }
 
-int aggd_store_spool_add(struct aggd_store *s, uint64_t id, const void *body, size_t len)
+int aggd_store_spool_add(struct aggd_store *s, uint64_t id, int kind, const void *body, size_t len)
 {
 	sqlite3_stmt *st = stmt(s, ST_SPOOL_ADD);
 
 	sqlite3_bind_int64(st, 1, i64(id));
 	sqlite3_bind_blob64(st, 2, body ? body : "", len, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, kind);
 	return step_done(s, st);
 }
 
@@ -695,7 +708,7 @@ int aggd_store_spool_del(struct aggd_store *s, uint64_t id)
 }
 
 int aggd_store_spool_load(struct aggd_store *s,
-			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, const void *body,
+			  int (*fn)(void *ctx, uint64_t id, uint64_t tx, int kind, const void *body,
 				    size_t len),
 			  void *ctx)
 {
@@ -703,9 +716,9 @@ int aggd_store_spool_load(struct aggd_store *s,
 	int rc;
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int frc =
-			fn(ctx, u64(sqlite3_column_int64(st, 0)), u64(sqlite3_column_int64(st, 1)),
-			   sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2));
+		int frc = fn(ctx, u64(sqlite3_column_int64(st, 0)),
+			     u64(sqlite3_column_int64(st, 1)), sqlite3_column_int(st, 3),
+			     sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2));
 
 		if (frc) {
 			sqlite3_reset(st);

@@ -35,7 +35,7 @@ int aggd_web_open(struct aggd *a, char *err, size_t errsz)
 	struct web_opts wo = { .sz = sizeof(wo),
 			       .listen = a->o.http,
 			       .token_file = a->o.http_token,
-			       .graph_store = a->o.graph_store,
+			       .graph_store = a->gs ? a->gpath : a->o.graph_store,
 			       .cluster = true };
 
 	a->web = web_start(&wo, err, errsz);

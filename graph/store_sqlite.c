@@ -884,6 +884,11 @@ struct sq {
 	size_t nblk;
 	struct wbuf wb;
 	struct wbuf body; /* the elements of the trace a put is at, coded for its chunk */
+	/* stored edges of the trace a put is at with an end not stored (yet): when the put
+	 * brings that task, the edge's shape is counted (stitching: pieces of a trace come
+	 * from several hosts, in any order) */
+	struct cedge *dangle;
+	size_t ndangle, capdangle;
 	uint64_t *scratch; /* WEFT_SKETCH_NBUCKETS */
 	uint32_t conc_scratch[CONC_MS];
 	/* the context's decoded sketches */
@@ -1163,6 +1168,7 @@ static void sq_close(struct graph_store *base)
 		free(s->ct[i].cum);
 	}
 	free(s->ct);
+	free(s->dangle);
 	kmap_free(&s->pth);
 	kmap_free(&s->pevagg);
 	kmap_free(&s->pedgeagg);
@@ -1369,9 +1375,53 @@ static int seed_event(void *arg, const struct cevent *ev)
 static int seed_edge(void *arg, const struct cedge *d)
 {
 	struct seed *sd = arg;
+	struct sq *s = sd->s;
 	bool added;
 
-	return eset_add(&sd->s->pedges, sd->tr, d, &added);
+	if (s->ndangle == s->capdangle) {
+		size_t cap = s->capdangle ? 2 * s->capdangle : 64;
+		struct cedge *v = realloc(s->dangle, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->dangle = v;
+		s->capdangle = cap;
+	}
+	s->dangle[s->ndangle++] = *d;
+	return eset_add(&s->pedges, sd->tr, d, &added);
+}
+
+/* After a trace's chunks are seeded: keeps the seeded edges from `from` whose shape could not
+ * be counted (an end was not stored). */
+static void dangle_keep(struct sq *s, uint64_t tr, size_t from)
+{
+	size_t k = from;
+
+	for (size_t i = from; i < s->ndangle; i++)
+		if (!kmap_find(&s->ptasks, tr, s->dangle[i].from_task, 0) ||
+		    !kmap_find(&s->ptasks, tr, s->dangle[i].to_task, 0))
+			s->dangle[k++] = s->dangle[i];
+	s->ndangle = k;
+}
+
+/* After a put's tasks of trace tr: the shapes of stored edges whose missing end came now. */
+static int dangle_resolve(struct sq *s, uint64_t tr, char *why, size_t whysz)
+{
+	for (size_t i = 0; i < s->ndangle; i++) {
+		const struct cedge *d = &s->dangle[i];
+		struct kent *from = kmap_find(&s->ptasks, tr, d->from_task, 0),
+			    *to = kmap_find(&s->ptasks, tr, d->to_task, 0), *agg;
+
+		if (!from || !to || d->kind >= GRAPH_EDGE_COUNT)
+			continue;
+		agg = kmap_get(&s->pedgeagg, (uint64_t)from->v[0], (uint64_t)to->v[0], d->kind,
+			       NULL);
+		if (!agg)
+			return fail(why, whysz, -ENOMEM, "out of memory");
+		agg->v[0]++;
+	}
+	s->ndangle = 0;
+	return 0;
 }
 
 static int trace_seed(struct sq *s, struct tacc *a, char *why, size_t whysz)
@@ -1381,6 +1431,7 @@ static int trace_seed(struct sq *s, struct tacc *a, char *why, size_t whysz)
 		.task = seed_task, .event = seed_event, .edge = seed_edge, .arg = &sd
 	};
 	sqlite3_stmt *t = stmt(s, ST_CHUNKS_GET);
+	size_t from = s->ndangle;
 	int rc;
 
 	sqlite3_bind_int64(t, 1, a->tr << 16);
@@ -1400,6 +1451,7 @@ static int trace_seed(struct sq *s, struct tacc *a, char *why, size_t whysz)
 		a->nchunks = (sqlite3_column_int64(t, 1) & CHUNK_MAX_SEQ) + 1;
 	}
 	sqlite3_reset(t);
+	dangle_keep(s, (uint64_t)a->tr, from);
 	return rc == SQLITE_DONE ? 0 : sq_fail(s, rc, why, whysz, "reading a trace");
 }
 
@@ -2029,7 +2081,10 @@ static int put_traces(struct sq *s, const struct graph *g, struct graph_put_stat
 			goto out;
 		}
 		s->body.n = 0;
+		s->ndangle = 0;
 		if ((rc = put_tasks(s, g, ix + p, nk[0], st, why, whysz)) ||
+		    (rc = trace_get(s, id, false, &a, NULL, why, whysz)) ||
+		    (a && (rc = dangle_resolve(s, (uint64_t)a->tr, why, whysz))) ||
 		    (rc = put_events(s, g, ix + p + nk[0], nk[1], st, why, whysz)) ||
 		    (rc = put_edges(s, g, ix + p + nk[0] + nk[1], nk[2], st, why, whysz)) ||
 		    (rc = trace_get(s, id, false, &a, NULL, why, whysz)))

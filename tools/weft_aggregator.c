@@ -39,6 +39,12 @@ static const char aggregator_help[] =
 	"acknowledged: after a restart the aggregator resumes its queries, agents reconnect by\n"
 	"themselves and resend what was not acknowledged, and nothing is merged twice.\n"
 	"\n"
+	"The execution graphs a graph query (`from ... graph`) records on the agents come in\n"
+	"batches, each stored once, in one transaction, in the graph store; pieces of one trace\n"
+	"from several hosts join by trace id, and after the query's last window every trace it\n"
+	"touched is checked and marked incomplete when a task's parent or an edge's task never\n"
+	"arrived, or a task never ended (`weft graph list`).\n"
+	"\n"
 	"Every connection is encrypted and authenticated with CURVE; only keys listed in the\n"
 	"allow-list get in, each with its role (docs/operations.md).  A connection must finish\n"
 	"its handshake within 10 s; when descriptors run short, the oldest connections still\n"
@@ -55,6 +61,11 @@ static const char aggregator_help[] =
 	"  -s, --store PATH        the SQLite store (default /var/lib/weft/aggregator.sqlite\n"
 	"                          as root, else ~/.local/state/weft/aggregator.sqlite; the\n"
 	"                          directory is made mode 0700); ':memory:' keeps nothing\n"
+	"  -G, --graph-store PATH  where the execution graphs agents capture are stitched and\n"
+	"                          stored (a graph query's GraphBatches), the file `weft graph`\n"
+	"                          reads, and whose traces the web face shows (default:\n"
+	"                          $WEFT_GRAPH_STORE, else graph.sqlite in the directory of\n"
+	"                          --store)\n"
 	"  -p, --parent ENDPOINT   report every closed window to a parent aggregator, as one\n"
 	"                          of its agents (a tree); the parent's allow-list must list\n"
 	"                          this aggregator's public key with the role aggregator\n"
@@ -78,8 +89,6 @@ static const char aggregator_help[] =
 	"                          and /metrics then answer 401 without 'Authorization:\n"
 	"                          Bearer TOKEN'.  Prefer a reverse proxy with TLS in front of\n"
 	"                          it (docs/operations.md)\n"
-	"      --graph-store PATH  the graph store whose traces the web face shows (written by\n"
-	"                          `weft graph import --graph-store PATH`)\n"
 	"  -v, --verbose           log joins, windows and queries (-vv: every message)\n"
 	"  -h, --help              this text\n"
 	"\n"
@@ -135,6 +144,7 @@ int cmd_aggregator(int argc, char **argv)
 		{ "key", required_argument, NULL, 'k' },
 		{ "allow", required_argument, NULL, 'a' },
 		{ "store", required_argument, NULL, 's' },
+		{ "graph-store", required_argument, NULL, 'G' },
 		{ "parent", required_argument, NULL, 'p' },
 		{ "parent-key", required_argument, NULL, 'P' },
 		{ "name", required_argument, NULL, 'n' },
@@ -144,7 +154,6 @@ int cmd_aggregator(int argc, char **argv)
 		{ "spool-max", required_argument, NULL, 'S' },
 		{ "http", required_argument, NULL, 'H' },
 		{ "http-token", required_argument, NULL, 'T' },
-		{ "graph-store", required_argument, NULL, 'G' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -157,7 +166,7 @@ int cmd_aggregator(int argc, char **argv)
 	int c, verbose = 0, sfd, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "l:k:a:s:p:P:n:L:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:k:a:s:G:p:P:n:L:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
 			o.listen = optarg;
@@ -168,9 +177,6 @@ int cmd_aggregator(int argc, char **argv)
 		case 'T':
 			o.http_token = optarg;
 			break;
-		case 'G':
-			o.graph_store = optarg;
-			break;
 		case 'k':
 			o.key_file = optarg;
 			break;
@@ -179,6 +185,13 @@ int cmd_aggregator(int argc, char **argv)
 			break;
 		case 's':
 			o.store = optarg;
+			break;
+		case 'G':
+			if (!*optarg) {
+				fprintf(stderr, "weft: --graph-store takes a file name\n");
+				return WEFT_EXIT_USAGE;
+			}
+			o.graph_store = optarg;
 			break;
 		case 'p':
 			o.parent = optarg;
@@ -253,9 +266,9 @@ int cmd_aggregator(int argc, char **argv)
 		fprintf(stderr, "weft: --parent and --parent-key go together\n");
 		return WEFT_EXIT_USAGE;
 	}
-	if (!o.http && (o.http_token || o.graph_store)) {
-		fprintf(stderr, "weft: --http-token and --graph-store are for the web face: give "
-				"--http ADDR:PORT too\n");
+	if (!o.http && o.http_token) {
+		fprintf(stderr,
+			"weft: --http-token is for the web face: give --http ADDR:PORT too\n");
 		return WEFT_EXIT_USAGE;
 	}
 	tool_set_verbose(verbose);

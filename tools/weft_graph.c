@@ -38,7 +38,6 @@
 #include "graph/store.h"
 #include "tools/weft.h"
 
-#define STORE_FILE "graph.sqlite"
 #define LIST_MAX 100000 /* rows of ~700 bytes: at most ~70 MB */
 
 static const char graph_help[] =
@@ -176,7 +175,9 @@ static const char list_help[] =
 	"\n"
 	"Lists the traces stored, one per line: id, start (UTC), duration, tasks, hosts and\n"
 	"the root task (service: name).  Filters combine; a trace matches --service, --name or\n"
-	"--host when any of its tasks does.\n"
+	"--host when any of its tasks does.  A trace the aggregator found incomplete after its\n"
+	"query ended (a task's parent or an edge's task never arrived, or a task never ended)\n"
+	"ends with [incomplete]; in JSON, \"incomplete\" lists why: parent, edge, open.\n"
 	"\n"
 	"Options:\n"
 	"      --service S         a task of service S\n"
@@ -282,24 +283,16 @@ enum { OPT_STORE = 'S', OPT_FORMAT = 'F' };
 
 int weft_graph_store_default(char *buf, size_t sz)
 {
-	const char *env = getenv("WEFT_GRAPH_STORE");
 	char *slash;
 	int rc;
 
-	if (env && *env) {
-		if (strlen(env) >= sz)
-			return -ENAMETOOLONG;
-		strcpy(buf, env);
-		return 0;
-	}
-	/* the aggregator's default store's directory, our own file in it */
-	rc = aggd_store_default_path(buf, sz);
+	/* the aggregator's: $WEFT_GRAPH_STORE, else next to its default store */
+	rc = aggd_graph_default_path(NULL, buf, sz);
 	if (rc)
 		return rc;
 	slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash + 1 - buf) + sizeof(STORE_FILE) > sz)
-		return -ENAMETOOLONG;
-	strcpy(slash + 1, STORE_FILE);
+	if (!slash || getenv("WEFT_GRAPH_STORE"))
+		return 0;
 	/* make the directory as the aggregator does: mode 0700, parents too */
 	for (char *p = buf + 1; p && *p; p++) {
 		if (*p != '/')

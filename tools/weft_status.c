@@ -184,6 +184,16 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 		fprintf(f, "aggregator %s: %zu agent%s, %zu quer%s, %" PRIu64 " rejected\n",
 			r->aggregator, r->n_agents, r->n_agents == 1 ? "" : "s", r->n_queries,
 			r->n_queries == 1 ? "y" : "ies", r->rejected);
+	if (r->graph && !one_query)
+		fprintf(f,
+			"graph store %s: %" PRIu64 " batches, %" PRIu64 " tasks, %" PRIu64
+			" events, %" PRIu64 " edges stored (%" PRIu64
+			" tasks stored already); %" PRIu64 " batches refused, %" PRIu64
+			" failed, %" PRIu64 " elements lost by senders; %" PRIu64
+			" traces checked, %" PRIu64 " incomplete\n",
+			r->graph->path, r->graph->batches, r->graph->tasks, r->graph->events,
+			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
+			r->graph->lost, r->graph->checked, r->graph->incomplete);
 	if (r->n_agents) {
 		for (size_t i = 0; i < r->n_agents; i++) {
 			wh = width_of(r->agents[i]->host, wh);

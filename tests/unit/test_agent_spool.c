@@ -93,6 +93,40 @@ static void test_reconnect(void **state)
 	agent_spool_free(s);
 }
 
+/* Partials and GraphBatches share the FIFO: each entry keeps its body kind through sends,
+ * rewinds and acks, so that a resent batch goes out as what it was. */
+static void test_kinds(void **state)
+{
+	struct agent_spool *s = agent_spool_new(0, 0);
+	static const Weft__Envelope__BodyCase kinds[4] = { WEFT__ENVELOPE__BODY_PARTIAL,
+							   WEFT__ENVELOPE__BODY_GRAPH_BATCH,
+							   WEFT__ENVELOPE__BODY_GRAPH_BATCH,
+							   WEFT__ENVELOPE__BODY_PARTIAL };
+
+	(void)state;
+	for (uint8_t i = 0; i < 4; i++) {
+		uint8_t *b = calloc(1, 8);
+
+		assert_non_null(b);
+		b[0] = i + 1;
+		assert_int_equal(agent_spool_add_kind(s, kinds[i], b, 8), 0);
+	}
+	for (int round = 0; round < 2; round++) {
+		for (uint8_t i = 0; i < 4; i++) {
+			assert_int_equal(agent_spool_kind(s), kinds[i]);
+			send_next(s, i + 1, 10 * (uint64_t)round + i + 1);
+		}
+		/* nothing unsent: a Partial, the default */
+		assert_int_equal(agent_spool_kind(s), WEFT__ENVELOPE__BODY_PARTIAL);
+		agent_spool_rewind(s);
+	}
+	assert_int_equal(agent_spool_ack(s, 0), 0);
+	send_next(s, 1, 21);
+	assert_int_equal(agent_spool_ack(s, 21), 1);
+	assert_int_equal(agent_spool_kind(s), WEFT__ENVELOPE__BODY_GRAPH_BATCH);
+	agent_spool_free(s);
+}
+
 static void test_bounds(void **state)
 {
 	struct agent_spool *s = agent_spool_new(3, 100);
@@ -141,6 +175,7 @@ int main(void)
 		cmocka_unit_test(test_ack_in_order),
 		cmocka_unit_test(test_reconnect),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_kinds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -644,10 +644,13 @@ static int load_w(void *ctx, uint64_t w, uint32_t rev, uint64_t closed, const vo
 	return 0;
 }
 
-static int load_spool(void *ctx, uint64_t id, uint64_t tx, const void *body, size_t len)
+static int load_spool(void *ctx, uint64_t id, uint64_t tx, int kind, const void *body, size_t len)
 {
 	struct loaded *l = ctx;
 
+	/* row 2 was a GraphBatch, the others Partials: each comes back as what it was */
+	assert_int_equal(kind,
+			 id == 2 ? WEFT__ENVELOPE__BODY_GRAPH_BATCH : WEFT__ENVELOPE__BODY_PARTIAL);
 	assert_int_equal(len, 4);
 	assert_memory_equal(body, "abcd", 4);
 	l->spool_ids[l->nspool] = id;
@@ -723,9 +726,10 @@ static void test_store_roundtrip(void **state)
 	aggd_store_rollback(s);
 	assert_int_equal(aggd_store_meta_get(s, "nothing", &v), -ENOENT);
 	assert_int_equal(aggd_store_meta_set(s, "parent_seq", UINT64_MAX), 0);
-	assert_int_equal(aggd_store_spool_add(s, 1, "abcd", 4), 0);
-	assert_int_equal(aggd_store_spool_add(s, 2, "abcd", 4), 0);
-	assert_int_equal(aggd_store_spool_add(s, 3, "abcd", 4), 0);
+	assert_int_equal(aggd_store_spool_add(s, 1, WEFT__ENVELOPE__BODY_PARTIAL, "abcd", 4), 0);
+	assert_int_equal(aggd_store_spool_add(s, 2, WEFT__ENVELOPE__BODY_GRAPH_BATCH, "abcd", 4),
+			 0);
+	assert_int_equal(aggd_store_spool_add(s, 3, WEFT__ENVELOPE__BODY_PARTIAL, "abcd", 4), 0);
 	assert_int_equal(aggd_store_spool_tx(s, 2, 1234), 0);
 	assert_int_equal(aggd_store_spool_del(s, 1), 0);
 	aggd_store_close(s);

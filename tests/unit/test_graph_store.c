@@ -829,6 +829,39 @@ static void test_retain(void **state)
 
 static void sql(const char *name, const char *q);
 
+/* Stitching: an edge stored before the task at its other end (two hosts' pieces of a trace,
+ * in either order) has its shape counted when that task comes, once. */
+static void test_stitch_edge_shape(void **state)
+{
+	struct graph_store *s = open_ok("stitch.db");
+	struct graph_context c;
+	struct graph g, l;
+	char why[256];
+
+	(void)state;
+	for (int round = 0; round < 2; round++) { /* the second: everything again */
+		graph_init(&g);
+		task(&g, tid128(0, 1), 1, 0, "a", "send", "h1", 1, T0, T0 + MS);
+		edge(&g, tid128(0, 1), GRAPH_EDGE_MESSAGE, 1, 2);
+		put_ok(s, &g, NULL);
+		graph_free(&g);
+		graph_init(&g);
+		task(&g, tid128(0, 1), 2, 1, "b", "recv", "h2", 2, T0 + 1, T0 + MS);
+		put_ok(s, &g, NULL);
+		graph_free(&g);
+	}
+	graph_init(&l);
+	assert_int_equal(graph_store_load(s, "1", &l, why, sizeof(why)), 0);
+	assert_int_equal(l.ntasks, 2);
+	assert_int_equal(l.nedges, 1);
+	assert_int_equal(graph_store_context(s, &l, &c, why, sizeof(why)), 0);
+	/* one message edge per task of type a:send */
+	assert_true(c.edges[0].share == 1.0);
+	graph_context_free(&c);
+	graph_free(&l);
+	graph_store_close(s);
+}
+
 /* Marks of incomplete traces: graph_trace_gaps() of a loaded trace, set and read back, shown by
  * list, cleared, dropped with their trace; a version 1 file is upgraded on open. */
 static void test_marks(void **state)
@@ -1238,7 +1271,7 @@ int main(void)
 		cmocka_unit_test(test_concurrency),    cmocka_unit_test(test_list),
 		cmocka_unit_test(test_retain),	       cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_plans),	       cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_marks),
+		cmocka_unit_test(test_marks),	       cmocka_unit_test(test_stitch_edge_shape),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

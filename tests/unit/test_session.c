@@ -38,6 +38,7 @@
 
 #include "agent/session.h"
 #include "agent/wire.h"
+#include "agent/wire_graph.h"
 #include "aggregator/zap.h"
 
 #define WAIT_MS 10000 /* only catches a hang */
@@ -50,6 +51,7 @@ struct tentry {
 	uint64_t seq; /* of its latest transmission; 0: not sent on this connection */
 	void *buf;
 	size_t len;
+	bool graph; /* a packed GraphBatch, not a Partial */
 };
 
 struct tspool {
@@ -78,6 +80,34 @@ static void tspool_add(struct tspool *sp, uint64_t window)
 	weft__partial__pack(&p, t->buf);
 }
 
+/* A GraphBatch of window `window`: one task, whose id is the window. */
+static void tspool_add_graph(struct tspool *sp, uint64_t window)
+{
+	struct graph g;
+	struct graph_task k = { .trace = { 1, 2 },
+				.id = window,
+				.service = "s",
+				.name = "n",
+				.host = "",
+				.pid = -1,
+				.tid = -1,
+				.start = 10,
+				.end = 20,
+				.attrs = "{}" };
+	struct wire_graph_meta m = { .query_id = 1, .window = window, .host = HOST };
+	struct tentry *t = &sp->v[sp->n++];
+	char why[128];
+
+	assert_true(sp->n <= 64);
+	graph_init(&g);
+	assert_non_null(graph_add_task(&g, &k));
+	t->window = window;
+	t->seq = 0;
+	t->graph = true;
+	assert_int_equal(wire_graph_pack(&m, &g, &t->buf, &t->len, why, sizeof(why)), 0);
+	graph_free(&g);
+}
+
 static void tspool_pop(struct tspool *sp)
 {
 	free(sp->v[0].buf);
@@ -101,6 +131,14 @@ static const void *ts_next(void *ctx, size_t *len)
 		return NULL;
 	*len = sp->v[sp->nsent].len;
 	return sp->v[sp->nsent].buf;
+}
+
+static Weft__Envelope__BodyCase ts_kind(void *ctx)
+{
+	struct tspool *sp = ctx;
+
+	return sp->nsent < sp->n && sp->v[sp->nsent].graph ? WEFT__ENVELOPE__BODY_GRAPH_BATCH :
+							     WEFT__ENVELOPE__BODY_PARTIAL;
 }
 
 static ssize_t ts_reserve(void *ctx, uint64_t first)
@@ -158,6 +196,7 @@ static uint64_t ts_dropped(void *ctx)
 }
 
 static const struct session_spool_ops ts_ops = {
+	.kind = ts_kind,
 	.next = ts_next,
 	.mark_sent = ts_mark_sent,
 	.ack = ts_ack,
@@ -783,6 +822,47 @@ static void test_reconnect(void **state)
 	PUMP_UNTIL(e, e->sp.n == 0);
 }
 
+/* A spool of Partials and GraphBatches: each goes out as its kind, in spool order, and again
+ * as its kind after a reconnect. */
+static void test_graph_batches(void **state)
+{
+	struct env *e = *state;
+	Weft__Envelope *m;
+	uint64_t s1, s2, s3;
+
+	session_make(e, e->cpub, e->csec, 0, false);
+	tspool_add(&e->sp, 1);
+	tspool_add_graph(&e->sp, 2);
+	tspool_add(&e->sp, 3);
+	expect_hello(e);
+	srv_welcome(e, 100, ++e->seq, 0);
+	s1 = expect_partial(e, 1);
+	m = expect(e, WEFT__ENVELOPE__BODY_GRAPH_BATCH, WAIT_MS);
+	assert_non_null(m);
+	assert_int_equal(m->graph_batch->window, 2);
+	assert_int_equal(m->graph_batch->n_tasks, 1);
+	assert_int_equal(m->graph_batch->tasks[0]->id, 2);
+	s2 = m->seq;
+	wire_free(m);
+	s3 = expect_partial(e, 3);
+	assert_true(s1 < s2 && s2 < s3);
+
+	/* the link goes; the Welcome says only the first arrived: the batch goes again, as one */
+	srv_close(e);
+	PUMP_UNTIL(e, e->lost_up == 1);
+	srv_open(e);
+	expect_hello(e);
+	srv_welcome(e, 100, ++e->seq, s1);
+	m = expect(e, WEFT__ENVELOPE__BODY_GRAPH_BATCH, WAIT_MS);
+	assert_non_null(m);
+	assert_int_equal(m->graph_batch->window, 2);
+	assert_true(m->seq > s3);
+	wire_free(m);
+	s3 = expect_partial(e, 3);
+	srv_ack(e, ++e->seq, s3);
+	PUMP_UNTIL(e, e->sp.n == 0);
+}
+
 static void test_not_welcomed(void **state)
 {
 	struct env *e = *state;
@@ -895,6 +975,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hello_welcome_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_seq, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_graph_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_welcomed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),

@@ -21,6 +21,13 @@
 #   agent [SECS [GROUPS]]               a real `weft agent` (root): CPU and RSS connected and
 #                                       idle for SECS s, then shipping a query over a workload
 #                                       of GROUPS (comm, pid) groups (default 60 1000)
+#   graphs [BATCHES [TASKS [INFLIGHT [-E]]]]
+#                                       graph elements per second through one aggregator core:
+#                                       one sender streams BATCHES GraphBatches of TASKS tasks
+#                                       (10 per trace) into the aggregator's SQLite graph store,
+#                                       INFLIGHT unacknowledged at most (default 200 10000 8);
+#                                       -E adds an event per task and an edge per child (root:
+#                                       the query the batches belong to is compiled)
 # Environment:
 #   WEFT_BUILD      build tree, -DCMAKE_BUILD_TYPE=Release -DWEFT_BENCH=ON (default <repo>/build)
 #   BENCH_OUT       logs (default: a fresh /tmp/weft-cbench-*)
@@ -164,6 +171,7 @@ perf_report() {
 	perf report -i "$data" --children -g none --sort symbol --stdio 2>/dev/null \
 		>"$data.children"
 	for f in router_batch zmq_msg_recv wire_decode wire_free aggd_qwin_add \
+		aggd_on_graph_batch wire_graph_unpack graph_store_put \
 		agent_table_add_groups aggd_store_sender_set aggd_qwin_checkpoint ckpt_window txn_commit \
 		aggd_qwin_tick emit_window agent_table_to_groups wire_encode result_send \
 		aggd_store_window_emitted aggd_store_windows_forget; do
@@ -286,8 +294,41 @@ cmd_agent() {
 	echo "logs: $BENCH_OUT"
 }
 
+cmd_graphs() {
+	local n=${1:-200} tasks=${2:-10000} infl=${3:-8} extra=${4:-} gs=$BENCH_OUT/graph.sqlite qid
+	local cg=$WEFT_BUILD/tools/bench/cluster_graph
+	if [ ! -x "$cg" ]; then
+		echo "cluster.sh: $cg missing: cmake --build $WEFT_BUILD --target cluster_graph" >&2
+		exit 1
+	fi
+	keys 1
+	quiet_wait
+	machine_info
+	rm -f "$gs" "$gs-wal" "$gs-shm"
+	export WEFT_GRAPH_STORE=$gs
+	start_aggregator
+	unset WEFT_GRAPH_STORE
+	"$WEFT" submit --to "$EP" --server-key "$BENCH_OUT/keys/aggregator.pub" \
+		--key "$BENCH_OUT/keys/me.key" --no-follow \
+		'from interval:1s select count() as n for 1h' >"$BENCH_OUT/submit.log" 2>&1 || true
+	qid=$(sed -n 's/^weft: query \([0-9]*\) runs on.*/\1/p' "$BENCH_OUT/submit.log")
+	if [ -z "$qid" ]; then
+		echo "cluster.sh: the query was not submitted:" >&2
+		cat "$BENCH_OUT/submit.log" >&2
+		exit 1
+	fi
+	echo "graph store: $gs"
+	echo "command: taskset -c 1 $cg -n $n -b $tasks -i $infl $extra ..."
+	perf_aggregator 10 graphs
+	taskset -c 1 "$cg" -e "$EP" -S "$BENCH_OUT/keys/aggregator.pub" \
+		-K "$BENCH_OUT/keys/agent.key" -H agent -q "$qid" -n "$n" -b "$tasks" -i "$infl" \
+		$extra -P "$AGG_PID"
+	stop_aggregator
+	perf_report graphs
+}
+
 case "${1:-}" in
-merge | flood | window | agent)
+merge | flood | window | agent | graphs)
 	c=$1
 	shift
 	echo "cluster.sh: logs and report in $BENCH_OUT" >&2
