@@ -1407,6 +1407,10 @@ static void dangle_keep(struct sq *s, uint64_t tr, size_t from)
 /* After a put's tasks of trace tr: the shapes of stored edges whose missing end came now. */
 static int dangle_resolve(struct sq *s, uint64_t tr, char *why, size_t whysz)
 {
+	if (s->noaggs) { /* a sampled capture's aggregates come with it (graph_store_put_aggs) */
+		s->ndangle = 0;
+		return 0;
+	}
 	for (size_t i = 0; i < s->ndangle; i++) {
 		const struct cedge *d = &s->dangle[i];
 		struct kent *from = kmap_find(&s->ptasks, tr, d->from_task, 0),
