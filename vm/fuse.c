@@ -137,14 +137,14 @@ const struct vm_gthread *vm_gthread_of(const struct vm_analysis *a, int64_t tid)
 }
 
 static int g_add(struct vm_analysis *a, struct vm_gthread *g, int64_t s, int64_t e,
-		 enum vm_gstate st, int host, struct vm_err *err)
+		 enum vm_gstate st, int host, int32_t vcpu, struct vm_err *err)
 {
 	if (e <= s)
 		return 0;
 	g->state_ns[st] += e - s;
 	if (st == VM_G_HOST)
 		g->host_ns[host] += e - s;
-	return vm_iv_add(a, &g->iv, &g->niv, &g->capiv, s, e, st, host, -1, err);
+	return vm_iv_add(a, &g->iv, &g->niv, &g->capiv, s, e, st, host, vcpu, err);
 }
 
 /* g ran on a guest CPU whose vCPU is v (NULL: not in the host stream) over [s, e). */
@@ -152,9 +152,10 @@ static int g_ran(struct vm_analysis *a, struct vm_gthread *g, const struct vm_vc
 		 int64_t e, struct vm_err *err)
 {
 	size_t lo = 0, hi;
+	int32_t vidx = v ? (int32_t)(v - a->vcpus) : -1;
 
 	if (!v || !v->niv)
-		return g_add(a, g, s, e, VM_G_UNTRACED, 0, err);
+		return g_add(a, g, s, e, VM_G_UNTRACED, 0, -1, err);
 	/* the first interval that ends after s */
 	hi = v->niv;
 	while (lo < hi) {
@@ -172,21 +173,21 @@ static int g_ran(struct vm_analysis *a, struct vm_gthread *g, const struct vm_vc
 		if (iv->start > s) { /* not covered by the host stream (before the vCPU's start) */
 			int64_t gap = iv->start < e ? iv->start : e;
 
-			if (g_add(a, g, s, gap, VM_G_UNTRACED, 0, err))
+			if (g_add(a, g, s, gap, VM_G_UNTRACED, 0, -1, err))
 				return -1;
 			s = gap;
 			if (s >= e)
 				break;
 		}
 		if (iv->state == VM_GUEST || iv->state == VM_GUEST_L2) {
-			if (g_add(a, g, s, end, VM_G_RUNNING, 0, err))
+			if (g_add(a, g, s, end, VM_G_RUNNING, 0, vidx, err))
 				return -1;
-		} else if (g_add(a, g, s, end, VM_G_HOST, iv->state, err)) {
+		} else if (g_add(a, g, s, end, VM_G_HOST, iv->state, vidx, err)) {
 			return -1;
 		}
 		s = end;
 	}
-	return g_add(a, g, s, e, VM_G_UNTRACED, 0, err); /* after the host stream's end */
+	return g_add(a, g, s, e, VM_G_UNTRACED, 0, -1, err); /* after the host stream's end */
 }
 
 /* The vCPU that runs guest CPU `cpu`: by vcpu_id (and the VMM's pid when given). */
@@ -225,7 +226,7 @@ static int g_close(struct vm_analysis *a, struct vm_gthread *g, int64_t t,
 	if (g->cpu >= 0)
 		rc = g_ran(a, g, cpus[g->cpu], g->since, t, err);
 	else
-		rc = g_add(a, g, g->since, t, g->off, 0, err);
+		rc = g_add(a, g, g->since, t, g->off, 0, -1, err);
 	g->since = t;
 	return rc;
 }

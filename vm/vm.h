@@ -55,6 +55,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "graph/graph.h"
 #include "vm/stream.h"
 
 #define VM_SYNC_HYPERCALL 0x77656674ULL /* "weft": the nr of a synchronisation hypercall */
@@ -92,8 +93,9 @@ const char *vm_gstate_name(enum vm_gstate s);
 /*
  * One interval [start, end) of a vCPU (state: enum vm_state, exit: the index into
  * vm_analysis.exits of the exit being handled in HYPERVISOR and what followed it until the
- * next entry, -1 if none) or of a guest thread (state: enum vm_gstate; exit unused; host:
- * the vCPU's state in VM_G_HOST).  Times are host ns.
+ * next entry, -1 if none) or of a guest thread (state: enum vm_gstate; host: the vCPU's
+ * state in VM_G_HOST; exit: the index of the vCPU in vm_analysis.vcpus while on a CPU the
+ * host traced, else -1).  Times are host ns.
  */
 struct vm_interval {
 	int64_t start, end;
@@ -201,6 +203,14 @@ double vm_exit_quantile(const struct vm_exit_stat *x, double q);
 const struct vm_vcpu *vm_vcpu_of_tid(const struct vm_analysis *a, int64_t tid);
 /* The guest thread tid, or NULL. */
 const struct vm_gthread *vm_gthread_of(const struct vm_analysis *a, int64_t tid);
+
+/*
+ * The fused view as one trace of an execution graph (vm/graph.c has its shape): appended to
+ * g, checked (graph_check()); times + epoch_ns.  0, or -EINVAL (no guest threads) or -ENOMEM
+ * with why[] set.  *trace is the trace's id.
+ */
+int vm_to_graph(const struct vm_analysis *a, int64_t epoch_ns, struct graph *g,
+		struct graph_id128 *trace, char *why, size_t whysz);
 
 /* Reports (vm/report.c): text for people, one JSON object for programs.  0 or -EIO. */
 struct vm_report_opts {
