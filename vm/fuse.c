@@ -31,7 +31,8 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 
 	memset(&a->sync, 0, sizeof(a->sync));
 	a->sync.guest = true;
-	qsort(a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
+	if (a->nhsync) /* qsort() and bsearch() take no NULL array, even empty */
+		qsort(a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
 	for (size_t i = 1; i < a->nhsync; i++)
 		if (a->hsync[i].id == a->hsync[i - 1].id) {
 			vm_err_set(
@@ -58,7 +59,8 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			return -1;
 		}
 		key.id = id;
-		h = bsearch(&key, a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
+		h = a->nhsync ? bsearch(&key, a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync) :
+				NULL;
 		if (!h)
 			continue; /* the host did not trace it: no point */
 		/* the host saw it between the guest's readings: offset in [h - after, h - time] */

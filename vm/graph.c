@@ -66,6 +66,11 @@ int vm_to_graph(const struct vm_analysis *a, int64_t epoch_ns, struct graph *g,
 	}
 	if (first > last)
 		first = last = a->host_first_ns;
+	if (epoch_ns < 0 || last > INT64_MAX - epoch_ns || first < 0) {
+		snprintf(why, whysz, "times plus the epoch offset %lld overflow",
+			 (long long)epoch_ns);
+		return -EINVAL;
+	}
 	root.id = 1;
 	root.service = "vm";
 	root.name = "guest threads";

@@ -309,7 +309,9 @@ static int on_kvm(struct vm_analysis *a, const struct vm_event *ev, const char *
 				x->min_ns = lat;
 			if (lat > x->max_ns)
 				x->max_ns = lat;
-			x->sum_ns += lat;
+			if (__builtin_add_overflow(x->sum_ns, lat, &x->sum_ns))
+				x->sum_ns =
+					INT64_MAX; /* saturated: only a hostile stream gets here */
 			x->samples++;
 			agg_state_add(&sketch_spec, x->sketch, lat);
 		}

@@ -108,7 +108,7 @@ struct vm_exit_stat {
 	const char *name; /* NULL: unknown to vm/exits.c, shown as the number */
 	uint64_t count; /* kvm_exit events */
 	uint64_t samples; /* exits whose next entry was seen: latencies in the sketch */
-	int64_t min_ns, max_ns, sum_ns; /* of the latencies */
+	int64_t min_ns, max_ns, sum_ns; /* of the latencies (sum_ns saturates at INT64_MAX) */
 	void *sketch; /* the quantile state (kernel/aggstate.h) */
 };
 
