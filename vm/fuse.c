@@ -11,6 +11,70 @@
 #include "vm/vm_int.h"
 
 #define VM_SYNC_EVENT "vm_sync"
+#define VM_TSC_EVENT "vm_tsc"
+
+/*
+ * A guest TSC reading as an offset interval [*lo, *hi] (vm/vm.h, "TSC points"): 0, 1 if it
+ * cannot be a point (no TSC offset of that vCPU, no host reference: not an error, like a
+ * hypercall the host did not see), -1 with err set.
+ */
+static int tsc_point(const struct vm_analysis *a, const struct vm_event *ev, const char *file,
+		     int64_t *lo, int64_t *hi, struct vm_err *err)
+{
+	const struct vm_tsc_offset *off = NULL;
+	int64_t tsc, after, host, slack;
+	__int128 ns;
+
+	if (vm_event_s64(ev, "tsc", &tsc) || vm_event_s64(ev, "after", &after) ||
+	    after < ev->time) {
+		vm_err_set(err, "E_VM_FIELD",
+			   "%s:%lu: vm_tsc needs fields.tsc (the guest's TSC, a u64 above 2^63 as "
+			   "its two's complement) and fields.after (the guest's time after the "
+			   "read, >= time)",
+			   file, ev->line);
+		return -1;
+	}
+	for (size_t i = 0; i < a->ntscoff; i++) {
+		if (a->tscoff[i].vcpu_id != ev->cpu)
+			continue;
+		if (off) {
+			vm_err_set(err, "E_VM_AMBIGUOUS",
+				   "%s:%lu: several VMs wrote a TSC offset for vCPU %lld: use "
+				   "hypercall points",
+				   file, ev->line, (long long)ev->cpu);
+			return -1;
+		}
+		off = &a->tscoff[i];
+	}
+	if (!off || !a->tscref.have)
+		return 1;
+	if (off->changed) {
+		vm_err_set(err, "E_VM_SYNC",
+			   "%s:%lu: vCPU %lld's TSC offset was written again with another value "
+			   "(host line %lu): its TSC readings cannot be converted",
+			   file, ev->line, (long long)ev->cpu, off->changed);
+		return -1;
+	}
+	/* host TSC = guest TSC - offset; ns since the reference = cycles * 1e6 / kHz */
+	ns = (__int128)(int64_t)((uint64_t)tsc - off->offset - a->tscref.tsc) * 1000000 /
+	     (__int128)a->tscref.khz;
+	if (ns > INT64_MAX / 2 || ns < -(INT64_MAX / 2) ||
+	    __builtin_add_overflow(a->tscref.time, (int64_t)ns, &host) ||
+	    __builtin_sub_overflow(host, after, lo) || __builtin_sub_overflow(host, ev->time, hi)) {
+		vm_err_set(err, "E_VM_FIELD", "%s:%lu: the TSC reading is out of range", file,
+			   ev->line);
+		return -1;
+	}
+	/* the reference's reads' gap, 1 ns of rounding, and the kHz's own rounding (half a kHz:
+	 * |ns| / (2 kHz) more), which grows with the distance from the reference */
+	slack = a->tscref.error_ns + 1 + (int64_t)((ns < 0 ? -ns : ns) / (2 * a->tscref.khz)) + 1;
+	if (__builtin_sub_overflow(*lo, slack, lo) || __builtin_add_overflow(*hi, slack, hi)) {
+		vm_err_set(err, "E_VM_FIELD", "%s:%lu: the TSC reading is out of range", file,
+			   ev->line);
+		return -1;
+	}
+	return 0;
+}
 
 static int cmp_hsync(const void *x, const void *y)
 {
@@ -46,6 +110,15 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 		uint64_t id;
 		int64_t after, l, u;
 
+		if (strcmp(ev.name, VM_TSC_EVENT) == 0) {
+			guest_points++;
+			rc = tsc_point(a, &ev, file, &l, &u, err);
+			if (rc < 0)
+				return -1;
+			if (rc == 0)
+				goto narrow;
+			continue;
+		}
 		if (strcmp(ev.name, VM_SYNC_EVENT) != 0)
 			continue;
 		guest_points++;
@@ -69,6 +142,7 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			vm_err_set(err, "E_VM_FIELD", "%s:%lu: times out of range", file, ev.line);
 			return -1;
 		}
+narrow:
 		if (l > lo) {
 			lo = l;
 			lo_line = ev.line;
@@ -86,11 +160,13 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			a->sync.assumed = true;
 			return 0;
 		}
-		vm_err_set(err, "E_VM_NO_SYNC",
-			   "%s: %zu synchronisation point%s, none seen by the host: guest and host "
-			   "times cannot be related (record vm_sync points, see docs/vm.md, or say "
-			   "that the guest's times are host times with --assume-synced)",
-			   file, guest_points, guest_points == 1 ? "" : "s");
+		vm_err_set(
+			err, "E_VM_NO_SYNC",
+			"%s: %zu synchronisation point%s, none the host saw or could convert: "
+			"guest and host times cannot be related (record vm_sync or vm_tsc points, "
+			"see docs/vm.md, or say that the guest's times are host times with "
+			"--assume-synced)",
+			file, guest_points, guest_points == 1 ? "" : "s");
 		return -1;
 	}
 	if (lo > hi) {

@@ -33,6 +33,14 @@
  *      was not (preempted by the host: in the hypervisor, in the VMM, preempted or idle on
  *      the host), UNTRACED where the host stream does not cover it.
  *
+ * TSC points.  A guest that reads its TSC next to its clock records "vm_tsc" (time, fields
+ * tsc, after); the host stream gives each vCPU's TSC offset (kvm_write_tsc_offset) and one
+ * "tsc_clock" reference (its TSC and its clock read together, the TSC's kHz, the reads' gap
+ * as error_ns).  The guest's TSC minus the offset is the host's TSC, which the reference
+ * turns into host ns: the point's offset lies in [h - after, h - time] widened by the
+ * reference's error and 1 ns of rounding, and joins the hypercall points' intersection.  A
+ * vCPU whose offset was written again with another value cannot be converted (E_VM_SYNC).
+ *
  * Synchronisation.  The guest records a point with its time just before a hypercall and just
  * after it returns ("vm_sync" with fields id, after); the host sees the hypercall as
  * kvm:kvm_hypercall with nr VM_SYNC_HYPERCALL and a0 = id.  The host's event happened between
@@ -175,6 +183,17 @@ struct vm_analysis {
 		int64_t time;
 	} * hsync; /* the host's synchronisation hypercalls */
 	size_t nhsync, caphsync;
+	struct vm_tsc_offset {
+		int64_t vcpu_id, pid;
+		uint64_t offset; /* guest TSC = host TSC + offset (mod 2^64) */
+		unsigned long changed; /* a line where it was written again with another value */
+	} * tscoff; /* from kvm_write_tsc_offset */
+	size_t ntscoff, captscoff;
+	struct {
+		bool have;
+		int64_t time, error_ns; /* host ns when the host's TSC read tsc; the reads' gap */
+		uint64_t tsc, khz;
+	} tscref; /* the host's first tsc_clock event */
 	size_t intervals, max_intervals;
 	size_t capvcpus, capexits, capthreads;
 	struct vm_tidmap {

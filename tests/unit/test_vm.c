@@ -635,6 +635,53 @@ static void test_sync_one_point(void **state)
 	vm_analysis_free(&a);
 }
 
+/*
+ * TSC points: the host's TSC runs at 2 GHz and read 5,000,000 at host time 1000 (the reads
+ * 10 ns apart); vCPU 0's offset is -4,000,000 (written by the VMM's main thread, tid 10,
+ * which does not become a vCPU).  The guest read TSC 1,100,000 between its times 500 and 520:
+ * host TSC 5,100,000, 100,000 cycles = 50,000 ns after the reference, host time 51,000; the
+ * offset lies in [50480, 50500] widened by 10 + 1 + 1 (the reference's gap, rounding, and
+ * the kHz's rounding: 50,000 / 4,000,000 rounds to 0, plus 1) = [50468, 50512]: 50490 +- 22.
+ */
+static void test_sync_tsc(void **state)
+{
+	static const char host[] =
+		"{\"time\":0,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":10,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"previous_tsc_offset\":0,\"next_tsc_offset\":-4000000}}\n"
+		"{\"time\":1000,\"cpu\":0,\"name\":\"tsc_clock\",\"tid\":10,"
+		"\"fields\":{\"tsc\":5000000,\"khz\":2000000,\"error_ns\":10}}\n"
+		"{\"time\":2000,\"cpu\":0,\"name\":\"kvm_entry\",\"tid\":11,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0}}\n";
+	static const char changed[] =
+		"{\"time\":0,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":10,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"next_tsc_offset\":-4000000}}\n"
+		"{\"time\":1000,\"cpu\":0,\"name\":\"tsc_clock\",\"tid\":10,"
+		"\"fields\":{\"tsc\":5000000,\"khz\":2000000}}\n"
+		"{\"time\":1500,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":11,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"next_tsc_offset\":-3000000}}\n";
+	static const char guest[] = "{\"time\":500,\"cpu\":0,\"name\":\"vm_tsc\","
+				    "\"fields\":{\"tsc\":1100000,\"after\":520}}\n";
+	struct vm_analysis a;
+	char msg[512];
+
+	(void)state;
+	assert_null(run_mem(host, guest, false, 0, 0, &a, msg));
+	assert_int_equal(a.nvcpus, 1); /* tid 11 only */
+	assert_int_equal(a.vcpus[0].tid, 11);
+	assert_true(a.sync.synced);
+	assert_int_equal(a.sync.points, 1);
+	assert_int_equal(a.sync.offset_ns, 50490);
+	assert_int_equal(a.sync.error_ns, 22);
+	vm_analysis_free(&a);
+	/* an offset written again with another value: its readings cannot be converted */
+	assert_string_equal(run_mem(changed, guest, false, 0, 0, &a, msg), "E_VM_SYNC");
+	assert_non_null(strstr(msg, "host line 3"));
+	vm_analysis_free(&a);
+	/* no reference on the host: the reading is no point */
+	assert_string_equal(run_mem(small_host, guest, false, 0, 0, &a, msg), "E_VM_NO_SYNC");
+	vm_analysis_free(&a);
+}
+
 static void test_two_vms(void **state)
 {
 	/* VMM 10's vCPU 0 (tid 11) and VMM 20's vCPU 0 (tid 21), both in guest mode */
@@ -693,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_guest_without_sync),
 		cmocka_unit_test(test_sync_errors),
 		cmocka_unit_test(test_sync_one_point),
+		cmocka_unit_test(test_sync_tsc),
 		cmocka_unit_test(test_two_vms),
 		cmocka_unit_test(test_interval_bound),
 	};
