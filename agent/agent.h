@@ -37,13 +37,15 @@ struct agent_err {
 			    * the full verifier log with opts.verbose */
 	bool verifier; /* the kernel's verifier rejected a program (E_VERIFIER) */
 	bool attach; /* a probe could not be attached (E_ATTACH) */
+	bool reloc; /* a kernel struct field the query reads is not in this kernel (E_BTF_RELOC) */
 };
 
 /* Called for each stream record (after the weft_rec_hdr) by agent_query_poll(). */
 typedef int (*agent_row_fn)(void *ctx, const struct plan *p, const void *rec, size_t len);
 
 /* The one line that reports a failed agent_query_start() (rc): e's message, or strerror(-rc)
- * without one, and the tag that users and tests match, " [E_VERIFIER]" or " [E_ATTACH]". */
+ * without one, and the tag that users and tests match, " [E_VERIFIER]", " [E_BTF_RELOC]" or
+ * " [E_ATTACH]". */
 void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz);
 
 struct agent_query_opts {

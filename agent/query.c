@@ -61,6 +61,7 @@ const char *agent_version(void)
 void agent_err_line(const struct agent_err *e, int rc, char *buf, size_t sz)
 {
 	snprintf(buf, sz, "%s%s", e->msg[0] ? e->msg : probe_bpf_strerror(rc),
+		 e->reloc    ? " [E_BTF_RELOC]" :
 		 e->verifier ? " [E_VERIFIER]" :
 		 e->attach   ? " [E_ATTACH]" :
 			       "");
@@ -150,17 +151,27 @@ static size_t load_log_len;
 static int capture_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	char buf[4096];
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_list aq;
+	int n;
 
+	/* into the load log whole: libbpf prints the verifier's log in one call, longer than
+	 * buf, and its last lines say what failed (a failed CO-RE relocation, say) */
+	va_copy(aq, ap);
+	if (load_log && load_log_len + 1 < VERIFIER_LOG_MAX) {
+		int m = vsnprintf(load_log + load_log_len, VERIFIER_LOG_MAX - load_log_len, fmt,
+				  aq);
+
+		if (m > 0)
+			load_log_len += (size_t)m < VERIFIER_LOG_MAX - 1 - load_log_len ?
+						(size_t)m :
+						VERIFIER_LOG_MAX - 1 - load_log_len;
+	}
+	va_end(aq);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (n <= 0)
 		return 0;
 	if ((size_t)n >= sizeof(buf))
 		n = sizeof(buf) - 1;
-	if (load_log && load_log_len + n < VERIFIER_LOG_MAX) {
-		memcpy(load_log + load_log_len, buf, n);
-		load_log_len += n;
-		load_log[load_log_len] = 0;
-	}
 	if (level == LIBBPF_DEBUG)
 		log_debug("libbpf: %.*s", n && buf[n - 1] == '\n' ? n - 1 : n, buf);
 	return 0;
@@ -214,6 +225,46 @@ static void explain_verifier(const char *log, struct agent_err *err, bool verbos
 	if (verbose && off < sizeof(err->detail))
 		snprintf(err->detail + off, sizeof(err->detail) - off, "%.*s", (int)(end - begin),
 			 begin);
+}
+
+/*
+ * A CO-RE relocation that found no match: the query was compiled against the BTF of a kernel
+ * (WEFT_BTF, or another host's) whose struct has a member this kernel's lacks.  libbpf
+ * poisons the instruction and the verifier refuses it; its log names the member as
+ * "failed to resolve CO-RE relocation <byte_off> [ID] struct NAME___wq.FIELD (...)".  Says
+ * so in the message (E_BTF_RELOC) instead of a bare verifier error.
+ */
+static bool core_reloc_failed(const char *log, struct agent_err *err)
+{
+	const char *p = strstr(log, "failed to resolve CO-RE relocation"), *s, *end, *kw = "";
+	char name[160];
+	size_t n = 0;
+
+	if (!p)
+		return false;
+	s = strstr(p, "] ");
+	end = strchr(p, '\n');
+	if (!s || (end && s > end))
+		return false;
+	s += 2;
+	if (strncmp(s, "struct ", 7) == 0 || strncmp(s, "union ", 6) == 0) {
+		kw = *s == 's' ? "struct " : "union ";
+		s += strlen(kw);
+	}
+	/* "sock___wq.__sk_common.skc_dport (0:0:...)": the name without the ___wq flavour */
+	while (*s && *s != ' ' && *s != '\n' && n < sizeof(name) - 1) {
+		if (strncmp(s, "___wq", 5) == 0)
+			s += 5;
+		else
+			name[n++] = *s++;
+	}
+	name[n] = 0;
+	err->reloc = true;
+	set_err(err,
+		"the query reads %s%s, which this kernel does not have (CO-RE relocation failed: "
+		"the query was compiled against another kernel's BTF)",
+		kw, name);
+	return true;
 }
 
 static int size_maps(struct bpf_object *obj, const struct plan *p, const struct agent_query_opts *o)
@@ -315,7 +366,9 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 
 		if (err) {
 			err->verifier = verifier;
-			if (verifier) {
+			if (verifier && core_reloc_failed(load_log, err)) {
+				explain_verifier(load_log, err, o.verbose);
+			} else if (verifier) {
 				set_err(err,
 					"the kernel's verifier rejected the generated program");
 				explain_verifier(load_log, err, o.verbose);

@@ -51,6 +51,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "aggregator/aggd_int.h"
+#include "aggregator/web.h"
 /* ---- time ---- */
 
 static uint64_t clock_ns(clockid_t c)
@@ -324,6 +325,7 @@ void aggd_query_free(struct query *q)
 	for (size_t i = 0; i < q->nerrors; i++)
 		free(q->errors[i]);
 	free(q->errors);
+	free(q->metrics);
 	free(q);
 }
 
@@ -876,6 +878,8 @@ static void tick(struct aggd *a, bool full)
 		i++;
 	}
 	aggd_txn_commit(a);
+	if (full)
+		aggd_web_tick(a);
 	if (a->has_parent) {
 		/* the windows just closed go up now; connecting and heartbeats at the full tick */
 		if (full)
@@ -984,6 +988,8 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		snprintf(err, errsz, "reading the store %s: %s", store, strerror(-rc));
 		goto out_free;
 	}
+	if (o->http && aggd_web_open(a, err, errsz))
+		goto out_free;
 	log_info("aggregator: %s listening on %s (store %s, %zu allow-listed keys, lateness "
 		 "%" PRIu64 " ms, heartbeat %" PRIu64 " ms)",
 		 a->name, o->listen, store, a->al.n, (uint64_t)(a->o.lateness_ns / 1000000ULL),
@@ -1099,6 +1105,7 @@ void aggd_free(struct aggd *a)
 {
 	if (!a)
 		return;
+	web_stop(a->web); /* first: its thread reads what the daemon publishes */
 	if (a->store && (a->txn || a->acks_due))
 		aggd_txn_commit(a);
 	while (a->peers)

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "aggregator/zap.h"
 #include "compiler/plan.h"
 #include "kernel/weft_abi.h"
@@ -291,6 +292,10 @@ struct aggd_opts {
 	uint64_t heartbeat_ms; /* 0: AGGD_DEFAULT_HEARTBEAT_MS */
 	uint32_t keep_windows; /* 0: AGGD_KEEP_WINDOWS */
 	uint64_t spool_max; /* partials spooled towards the parent (0: 4096) */
+	/* the web face (aggregator/web.h): ADDR:PORT to serve, or NULL */
+	const char *http;
+	const char *http_token; /* the bearer token's file; required off loopback */
+	const char *graph_store; /* the traces the web face shows; NULL: none */
 };
 
 struct aggd;
@@ -303,6 +308,9 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz);
  * error. */
 int aggd_run(struct aggd *a, int sig_fd);
 void aggd_free(struct aggd *a);
+
+/* A StatusReply as the one JSON object `weft status --format json` prints (docs/output.md). */
+void aggd_status_json(const Weft__StatusReply *r, FILE *f);
 
 /* ---- clients (aggd_client.c) ---- */
 

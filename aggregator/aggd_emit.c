@@ -194,6 +194,11 @@ int aggd_emit_window(void *ctx, const struct aggd_window_view *v)
 	}
 
 	result_send(a, q, v, groups, ngroups, NULL);
+	if (v->revision)
+		a->revisions++;
+	else
+		a->windows_closed++;
+	aggd_web_window(a, q, v);
 
 	{
 		/* the window as merged so far, once: it replaces its snapshot in the store

@@ -80,6 +80,9 @@ struct query {
 	uint64_t forgot_below; /* store rows of windows below this are gone */
 	char **errors;
 	size_t nerrors;
+	bool export_metrics; /* its latest window is in /metrics (weft submit --export-metrics) */
+	char *metrics; /* that window in the Prometheus text format, or NULL */
+	uint64_t metrics_index; /* ... and its index */
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
@@ -129,6 +132,9 @@ struct aggd {
 	size_t ckpt_windows, ckpt_members; /* written by the checkpoint in progress */
 	bool seq_unsaved; /* a gone sender's merged seq is written but not committed yet */
 	uint64_t start_mono;
+	uint64_t partials_merged, windows_closed, revisions; /* since start, for /metrics */
+	struct web *web; /* the web face (aggregator/web.h), or NULL */
+	uint64_t web_next; /* CLOCK_MONOTONIC: when the web documents are published next */
 };
 
 /* A window's emission: to every subscriber, or (a replay) to `only`. */
@@ -178,7 +184,8 @@ void aggd_on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *e
 void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env);
 void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n);
 
-/* aggd_status.c */
+/* aggd_status.c; aggd_status_json_all(): every agent and query as JSON (malloc'd) */
+char *aggd_status_json_all(struct aggd *a);
 void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query);
 
 /* aggd_emit.c: windows out (aggd_qwin_tick() and aggd_qwin_replay() callbacks; ctx is a
@@ -194,6 +201,13 @@ int aggd_parent_open(struct aggd *a, char *err, size_t errsz);
 void aggd_parent_recv(struct aggd *a);
 uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
+
+/* aggd_web.c: what the web face shows (aggregator/web.h), built on this thread */
+int aggd_web_open(struct aggd *a, char *err, size_t errsz);
+void aggd_web_tick(struct aggd *a);
+void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_view *v);
+int aggd_web_export_load(struct aggd *a, struct query *q);
+int aggd_web_export_save(struct aggd *a, struct query *q);
 
 /* aggd_restore.c */
 int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);

@@ -210,6 +210,7 @@ void aggd_on_partial(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 				 " came too late: dropped (counted)",
 				 q->id, p->host, pt->window);
 		} else {
+			a->partials_merged++;
 			log_debug("aggregator: query %" PRIu64
 				  ": merged %zu groups of %s for window "
 				  "%" PRIu64 "%s",
@@ -296,6 +297,9 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 		return;
 	}
 	q->id = sq.id;
+	q->export_metrics = s->has_export_metrics && s->export_metrics;
+	if (q->export_metrics)
+		aggd_web_export_save(a, q);
 	/* committed before anyone hears of the id: a restart must know it */
 	aggd_txn_commit(a);
 	log_info("aggregator: query %" PRIu64 " submitted by %s: %s", q->id, aggd_peer_label(p),

@@ -104,6 +104,7 @@ int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq)
 		aggd_query_free(r.q);
 		return -ENOMEM;
 	}
+	aggd_web_export_load(a, r.q);
 	aggd_store_members_load(a->store, sq->id, restore_member, &r);
 	aggd_store_windows_load(a->store, sq->id, restore_window, &r);
 	aggd_store_snapshots_load(a->store, sq->id, restore_snapshot, &r);

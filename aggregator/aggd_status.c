@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/result.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "aggregator/aggd_int.h"
 
 static int str_cmp(const void *x, const void *y)
@@ -86,30 +87,56 @@ static int query_status_cmp(const void *x, const void *y)
 	return a->query_id < b->query_id ? -1 : a->query_id > b->query_id;
 }
 
-/* A StatusReply: every agent and child aggregator, and the queries (one, or all), sorted
- * (by host, by id) so that it reads the same every time. */
-void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
-{
-	Weft__Envelope e;
+/* What a StatusReply points to, owned here (status_free()). */
+struct status_build {
 	Weft__StatusReply r;
-	Weft__AgentStatus *as = calloc(a->npeers + 1, sizeof(*as));
-	Weft__AgentStatus **asp = calloc(a->npeers + 1, sizeof(*asp));
-	Weft__QueryStatus *qs = calloc(a->nq + 1, sizeof(*qs));
-	Weft__QueryStatus **qsp = calloc(a->nq + 1, sizeof(*qsp));
-	char ***hosts = calloc(a->nq + 1, sizeof(*hosts));
-	uint64_t **running = calloc(a->npeers + 1, sizeof(*running));
-	size_t na = 0, nqs = 0;
+	Weft__AgentStatus *as, **asp;
+	Weft__QueryStatus *qs, **qsp;
+	char ***hosts;
+	uint64_t **running;
+	size_t na, nqs;
+};
+
+static void status_free(struct status_build *b)
+{
+	for (size_t i = 0; b->running && i < b->na; i++)
+		free(b->running[i]);
+	for (size_t i = 0; b->hosts && i < b->nqs; i++)
+		free(b->hosts[i]);
+	free(b->running);
+	free(b->hosts);
+	free(b->as);
+	free(b->asp);
+	free(b->qs);
+	free(b->qsp);
+}
+
+/* A StatusReply: every agent and child aggregator, and the queries (one, or all), sorted
+ * (by host, by id) so that it reads the same every time.  Its strings are the daemon's:
+ * valid until the daemon changes.  0 or -ENOMEM. */
+static int status_build(struct aggd *a, uint64_t only_query, struct status_build *b)
+{
+	Weft__StatusReply *r = &b->r;
 	uint64_t now = aggd_mono_ns();
 
-	if (!as || !asp || !qs || !qsp || !hosts || !running)
-		goto out_free;
-	weft__status_reply__init(&r);
-	r.aggregator = a->name;
-	r.has_rejected = true;
+	memset(b, 0, sizeof(*b));
+	b->as = calloc(a->npeers + 1, sizeof(*b->as));
+	b->asp = calloc(a->npeers + 1, sizeof(*b->asp));
+	b->qs = calloc(a->nq + 1, sizeof(*b->qs));
+	b->qsp = calloc(a->nq + 1, sizeof(*b->qsp));
+	b->hosts = calloc(a->nq + 1, sizeof(*b->hosts));
+	b->running = calloc(a->npeers + 1, sizeof(*b->running));
+	if (!b->as || !b->asp || !b->qs || !b->qsp || !b->hosts || !b->running) {
+		status_free(b);
+		return -ENOMEM;
+	}
+	weft__status_reply__init(r);
+	r->aggregator = a->name;
+	r->has_rejected = true;
 	/* the guard counts every connection gone without a message, refused keys included */
-	r.rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
+	r->rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
-		Weft__AgentStatus *s = &as[na];
+		Weft__AgentStatus *s = &b->as[b->na];
 		size_t nr = 0;
 
 		if (!p->hello || !aggd_peer_is_sender(p))
@@ -122,44 +149,132 @@ void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
 		s->features = p->features;
 		s->alive = p->alive;
 		s->last_seen_ms = (now - p->last_seen) / 1000000ULL;
-		running[na] = calloc(p->npq + 1, sizeof(uint64_t));
-		for (size_t i = 0; running[na] && i < p->npq; i++)
+		b->running[b->na] = calloc(p->npq + 1, sizeof(uint64_t));
+		for (size_t i = 0; b->running[b->na] && i < p->npq; i++)
 			if (p->pq[i].state == PQ_SENT || p->pq[i].state == PQ_RUNNING)
-				running[na][nr++] = p->pq[i].id;
+				b->running[b->na][nr++] = p->pq[i].id;
 		s->n_running = nr;
-		s->running = running[na];
+		s->running = b->running[b->na];
 		s->role = (char *)wire_role_name(p->role);
 		s->has_spooled = true;
 		s->spooled = p->spooled;
-		asp[na] = s;
-		na++;
+		b->asp[b->na] = s;
+		b->na++;
 	}
 	for (size_t i = 0; i < a->nq; i++) {
 		if (only_query && a->q[i]->id != only_query)
 			continue;
-		qsp[nqs] = query_status(a, a->q[i], &qs[nqs], &hosts[nqs]);
-		nqs++;
+		b->qsp[b->nqs] = query_status(a, a->q[i], &b->qs[b->nqs], &b->hosts[b->nqs]);
+		b->nqs++;
 	}
-	qsort(asp, na, sizeof(*asp), agent_status_cmp);
-	qsort(qsp, nqs, sizeof(*qsp), query_status_cmp);
-	r.n_agents = na;
-	r.agents = asp;
-	r.n_queries = nqs;
-	r.queries = qsp;
+	qsort(b->asp, b->na, sizeof(*b->asp), agent_status_cmp);
+	qsort(b->qsp, b->nqs, sizeof(*b->qsp), query_status_cmp);
+	r->n_agents = b->na;
+	r->agents = b->asp;
+	r->n_queries = b->nqs;
+	r->queries = b->qsp;
+	return 0;
+}
+
+void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
+{
+	struct status_build b;
+	Weft__Envelope e;
+
+	if (status_build(a, only_query, &b))
+		return;
 	aggd_env_init(a, &e);
 	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REPLY;
-	e.status_reply = &r;
+	e.status_reply = &b.r;
 	if (aggd_peer_send(a, to, &e) == -EAGAIN)
 		to->results_dropped++;
-out_free:
-	for (size_t i = 0; running && i < na; i++)
-		free(running[i]);
-	for (size_t i = 0; hosts && i < nqs; i++)
-		free(hosts[i]);
-	free(running);
-	free(hosts);
-	free(as);
-	free(asp);
-	free(qs);
-	free(qsp);
+	status_free(&b);
+}
+
+char *aggd_status_json_all(struct aggd *a)
+{
+	struct status_build b;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (status_build(a, 0, &b))
+		return NULL;
+	f = open_memstream(&buf, &len);
+	if (f) {
+		aggd_status_json(&b.r, f);
+		if (fclose(f)) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	status_free(&b);
+	return buf;
+}
+
+static const char *query_state(const Weft__QueryStatus *q)
+{
+	if (q->ended)
+		return "ended";
+	return "running";
+}
+
+void aggd_status_json(const Weft__StatusReply *r, FILE *f)
+{
+	fputs("{\"type\":\"status\",\"aggregator\":", f);
+	text_json_fputs(f, r->aggregator);
+	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
+	for (size_t i = 0; i < r->n_agents; i++) {
+		const Weft__AgentStatus *a = r->agents[i];
+
+		fputs(i ? ",{\"host\":" : "{\"host\":", f);
+		text_json_fputs(f, a->host);
+		fputs(",\"role\":", f);
+		text_json_fputs(f, a->role ? a->role : "agent");
+		fputs(",\"version\":", f);
+		text_json_fputs(f, a->version);
+		fputs(",\"kernel\":", f);
+		text_json_fputs(f, a->kernel);
+		fprintf(f,
+			",\"alive\":%s,\"last_seen_ms\":%" PRIu64 ",\"spooled\":%" PRIu64
+			",\"running\":[",
+			a->alive ? "true" : "false", a->last_seen_ms, a->spooled);
+		for (size_t j = 0; j < a->n_running; j++)
+			fprintf(f, "%s%" PRIu64, j ? "," : "", a->running[j]);
+		fputs("],\"features\":[", f);
+		for (size_t j = 0; j < a->n_features; j++) {
+			if (j)
+				fputc(',', f);
+			text_json_fputs(f, a->features[j]);
+		}
+		fputs("]}", f);
+	}
+	fputs("],\"queries\":[", f);
+	for (size_t i = 0; i < r->n_queries; i++) {
+		const Weft__QueryStatus *q = r->queries[i];
+
+		fprintf(f,
+			"%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"windows\":%" PRIu64
+			",\"revisions\":%" PRIu64 ",\"late_dropped\":%" PRIu64
+			",\"subscribers\":%" PRIu64 ",\"started_realtime_ns\":%" PRIu64
+			",\"end_realtime_ns\":%" PRIu64 ",\"every_ns\":%" PRIu64 ",\"query\":",
+			i ? "," : "", q->query_id, query_state(q), q->windows, q->revisions,
+			q->late_dropped, q->subscribers, q->started_realtime_ns, q->end_realtime_ns,
+			q->every_ns);
+		text_json_fputs(f, q->query);
+		fputs(",\"hosts\":[", f);
+		for (size_t j = 0; j < q->n_hosts; j++) {
+			if (j)
+				fputc(',', f);
+			text_json_fputs(f, q->hosts[j]);
+		}
+		fputs("],\"errors\":[", f);
+		for (size_t j = 0; j < q->n_errors; j++) {
+			if (j)
+				fputc(',', f);
+			text_json_fputs(f, q->errors[j]);
+		}
+		fputs("]}", f);
+	}
+	fputs("]}\n", f);
 }

@@ -132,12 +132,13 @@ void ast_query_free(struct ast_query *q)
 const char *builtin_name(enum builtin b)
 {
 	static const char *const names[BI__COUNT] = {
-		[BI_NONE] = "none",	[BI_TIME] = "time",	    [BI_PID] = "pid",
-		[BI_TID] = "tid",	[BI_UID] = "uid",	    [BI_COMM] = "comm",
-		[BI_CPU] = "cpu",	[BI_CGROUP] = "cgroup",	    [BI_HOST] = "host",
-		[BI_PROBE] = "probe",	[BI_USTACK] = "ustack",	    [BI_KSTACK] = "kstack",
-		[BI_RETVAL] = "retval", [BI_DURATION] = "duration", [BI_ARG] = "arg",
-		[BI_FIELD] = "field",	[BI_ALIAS] = "alias",
+		[BI_NONE] = "none",	  [BI_TIME] = "time",	      [BI_PID] = "pid",
+		[BI_TID] = "tid",	  [BI_UID] = "uid",	      [BI_COMM] = "comm",
+		[BI_CPU] = "cpu",	  [BI_CGROUP] = "cgroup",     [BI_HOST] = "host",
+		[BI_PROBE] = "probe",	  [BI_USTACK] = "ustack",     [BI_KSTACK] = "kstack",
+		[BI_RETVAL] = "retval",	  [BI_DURATION] = "duration", [BI_ARG] = "arg",
+		[BI_FIELD] = "field",	  [BI_ALIAS] = "alias",	      [BI_CURTASK] = "curtask",
+		[BI_KMEMBER] = "kmember",
 	};
 
 	if ((unsigned)b >= BI__COUNT || !names[b])
@@ -148,13 +149,14 @@ const char *builtin_name(enum builtin b)
 const char *func_name(enum func f)
 {
 	static const char *const names[FN__COUNT] = {
-		[FN_NONE] = "none",	[FN_STR] = "str",	    [FN_LOG2] = "log2",
-		[FN_BUCKET] = "bucket", [FN_USYM] = "usym",	    [FN_KSYM] = "ksym",
-		[FN_COUNT] = "count",	[FN_SUM] = "sum",	    [FN_MIN] = "min",
-		[FN_MAX] = "max",	[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",
-		[FN_HIST] = "hist",	[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile",
-		[FN_P50] = "p50",	[FN_P90] = "p90",	    [FN_P99] = "p99",
-		[FN_P999] = "p999",	[FN_DISTINCT] = "distinct",
+		[FN_NONE] = "none",	    [FN_STR] = "str",		[FN_LOG2] = "log2",
+		[FN_BUCKET] = "bucket",	    [FN_USYM] = "usym",		[FN_KSYM] = "ksym",
+		[FN_NTOHS] = "ntohs",	    [FN_NTOHL] = "ntohl",	[FN_COUNT] = "count",
+		[FN_SUM] = "sum",	    [FN_MIN] = "min",		[FN_MAX] = "max",
+		[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",	[FN_HIST] = "hist",
+		[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile", [FN_P50] = "p50",
+		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
+		[FN_DISTINCT] = "distinct",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])
@@ -229,6 +231,9 @@ const char *type_name(const struct type *t, char *buf, size_t sz)
 		break;
 	case TY_AGG:
 		snprintf(buf, sz, "agg");
+		break;
+	case TY_STRUCT:
+		snprintf(buf, sz, "struct");
 		break;
 	default:
 		snprintf(buf, sz, "?");
@@ -372,6 +377,11 @@ void expr_print(const struct expr *e, FILE *out)
 		}
 		fputs("))", out);
 		break;
+	case EXPR_CAST:
+		fputs("cast(", out);
+		expr_print(e->lhs, out);
+		fprintf(out, " as %s %s)", e->ival ? "union" : "struct", e->sval ? e->sval : "?");
+		break;
 	}
 }
 
@@ -400,6 +410,8 @@ static const char *expr_kind_name(enum expr_kind k)
 		return "like";
 	case EXPR_IN:
 		return "in";
+	case EXPR_CAST:
+		return "cast";
 	}
 	return "?";
 }
@@ -457,6 +469,9 @@ static void dump_expr(const struct expr *e, int depth, FILE *out)
 	case EXPR_CALL:
 	case EXPR_MEMBER:
 		fprintf(out, " %s", e->sval ? e->sval : "?");
+		break;
+	case EXPR_CAST:
+		fprintf(out, " %s %s", e->ival ? "union" : "struct", e->sval ? e->sval : "?");
 		break;
 	case EXPR_UNARY:
 	case EXPR_BINARY:
@@ -595,6 +610,10 @@ bool expr_equal(const struct expr *a, const struct expr *b)
 	case EXPR_MEMBER:
 	case EXPR_CALL:
 		if (strcasecmp(a->sval, b->sval) != 0)
+			return false;
+		break;
+	case EXPR_CAST:
+		if (a->ival != b->ival || strcmp(a->sval, b->sval) != 0)
 			return false;
 		break;
 	default:

@@ -22,6 +22,7 @@ enum type_kind {
 	TY_STACK, /* a stack id: `user` for ustack, else kstack */
 	TY_FLOAT, /* only constants (quantile levels) */
 	TY_AGG, /* value of an aggregate */
+	TY_STRUCT, /* a kernel struct or union in kernel memory (`btf`): only `.field` reads it */
 };
 
 struct type {
@@ -29,6 +30,8 @@ struct type {
 	uint16_t size;
 	bool is_signed;
 	bool user; /* TY_PTR/TY_STACK: user space */
+	uint32_t btf; /* TY_PTR: the kernel struct it points to, TY_STRUCT: the struct (BTF id);
+		       * 0: none (compiler/kbtf.h) */
 };
 
 /* ---- expressions ---- */
@@ -43,6 +46,7 @@ enum expr_kind {
 	EXPR_BINARY, /* lhs op rhs */
 	EXPR_LIKE, /* lhs like rhs(string literal) */
 	EXPR_IN, /* lhs in (args...) */
+	EXPR_CAST, /* cast(lhs as struct sval); ival 1 for `union` */
 };
 
 enum expr_op {
@@ -85,6 +89,8 @@ enum builtin {
 	BI_ARG, /* argN: aux = N */
 	BI_FIELD, /* args.F: aux = field index in the source's probe catalog entry */
 	BI_ALIAS, /* a select alias: aux = item index */
+	BI_CURTASK, /* the current task, a struct task_struct pointer */
+	BI_KMEMBER, /* lhs.sval of a kernel struct (BTF): aux = steps from the chain's root */
 	BI__COUNT
 };
 
@@ -97,6 +103,8 @@ enum func {
 	FN_BUCKET,
 	FN_USYM,
 	FN_KSYM,
+	FN_NTOHS,
+	FN_NTOHL,
 	/* aggregates */
 	FN_COUNT,
 	FN_SUM,
@@ -209,9 +217,12 @@ struct ast_query {
 
 	/* sema */
 	bool aggregating; /* some select item is an aggregate */
+	struct kbtf *kbtf; /* kernel types, opened when the query reads kernel structs */
 
 	struct arena *arena;
 };
+
+struct kbtf;
 
 /* ---- arena ---- */
 struct arena;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/codegen.h"
+#include "compiler/kbtf.h"
 #include "compiler/sema.h"
 
 #define SCRATCH_MAX 16384 /* bytes of per-CPU scratch one query may use */
@@ -417,6 +418,79 @@ static void emit_str_ref(struct cg *c, const struct expr *e, uint32_t *size)
 	*size = t->size;
 }
 
+/*
+ * Kernel struct reads (BTF, CO-RE).  A chain such as cast(args.sk as struct sock)
+ * .__sk_common.skc_dport reads memory once per pointer it follows: the base pointer (here
+ * args.sk) goes into a variable, and the member is read with bpf_probe_read_kernel() from the
+ * address of a __builtin_preserve_access_index() expression over the struct definitions
+ * kbtf_emit() wrote, so that libbpf relocates the offset against the running kernel's BTF.
+ * A pointer member followed further is such a read itself, nested.  A read that faults (a NULL
+ * pointer on the way) gives 0, or "" for a string.
+ */
+static bool is_kmember(const struct expr *e)
+{
+	return e->kind == EXPR_MEMBER && e->bi == BI_KMEMBER;
+}
+
+/* The pointer a kernel member is read through: e's left side, past embedded structs. */
+static const struct expr *kbase_of(const struct expr *e)
+{
+	const struct expr *b = e->lhs;
+
+	while (b->ty.kind == TY_STRUCT && is_kmember(b))
+		b = b->lhs;
+	return b;
+}
+
+/* `__u64 _bD = (__u64)(BASE);` (D: e's depth in its chain, unique among nested reads). */
+static void emit_kbase(struct cg *c, const struct expr *e)
+{
+	const struct expr *b = kbase_of(e);
+
+	if (b->ty.kind != TY_PTR || !b->ty.btf || !c->q->kbtf) {
+		c->err = -EINVAL;
+		return;
+	}
+	emit(c, "__u64 _b%d = (__u64)(", e->aux);
+	emit_int(c, b);
+	emit(c, "); ");
+}
+
+/* The member's path from its base: ->a.b.c */
+static void emit_kpath(struct cg *c, const struct expr *e)
+{
+	if (e->lhs->ty.kind == TY_STRUCT && is_kmember(e->lhs)) {
+		emit_kpath(c, e->lhs);
+		emit(c, ".%s", e->sval);
+	} else {
+		emit(c, "->%s", e->sval);
+	}
+}
+
+/* The CO-RE address of kernel member e (after emit_kbase). */
+static void emit_kaddr(struct cg *c, const struct expr *e)
+{
+	char buf[160];
+
+	emit(c, "__builtin_preserve_access_index(&((%s *)_b%d)",
+	     kbtf_cname(c->q->kbtf, kbase_of(e)->ty.btf, buf, sizeof(buf)), e->aux);
+	emit_kpath(c, e);
+	emit(c, ")");
+}
+
+/* An integer or pointer member, as an __s64 C expression. */
+static void emit_kread(struct cg *c, const struct expr *e)
+{
+	const char *ct = e->ty.kind == TY_INT ? int_ctype(e->ty.size, e->ty.is_signed) : "__u64";
+
+	emit(c, "({ ");
+	emit_kbase(c, e);
+	emit(c, "%s _k%d = 0; bpf_probe_read_kernel(&_k%d, sizeof(_k%d), ", ct, e->aux, e->aux,
+	     e->aux);
+	emit_kaddr(c, e);
+	emit(c, "); (__s64)_k%d; })", e->aux);
+}
+
 static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp *t)
 {
 	emit(c, "\t__builtin_memset(&sc->s[%u], 0, %u);\n", t->off, t->size);
@@ -435,6 +509,16 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 		else
 			emit(c, "\tweft_tp_str(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
 			     t->size < f->size + 1u ? t->size : f->size + 1u);
+		return;
+	}
+	if (is_kmember(e)) {
+		/* a char array member, read as a string */
+		emit(c, "\t{\n\t\t");
+		emit_kbase(c, e);
+		emit(c, "\n\t\tweft_str_kernel(e, &sc->s[%u], %u, ", t->off,
+		     t->size < e->ty.size ? t->size : e->ty.size);
+		emit_kaddr(c, e);
+		emit(c, ");\n\t}\n");
 		return;
 	}
 	if (e->kind == EXPR_CALL && e->fn == FN_STR) {
@@ -492,6 +576,9 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 		return;
 	case BI_DURATION:
 		emit(c, "span_d");
+		return;
+	case BI_CURTASK:
+		emit(c, "(__s64)bpf_get_current_task()");
 		return;
 	case BI_RETVAL:
 		if (c->prog->kind == PROBE_TRACEPOINT || c->prog->kind == PROBE_SYSCALL) {
@@ -655,7 +742,17 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			emit_str_ref(c, e, &sz);
 			return;
 		}
+		if (is_kmember(e)) {
+			emit_kread(c, e);
+			return;
+		}
 		emit_leaf(c, e);
+		return;
+	case EXPR_CAST:
+		/* the address itself: its type matters only to the members read through it */
+		emit(c, "((__s64)(");
+		emit_int(c, e->lhs);
+		emit(c, "))");
 		return;
 	case EXPR_CALL:
 		switch (e->fn) {
@@ -673,6 +770,13 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			emit(c, ", ");
 			emit_int(c, e->args[1]);
 			emit(c, ")");
+			return;
+		case FN_NTOHS:
+		case FN_NTOHL:
+			emit(c, e->fn == FN_NTOHS ? "((__s64)__builtin_bswap16((__u16)(" :
+						    "((__s64)__builtin_bswap32((__u32)(");
+			emit_int(c, e->args[0]);
+			emit(c, ")))");
 			return;
 		case FN_USYM:
 		case FN_KSYM:
@@ -1149,6 +1253,14 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	if (usdt)
 		emit(c, "#include <stdbool.h>\n#include <bpf/usdt.bpf.h>\n");
 	emit(c, "\n%s\n", prelude);
+	if (kbtf_emit(q->kbtf, c->out) != 0) {
+		fclose(c->out);
+		c->out = NULL;
+		free(buf);
+		buf = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
 	if (p->aggregating) {
 		bool keyed = false;
 

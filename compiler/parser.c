@@ -302,6 +302,43 @@ static int parse_args(struct parser *p, struct expr *e, const char *what)
 	}
 }
 
+/* cast(EXPR as struct NAME) or cast(EXPR as union NAME); cur is the '(' after `cast`. */
+static struct expr *parse_cast(struct parser *p, struct src_loc loc)
+{
+	struct expr *e = expr_new(p, EXPR_CAST, loc), *a;
+	bool is_union;
+
+	if (!e || !parse_advance(p))
+		return NULL;
+	a = parse_expr(p);
+	if (!a || !parse_expect(p, TOK_AS, "`as` (cast(EXPR as struct NAME))"))
+		return NULL;
+	if (p->cur.kind != TOK_NAME ||
+	    (strcmp(p->cur.sval, "struct") != 0 && strcmp(p->cur.sval, "union") != 0)) {
+		diag_fix(parse_expected(p, "`struct` or `union`"),
+			 "write cast(EXPR as struct NAME), e.g. cast(args.sk as struct sock)");
+		return NULL;
+	}
+	is_union = strcmp(p->cur.sval, "union") == 0;
+	if (!parse_advance(p))
+		return NULL;
+	if (p->cur.kind != TOK_NAME) {
+		parse_expected(p, is_union ? "a union name" : "a struct name");
+		return NULL;
+	}
+	e->sval = p->cur.sval;
+	e->ival = is_union;
+	e->lhs = a;
+	if (!expr_grow(p, e, a) || !parse_advance(p))
+		return NULL;
+	if (p->cur.kind != TOK_RPAREN) {
+		parse_expected(p, "')'");
+		return NULL;
+	}
+	e->loc = loc_join(e->loc, p->cur.loc);
+	return parse_advance(p) ? e : NULL;
+}
+
 static struct expr *parse_primary(struct parser *p)
 {
 	struct token t = p->cur;
@@ -339,6 +376,8 @@ static struct expr *parse_primary(struct parser *p)
 				e->sval = t.sval;
 			return e;
 		}
+		if (strcasecmp(t.sval, "cast") == 0)
+			return parse_cast(p, t.loc);
 		/* Nesting is counted by parse_expr(), once per level of parentheses. */
 		e = expr_new(p, EXPR_CALL, t.loc);
 		if (!e)

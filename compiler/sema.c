@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compiler/kbtf.h"
 #include "compiler/sema.h"
 #include "kernel/aggstate.h"
 #include "kernel/weft_abi.h"
@@ -47,12 +48,14 @@ struct sema {
 	int agg_depth; /* > 0 inside an aggregate's arguments */
 	int on_source; /* CTX_ON: the span source being checked */
 	bool on_end; /* CTX_ON: checking against the end probe */
+	bool struct_ok; /* the expression being checked is the left side of `.field` */
+	bool btf_failed; /* E_BTF_NONE was reported */
 };
 
-static const struct type ty_none = { TY_NONE, 0, false, false };
-static const struct type ty_bool = { TY_BOOL, 1, false, false };
-static const struct type ty_u64 = { TY_INT, 8, false, false };
-static const struct type ty_s64 = { TY_INT, 8, true, false };
+static const struct type ty_none = { TY_NONE, 0, false, false, 0 };
+static const struct type ty_bool = { TY_BOOL, 1, false, false, 0 };
+static const struct type ty_u64 = { TY_INT, 8, false, false, 0 };
+static const struct type ty_s64 = { TY_INT, 8, true, false, 0 };
 
 /* ---------------------------------------------------------------- built-in fields */
 
@@ -63,19 +66,20 @@ struct builtin_def {
 };
 
 static const struct builtin_def builtins[] = {
-	{ "time", BI_TIME, { TY_INT, 8, false, false } },
-	{ "pid", BI_PID, { TY_INT, 4, false, false } },
-	{ "tid", BI_TID, { TY_INT, 4, false, false } },
-	{ "uid", BI_UID, { TY_INT, 4, false, false } },
-	{ "comm", BI_COMM, { TY_STR, 16, false, false } },
-	{ "cpu", BI_CPU, { TY_INT, 4, false, false } },
-	{ "cgroup", BI_CGROUP, { TY_INT, 8, false, false } },
-	{ "host", BI_HOST, { TY_STR, 64, false, false } },
-	{ "probe", BI_PROBE, { TY_INT, 8, false, false } },
-	{ "ustack", BI_USTACK, { TY_STACK, 4, false, true } },
-	{ "kstack", BI_KSTACK, { TY_STACK, 4, false, false } },
-	{ "retval", BI_RETVAL, { TY_INT, 8, true, false } },
-	{ "duration", BI_DURATION, { TY_INT, 8, false, false } },
+	{ "time", BI_TIME, { TY_INT, 8, false, false, 0 } },
+	{ "pid", BI_PID, { TY_INT, 4, false, false, 0 } },
+	{ "tid", BI_TID, { TY_INT, 4, false, false, 0 } },
+	{ "uid", BI_UID, { TY_INT, 4, false, false, 0 } },
+	{ "comm", BI_COMM, { TY_STR, 16, false, false, 0 } },
+	{ "cpu", BI_CPU, { TY_INT, 4, false, false, 0 } },
+	{ "cgroup", BI_CGROUP, { TY_INT, 8, false, false, 0 } },
+	{ "host", BI_HOST, { TY_STR, 64, false, false, 0 } },
+	{ "probe", BI_PROBE, { TY_INT, 8, false, false, 0 } },
+	{ "ustack", BI_USTACK, { TY_STACK, 4, false, true, 0 } },
+	{ "kstack", BI_KSTACK, { TY_STACK, 4, false, false, 0 } },
+	{ "retval", BI_RETVAL, { TY_INT, 8, true, false, 0 } },
+	{ "duration", BI_DURATION, { TY_INT, 8, false, false, 0 } },
+	{ "curtask", BI_CURTASK, { TY_PTR, 8, false, false, 0 } },
 };
 
 struct func_def {
@@ -94,7 +98,8 @@ static const struct func_def funcs[] = {
 	{ "lhist", FN_LHIST, 4, 4 },	   { "quantile", FN_QUANTILE, 2, 2 },
 	{ "p50", FN_P50, 1, 1 },	   { "p90", FN_P90, 1, 1 },
 	{ "p99", FN_P99, 1, 1 },	   { "p999", FN_P999, 1, 1 },
-	{ "distinct", FN_DISTINCT, 1, 1 },
+	{ "distinct", FN_DISTINCT, 1, 1 }, { "ntohs", FN_NTOHS, 1, 1 },
+	{ "ntohl", FN_NTOHL, 1, 1 },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -180,6 +185,9 @@ static void list_fields(struct diag *d, const struct probe_target *t)
 		diag_fix(d, "fields of %s: %s", t->name, buf);
 }
 
+static int check_expr(struct sema *s, struct expr *e);
+static int check_kmember(struct sema *s, struct expr *e);
+
 static int check_member(struct sema *s, struct expr *e)
 {
 	const struct probe_spec *specs[AST_MAX_SOURCES];
@@ -187,11 +195,8 @@ static int check_member(struct sema *s, struct expr *e)
 	struct type t = ty_none;
 	const char *fname = e->sval;
 
-	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0) {
-		diag_fix(diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc, "only `args` has fields"),
-			 "write args.FIELD for a tracepoint field");
-		return -EINVAL;
-	}
+	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0)
+		return check_kmember(s, e);
 	for (int i = 0; i < n; i++) {
 		const struct probe_spec *sp = specs[i];
 
@@ -250,6 +255,238 @@ static int check_member(struct sema *s, struct expr *e)
 	e->bi = BI_FIELD;
 	e->ty = t;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- kernel structs (BTF) */
+
+/* The kernel's types, opened once per query; NULL after E_BTF_NONE (reported once). */
+static struct kbtf *sema_kbtf(struct sema *s, struct src_loc loc)
+{
+	const char *path = KBTF_VMLINUX;
+
+	if (s->q->kbtf || s->btf_failed)
+		return s->q->kbtf;
+	s->q->kbtf = kbtf_open(&path);
+	if (!s->q->kbtf) {
+		int err = errno;
+
+		s->btf_failed = true;
+		diag_fix(diag_error(s->dl, DIAG_E_BTF_NONE, loc,
+				    "kernel struct fields need the kernel's BTF, and %s cannot be "
+				    "read (%s)",
+				    path, strerror(err)),
+			 "run on a kernel built with CONFIG_DEBUG_INFO_BTF=y, or set WEFT_BTF to "
+			 "the BTF file of the kernel the query will run on");
+	}
+	return s->q->kbtf;
+}
+
+/* The type of a pointer to struct/union `id`, or E_BTF_STRUCT with near names. */
+static int resolve_struct(struct sema *s, struct src_loc loc, const char *name, bool is_union,
+			  struct type *t)
+{
+	struct kbtf *k = sema_kbtf(s, loc);
+	const char *near[3];
+	struct diag *d;
+	uint32_t id;
+	int nn;
+
+	if (!k)
+		return -EINVAL;
+	id = kbtf_find(k, name, is_union);
+	if (id) {
+		*t = (struct type){ TY_PTR, 8, false, false, id };
+		return 0;
+	}
+	d = diag_error(s->dl, DIAG_E_BTF_STRUCT, loc, "the kernel has no %s %s",
+		       is_union ? "union" : "struct", name);
+	nn = kbtf_near_types(k, name, is_union, near, 3);
+	if (nn == 1)
+		diag_fix(d, "did you mean %s %s?", is_union ? "union" : "struct", near[0]);
+	else if (nn > 1)
+		diag_fix(d, "did you mean one of: %s, %s%s%s?", near[0], near[1],
+			 nn > 2 ? ", " : "", nn > 2 ? near[2] : "");
+	else if (kbtf_find(k, name, !is_union))
+		diag_fix(d, "it is a %s: write cast(... as %s %s)", is_union ? "struct" : "union",
+			 is_union ? "struct" : "union", name);
+	return -EINVAL;
+}
+
+/* cast(E as struct NAME): E is a kernel address (a pointer field, an untyped register, or a
+ * 64-bit integer such as another cast or a pointer member); the result points to NAME. */
+static int check_cast(struct sema *s, struct expr *e)
+{
+	struct expr *a = e->lhs;
+	char buf[32];
+
+	if (check_expr(s, a))
+		return -EINVAL;
+	if (a->ty.kind == TY_PTR && a->ty.user) {
+		diag_fix(
+			diag_error(s->dl, DIAG_E_CAST_ARG, a->loc,
+				   "cast(... as struct %s) reads kernel memory, and this is a "
+				   "user-space address",
+				   e->sval),
+			"cast a kernel pointer: a tracepoint field such as args.sk, or a member of "
+			"curtask");
+		return -EINVAL;
+	}
+	if (a->ty.kind != TY_PTR && !(a->ty.kind == TY_INT && a->ty.size == 8)) {
+		diag_fix(diag_error(s->dl, DIAG_E_CAST_ARG, a->loc,
+				    "cast() takes a kernel address, not %s",
+				    type_name(&a->ty, buf, sizeof(buf))),
+			 "cast a pointer-valued field, e.g. cast(args.sk as struct sock)");
+		return -EINVAL;
+	}
+	return resolve_struct(s, e->loc, e->sval, e->ival != 0, &e->ty);
+}
+
+/* The struct a tracepoint field points to by the C type of its format ("struct cred *",
+ * "const struct user_namespace *"), or 0 with name[0] == 0 when it is no struct pointer. */
+static void field_struct_name(const struct sema *s, const struct expr *f, char *name, size_t sz,
+			      bool *is_union)
+{
+	const struct probe_spec *specs[AST_MAX_SOURCES];
+	int n = visible_specs((struct sema *)s, specs, AST_MAX_SOURCES);
+	const struct probe_field *pf = NULL;
+	const char *p;
+	size_t len;
+
+	name[0] = 0;
+	for (int i = 0; i < n && !pf; i++)
+		if (specs[i]->set && specs[i]->set->n)
+			pf = sema_target_field(&specs[i]->set->v[0], f->sval);
+	if (!pf || pf->kind != FIELD_PTR)
+		return;
+	p = pf->ctype;
+	if (strncmp(p, "const ", 6) == 0)
+		p += 6;
+	if (strncmp(p, "struct ", 7) == 0) {
+		*is_union = false;
+		p += 7;
+	} else if (strncmp(p, "union ", 6) == 0) {
+		*is_union = true;
+		p += 6;
+	} else {
+		return;
+	}
+	len = strcspn(p, " *");
+	if (len == 0 || len >= sz || strcmp(p + len + strspn(p + len, " "), "*") != 0)
+		return; /* not exactly one level of pointer */
+	memcpy(name, p, len);
+	name[len] = 0;
+}
+
+/* `.field` on a kernel struct: a typed pointer (cast, curtask, a pointer member, a tracepoint
+ * field whose format says `struct X *`) or an embedded struct. */
+static int check_kmember(struct sema *s, struct expr *e)
+{
+	struct expr *l = e->lhs;
+	struct type lt;
+	struct kbtf_member m;
+	struct kbtf *k;
+	char tn[96], list[600];
+	int depth;
+
+	s->struct_ok = true;
+	if (check_expr(s, l))
+		return -EINVAL;
+	lt = l->ty;
+	depth = l->kind == EXPR_MEMBER && l->bi == BI_KMEMBER ? l->aux + 1 : 1;
+	if (lt.kind == TY_PTR && !lt.btf && l->kind == EXPR_MEMBER && l->bi == BI_FIELD &&
+	    !lt.user) {
+		char name[64];
+		bool is_union = false;
+
+		field_struct_name(s, l, name, sizeof(name), &is_union);
+		if (name[0] && resolve_struct(s, l->loc, name, is_union, &lt))
+			return -EINVAL;
+		l->ty = lt;
+	}
+	if (lt.kind == TY_PTR && !lt.btf && l->bi == BI_CURTASK &&
+	    resolve_struct(s, l->loc, "task_struct", false, &lt))
+		return -EINVAL;
+	if (lt.kind == TY_PTR && l->bi == BI_CURTASK)
+		l->ty = lt;
+	if (!((lt.kind == TY_PTR || lt.kind == TY_STRUCT) && lt.btf)) {
+		struct diag *d;
+		char buf[32];
+
+		if (l->kind == EXPR_NAME && l->bi != BI_CURTASK) {
+			d = diag_error(
+				s->dl, DIAG_E_BTF_NOT_STRUCT, e->loc,
+				"`%s` has no fields: only args, curtask and kernel structs do",
+				l->sval);
+			diag_fix(d,
+				 "write args.FIELD for a tracepoint field, or cast(%s as struct "
+				 "NAME).%s for a kernel pointer",
+				 l->sval, e->sval);
+			return -EINVAL;
+		}
+		d = diag_error(s->dl, DIAG_E_BTF_NOT_STRUCT, e->loc,
+			       "'.%s' needs a kernel struct on its left, not %s", e->sval,
+			       lt.kind == TY_PTR ? "an untyped pointer" :
+						   type_name(&lt, buf, sizeof(buf)));
+		if (lt.kind == TY_PTR && !lt.user)
+			diag_fix(d, "say what it points to: cast(EXPR as struct NAME).%s", e->sval);
+		return -EINVAL;
+	}
+	if (depth > KBTF_MAX_DEPTH) {
+		diag_fix(diag_error(s->dl, DIAG_E_BTF_DEPTH, e->loc,
+				    "a chain of more than %d fields", KBTF_MAX_DEPTH),
+			 "each step may read kernel memory; start a shorter chain with cast()");
+		return -EINVAL;
+	}
+	k = s->q->kbtf;
+	kbtf_type_name(k, lt.btf, tn, sizeof(tn));
+	if (kbtf_member(k, lt.btf, e->sval, &m) != 0) {
+		const char *near[3];
+		char hint[128];
+		struct diag *d = diag_error(s->dl, DIAG_E_BTF_FIELD, e->loc, "%s has no field '%s'",
+					    tn, e->sval);
+		int nn = kbtf_near_members(k, lt.btf, e->sval, near, 3);
+
+		if (kbtf_member_hint(k, lt.btf, e->sval, hint, sizeof(hint)))
+			diag_fix(d, "it is in an embedded struct: write .%s.%s", hint, e->sval);
+		else if (nn == 1)
+			diag_fix(d, "did you mean '%s'?", near[0]);
+		else if (nn > 1)
+			diag_fix(d, "did you mean one of: %s, %s%s%s?", near[0], near[1],
+				 nn > 2 ? ", " : "", nn > 2 ? near[2] : "");
+		else {
+			kbtf_list_members(k, lt.btf, list, sizeof(list));
+			diag_fix(d, "fields of %s: %s", tn, list);
+		}
+		return -EINVAL;
+	}
+	e->bi = BI_KMEMBER;
+	e->aux = depth;
+	switch (m.kind) {
+	case KBTF_INT:
+		e->ty = (struct type){ TY_INT, (uint16_t)m.size, m.is_signed, false, 0 };
+		return 0;
+	case KBTF_PTR:
+		e->ty = (struct type){ TY_PTR, 8, false, false, m.type_id };
+		e->ival = m.ptr_to_char; /* str() may read it */
+		return 0;
+	case KBTF_COMPOSITE:
+		e->ty = (struct type){ TY_STRUCT, 0, false, false, m.type_id };
+		return 0;
+	case KBTF_CHARS:
+		e->ty = (struct type){ TY_STR, (uint16_t)m.size, false, false, 0 };
+		return 0;
+	case KBTF_BITFIELD:
+		diag_fix(diag_error(s->dl, DIAG_E_BTF_BITFIELD, e->loc,
+				    "%s.%s is a bitfield (%u bits), which queries cannot read", tn,
+				    e->sval, m.size),
+			 "read a whole member instead");
+		return -EINVAL;
+	case KBTF_OTHER:
+		diag_error(s->dl, DIAG_E_BTF_TYPE, e->loc, "%s.%s is %s, which queries cannot read",
+			   tn, e->sval, m.what);
+		return -EINVAL;
+	}
+	return -EINVAL;
 }
 
 /* argN: uprobes/kprobes 0..5, usdt per notes. */
@@ -426,8 +663,6 @@ static int check_name(struct sema *s, struct expr *e)
 }
 
 /* ---------------------------------------------------------------- expressions */
-
-static int check_expr(struct sema *s, struct expr *e);
 
 static bool is_int(const struct type *t)
 {
@@ -660,7 +895,15 @@ static int check_call(struct sema *s, struct expr *e)
 					  "str() takes a char pointer or a string", &a0->ty);
 		if (a0->ty.kind == TY_PTR && check_str_pointer(s, a0) != 0)
 			return -EINVAL;
-		e->ty = (struct type){ TY_STR, DEFAULT_STR, false, a0->ty.user };
+		if (a0->ty.kind == TY_PTR && (a0->kind == EXPR_CAST || a0->bi == BI_CURTASK ||
+					      (a0->bi == BI_KMEMBER && !a0->ival))) {
+			diag_fix(
+				diag_error(s->dl, DIAG_E_STR_ARG, a0->loc,
+					   "this kernel pointer does not point to chars"),
+				"str() reads a NUL-terminated string from a char pointer or array");
+			return -EINVAL;
+		}
+		e->ty = (struct type){ TY_STR, DEFAULT_STR, false, a0->ty.user, 0 };
 		if (a0->ty.kind == TY_INT) {
 			/* an integer argument of a user probe is a user address */
 			for (int i = 0; i < s->q->nsources; i++)
@@ -687,6 +930,19 @@ static int check_call(struct sema *s, struct expr *e)
 					  "this function takes a number or address", &a0->ty);
 		e->ty = f->fn == FN_LOG2 ? ty_s64 : ty_u64;
 		return 0;
+	case FN_NTOHS:
+	case FN_NTOHL:
+		if (!is_int(&a0->ty))
+			return type_error(s, DIAG_E_FUNC_ARG, a0,
+					  "ntohs()/ntohl() take a number (a port or an address)",
+					  &a0->ty);
+		e->ty = (struct type){ TY_INT, f->fn == FN_NTOHS ? 2 : 4, false, false, 0 };
+		if (const_int(a0, &v)) {
+			e->ival = f->fn == FN_NTOHS ? __builtin_bswap16((uint16_t)v) :
+						      __builtin_bswap32((uint32_t)v);
+			e->is_const = true;
+		}
+		return 0;
 	case FN_BUCKET:
 		if (!is_int(&a0->ty))
 			return type_error(s, DIAG_E_FUNC_ARG, a0, "bucket() takes a number",
@@ -707,7 +963,7 @@ static int check_call(struct sema *s, struct expr *e)
 		if (!is_num(&a0->ty) && a0->ty.kind != TY_STR && a0->ty.kind != TY_PTR)
 			return type_error(s, DIAG_E_AGG_ARG, a0,
 					  "distinct() takes a number, address or string", &a0->ty);
-		e->ty = (struct type){ TY_AGG, 8, false, false };
+		e->ty = (struct type){ TY_AGG, 8, false, false, 0 };
 		return 0;
 	case FN_LHIST: {
 		int64_t lo, hi, step;
@@ -776,7 +1032,7 @@ static int check_call(struct sema *s, struct expr *e)
 				return -EINVAL;
 			}
 		}
-		e->ty = (struct type){ TY_AGG, 8, true, false };
+		e->ty = (struct type){ TY_AGG, 8, true, false, 0 };
 		return 0;
 	default:
 		return 0;
@@ -981,7 +1237,7 @@ static int check_binary(struct sema *s, struct expr *e)
 					 "this divisor is a constant expression whose value is 0");
 			return -EINVAL;
 		}
-		e->ty = (struct type){ TY_INT, 8, l->is_signed || r->is_signed, false };
+		e->ty = (struct type){ TY_INT, 8, l->is_signed || r->is_signed, false, 0 };
 		if (e->op == OP_SUB)
 			e->ty.is_signed = true;
 		return fold_binary(s, e);
@@ -990,8 +1246,10 @@ static int check_binary(struct sema *s, struct expr *e)
 
 static int check_expr(struct sema *s, struct expr *e)
 {
+	bool struct_ok = s->struct_ok;
 	int64_t v;
 
+	s->struct_ok = false; /* only the direct left side of `.field` may be a struct */
 	switch (e->kind) {
 	case EXPR_INT:
 		e->ty = e->ival < 0 ? ty_s64 : ty_u64;
@@ -999,11 +1257,11 @@ static int check_expr(struct sema *s, struct expr *e)
 		e->is_const = true;
 		return 0;
 	case EXPR_FLOAT:
-		e->ty = (struct type){ TY_FLOAT, 8, true, false };
+		e->ty = (struct type){ TY_FLOAT, 8, true, false, 0 };
 		e->is_const = true;
 		return 0;
 	case EXPR_STR:
-		e->ty = (struct type){ TY_STR, (uint16_t)(strlen(e->sval) + 1), false, false };
+		e->ty = (struct type){ TY_STR, (uint16_t)(strlen(e->sval) + 1), false, false, 0 };
 		e->is_const = true;
 		if (strlen(e->sval) >= MAX_STR) {
 			diag_error(s->dl, DIAG_E_CONST_RANGE, e->loc,
@@ -1014,7 +1272,22 @@ static int check_expr(struct sema *s, struct expr *e)
 	case EXPR_NAME:
 		return check_name(s, e);
 	case EXPR_MEMBER:
-		return check_member(s, e);
+		if (check_member(s, e))
+			return -EINVAL;
+		if (e->ty.kind == TY_STRUCT && !struct_ok) {
+			char tn[96], list[400];
+
+			kbtf_type_name(s->q->kbtf, e->ty.btf, tn, sizeof(tn));
+			kbtf_list_members(s->q->kbtf, e->ty.btf, list, sizeof(list));
+			diag_fix(diag_error(s->dl, DIAG_E_BTF_TYPE, e->loc,
+					    "%s is a whole %s, not a value: read one of its fields",
+					    e->sval, tn),
+				 "fields of %s: %s", tn, list);
+			return -EINVAL;
+		}
+		return 0;
+	case EXPR_CAST:
+		return check_cast(s, e);
 	case EXPR_CALL:
 		return check_call(s, e);
 	case EXPR_UNARY:

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compiler/kbtf.h"
 #include "compiler/sema.h"
 
 struct sema_probes {
@@ -235,4 +236,6 @@ void sema_release(struct ast_query *q)
 			probe_set_free(src->end.set);
 		src->start.set = src->end.set = NULL;
 	}
+	kbtf_free(q->kbtf);
+	q->kbtf = NULL;
 }

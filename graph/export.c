@@ -286,6 +286,11 @@ static json_t *kv(const char *key, json_t *value /* an AnyValue, taken */)
 	return o;
 }
 
+json_t *graph_otlp_attr(const char *key, json_t *v)
+{
+	return kv(key, any_new(v));
+}
+
 static json_t *kv_list(const json_t *obj)
 {
 	json_t *a = json_array(), *v;

@@ -166,6 +166,43 @@ const char *graph_strdup(struct graph *g, const char *s)
 	return graph_strndup(g, s, s ? strlen(s) : 0);
 }
 
+int graph_append(struct graph *dst, const struct graph *src)
+{
+	size_t nt = dst->ntasks, ne = dst->nevents, nd = dst->nedges, i;
+
+	if (src->ntasks > GRAPH_MAX_ELEMS - nt || src->nevents > GRAPH_MAX_ELEMS - ne ||
+	    src->nedges > GRAPH_MAX_ELEMS - nd)
+		return -E2BIG;
+	for (i = 0; i < src->ntasks; i++) {
+		struct graph_task t = src->tasks[i];
+
+		t.service = graph_strdup(dst, t.service);
+		t.name = graph_strdup(dst, t.name);
+		t.host = graph_strdup(dst, t.host);
+		t.attrs = graph_strdup(dst, t.attrs);
+		if (!t.service || !t.name || !t.host || !t.attrs || !graph_add_task(dst, &t))
+			goto out_undo;
+	}
+	for (i = 0; i < src->nevents; i++) {
+		struct graph_event e = src->events[i];
+
+		e.name = graph_strdup(dst, e.name);
+		e.attrs = graph_strdup(dst, e.attrs);
+		if (!e.name || !e.attrs || !graph_add_event(dst, &e))
+			goto out_undo;
+	}
+	for (i = 0; i < src->nedges; i++)
+		if (!graph_add_edge(dst, &src->edges[i]))
+			goto out_undo;
+	return 0;
+out_undo:
+	/* the strings already copied stay in the arena until it is freed or cleared */
+	dst->ntasks = nt;
+	dst->nevents = ne;
+	dst->nedges = nd;
+	return -ENOMEM;
+}
+
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')

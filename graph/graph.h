@@ -121,6 +121,11 @@ struct graph_task *graph_add_task(struct graph *g, const struct graph_task *t);
 struct graph_event *graph_add_event(struct graph *g, const struct graph_event *e);
 struct graph_edge *graph_add_edge(struct graph *g, const struct graph_edge *e);
 
+/* Appends copies of all of src's elements to dst, their strings copied into dst's arena (so
+ * src may be freed after).  0, or -ENOMEM / -E2BIG (over GRAPH_MAX_ELEMS) with dst as it
+ * was before the call. */
+int graph_append(struct graph *dst, const struct graph *src);
+
 /* A copy of s[0, len) in the graph's arena, NUL-terminated, cut at GRAPH_MAX_STR on a UTF-8
  * boundary; invalid UTF-8 bytes replaced by '?'.  NULL when out of memory. */
 const char *graph_strndup(struct graph *g, const char *s, size_t len);

@@ -94,4 +94,7 @@ int imp_xtrace(struct imp *im, json_t *root);
 #define WEFT_ATTR_EVENT_ID "weft.event_id" /* OTLP event attribute, Jaeger log field */
 #define WEFT_ATTR_JSON "weft.json" /* Jaeger tag / log field: keys whose values are JSON text */
 
+/* An OTLP JSON KeyValue {"key": key, "value": AnyValue of v} (export.c); v is taken. */
+json_t *graph_otlp_attr(const char *key, json_t *v);
+
 #endif

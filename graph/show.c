@@ -523,8 +523,8 @@ static void append(json_t *a, json_t *v, bool *bad)
 		*bad = true;
 }
 
-int graph_show_json(FILE *f, const struct graph *g, struct graph_id128 trace,
-		    const struct graph_context *ctx)
+int graph_show_json_obj(const struct graph *g, struct graph_id128 trace,
+			const struct graph_context *ctx, json_t **out)
 {
 	struct view v;
 	json_t *root, *tasks, *edges, *path;
@@ -633,14 +633,28 @@ int graph_show_json(FILE *f, const struct graph *g, struct graph_id128 trace,
 	put(root, "tasks", tasks, &bad);
 	put(root, "edges", edges, &bad);
 	put(root, "critical_path", path, &bad);
-	rc = -ENOMEM;
-	if (!bad && !json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+	view_free(&v);
+	if (bad) {
+		json_decref(root);
+		return -ENOMEM;
+	}
+	*out = root;
+	return 0;
+}
+
+int graph_show_json(FILE *f, const struct graph *g, struct graph_id128 trace,
+		    const struct graph_context *ctx)
+{
+	json_t *root;
+	int rc = graph_show_json_obj(g, trace, ctx, &root);
+
+	if (rc)
+		return rc;
+	rc = -EIO;
+	if (!json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
 		fputc('\n', f);
 		rc = ferror(f) ? -EIO : 0;
-	} else if (!bad) {
-		rc = -EIO;
 	}
 	json_decref(root);
-	view_free(&v);
 	return rc;
 }

@@ -46,5 +46,10 @@ int graph_show_text(FILE *f, const struct graph *g, struct graph_id128 trace,
 /* The same content as one JSON object (docs/graphs.md lists its fields). */
 int graph_show_json(FILE *f, const struct graph *g, struct graph_id128 trace,
 		    const struct graph_context *ctx);
+/* That object itself (a new jansson reference in *out), for callers that add to it (the web
+ * face's trace page).  0, -ENOENT or -ENOMEM. */
+struct json_t;
+int graph_show_json_obj(const struct graph *g, struct graph_id128 trace,
+			const struct graph_context *ctx, struct json_t **out);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/store.h"
 
@@ -59,6 +60,31 @@ int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph 
 	if (!s || !trace_hex || !g)
 		return bad_args(why, whysz);
 	return s->ops->load(s, trace_hex, g, why, whysz);
+}
+
+int graph_store_load_name(struct graph_store *s, const char *name, struct graph *g, char *why,
+			  size_t whysz)
+{
+	char padded[40];
+	int rc;
+
+	why[0] = 0;
+	rc = graph_store_load(s, name, g, why, whysz);
+	if (rc == -ENOENT && strlen(name) < 16) {
+		char why2[512];
+
+		/* a prefix of a 64-bit id's own 16 digits (it prints with 16 leading zeros) */
+		snprintf(padded, sizeof(padded), "0000000000000000%s", name);
+		why2[0] = 0;
+		graph_clear(g);
+		if (graph_store_load(s, padded, g, why2, sizeof(why2)) == 0)
+			rc = 0;
+		else if (why2[0] && !strstr(why2, "no trace"))
+			snprintf(why, whysz, "%s", why2);
+	}
+	if (rc == 0 && g->ntasks == 0)
+		rc = -ENOENT;
+	return rc;
 }
 
 int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,

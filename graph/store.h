@@ -223,6 +223,12 @@ ssize_t graph_store_list(struct graph_store *s, const struct graph_filter *f,
 int graph_store_load(struct graph_store *s, const char *trace_hex, struct graph *g, char *why,
 		     size_t whysz);
 
+/* graph_store_load() of a name people type: a 64-bit id (Zipkin, Jaeger) prints with 16
+ * leading zeros, so a prefix of its own 16 digits is tried that way when it names nothing as
+ * it is.  -ENOENT also when the trace has no task. */
+int graph_store_load_name(struct graph_store *s, const char *name, struct graph *g, char *why,
+			  size_t whysz);
+
 /* The aggregate context of a loaded trace (g as graph_store_load() gave it): O(size of g). */
 int graph_store_context(struct graph_store *s, const struct graph *g, struct graph_context *c,
 			char *why, size_t whysz);

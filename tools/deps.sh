@@ -9,7 +9,7 @@ WEFT_PACKAGES=(
 	build-essential cmake pkg-config clang clang-format llvm libclang-rt-14-dev
 	libbpf-dev libelf-dev zlib1g-dev libcapstone-dev bpftool
 	libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libjansson-dev
-	libbabeltrace2-dev babeltrace2 lttng-tools
+	libbabeltrace2-dev babeltrace2 lttng-tools libcurl4-openssl-dev
 	liblttng-ust-dev systemtap-sdt-dev libcmocka-dev
 	python3 redis-server bpftrace procps iproute2
 )

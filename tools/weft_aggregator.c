@@ -70,12 +70,23 @@ static const char aggregator_help[] =
 	"                          (default 64)\n"
 	"      --spool-max N       windows kept for the parent until acknowledged (default\n"
 	"                          4096); the oldest is dropped when full, counted\n"
+	"      --http ADDR:PORT    serve the web face: pages of the cluster, live queries and\n"
+	"                          traces, their JSON API and /metrics for Prometheus\n"
+	"                          (docs/http.md).  Read-only.  PORT alone binds 127.0.0.1;\n"
+	"                          any address but loopback needs --http-token\n"
+	"      --http-token FILE   a bearer token (one line, at least 16 characters): the API\n"
+	"                          and /metrics then answer 401 without 'Authorization:\n"
+	"                          Bearer TOKEN'.  Prefer a reverse proxy with TLS in front of\n"
+	"                          it (docs/operations.md)\n"
+	"      --graph-store PATH  the graph store whose traces the web face shows (written by\n"
+	"                          `weft graph import --graph-store PATH`)\n"
 	"  -v, --verbose           log joins, windows and queries (-vv: every message)\n"
 	"  -h, --help              this text\n"
 	"\n"
 	"Example:\n"
 	"  weft keygen -o /etc/weft aggregator\n"
 	"  weft aggregator --key /etc/weft/aggregator.key --allow /etc/weft/allow -v\n"
+	"  weft aggregator --key aggregator.key --allow allow --http 7480   # http://127.0.0.1:7480/\n"
 	"\n"
 	"Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (unreadable keys, a store in\n"
 	"use, an address in use), 2 bad command line.\n";
@@ -131,6 +142,9 @@ int cmd_aggregator(int argc, char **argv)
 		{ "heartbeat", required_argument, NULL, 'B' },
 		{ "keep", required_argument, NULL, 'K' },
 		{ "spool-max", required_argument, NULL, 'S' },
+		{ "http", required_argument, NULL, 'H' },
+		{ "http-token", required_argument, NULL, 'T' },
+		{ "graph-store", required_argument, NULL, 'G' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -147,6 +161,15 @@ int cmd_aggregator(int argc, char **argv)
 		switch (c) {
 		case 'l':
 			o.listen = optarg;
+			break;
+		case 'H':
+			o.http = optarg;
+			break;
+		case 'T':
+			o.http_token = optarg;
+			break;
+		case 'G':
+			o.graph_store = optarg;
 			break;
 		case 'k':
 			o.key_file = optarg;
@@ -228,6 +251,11 @@ int cmd_aggregator(int argc, char **argv)
 	}
 	if (!o.parent != !o.parent_key) {
 		fprintf(stderr, "weft: --parent and --parent-key go together\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (!o.http && (o.http_token || o.graph_store)) {
+		fprintf(stderr, "weft: --http-token and --graph-store are for the web face: give "
+				"--http ADDR:PORT too\n");
 		return WEFT_EXIT_USAGE;
 	}
 	tool_set_verbose(verbose);

@@ -30,6 +30,7 @@
 
 #include "aggregator/aggd.h"
 #include "base/units.h"
+#include "graph/forward.h"
 #include "graph/graph.h"
 #include "graph/import.h"
 #include "graph/show.h"
@@ -56,6 +57,8 @@ static const char graph_help[] =
 	"  show TRACE                one trace as a Gantt chart with its context\n"
 	"  export TRACE --format F   one trace as Chrome trace JSON, OTLP JSON or Jaeger JSON\n"
 	"  retain --max-age D --max-size S   drop old traces\n"
+	"  forward --to URL [TRACE...]       send traces to an OpenTelemetry Collector over\n"
+	"                            OTLP/HTTP, and what an earlier forward left spooled\n"
 	"\n"
 	"A trace is named by its hex id or by a prefix of it that names only one trace; the\n"
 	"16 leading zeros of a 64-bit id (Zipkin's, Jaeger's) may be left out.\n"
@@ -73,6 +76,7 @@ static const char graph_help[] =
 	"  weft graph list --service checkout --min-duration 250ms --since 1h\n"
 	"  weft graph show 4bf92f35\n"
 	"  weft graph export 4bf92f35 --format chrome -o trace.json\n"
+	"  weft graph import --forward http://collector:4318 trace.json\n"
 	"\n"
 	"Exit status: 0 success, 1 failure (a file refused, a trace not found, the store cannot\n"
 	"be opened or written), 2 bad command line.\n";
@@ -97,8 +101,75 @@ static const char import_help[] =
 	"  -S, --graph-store PATH  the store (see `weft graph --help`)\n"
 	"  -h, --help              this text\n"
 	"\n"
-	"Exit status: 0 every file was stored, 1 a file was refused or the store failed,\n"
-	"2 bad command line.\n";
+	"Forwarding (docs/operations.md, \"Forwarding graphs\"): with --forward, every trace\n"
+	"stored is also sent to an OpenTelemetry Collector as OTLP/HTTP JSON, and a last line\n"
+	"counts what happened to its spans:\n"
+	"\n"
+	"  forward to URL: S spans sent (R requests), T retries, P spooled, D dropped,\n"
+	"  J rejected, Q waiting in the spool\n"
+	"\n"
+	"  --forward URL           the collector's OTLP/HTTP endpoint: http://HOST:4318 (then\n"
+	"                          /v1/traces is added) or the full URL of its traces path\n"
+	"  --forward-spool DIR     where requests wait while the collector is unreachable or\n"
+	"                          failing (default: graph-forward.spool next to the store)\n"
+	"  --forward-spool-size S  the spool's bound (default 256MiB); a request that does not\n"
+	"                          fit is dropped and counted\n"
+	"  --forward-batch N       spans per request, about: whole traces are never split\n"
+	"                          (default 512)\n"
+	"  --forward-wait D        at the end, how long to keep retrying before leaving what\n"
+	"                          remains in the spool for `weft graph forward` (default 30s;\n"
+	"                          0: do not wait)\n"
+	"\n"
+	"Exit status: 0 every file was stored (and with --forward, every span was taken by the\n"
+	"collector), 1 a file was refused or the store failed (or spans were dropped, rejected\n"
+	"or left in the spool), 2 bad command line.\n";
+
+static const char forward_help[] =
+	"Usage: weft graph forward --to URL [OPTIONS] [TRACE...]\n"
+	"\n"
+	"Sends traces of the store to an OpenTelemetry Collector (or any OTLP/HTTP receiver)\n"
+	"as OTLP JSON ExportTraceServiceRequests, POSTed to URL/v1/traces: each task a span\n"
+	"(its parent the parentSpanId), each event a span event, every other edge a span link;\n"
+	"service, host and pid the resource (service.name, host.name, process.pid), the thread\n"
+	"the span attribute thread.id.  First it sends what an earlier forward left in the\n"
+	"spool; then the TRACEs named, or with --all every trace of the store.  With neither it\n"
+	"only empties the spool.\n"
+	"\n"
+	"A request answered 429, 502, 503 or 504, or not answered at all (connection refused,\n"
+	"reset, timed out), is retried with exponential back-off (100 ms doubling to 30 s, with\n"
+	"jitter; a Retry-After is honoured), and waits in the spool meanwhile.  Any other 4xx\n"
+	"or 5xx is a refusal: its spans are counted rejected and never sent again.  The last\n"
+	"line counts what happened to the spans:\n"
+	"\n"
+	"  forward to URL: S spans sent (R requests), T retries, P spooled, D dropped,\n"
+	"  J rejected, Q waiting in the spool\n"
+	"\n"
+	"Options:\n"
+	"  --to URL                the collector's OTLP/HTTP endpoint: http://HOST:4318 (then\n"
+	"                          /v1/traces is added) or the full URL of its traces path\n"
+	"  -a, --all               every trace of the store (at most 100000, oldest first)\n"
+	"  -A, --aggregates        also the store's per-type aggregates, as OTLP metrics to\n"
+	"                          URL/v1/metrics under the resource service.name =\n"
+	"                          weft-aggregates: weft.task.duration (a histogram per task\n"
+	"                          type), weft.task.event.tasks and weft.task.edge.count (the\n"
+	"                          rarest event names and edges of each type); a snapshot,\n"
+	"                          retried during --wait, never spooled\n"
+	"  --spool DIR             where requests wait (default: graph-forward.spool next to\n"
+	"                          the store)\n"
+	"  --spool-size S          the spool's bound (default 256MiB); a request that does not\n"
+	"                          fit is dropped and counted\n"
+	"  --batch N               spans per request, about: whole traces are never split\n"
+	"                          (default 512)\n"
+	"  --wait D                how long to keep retrying before leaving what remains in\n"
+	"                          the spool for a later run (default 30s; 0: do not wait)\n"
+	"  -S, --graph-store PATH  the store (see `weft graph --help`)\n"
+	"  -h, --help              this text\n"
+	"\n"
+	"Example:\n"
+	"  weft graph forward --to http://collector:4318 --all\n"
+	"\n"
+	"Exit status: 0 every span was taken by the collector, 1 spans were dropped, rejected\n"
+	"or left in the spool, or a trace was not found, 2 bad command line.\n";
 
 static const char list_help[] =
 	"Usage: weft graph list [OPTIONS]\n"
@@ -241,28 +312,37 @@ static int store_default(char *buf, size_t sz)
 	return 0;
 }
 
-static struct graph_store *open_store(void)
+/* The store's file name, from --graph-store or the default; -1 (said why) if none. */
+static int store_path(char *path, size_t sz)
 {
-	char path[4096], why[512];
-	struct graph_store *s;
 	int rc;
 
 	if (store_opt) {
 		if (!*store_opt) {
 			fprintf(stderr, "weft: --graph-store takes a file name\n");
-			return NULL;
+			return -1;
 		}
-		snprintf(path, sizeof(path), "%s", store_opt);
-	} else {
-		rc = store_default(path, sizeof(path));
-		if (rc) {
-			fprintf(stderr,
-				"weft: no default graph store (%s); give --graph-store PATH or "
-				"set WEFT_GRAPH_STORE\n",
-				strerror(-rc));
-			return NULL;
-		}
+		snprintf(path, sz, "%s", store_opt);
+		return 0;
 	}
+	rc = store_default(path, sz);
+	if (rc) {
+		fprintf(stderr,
+			"weft: no default graph store (%s); give --graph-store PATH or "
+			"set WEFT_GRAPH_STORE\n",
+			strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+static struct graph_store *open_store(void)
+{
+	char path[4096], why[512];
+	struct graph_store *s;
+
+	if (store_path(path, sizeof(path)))
+		return NULL;
 	why[0] = 0;
 	s = graph_store_open(path, why, sizeof(why));
 	if (!s)
@@ -398,9 +478,142 @@ static int dump_json(json_t *v)
 	return WEFT_EXIT_OK;
 }
 
+/* ---- forwarding (graph/forward.h), shared by import --forward and forward ---- */
+
+struct fwd_cli {
+	const char *url, *spool;
+	uint64_t spool_max, wait_ns;
+	size_t batch;
+};
+
+enum { OPT_FWD = 0x100, OPT_FWD_SPOOL, OPT_FWD_SPOOL_SIZE, OPT_FWD_BATCH, OPT_FWD_WAIT };
+
+#define FWD_WAIT_DEFAULT (30 * UNITS_NS_PER_SEC)
+#define FWD_SPOOL_DIR "graph-forward.spool"
+
+/* One forwarding option (name: its long name); -1 when its value is bad (said). */
+static int fwd_opt(struct fwd_cli *c, int opt, const char *name, const char *arg)
+{
+	uint64_t v;
+	char *end;
+
+	switch (opt) {
+	case OPT_FWD:
+		if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8)) {
+			fprintf(stderr,
+				"weft: --%s takes the collector's OTLP/HTTP endpoint, an http:// or "
+				"https:// URL (e.g. http://collector:4318), not '%s'\n",
+				name, arg);
+			return -1;
+		}
+		c->url = arg;
+		return 0;
+	case OPT_FWD_SPOOL:
+		if (!*arg) {
+			fprintf(stderr, "weft: --%s takes a directory\n", name);
+			return -1;
+		}
+		c->spool = arg;
+		return 0;
+	case OPT_FWD_SPOOL_SIZE:
+		if (units_size_parse(arg, &v) || v == 0) {
+			fprintf(stderr,
+				"weft: --%s takes a size above 0 (64MiB, 1GiB, ...), not '%s'\n",
+				name, arg);
+			return -1;
+		}
+		c->spool_max = v;
+		return 0;
+	case OPT_FWD_BATCH:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > 1000000) {
+			fprintf(stderr,
+				"weft: --%s takes a number of spans, 1 to 1000000, not '%s'\n",
+				name, arg);
+			return -1;
+		}
+		c->batch = (size_t)v;
+		return 0;
+	case OPT_FWD_WAIT:
+		if (units_duration_parse(arg, UNITS_NS_PER_SEC, &v)) {
+			fprintf(stderr,
+				"weft: --%s takes a duration (30s, 5m; a bare number counts "
+				"seconds), not '%s'\n",
+				name, arg);
+			return -1;
+		}
+		c->wait_ns = v;
+		return 0;
+	}
+	return -1;
+}
+
+static struct graph_fwd *fwd_open(const struct fwd_cli *c)
+{
+	struct graph_fwd_opts o = { .sz = sizeof(o) };
+	struct graph_fwd *f;
+	char spool[4096], why[512];
+
+	if (c->spool) {
+		snprintf(spool, sizeof(spool), "%s", c->spool);
+	} else {
+		char *slash;
+
+		if (store_path(spool, sizeof(spool)))
+			return NULL;
+		slash = strrchr(spool, '/');
+		if (!slash)
+			snprintf(spool, sizeof(spool), "%s", FWD_SPOOL_DIR);
+		else if ((size_t)(slash + 1 - spool) + sizeof(FWD_SPOOL_DIR) <= sizeof(spool))
+			strcpy(slash + 1, FWD_SPOOL_DIR);
+	}
+	o.url = c->url;
+	o.spool_dir = spool;
+	o.spool_max = c->spool_max;
+	o.batch_spans = c->batch;
+	f = graph_fwd_open(&o, why, sizeof(why));
+	if (!f)
+		fprintf(stderr, "weft: cannot forward: %s\n", why);
+	return f;
+}
+
+/* Sends what remains (waiting up to wait_ns), prints the summary line, closes f.  0 when
+ * every span was taken by the collector, -1 otherwise (said why). */
+static int fwd_finish(struct graph_fwd *f, const struct fwd_cli *c)
+{
+	struct graph_fwd_stats st;
+	char url[512], err[256];
+
+	graph_fwd_drain(f, c->wait_ns);
+	graph_fwd_stats(f, &st);
+	snprintf(url, sizeof(url), "%s", graph_fwd_url(f));
+	snprintf(err, sizeof(err), "%s", graph_fwd_last_error(f));
+	graph_fwd_close(f); /* nothing gathered is left after the drain */
+	printf("forward to %s: %" PRIu64 " spans sent (%" PRIu64 " requests), %" PRIu64
+	       " retries, %" PRIu64 " spooled, %" PRIu64 " dropped, %" PRIu64 " rejected, %" PRIu64
+	       " waiting in the spool\n",
+	       url, st.sent, st.requests, st.retried, st.spooled, st.dropped, st.rejected,
+	       st.queued);
+	fflush(stdout);
+	if (st.queued)
+		fprintf(stderr,
+			"weft: %" PRIu64 " spans wait in the spool (last error: %s); "
+			"`weft graph forward --to URL` sends them\n",
+			st.queued, err[0] ? err : "none");
+	if (st.dropped)
+		fprintf(stderr, "weft: %" PRIu64 " spans dropped: the spool was full\n",
+			st.dropped);
+	if (st.rejected)
+		fprintf(stderr, "weft: %" PRIu64 " spans rejected by the collector (last: %s)\n",
+			st.rejected, err[0] ? err : "?");
+	return st.queued || st.dropped || st.rejected ? -1 : 0;
+}
+
 /* ---- import ---- */
 
-static int import_one(struct graph_store *s, const char *path, int fmt, bool quiet)
+static int import_one(struct graph_store *s, const char *path, int fmt, bool quiet,
+		      struct graph_fwd *fwd)
 {
 	struct graph_import_err err = { .offset = -1 };
 	struct graph_put_stats st = { 0 };
@@ -453,6 +666,9 @@ static int import_one(struct graph_store *s, const char *path, int fmt, bool qui
 			       sk.tasks == 1 ? "" : "s");
 		putchar('\n');
 	}
+	/* what was stored, skew corrected, goes on: a refused file is not forwarded either */
+	if (fwd && graph_fwd_add(fwd, &g))
+		fprintf(stderr, "weft: %s: not forwarded: out of memory\n", path);
 out_free:
 	graph_free(&g);
 	return rc;
@@ -464,16 +680,32 @@ static int graph_import(int argc, char **argv)
 		{ "format", required_argument, NULL, 'f' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "graph-store", required_argument, NULL, OPT_STORE },
+		{ "forward", required_argument, NULL, OPT_FWD },
+		{ "forward-spool", required_argument, NULL, OPT_FWD_SPOOL },
+		{ "forward-spool-size", required_argument, NULL, OPT_FWD_SPOOL_SIZE },
+		{ "forward-batch", required_argument, NULL, OPT_FWD_BATCH },
+		{ "forward-wait", required_argument, NULL, OPT_FWD_WAIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct fwd_cli fc = { .wait_ns = FWD_WAIT_DEFAULT };
+	bool fwd_opts = false, quiet = false;
+	struct graph_fwd *fwd = NULL;
 	struct graph_store *s;
-	int c, fmt = GRAPH_FMT_AUTO, failed = 0;
-	bool quiet = false;
+	int c, idx = 0, fmt = GRAPH_FMT_AUTO, failed = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "f:qS:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:qS:h", longopts, &idx)) != -1) {
 		switch (c) {
+		case OPT_FWD:
+		case OPT_FWD_SPOOL:
+		case OPT_FWD_SPOOL_SIZE:
+		case OPT_FWD_BATCH:
+		case OPT_FWD_WAIT:
+			if (fwd_opt(&fc, c, longopts[idx].name, optarg))
+				return WEFT_EXIT_USAGE;
+			fwd_opts |= c != OPT_FWD;
+			break;
 		case 'f':
 			fmt = graph_format_parse(optarg);
 			if (fmt <= 0 || fmt == GRAPH_FMT_CHROME) {
@@ -502,15 +734,28 @@ static int graph_import(int argc, char **argv)
 		fprintf(stderr, "weft: graph import needs at least one FILE or DIR\n");
 		return WEFT_EXIT_USAGE;
 	}
+	if (fwd_opts && !fc.url) {
+		fprintf(stderr, "weft: the --forward-* options need --forward URL\n");
+		return WEFT_EXIT_USAGE;
+	}
 	s = open_store();
 	if (!s)
 		return WEFT_EXIT_FAIL;
+	if (fc.url) {
+		fwd = fwd_open(&fc);
+		if (!fwd) {
+			graph_store_close(s);
+			return WEFT_EXIT_FAIL;
+		}
+	}
 	for (int i = optind; i < argc; i++)
-		failed += import_one(s, argv[i], fmt, quiet) != 0;
+		failed += import_one(s, argv[i], fmt, quiet, fwd) != 0;
 	graph_store_close(s);
 	if (failed && argc - optind > 1)
 		fprintf(stderr, "weft: %d of %d files refused or not stored\n", failed,
 			argc - optind);
+	if (fwd && fwd_finish(fwd, &fc))
+		failed++;
 	return failed ? WEFT_EXIT_FAIL : WEFT_EXIT_OK;
 }
 
@@ -856,24 +1101,9 @@ static int graph_stats(int argc, char **argv)
  */
 static int load_trace(struct graph_store *s, const char *name, struct graph *g)
 {
-	char why[512], padded[40];
-	int rc;
+	char why[512];
+	int rc = graph_store_load_name(s, name, g, why, sizeof(why));
 
-	why[0] = 0;
-	rc = graph_store_load(s, name, g, why, sizeof(why));
-	if (rc == -ENOENT && strlen(name) < 16) {
-		char why2[512];
-
-		snprintf(padded, sizeof(padded), "0000000000000000%s", name);
-		why2[0] = 0;
-		graph_clear(g);
-		if (graph_store_load(s, padded, g, why2, sizeof(why2)) == 0)
-			rc = 0;
-		else if (why2[0] && !strstr(why2, "no trace"))
-			snprintf(why, sizeof(why), "%s", why2);
-	}
-	if (rc == 0 && g->ntasks == 0)
-		rc = -ENOENT;
 	if (rc)
 		fprintf(stderr, "weft: %s\n", why[0] ? why : strerror(-rc));
 	return rc;
@@ -1143,6 +1373,133 @@ static int graph_retain(int argc, char **argv)
 	return WEFT_EXIT_OK;
 }
 
+/* ---- forward ---- */
+
+static int graph_forward(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "to", required_argument, NULL, OPT_FWD },
+		{ "all", no_argument, NULL, 'a' },
+		{ "aggregates", no_argument, NULL, 'A' },
+		{ "spool", required_argument, NULL, OPT_FWD_SPOOL },
+		{ "spool-size", required_argument, NULL, OPT_FWD_SPOOL_SIZE },
+		{ "batch", required_argument, NULL, OPT_FWD_BATCH },
+		{ "wait", required_argument, NULL, OPT_FWD_WAIT },
+		{ "graph-store", required_argument, NULL, OPT_STORE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct fwd_cli fc = { .wait_ns = FWD_WAIT_DEFAULT };
+	struct graph_trace_row *rows = NULL;
+	struct graph_store *s = NULL;
+	struct graph_fwd *fwd;
+	ssize_t nrows = 0;
+	bool all = false, aggs = false;
+	int c, idx = 0, failed = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "aAS:h", longopts, &idx)) != -1) {
+		switch (c) {
+		case OPT_FWD:
+		case OPT_FWD_SPOOL:
+		case OPT_FWD_SPOOL_SIZE:
+		case OPT_FWD_BATCH:
+		case OPT_FWD_WAIT:
+			if (fwd_opt(&fc, c, longopts[idx].name, optarg))
+				return WEFT_EXIT_USAGE;
+			break;
+		case 'a':
+			all = true;
+			break;
+		case 'A':
+			aggs = true;
+			break;
+		case OPT_STORE:
+			store_opt = optarg;
+			break;
+		case 'h':
+			fputs(forward_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs(forward_help, stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (!fc.url) {
+		fprintf(stderr, "weft: graph forward needs --to URL (e.g. "
+				"--to http://collector:4318)\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (all && optind < argc) {
+		fprintf(stderr, "weft: graph forward takes TRACEs or --all, not both\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (all || aggs || optind < argc) {
+		s = open_store();
+		if (!s)
+			return WEFT_EXIT_FAIL;
+	}
+	if (all) {
+		struct graph_filter flt = { .sort = GRAPH_SORT_START_ASC, .limit = LIST_MAX };
+		char why[512] = "";
+
+		nrows = graph_store_list(s, &flt, &rows, why, sizeof(why));
+		if (nrows < 0) {
+			fprintf(stderr, "weft: %s\n", why[0] ? why : strerror((int)-nrows));
+			graph_store_close(s);
+			return WEFT_EXIT_FAIL;
+		}
+	}
+	fwd = fwd_open(&fc);
+	if (!fwd) {
+		free(rows);
+		graph_store_close(s);
+		return WEFT_EXIT_FAIL;
+	}
+	graph_fwd_poll(fwd); /* what an earlier run spooled goes first */
+	for (int i = 0; s && i < (all ? (int)nrows : argc - optind); i++) {
+		struct graph g;
+		char hex[33];
+		const char *name = argv[optind + i];
+
+		if (all) {
+			graph_id128_hex(rows[i].trace, hex);
+			name = hex;
+		}
+		graph_init(&g);
+		if (load_trace(s, name, &g) == 0) {
+			if (graph_fwd_add(fwd, &g))
+				fprintf(stderr, "weft: trace %s: not forwarded: out of memory\n",
+					name);
+			graph_fwd_poll(fwd);
+		} else {
+			failed++;
+		}
+		graph_free(&g);
+	}
+	free(rows);
+	if (aggs) {
+		struct graph_fwd_stats st;
+		char why[512];
+		int rc =
+			graph_fwd_aggregates(fwd, s, fc.wait_ns ? fc.wait_ns : 1, why, sizeof(why));
+
+		graph_fwd_stats(fwd, &st);
+		if (rc) {
+			fprintf(stderr, "weft: aggregates not forwarded: %s\n",
+				why[0] ? why : strerror(-rc));
+			failed++;
+		} else {
+			printf("aggregates: %" PRIu64 " data points sent\n", st.metric_points);
+		}
+	}
+	if (s)
+		graph_store_close(s);
+	if (fwd_finish(fwd, &fc))
+		failed++;
+	return failed ? WEFT_EXIT_FAIL : WEFT_EXIT_OK;
+}
+
 int cmd_graph(int argc, char **argv)
 {
 	static const struct {
@@ -1152,6 +1509,7 @@ int cmd_graph(int argc, char **argv)
 		{ "import", graph_import },	{ "list", graph_list },
 		{ "stats", graph_stats },	{ "show", graph_show },
 		{ "export", graph_export_cmd }, { "retain", graph_retain },
+		{ "forward", graph_forward },
 	};
 	int i = 1;
 

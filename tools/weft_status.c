@@ -166,73 +166,6 @@ static void one_line(FILE *f, const char *s, size_t max)
 		fputs("...", f);
 }
 
-static const char *query_state(const Weft__QueryStatus *q)
-{
-	if (q->ended)
-		return "ended";
-	return "running";
-}
-
-static void print_status_json(const Weft__StatusReply *r, FILE *f)
-{
-	fputs("{\"type\":\"status\",\"aggregator\":", f);
-	text_json_fputs(f, r->aggregator);
-	fprintf(f, ",\"rejected\":%" PRIu64 ",\"agents\":[", r->rejected);
-	for (size_t i = 0; i < r->n_agents; i++) {
-		const Weft__AgentStatus *a = r->agents[i];
-
-		fputs(i ? ",{\"host\":" : "{\"host\":", f);
-		text_json_fputs(f, a->host);
-		fputs(",\"role\":", f);
-		text_json_fputs(f, a->role ? a->role : "agent");
-		fputs(",\"version\":", f);
-		text_json_fputs(f, a->version);
-		fputs(",\"kernel\":", f);
-		text_json_fputs(f, a->kernel);
-		fprintf(f,
-			",\"alive\":%s,\"last_seen_ms\":%" PRIu64 ",\"spooled\":%" PRIu64
-			",\"running\":[",
-			a->alive ? "true" : "false", a->last_seen_ms, a->spooled);
-		for (size_t j = 0; j < a->n_running; j++)
-			fprintf(f, "%s%" PRIu64, j ? "," : "", a->running[j]);
-		fputs("],\"features\":[", f);
-		for (size_t j = 0; j < a->n_features; j++) {
-			if (j)
-				fputc(',', f);
-			text_json_fputs(f, a->features[j]);
-		}
-		fputs("]}", f);
-	}
-	fputs("],\"queries\":[", f);
-	for (size_t i = 0; i < r->n_queries; i++) {
-		const Weft__QueryStatus *q = r->queries[i];
-
-		fprintf(f,
-			"%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"windows\":%" PRIu64
-			",\"revisions\":%" PRIu64 ",\"late_dropped\":%" PRIu64
-			",\"subscribers\":%" PRIu64 ",\"started_realtime_ns\":%" PRIu64
-			",\"end_realtime_ns\":%" PRIu64 ",\"every_ns\":%" PRIu64 ",\"query\":",
-			i ? "," : "", q->query_id, query_state(q), q->windows, q->revisions,
-			q->late_dropped, q->subscribers, q->started_realtime_ns, q->end_realtime_ns,
-			q->every_ns);
-		text_json_fputs(f, q->query);
-		fputs(",\"hosts\":[", f);
-		for (size_t j = 0; j < q->n_hosts; j++) {
-			if (j)
-				fputc(',', f);
-			text_json_fputs(f, q->hosts[j]);
-		}
-		fputs("],\"errors\":[", f);
-		for (size_t j = 0; j < q->n_errors; j++) {
-			if (j)
-				fputc(',', f);
-			text_json_fputs(f, q->errors[j]);
-		}
-		fputs("]}", f);
-	}
-	fputs("]}\n", f);
-}
-
 static int width_of(const char *s, int w)
 {
 	int n = (int)strlen(s ? s : "");
@@ -288,7 +221,7 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 				n += (size_t)snprintf(hosts + n, sizeof(hosts) - n, "%s%s",
 						      j ? "," : "", q->hosts[j]);
 			fprintf(f, "%4" PRIu64 "  %-7s  %7" PRIu64 "  %-20s  ", q->query_id,
-				query_state(q), q->windows, hosts);
+				q->ended ? "ended" : "running", q->windows, hosts);
 			one_line(f, q->query, 200);
 			fputc('\n', f);
 			if (q->revisions || q->late_dropped)
@@ -386,7 +319,7 @@ int cmd_status(int argc, char **argv)
 		fprintf(stderr, "weft: %s: %s\n", tc.to, reply->error->message);
 		status = WEFT_EXIT_FAIL;
 	} else if (json) {
-		print_status_json(reply->status_reply, stdout);
+		aggd_status_json(reply->status_reply, stdout);
 	} else {
 		print_status_text(reply->status_reply, id != 0, stdout);
 	}

@@ -58,6 +58,10 @@ static const char submit_help[] =
 	"                         members of docs/output.md and query_id, revision, last,\n"
 	"                         hosts, missing, late_dropped, results_dropped\n"
 	"      --no-follow        submit, print the query's id on standard output and return\n"
+	"      --export-metrics   the aggregator shows the query's latest window in its\n"
+	"                         /metrics for Prometheus (`weft aggregator --http`): numbers\n"
+	"                         as gauges, quantiles as summaries, the group keys as labels\n"
+	"                         (docs/http.md)\n"
 	"      --attach ID        submit nothing: follow query ID, submitted earlier (e.g.\n"
 	"                         after Ctrl-C), from the oldest window the aggregator still\n"
 	"                         retains\n"
@@ -353,6 +357,7 @@ int cmd_submit(int argc, char **argv)
 		{ "format", required_argument, NULL, 'F' },
 		{ "no-follow", no_argument, NULL, 'N' },
 		{ "attach", required_argument, NULL, 'A' },
+		{ "export-metrics", no_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -368,7 +373,7 @@ int cmd_submit(int argc, char **argv)
 	const char *file = NULL, *name;
 	char *src, *manifest = NULL;
 	size_t manifest_len = 0;
-	bool follow_it = true;
+	bool follow_it = true, export_metrics = false;
 	uint64_t id = 0, attach = 0;
 	sigset_t mask;
 	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1;
@@ -397,6 +402,9 @@ int cmd_submit(int argc, char **argv)
 			break;
 		case 'N':
 			follow_it = false;
+			break;
+		case 'M':
+			export_metrics = true;
 			break;
 		case 'A': {
 			char *end;
@@ -427,9 +435,10 @@ int cmd_submit(int argc, char **argv)
 	}
 	tool_set_verbose(verbose);
 	if (attach) {
-		if (file || optind < argc || !follow_it) {
-			fprintf(stderr, "weft: --attach follows a running query: no query text, -f "
-					"or --no-follow with it\n");
+		if (file || optind < argc || !follow_it || export_metrics) {
+			fprintf(stderr,
+				"weft: --attach follows a running query: no query text, -f, "
+				"--no-follow or --export-metrics with it\n");
 			return WEFT_EXIT_USAGE;
 		}
 		return submit_attach(&tc, attach, fmt);
@@ -487,6 +496,8 @@ int cmd_submit(int argc, char **argv)
 	sub.object.len = res.object_sz;
 	sub.has_follow = true;
 	sub.follow = follow_it;
+	sub.has_export_metrics = export_metrics;
+	sub.export_metrics = export_metrics;
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_SUBMIT;
 	e.submit = &sub;

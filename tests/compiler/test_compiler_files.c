@@ -155,8 +155,12 @@ static int tag_file_check(const char *dir, const char *name, enum diag_severity 
 	}
 	if (has_line(src, "-- pid: exited"))
 		opts.pid = pid_exited();
+	/* a kernel without BTF: the types are looked for in a file that does not exist */
+	if (has_line(src, "-- btf: missing"))
+		assert_int_equal(setenv("WEFT_BTF", "/nonexistent/weft-test/vmlinux", 1), 0);
 	diag_list_init(&dl, src, name);
 	rc = compiler_run(src, &opts, PASS_PLAN, &dl, &res);
+	unsetenv("WEFT_BTF");
 	d = first_of(&dl, sev);
 	if (sev == DIAG_ERROR && rc == 0)
 		print_message("%s: compiled, but should fail with %s\n", name, want);
@@ -199,6 +203,40 @@ static int warn_file_check(const char *dir, const char *name)
 	return tag_file_check(dir, name, DIAG_WARNING);
 }
 
+/*
+ * The `-- codegen: TEXT` (must appear) and `-- codegen-not: TEXT` (must not) lines of an ok
+ * file, checked against the BPF C it generates: for properties of the generated code that
+ * running it cannot show (what it includes, which kernel struct members it declares), never
+ * for whole programs.  The number of such lines, or -1 after printing what failed.
+ */
+static int codegen_check(const char *name, const char *src, const char *bpf)
+{
+	char *copy = strdup(src), *line, *save = NULL;
+	const char *code = bpf ? strstr(bpf, "*/") : NULL; /* past the comment quoting the query */
+	int n = 0, bad = 0;
+
+	assert_non_null(copy);
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		bool not = strncmp(line, "-- codegen-not: ", 16) == 0;
+		char *text;
+
+		if (!not &&strncmp(line, "-- codegen: ", 12) != 0)
+			continue;
+		text = line + (not ? 16 : 12);
+		text[strcspn(text, "\r")] = '\0';
+		n++;
+		if (!code || (strstr(code, text) != NULL) == not ) {
+			print_message("%s: generated C %s '%s'\n", name, not ? "has" : "lacks",
+				      text);
+			bad++;
+		}
+	}
+	free(copy);
+	if (bad && bpf)
+		fprintf(stderr, "---- generated C of %s ----\n%s----\n", name, bpf);
+	return bad ? -1 : n;
+}
+
 /* 0 if the ok file compiles and its plan holds every expected line, else -1. */
 static int ok_file_check(const char *dir, const char *name)
 {
@@ -219,7 +257,8 @@ static int ok_file_check(const char *dir, const char *name)
 	opts.dump_out = open_memstream(&dump, &dumpsz);
 	assert_non_null(opts.dump_out);
 	diag_list_init(&dl, src, name);
-	rc = compiler_run(src, &opts, PASS_PLAN, &dl, &res);
+	rc = compiler_run(src, &opts, strstr(src, "\n-- codegen") ? PASS_CODEGEN : PASS_PLAN, &dl,
+			  &res);
 	fclose(opts.dump_out);
 	if (rc != 0 || dl.nerrors) {
 		print_message("%s: does not compile (%d)\n", name, rc);
@@ -255,6 +294,14 @@ static int ok_file_check(const char *dir, const char *name)
 	free(copy);
 	if (ret < 0)
 		fprintf(stderr, "---- plan of %s ----\n%s----\n", name, dump);
+	if (strstr(src, "\n-- codegen")) {
+		int nc = codegen_check(name, src, res.bpf_source);
+
+		if (nc < 0)
+			ret = -1;
+		else
+			nexpect += nc;
+	}
 	if (nexpect == 0)
 		print_message("%s: note: no `-- expect:` lines, only compilation is checked\n",
 			      name);

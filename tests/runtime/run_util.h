@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/btf.h>
 
 #define WR_TIMEOUT_MS 60000 /* no single weft run of these tests comes near it */
 #define WR_MAX_ARGS 32
@@ -829,6 +830,37 @@ static inline long long wr_sum_col(const struct wr_json *j, const char *col, con
 		}
 	}
 	return sum;
+}
+
+/* ------------------------------------------------------------------------ kernel types */
+
+/*
+ * Writes the BTF of a made-up kernel to path: struct task_struct { int tgid; int
+ * weft_no_such_field; }.  A query compiled against it (WEFT_BTF=path) reads tgid at offset 0,
+ * which CO-RE must relocate to the real kernel's offset at load; weft_no_such_field is a member
+ * no real kernel has, whose relocation must fail.
+ */
+static inline void wr_fake_btf_write(const char *path)
+{
+	struct btf *b = btf__new_empty();
+	const void *raw;
+	__u32 sz;
+	FILE *f;
+	int i;
+
+	assert_non_null(b);
+	i = btf__add_int(b, "int", 4, BTF_INT_SIGNED);
+	assert_true(i > 0);
+	assert_true(btf__add_struct(b, "task_struct", 8) > 0);
+	assert_int_equal(btf__add_field(b, "tgid", i, 0, 0), 0);
+	assert_int_equal(btf__add_field(b, "weft_no_such_field", i, 32, 0), 0);
+	raw = btf__raw_data(b, &sz);
+	assert_non_null(raw);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(raw, 1, sz, f), sz);
+	assert_int_equal(fclose(f), 0);
+	btf__free(b);
 }
 
 /* ------------------------------------------------------------------------ other tools */

@@ -192,8 +192,12 @@ static int record(void **state)
 	if (RUN("lttng", "create", session, "--output", tracedir) != 0)
 		goto out_fail;
 	session_made = true;
-	if (RUN("lttng", "enable-event", "-u", "weft:*", "-s", session) != 0 ||
-	    RUN("lttng", "enable-event", "-u", "wl_other:*", "-s", session) != 0 ||
+	/* the session daemon is the machine's: only the workload's events, not those of any
+	 * other program with weft's provider that runs meanwhile */
+	if (RUN("lttng", "enable-event", "-u", "weft:*", "-s", session, "--filter",
+		"$ctx.procname == \"wl_lttng\"") != 0 ||
+	    RUN("lttng", "enable-event", "-u", "wl_other:*", "-s", session, "--filter",
+		"$ctx.procname == \"wl_lttng\"") != 0 ||
 	    RUN("lttng", "add-context", "-u", "-t", "vpid", "-t", "vtid", "-t", "procname", "-s",
 		session) != 0 ||
 	    RUN("lttng", "start", session) != 0)

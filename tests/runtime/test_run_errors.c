@@ -12,6 +12,9 @@
  * generated source before it runs the real clang), and an attachment failing (E_ATTACH, exit
  * 1: a uprobe with -p of a zombie, which /proc and kill(0) still show, but to which the
  * kernel will not attach).  WEFT_CACHE_DIR is a fresh directory, so clang runs every time.
+ * And a kernel struct field missing on the kernel the query is loaded on (E_BTF_RELOC, exit
+ * 1): the query is compiled against a BTF file written here (WEFT_BTF) whose task_struct has
+ * a member this kernel's lacks, so libbpf's CO-RE relocation finds no match at load.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,13 +169,35 @@ static void test_later_stage_errors(void **state)
 	assert_int_equal(system(script), 0);
 }
 
+static void test_btf_reloc(void **state)
+{
+	char dir[] = "/tmp/weft-test-btf-XXXXXX", path[PATH_MAX], cache[PATH_MAX + 8];
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cache, sizeof(cache), "%s/cache", dir);
+	snprintf(path, sizeof(path), "%s/vmlinux.btf", dir);
+	wr_fake_btf_write(path);
+	assert_int_equal(setenv("WEFT_CACHE_DIR", cache, 1), 0);
+	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
+	EXPECT(1, "[E_BTF_RELOC]",
+	       (char *)"from syscall:getppid select curtask.weft_no_such_field for 1s");
+	EXPECT(1, "the query reads struct task_struct.weft_no_such_field, which this kernel does",
+	       (char *)"from syscall:getppid select curtask.tgid, curtask.weft_no_such_field "
+		       "for 1s");
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	assert_int_equal(unsetenv("WEFT_CACHE_DIR"), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_query_errors),
-		cmocka_unit_test(test_kprobe_refused),
-		cmocka_unit_test(test_usage_errors),
-		cmocka_unit_test(test_later_stage_errors),
+		cmocka_unit_test(test_query_errors), cmocka_unit_test(test_kprobe_refused),
+		cmocka_unit_test(test_usage_errors), cmocka_unit_test(test_later_stage_errors),
+		cmocka_unit_test(test_btf_reloc),
 	};
 
 	if (!wr_ready())

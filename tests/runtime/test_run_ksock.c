@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * End to end, kernel structs through BTF (CO-RE): the real `weft run -c 'wl_tcp N'` against
+ * the real kernel (weft attached first, then the workload run, then weft interrupted).  wl_tcp (tests/workloads/wl_tcp.c) holds one TCP conversation on loopback
+ * whose every send and receive is known: the client (a child of the workload) sends N
+ * messages of known sizes, the server answers every second one.  Read through
+ * cast(args.sk as struct sock) and cast(args.sk as struct tcp_sock) at tp:sock:sock_send_length
+ * and tp:sock:sock_recv_length, and through curtask.real_parent.tgid, the tests assert:
+ *   - per probe, local port, remote port, pid and parent: the exact number of sends and
+ *     receives and their bytes, on the exact ports the workload reports, and the parent of
+ *     each side (the client's is the workload, the workload's is this test, which ran it);
+ *   - the stream sequence numbers: at each send tcp_sock.write_seq (after the send), at each
+ *     receive tcp_sock.copied_seq (after the read) are equal message by message, advance by
+ *     each message's size, and the receiving side sees the sender's 4-tuple mirrored: how
+ *     kernel message edges are matched across hosts (4-tuple + sequence number);
+ *   - compile once, run everywhere: compiled against another kernel's BTF (WEFT_BTF), a read
+ *     of curtask.tgid is relocated by libbpf to this kernel's offset.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "run_util.h"
+#include "tests/skip.h"
+
+#define N_COUNT 100
+#define N_SEQ 64
+
+/* wl_tcp's sizes (tests/workloads/wl_tcp.c) */
+static long msg_size(long i)
+{
+	return 1 + (i * 7919) % 3000;
+}
+
+static long reply_size(long i)
+{
+	return 5 + i % 7;
+}
+
+struct wl_ids {
+	long pid, child, server_port, client_port;
+};
+
+/*
+ * Runs `weft run --format json QUERY` and, once it has attached, the workload `wl_tcp n` (not
+ * under -c, which traces only the command's own process: the client is its child); when the
+ * workload has exited, every event is in the kernel's maps and ring buffer, and SIGINT ends
+ * weft, which drains them into its last window.  Nothing here waits on time.
+ */
+static void run_traced(const char *query, long n, struct wr_proc *p, struct wl_ids *w)
+{
+	char num[32], line[256];
+	char *argv[] = { (char *)wr_workload("wl_tcp"), num, NULL };
+	struct wr_proc wl;
+	uint64_t end = wr_now_ms() + WR_TIMEOUT_MS;
+
+	snprintf(num, sizeof(num), "%ld", n);
+	assert_int_equal(wr_weft_start(p, "--format", "json", query, (char *)NULL), 0);
+	if (wr_wait_err(p, "attached", WR_TIMEOUT_MS) != 0) {
+		wr_finish(p, 1000);
+		wr_dump(p, "weft run");
+		fail_msg("weft did not attach");
+	}
+	assert_int_equal(wr_start(&wl, argv), 0);
+	wr_close_stdin(&wl);
+	while (wr_pump(&wl, 20) && wr_now_ms() < end)
+		wr_pump(p, 0); /* weft's rows must not fill its pipe meanwhile */
+	if (wr_reap(&wl, end) != 0)
+		wr_dump(&wl, "wl_tcp");
+	assert_int_equal(wl.status, 0);
+	if (!wr_cut_line(&wl.out, "wl_tcp pid ", line, sizeof(line)) ||
+	    sscanf(line, "wl_tcp pid %ld child %ld server_port %ld client_port %ld", &w->pid,
+		   &w->child, &w->server_port, &w->client_port) != 4)
+		fail_msg("the workload did not report its pids and ports: %s", wl.out.p);
+	assert_int_equal(w->pid, wl.pid);
+	assert_true(w->server_port > 0 && w->client_port > 0 && w->server_port != w->client_port);
+	wr_free(&wl);
+	kill(p->pid, SIGINT);
+	if (wr_finish(p, WR_TIMEOUT_MS) != 0) {
+		wr_dump(p, "weft run");
+		fail_msg("weft run failed");
+	}
+}
+
+static bool is_send(const struct wj *row)
+{
+	const char *pr = wj_str(wj_get(row, "probe"));
+
+	if (!pr)
+		fail_msg("a row without its probe");
+	if (strcmp(pr, "tracepoint:sock:sock_send_length") == 0)
+		return true;
+	if (strcmp(pr, "tracepoint:sock:sock_recv_length") != 0)
+		fail_msg("a row of an unexpected probe %s", pr);
+	return false;
+}
+
+#define SOCK "cast(args.sk as struct sock).__sk_common"
+
+/*
+ * Per (probe, local port, remote port, pid, parent): exactly the sends and receives the
+ * workload made, with their bytes, and no other row.
+ */
+static void test_ports_parent_counts(void **state)
+{
+	long long want_msg = 0, want_reply = 0;
+	int seen = 0;
+	struct wl_ids w;
+	struct wr_proc p;
+	struct wr_json j;
+
+	(void)state;
+	for (long i = 0; i < N_COUNT; i++) {
+		want_msg += msg_size(i);
+		if (i % 2 == 1)
+			want_reply += reply_size(i);
+	}
+	run_traced("from tp:sock:sock_send_length, tp:sock:sock_recv_length "
+		   "where comm = 'wl_tcp' and args.family = 2 "
+		   "group by probe, " SOCK ".skc_num as lport, "
+		   "ntohs(" SOCK ".skc_dport) as rport, pid, "
+		   "curtask.real_parent.tgid as ppid "
+		   "select count() as n, sum(args.ret) as bytes",
+		   N_COUNT, &p, &w);
+	wr_json_lines(&p.out, &j);
+	assert_int_equal(wr_check_windows(&j), 1);
+	for (size_t i = 0; i < j.n; i++) {
+		if (!wr_is_type(j.v[i], "window"))
+			continue;
+		for (size_t r = 0; r < wr_nrows(j.v[i]); r++) {
+			const struct wj *row = wr_row(j.v[i], r);
+			bool send = is_send(row);
+			long long lport = wj_int_of(row, "lport"), rport = wj_int_of(row, "rport");
+			long long pid = wj_int_of(row, "pid"), ppid = wj_int_of(row, "ppid");
+			long long n = wj_int_of(row, "n"), bytes = wj_int_of(row, "bytes");
+			bool client = pid == w.child;
+
+			if (client) {
+				assert_int_equal(lport, w.client_port);
+				assert_int_equal(rport, w.server_port);
+				assert_int_equal(ppid,
+						 w.pid); /* the client's parent: the workload */
+			} else {
+				assert_int_equal(pid, w.pid);
+				assert_int_equal(lport, w.server_port);
+				assert_int_equal(rport, w.client_port);
+				assert_int_equal(ppid, getpid()); /* this test ran it */
+			}
+			if (client == send) { /* the messages: client sends, server receives */
+				assert_int_equal(n, N_COUNT);
+				assert_int_equal(bytes, want_msg);
+			} else { /* the replies */
+				assert_int_equal(n, N_COUNT / 2);
+				assert_int_equal(bytes, want_reply);
+			}
+			seen |= 1 << (client * 2 + send);
+		}
+	}
+	assert_int_equal(seen, 15); /* each of the four (side, direction) rows, once */
+	wr_json_free(&j);
+	wr_free(&p);
+}
+
+struct ev {
+	long long pid, len, wseq, cseq, lport, rport, laddr, raddr;
+	bool send;
+};
+
+/* The events of one side and direction, in the order they happened (one ring buffer: the
+ * records of one process keep their order). */
+static int events_of(const struct wr_json *j, long long pid, bool send, struct ev *out, int max)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		const struct wj *row = j->v[i];
+		struct ev e;
+
+		if (!wr_is_type(row, "row"))
+			continue;
+		e.pid = wj_int_of(row, "pid");
+		e.send = is_send(row);
+		if (e.pid != pid || e.send != send)
+			continue;
+		e.len = wj_int_of(row, "len");
+		e.wseq = wj_int_of(row, "wseq");
+		e.cseq = wj_int_of(row, "cseq");
+		e.lport = wj_int_of(row, "lport");
+		e.rport = wj_int_of(row, "rport");
+		e.laddr = wj_int_of(row, "laddr");
+		e.raddr = wj_int_of(row, "raddr");
+		if (n == max)
+			fail_msg("more than %d events of pid %lld", max, pid);
+		out[n++] = e;
+	}
+	return n;
+}
+
+/*
+ * One direction of the stream: the sender's write_seq after each send equals the
+ * receiver's copied_seq after the matching receive, both advance by the message's size, and
+ * the receiver sees the sender's 4-tuple mirrored.
+ */
+static void check_direction(const struct ev *snd, int ns, const struct ev *rcv, int nr, int want,
+			    long (*size)(long), int stride)
+{
+	assert_int_equal(ns, want);
+	assert_int_equal(nr, want);
+	for (int i = 0; i < want; i++) {
+		long k = (long)i * stride + (stride - 1); /* the workload's message index */
+
+		assert_int_equal(snd[i].len, size(k));
+		assert_int_equal(rcv[i].len, size(k));
+		assert_int_equal(snd[i].wseq, rcv[i].cseq);
+		if (i > 0) {
+			assert_int_equal((uint32_t)(snd[i].wseq - snd[i - 1].wseq), size(k));
+			assert_int_equal((uint32_t)(rcv[i].cseq - rcv[i - 1].cseq), size(k));
+		}
+		assert_int_equal(snd[i].lport, rcv[i].rport);
+		assert_int_equal(snd[i].rport, rcv[i].lport);
+		assert_int_equal(snd[i].laddr, rcv[i].raddr);
+		assert_int_equal(snd[i].raddr, rcv[i].laddr);
+		assert_int_equal(snd[i].laddr, 0x7f000001); /* 127.0.0.1, in host order */
+	}
+}
+
+static void test_stream_sequence_numbers(void **state)
+{
+	static struct ev cs[N_SEQ + 1], cr[N_SEQ + 1], ss[N_SEQ + 1], sr[N_SEQ + 1];
+	struct wl_ids w;
+	struct wr_proc p;
+	struct wr_json j;
+
+	(void)state;
+	run_traced("from tp:sock:sock_send_length, tp:sock:sock_recv_length "
+		   "where comm = 'wl_tcp' and args.family = 2 "
+		   "select probe, pid, args.ret as len, "
+		   "cast(args.sk as struct tcp_sock).write_seq as wseq, "
+		   "cast(args.sk as struct tcp_sock).copied_seq as cseq, " SOCK
+		   ".skc_num as lport, ntohs(" SOCK ".skc_dport) as rport, "
+		   "ntohl(" SOCK ".skc_rcv_saddr) as laddr, ntohl(" SOCK ".skc_daddr) as raddr",
+		   N_SEQ, &p, &w);
+	wr_json_lines(&p.out, &j);
+	assert_true(j.n > 0 && wr_is_type(j.v[j.n - 1], "end"));
+	assert_int_equal(wj_int_of(wj_get(j.v[j.n - 1], "lost"), "ringbuf_full"), 0);
+	/* client -> server: every message; server -> client: a reply after every odd one */
+	check_direction(cs, events_of(&j, w.child, true, cs, N_SEQ + 1), sr,
+			events_of(&j, w.pid, false, sr, N_SEQ + 1), N_SEQ, msg_size, 1);
+	check_direction(ss, events_of(&j, w.pid, true, ss, N_SEQ + 1), cr,
+			events_of(&j, w.child, false, cr, N_SEQ + 1), N_SEQ / 2, reply_size, 2);
+	assert_int_equal(cs[0].lport, w.client_port);
+	assert_int_equal(cs[0].rport, w.server_port);
+	wr_json_free(&j);
+	wr_free(&p);
+}
+
+/*
+ * Compile once, run everywhere: a query compiled against the BTF of a made-up kernel whose
+ * task_struct has tgid at offset 0 (WEFT_BTF) reads the right tgid on this kernel, where it
+ * lies elsewhere: libbpf relocated the offset at load.  wl_syscalls makes exactly 1000
+ * getppid() calls and prints its pid first.
+ */
+static void test_core_relocates(void **state)
+{
+	char dir[] = "/tmp/weft-test-core-XXXXXX", path[PATH_MAX], cmd[PATH_MAX + 32];
+	const struct wj *w, *row;
+	struct wr_proc p;
+	struct wr_json j;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux.btf", dir);
+	wr_fake_btf_write(path);
+	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
+	snprintf(cmd, sizeof(cmd), "'%s' 1000 1", wr_workload("wl_syscalls"));
+	rc = wr_weft_run(&p, "--format", "json", "-c", cmd,
+			 "from syscall:getppid group by curtask.tgid as tgid select count() as n");
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	if (rc != 0)
+		wr_dump(&p, "weft run");
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	w = wr_one_window(&j);
+	assert_int_equal(wr_nrows(w), 1);
+	row = wr_row(w, 0);
+	assert_int_equal(wj_int_of(row, "tgid"), atol(p.out.p)); /* the workload's first line */
+	assert_int_equal(wj_int_of(row, "n"), 1000);
+	wr_json_free(&j);
+	wr_free(&p);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ports_parent_counts),
+		cmocka_unit_test(test_stream_sequence_numbers),
+		cmocka_unit_test(test_core_relocates),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		fprintf(stderr, "skipped: the kernel has no BTF (/sys/kernel/btf/vmlinux)\n");
+		return WT_SKIP;
+	}
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
+}

@@ -1,0 +1,412 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The aggregator's web face, end to end: a real aggregator serving --http on the machine's
+non-loopback address with a token, a real agent running real queries over a real workload,
+Zipkin's yelp test trace (tests/data/zipkin) imported into the graph store it serves, driven
+through headless Chromium (Selenium), scraped by promtool and a real Prometheus server.
+
+What it asserts (docs/http.md):
+  - off loopback: the API and /metrics answer 401 without the token (and with a wrong one),
+    200 with it; an aggregator asked to serve off loopback without a token refuses to start;
+    hostile requests (path traversal, a method but GET, 100 KB of headers) are refused and
+    counted, and the server still answers;
+  - the trace page draws exactly one lane per span of the file; for every lane, the marked
+    bar of its type's histogram is the sketch bucket of that span's duration computed here
+    from the file with kernel/weft_sketch.h's rule; the one annotated span's event is rare
+    (the test imports 30 copies of the trace without it) and drawn dark; every overlay's
+    toggle hides and shows it; the exports are Chrome trace, OTLP and Jaeger JSON;
+  - the live query page shows windows closing (its window number grows, rows appear);
+  - /metrics passes `promtool check metrics`, and Prometheus scrapes, with the token, the
+    exported query's latest window: exactly the 5000 getppid calls the workload made;
+  - the browser's console logged no error; a screenshot of every page is written to the
+    build directory (web-*.png).
+
+Exits 77 (skipped, with the reason) when Chromium, chromedriver or Selenium is missing.
+"""
+import copy
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SKIP = 77
+WAIT = 30.0  # no single step comes near it: conditions are polled, never timed
+TOKEN = "test-token-0123456789abcdef"
+
+
+T0 = time.monotonic()
+
+
+def step(what):
+    """Progress on stderr, with the time since the start (ctest shows it on failure)."""
+    print("%6.1fs %s" % (time.monotonic() - T0, what), file=sys.stderr, flush=True)
+
+
+def skip(why):
+    print("SKIP: " + why, file=sys.stderr)
+    sys.exit(SKIP)
+
+
+def wait_for(what, fn, timeout=WAIT, every=0.1):
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as e:  # the condition is retried until the deadline
+            last = e
+        else:
+            last = None
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for %s (%s)" % (what, last))
+        time.sleep(every)
+
+
+def sketch_index(x):
+    """kernel/weft_sketch.h's weft_sketch_index(): 0..31 exact, then 32 sub-buckets per
+    power of two."""
+    v = max(0, x)
+    if v < 32:
+        return v
+    e = v.bit_length() - 1
+    return ((e - 4) << 5) + ((v >> (e - 5)) & 31)
+
+
+def global_ipv4():
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    return m.group(1) if m else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Procs:
+    def __init__(self, d):
+        self.d = d
+        self.procs = []
+
+    def start(self, name, argv, **kw):
+        err = open(os.path.join(self.d, name + ".err"), "w")
+        p = subprocess.Popen(argv, stdout=kw.pop("stdout", subprocess.DEVNULL), stderr=err,
+                             cwd=self.d, **kw)
+        p.log = err.name
+        self.procs.append(p)
+        return p
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def log_has(p, needle):
+    with open(p.log) as f:
+        return needle in f.read()
+
+
+def get(url, token=None, method="GET"):
+    req = urllib.request.Request(url, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def main():
+    weft = os.environ.get("WEFT_BIN")
+    bindir = os.environ.get("WEFT_BINARY_DIR")
+    srcdir = os.environ.get("WEFT_SOURCE_DIR")
+    if not weft or not bindir or not srcdir:
+        print("run through ctest (WEFT_BIN, WEFT_BINARY_DIR, WEFT_SOURCE_DIR)", file=sys.stderr)
+        return 1
+    if os.geteuid() != 0:
+        skip("needs root (the agent loads eBPF)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.by import By
+    except ImportError as e:
+        skip("python3-selenium is missing (%s)" % e)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not chromium or not driver_bin:
+        skip("chromium or chromium-driver is missing")
+    addr = global_ipv4()
+    if not addr:
+        skip("no non-loopback IPv4 address to serve on")
+
+    d = tempfile.mkdtemp(prefix="weft-web-")
+    procs = Procs(d)
+    browser = None
+    try:
+        run = lambda *a: subprocess.run([weft] + list(a), cwd=d, check=True,
+                                        capture_output=True, text=True)
+        run("keygen", "--role", "aggregator", "aggregator")
+        allow = run("keygen", "--role", "agent", "a").stdout
+        allow += run("keygen", "--role", "client", "me").stdout
+        with open(os.path.join(d, "allow"), "w") as f:
+            f.write(allow)
+        tok = os.path.join(d, "token")
+        with open(tok, "w") as f:
+            f.write(TOKEN + "\n")
+
+        # the trace, and 30 copies without its one annotation: the event becomes rare
+        src = os.path.join(srcdir, "tests/data/zipkin/yelp.json")
+        with open(src) as f:
+            spans = json.load(f)
+        for i in range(30):
+            cp = copy.deepcopy(spans)
+            for s in cp:
+                s["traceId"] = "%016x" % (0x7e570000 + i)
+                s["timestamp"] += (i + 1) * 10_000_000
+                s.pop("annotations", None)
+                # other latencies, so that the histograms have more than one bar
+                s["duration"] = max(1, s["duration"] * (1 + (i % 7)) // 3)
+            with open(os.path.join(d, "copy%02d.json" % i), "w") as f:
+                json.dump(cp, f)
+        gs = os.path.join(d, "graph.sqlite")
+        run("graph", "import", "--graph-store", gs, src,
+            *[os.path.join(d, "copy%02d.json" % i) for i in range(30)])
+
+        # off loopback without a token: refused before anything starts
+        r = subprocess.run([weft, "aggregator", "--listen", "tcp://127.0.0.1:%d" % free_port(),
+                            "--key", "aggregator.key", "--allow", "allow", "--store", ":memory:",
+                            "--http", addr + ":0"], cwd=d, capture_output=True, text=True,
+                           timeout=WAIT)
+        assert r.returncode != 0 and "not a loopback address" in r.stderr, r.stderr
+
+        endpoint = "tcp://127.0.0.1:%d" % free_port()
+        agg = procs.start("aggregator", [weft, "aggregator", "--listen", endpoint, "--key",
+                                         "aggregator.key", "--allow", "allow", "--store",
+                                         os.path.join(d, "agg.sqlite"), "--lateness", "500ms",
+                                         "--http", addr + ":0", "--http-token", tok,
+                                         "--graph-store", gs, "-v"])
+        wait_for("the aggregator to listen", lambda: log_has(agg, "listening on"))
+        with open(agg.log) as f:
+            url = re.search(r"web: serving (http://\S+)", f.read()).group(1)
+        assert url.startswith("http://" + addr + ":"), url
+
+        # the token, off loopback
+        for path in ("/api/cluster", "/metrics", "/api/traces"):
+            assert get(url + path)[0] == 401, path
+            assert get(url + path, "wrong-token-0123456789")[0] == 401, path
+            assert get(url + path, TOKEN)[0] == 200, path
+        assert get(url + "/app.js")[0] == 200  # the pages carry no data
+        # hostile requests: refused, counted, and the server goes on
+        host, port = url[len("http://"):].rsplit(":", 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=10)
+        c.request("GET", "/../../../etc/passwd", headers={"Authorization": "Bearer " + TOKEN})
+        r = c.getresponse()
+        assert r.status in (400, 404), r.status
+        r.read()
+        c.close()
+        assert get(url + "/api/cluster", TOKEN, method="POST")[0] == 405
+        assert get(url + "/api/traces/zz", TOKEN)[0] == 400
+        assert get(url + "/api/traces/" + "a" * 40, TOKEN)[0] == 400
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"GET /api/cluster HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 +
+                      b"\r\n\r\n")
+            try:
+                reply = s.recv(4096)
+            except ConnectionResetError:
+                reply = b""
+            assert not reply.startswith(b"HTTP/1.1 200"), reply[:100]
+        assert get(url + "/api/cluster", TOKEN)[0] == 200
+
+        step("agent")
+        agent = procs.start("agent", [weft, "agent", "--connect", endpoint, "--server-key",
+                                      "aggregator.pub", "--key", "a.key", "--host", "a",
+                                      "--cpu-budget", "0"])
+        wait_for("the agent to connect", lambda: log_has(agent, "connected to aggregator"))
+        client = ["--to", endpoint, "--server-key", "aggregator.pub", "--key", "me.key"]
+        live = run("submit", *client, "--no-follow",
+                   "from syscall:read group by comm select count() as reads, "
+                   "hist(args.count) as sizes every 1s").stdout.strip()
+        exported = run("submit", *client, "--no-follow", "--export-metrics",
+                       "from syscall:getppid where comm == \"wl_syscalls\" "
+                       "select count() as calls for 5s").stdout.strip()
+        assert live.isdigit() and exported.isdigit(), (live, exported)
+        wait_for("the agent to run query " + exported,
+                 lambda: log_has(agent, "query %s running" % exported))
+        wl = os.path.join(bindir, "tests/workloads/wl_syscalls")
+        subprocess.run([wl, "5000", "2"], check=True, capture_output=True, timeout=WAIT)
+
+        step("browser")
+        # the browser
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = chromium
+        for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--window-size=1400,1000", "--user-data-dir=" + os.path.join(d, "chrome")):
+            opts.add_argument(a)
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        browser = webdriver.Chrome(service=Service(driver_bin), options=opts)
+        browser.set_script_timeout(WAIT)
+        # the token for this tab, before the page first asks (a 401 would log an error)
+        browser.get(url + "/style.css")
+        browser.execute_script("sessionStorage.setItem('weft-token', arguments[0])", TOKEN)
+
+        def shot(name):
+            browser.save_screenshot(os.path.join(bindir, "web-%s.png" % name))
+
+        def q(css):
+            return browser.find_elements(By.CSS_SELECTOR, css)
+
+        step("cluster page")
+        # the cluster
+        browser.get(url + "/#/")
+        wait_for("agent a on the cluster page",
+                 lambda: any("a" == r.find_elements(By.TAG_NAME, "td")[0].text and
+                             "yes" == r.find_elements(By.TAG_NAME, "td")[2].text
+                             for r in q("#agents tr.agent")))
+        wait_for("both queries listed", lambda: len(q("#queries tr.query")) == 2)
+        shot("cluster")
+
+        step("traces page")
+        # traces: the list, then a search
+        browser.get(url + "/#/traces")
+        wait_for("31 traces listed", lambda: len(q("#traces tr.trace")) == 31)
+        browser.find_element(By.NAME, "min_duration").send_keys("130ms")
+        browser.find_element(By.CSS_SELECTOR, "#trace-search button").click()
+        longest = max(s["duration"] for s in spans) * 1000
+        assert longest >= 130_000_000
+        wait_for("the search to narrow the list",
+                 lambda: 1 <= len(q("#traces tr.trace")) < 31)
+        assert any("a03ee8fff1dcd9b9" in r.text for r in q("#traces tr.trace"))
+        shot("traces")
+
+        step("trace page")
+        # one trace
+        browser.get(url + "/#/trace/a03ee8fff1dcd9b9")
+        wait_for("the Gantt chart", lambda: q("#gantt .lane"))
+        lanes = q("#gantt .lane")
+        # a task per span piece: the two sides of a shared id are two tasks (docs/graphs.md)
+        pieces = {(s["id"], bool(s.get("shared")), s["localEndpoint"]["serviceName"])
+                  for s in spans}
+        assert len(lanes) == len(pieces) == 16, (len(lanes), len(pieces))
+        # which span each task is: its id, or the original id a derived one keeps
+        st, body = get(url + "/api/traces/a03ee8fff1dcd9b9", TOKEN)
+        span_of = {t["id"]: (t["attrs"].get("zipkin.id", t["id"]), t["service"])
+                   for t in json.loads(body)["tasks"]}
+        assert {l.get_attribute("data-task") for l in lanes} == set(span_of)
+        dur_of = {(s["id"], s["localEndpoint"]["serviceName"]): s["duration"] * 1000
+                  for s in spans}
+        dur = {t: dur_of[span_of[t]] for t in span_of}
+        selected = """return [arguments[0].classList.contains('sel'),
+            [...document.querySelectorAll('.hist-selected rect.mark')].map(r => +r.dataset.bin)]"""
+        for lane in lanes:
+            tid = lane.get_attribute("data-task")
+            lane.find_element(By.CSS_SELECTOR, ".label").click()
+            sel, bins = browser.execute_script(selected, lane)
+            assert sel and bins == [sketch_index(dur[tid])], (tid, bins, sketch_index(dur[tid]))
+        expected = {sketch_index(v) for v in dur.values()}
+        got = {int(r.get_attribute("data-bin")) for r in q("#hists rect.mark")}
+        assert got == expected, (got, expected)
+        annotated = [(s["id"], s["localEndpoint"]["serviceName"]) for s in spans
+                     if s.get("annotations")]
+        rare = q("#gantt circle.ev.rare")
+        assert [span_of[c.get_attribute("data-task")] for c in rare] == annotated, annotated
+        assert not q("#gantt circle.ev.common")
+        fill = browser.execute_script("return getComputedStyle(arguments[0]).fill", rare[0])
+        assert fill == "rgb(29, 36, 48)", fill  # dark
+        assert q("#gantt .ov-crit rect") and q("#gantt .ov-edges path")
+        assert q("#gantt .ov-molehill path")
+        displays = """return [...document.querySelectorAll(arguments[0])]
+            .map(g => getComputedStyle(g).display)"""
+        for name in ("crit", "events", "edges", "molehill", "hist"):
+            box = browser.find_element(By.ID, "t-" + name)
+            assert browser.execute_script(displays, ".ov-" + name), name
+            box.click()
+            wait_for(name + " hidden", lambda: set(
+                browser.execute_script(displays, ".ov-" + name)) == {"none"})
+            box.click()
+            wait_for(name + " shown", lambda: "none" not in
+                     browser.execute_script(displays, ".ov-" + name))
+        shot("trace")
+        for fmt, key in (("chrome", "traceEvents"), ("otlp", "resourceSpans"),
+                         ("jaeger", "data")):
+            href = q("#export-" + fmt)[0].get_attribute("href")
+            st, body = get(href, TOKEN)
+            assert st == 200 and key in json.loads(body), fmt
+
+        step("live query page")
+        # the live query page: windows close while it is open
+        browser.get(url + "/#/query/" + live)
+        first = int(wait_for("a window of query " + live,
+                             lambda: q("#query-title")[0].get_attribute("data-window")))
+        wait_for("a later window", lambda: int(
+            q("#query-title")[0].get_attribute("data-window")) >= first + 2)
+        assert q("#latest tr.row") and q("svg.heat rect") and q("svg.series path")
+        assert any(r.text.strip() == "" for r in q("#windows td.missing"))
+        shot("query")
+
+        severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+
+        step("metrics")
+        # /metrics: the exported query's only window, once it closed, exactly
+        def metrics():
+            return get(url + "/metrics", TOKEN)[1].decode()
+        line = 'weft_query_calls{query_id="%s"} 5000' % exported
+        wait_for("the exported window in /metrics", lambda: line in metrics())
+        text = metrics()
+        assert 'weft_agents{state="alive"} 1' in text
+        assert re.search(r"^weft_http_rejected_total [1-9]", text, re.M), text
+        pc = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                            text=True)
+        assert pc.returncode == 0, pc.stdout + pc.stderr
+
+        step("prometheus")
+        prom = shutil.which("prometheus")
+        if prom:
+            pport = free_port()
+            with open(os.path.join(d, "prometheus.yml"), "w") as f:
+                f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                        "  - job_name: weft\n    authorization:\n"
+                        "      credentials_file: %s\n    static_configs:\n"
+                        "      - targets: ['%s:%s']\n" % (tok, host, port))
+            procs.start("prometheus", [prom, "--config.file=" + os.path.join(d, "prometheus.yml"),
+                                       "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
+                                       "--web.listen-address=127.0.0.1:%d" % pport])
+
+            def scraped():
+                st, body = get("http://127.0.0.1:%d/api/v1/query?query=weft_query_calls" % pport)
+                res = json.loads(body)["data"]["result"] if st == 200 else []
+                return [r for r in res if r["metric"].get("query_id") == exported]
+            res = wait_for("Prometheus to scrape the exported query", scraped)
+            assert res[0]["value"][1] == "5000", res
+        else:
+            print("prometheus not installed: promtool only", file=sys.stderr)
+        print("ok: screenshots in %s/web-*.png" % bindir)
+        return 0
+    finally:
+        if browser:
+            browser.quit()
+        procs.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
