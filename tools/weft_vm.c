@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/store.h"
 #include "tools/weft.h"
 #include "vm/vm.h"
 
@@ -47,6 +48,12 @@ static const char vm_help[] =
 	"      --format FMT     text (default) or json: one JSON object\n"
 	"      --intervals      json: every state interval of every vCPU and guest thread\n"
 	"      --top N          guest threads listed, most time lost first (default 10)\n"
+	"      --graph-store PATH  also store the fused view as one trace of the execution-\n"
+	"                       graph store PATH (`weft graph show` draws it: each guest\n"
+	"                       thread's stints with its vCPU's stalls as child tasks, on\n"
+	"                       the critical path where they delay it); needs --guest\n"
+	"      --epoch NS       with --graph-store: added to every time stored, the stream\n"
+	"                       clock's offset to the Unix epoch (default 0)\n"
 	"  -h, --help           this text\n"
 	"\n"
 	"A recorded stream is JSON lines, one event a line, sorted by time:\n"
@@ -54,14 +61,17 @@ static const char vm_help[] =
 	"   \"fields\":{\"exit_reason\":30,\"isa\":1,\"vcpu_id\":0}}\n"
 	"Host events used: kvm_entry, kvm_exit, kvm_userspace_exit, kvm_hypercall,\n"
 	"kvm_nested_vmenter, kvm_nested_vmexit_inject, any other kvm_*, sched_switch,\n"
-	"sched_wakeup.  Guest events used: sched_switch, vm_sync (a synchronisation point:\n"
-	"fields id and after; the host sees it as kvm_hypercall with nr 0x77656674 and a0 =\n"
-	"id).  A stream out of order is refused with its line, not re-sorted.\n"
+	"sched_wakeup, kvm_write_tsc_offset, tsc_clock.  Guest events used: sched_switch,\n"
+	"vm_sync (a synchronisation point: fields id and after; the host sees it as\n"
+	"kvm_hypercall with nr 0x77656674 and a0 = id), vm_tsc (a TSC reading: fields tsc\n"
+	"and after).  A stream out of order is refused with its line, not re-sorted.\n"
 	"\n"
 	"Examples:\n"
 	"  weft vm analyze --host host.jsonl\n"
 	"  weft vm analyze --host host.jsonl --guest guest.jsonl --top 5\n"
 	"  weft vm analyze -H host.jsonl -g guest.jsonl --format json --intervals\n"
+	"  weft vm analyze -H host.jsonl -g guest.jsonl --graph-store vm.sqlite\n"
+	"  weft graph --graph-store vm.sqlite show TRACE   (the id printed on stderr)\n"
 	"\n"
 	"Exit status: 0 success, 1 a stream was refused (the error's tag, file, line and\n"
 	"reason on stderr: E_VM_JSON, E_VM_FIELD, E_VM_ORDER, E_VM_NO_SYNC, E_VM_SYNC,\n"
@@ -82,9 +92,53 @@ static int parse_count(const char *opt, const char *s, long max, long *out)
 	return 0;
 }
 
+/* The fused view into the graph store: one trace, all or nothing. */
+static int store_graph(const struct vm_analysis *a, const char *path, int64_t epoch)
+{
+	struct graph g;
+	struct graph_store *s;
+	struct graph_id128 id;
+	struct graph_put_stats st = { 0 };
+	char why[512], hex[33];
+	int rc;
+
+	graph_init(&g);
+	rc = vm_to_graph(a, epoch, &g, &id, why, sizeof(why));
+	if (rc) {
+		fprintf(stderr, "weft vm: the fused view as a graph: %s\n", why);
+		graph_free(&g);
+		return -1;
+	}
+	s = graph_store_open(path, why, sizeof(why));
+	if (!s) {
+		fprintf(stderr, "weft vm: %s: %s\n", path, why);
+		graph_free(&g);
+		return -1;
+	}
+	rc = graph_store_put(s, &g, &st, why, sizeof(why));
+	graph_store_close(s);
+	if (rc) {
+		fprintf(stderr, "weft vm: storing in %s: %s\n", path, why);
+		graph_free(&g);
+		return -1;
+	}
+	graph_id128_hex(id, hex);
+	fprintf(stderr, "weft vm: stored trace %s (%zu tasks) in %s\n", hex, g.ntasks, path);
+	graph_free(&g);
+	return 0;
+}
+
 static int vm_analyze_cmd(int argc, char **argv)
 {
-	enum { OPT_VM_PID = 256, OPT_ASSUME, OPT_FORMAT, OPT_INTERVALS, OPT_TOP };
+	enum {
+		OPT_VM_PID = 256,
+		OPT_ASSUME,
+		OPT_FORMAT,
+		OPT_INTERVALS,
+		OPT_TOP,
+		OPT_STORE,
+		OPT_EPOCH
+	};
 	static const struct option longopts[] = {
 		{ "host", required_argument, NULL, 'H' },
 		{ "guest", required_argument, NULL, 'g' },
@@ -93,6 +147,8 @@ static int vm_analyze_cmd(int argc, char **argv)
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "intervals", no_argument, NULL, OPT_INTERVALS },
 		{ "top", required_argument, NULL, OPT_TOP },
+		{ "graph-store", required_argument, NULL, OPT_STORE },
+		{ "epoch", required_argument, NULL, OPT_EPOCH },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -100,6 +156,8 @@ static int vm_analyze_cmd(int argc, char **argv)
 	struct vm_report_opts ro = { .sz = sizeof(ro) };
 	struct vm_analysis a;
 	struct vm_err err = { 0 };
+	const char *store = NULL;
+	int64_t epoch = 0;
 	bool json = false;
 	long n;
 	int c, rc;
@@ -137,6 +195,23 @@ static int vm_analyze_cmd(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			ro.top = (size_t)n;
 			break;
+		case OPT_STORE:
+			store = optarg;
+			break;
+		case OPT_EPOCH: {
+			char *end;
+
+			errno = 0;
+			epoch = strtoll(optarg, &end, 10);
+			if (errno || *end || end == optarg || epoch < 0) {
+				fprintf(stderr,
+					"weft vm: --epoch takes ns (an integer >= 0), not "
+					"'%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		}
 		case 'h':
 			fputs(vm_help, stdout);
 			return WEFT_EXIT_OK;
@@ -164,8 +239,17 @@ static int vm_analyze_cmd(int argc, char **argv)
 		fputs("weft vm analyze: --assume-synced is about a --guest stream\n", stderr);
 		return WEFT_EXIT_USAGE;
 	}
+	if (store && !o.guest) {
+		fputs("weft vm analyze: --graph-store stores guest threads: give --guest\n",
+		      stderr);
+		return WEFT_EXIT_USAGE;
+	}
 	if (vm_analyze(&o, &a, &err)) {
 		fprintf(stderr, "weft vm: %s: %s\n", err.tag, err.msg);
+		return WEFT_EXIT_FAIL;
+	}
+	if (store && store_graph(&a, store, epoch)) {
+		vm_analysis_free(&a);
 		return WEFT_EXIT_FAIL;
 	}
 	rc = json ? vm_report_json(stdout, &a, &ro) : vm_report_text(stdout, &a, &ro);

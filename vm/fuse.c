@@ -11,6 +11,70 @@
 #include "vm/vm_int.h"
 
 #define VM_SYNC_EVENT "vm_sync"
+#define VM_TSC_EVENT "vm_tsc"
+
+/*
+ * A guest TSC reading as an offset interval [*lo, *hi] (vm/vm.h, "TSC points"): 0, 1 if it
+ * cannot be a point (no TSC offset of that vCPU, no host reference: not an error, like a
+ * hypercall the host did not see), -1 with err set.
+ */
+static int tsc_point(const struct vm_analysis *a, const struct vm_event *ev, const char *file,
+		     int64_t *lo, int64_t *hi, struct vm_err *err)
+{
+	const struct vm_tsc_offset *off = NULL;
+	int64_t tsc, after, host, slack;
+	__int128 ns;
+
+	if (vm_event_s64(ev, "tsc", &tsc) || vm_event_s64(ev, "after", &after) ||
+	    after < ev->time) {
+		vm_err_set(err, "E_VM_FIELD",
+			   "%s:%lu: vm_tsc needs fields.tsc (the guest's TSC, a u64 above 2^63 as "
+			   "its two's complement) and fields.after (the guest's time after the "
+			   "read, >= time)",
+			   file, ev->line);
+		return -1;
+	}
+	for (size_t i = 0; i < a->ntscoff; i++) {
+		if (a->tscoff[i].vcpu_id != ev->cpu)
+			continue;
+		if (off) {
+			vm_err_set(err, "E_VM_AMBIGUOUS",
+				   "%s:%lu: several VMs wrote a TSC offset for vCPU %lld: use "
+				   "hypercall points",
+				   file, ev->line, (long long)ev->cpu);
+			return -1;
+		}
+		off = &a->tscoff[i];
+	}
+	if (!off || !a->tscref.have)
+		return 1;
+	if (off->changed) {
+		vm_err_set(err, "E_VM_SYNC",
+			   "%s:%lu: vCPU %lld's TSC offset was written again with another value "
+			   "(host line %lu): its TSC readings cannot be converted",
+			   file, ev->line, (long long)ev->cpu, off->changed);
+		return -1;
+	}
+	/* host TSC = guest TSC - offset; ns since the reference = cycles * 1e6 / kHz */
+	ns = (__int128)(int64_t)((uint64_t)tsc - off->offset - a->tscref.tsc) * 1000000 /
+	     (__int128)a->tscref.khz;
+	if (ns > INT64_MAX / 2 || ns < -(INT64_MAX / 2) ||
+	    __builtin_add_overflow(a->tscref.time, (int64_t)ns, &host) ||
+	    __builtin_sub_overflow(host, after, lo) || __builtin_sub_overflow(host, ev->time, hi)) {
+		vm_err_set(err, "E_VM_FIELD", "%s:%lu: the TSC reading is out of range", file,
+			   ev->line);
+		return -1;
+	}
+	/* the reference's reads' gap, 1 ns of rounding, and the kHz's own rounding (half a kHz:
+	 * |ns| / (2 kHz) more), which grows with the distance from the reference */
+	slack = a->tscref.error_ns + 1 + (int64_t)((ns < 0 ? -ns : ns) / (2 * a->tscref.khz)) + 1;
+	if (__builtin_sub_overflow(*lo, slack, lo) || __builtin_add_overflow(*hi, slack, hi)) {
+		vm_err_set(err, "E_VM_FIELD", "%s:%lu: the TSC reading is out of range", file,
+			   ev->line);
+		return -1;
+	}
+	return 0;
+}
 
 static int cmp_hsync(const void *x, const void *y)
 {
@@ -31,7 +95,8 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 
 	memset(&a->sync, 0, sizeof(a->sync));
 	a->sync.guest = true;
-	qsort(a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
+	if (a->nhsync) /* qsort() and bsearch() take no NULL array, even empty */
+		qsort(a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
 	for (size_t i = 1; i < a->nhsync; i++)
 		if (a->hsync[i].id == a->hsync[i - 1].id) {
 			vm_err_set(
@@ -45,6 +110,15 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 		uint64_t id;
 		int64_t after, l, u;
 
+		if (strcmp(ev.name, VM_TSC_EVENT) == 0) {
+			guest_points++;
+			rc = tsc_point(a, &ev, file, &l, &u, err);
+			if (rc < 0)
+				return -1;
+			if (rc == 0)
+				goto narrow;
+			continue;
+		}
 		if (strcmp(ev.name, VM_SYNC_EVENT) != 0)
 			continue;
 		guest_points++;
@@ -58,7 +132,8 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			return -1;
 		}
 		key.id = id;
-		h = bsearch(&key, a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync);
+		h = a->nhsync ? bsearch(&key, a->hsync, a->nhsync, sizeof(*a->hsync), cmp_hsync) :
+				NULL;
 		if (!h)
 			continue; /* the host did not trace it: no point */
 		/* the host saw it between the guest's readings: offset in [h - after, h - time] */
@@ -67,6 +142,7 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			vm_err_set(err, "E_VM_FIELD", "%s:%lu: times out of range", file, ev.line);
 			return -1;
 		}
+narrow:
 		if (l > lo) {
 			lo = l;
 			lo_line = ev.line;
@@ -84,11 +160,13 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 			a->sync.assumed = true;
 			return 0;
 		}
-		vm_err_set(err, "E_VM_NO_SYNC",
-			   "%s: %zu synchronisation point%s, none seen by the host: guest and host "
-			   "times cannot be related (record vm_sync points, see docs/vm.md, or say "
-			   "that the guest's times are host times with --assume-synced)",
-			   file, guest_points, guest_points == 1 ? "" : "s");
+		vm_err_set(
+			err, "E_VM_NO_SYNC",
+			"%s: %zu synchronisation point%s, none the host saw or could convert: "
+			"guest and host times cannot be related (record vm_sync or vm_tsc points, "
+			"see docs/vm.md, or say that the guest's times are host times with "
+			"--assume-synced)",
+			file, guest_points, guest_points == 1 ? "" : "s");
 		return -1;
 	}
 	if (lo > hi) {
@@ -137,14 +215,14 @@ const struct vm_gthread *vm_gthread_of(const struct vm_analysis *a, int64_t tid)
 }
 
 static int g_add(struct vm_analysis *a, struct vm_gthread *g, int64_t s, int64_t e,
-		 enum vm_gstate st, int host, struct vm_err *err)
+		 enum vm_gstate st, int host, int32_t vcpu, struct vm_err *err)
 {
 	if (e <= s)
 		return 0;
 	g->state_ns[st] += e - s;
 	if (st == VM_G_HOST)
 		g->host_ns[host] += e - s;
-	return vm_iv_add(a, &g->iv, &g->niv, &g->capiv, s, e, st, host, -1, err);
+	return vm_iv_add(a, &g->iv, &g->niv, &g->capiv, s, e, st, host, vcpu, err);
 }
 
 /* g ran on a guest CPU whose vCPU is v (NULL: not in the host stream) over [s, e). */
@@ -152,9 +230,10 @@ static int g_ran(struct vm_analysis *a, struct vm_gthread *g, const struct vm_vc
 		 int64_t e, struct vm_err *err)
 {
 	size_t lo = 0, hi;
+	int32_t vidx = v ? (int32_t)(v - a->vcpus) : -1;
 
 	if (!v || !v->niv)
-		return g_add(a, g, s, e, VM_G_UNTRACED, 0, err);
+		return g_add(a, g, s, e, VM_G_UNTRACED, 0, -1, err);
 	/* the first interval that ends after s */
 	hi = v->niv;
 	while (lo < hi) {
@@ -172,21 +251,21 @@ static int g_ran(struct vm_analysis *a, struct vm_gthread *g, const struct vm_vc
 		if (iv->start > s) { /* not covered by the host stream (before the vCPU's start) */
 			int64_t gap = iv->start < e ? iv->start : e;
 
-			if (g_add(a, g, s, gap, VM_G_UNTRACED, 0, err))
+			if (g_add(a, g, s, gap, VM_G_UNTRACED, 0, -1, err))
 				return -1;
 			s = gap;
 			if (s >= e)
 				break;
 		}
 		if (iv->state == VM_GUEST || iv->state == VM_GUEST_L2) {
-			if (g_add(a, g, s, end, VM_G_RUNNING, 0, err))
+			if (g_add(a, g, s, end, VM_G_RUNNING, 0, vidx, err))
 				return -1;
-		} else if (g_add(a, g, s, end, VM_G_HOST, iv->state, err)) {
+		} else if (g_add(a, g, s, end, VM_G_HOST, iv->state, vidx, err)) {
 			return -1;
 		}
 		s = end;
 	}
-	return g_add(a, g, s, e, VM_G_UNTRACED, 0, err); /* after the host stream's end */
+	return g_add(a, g, s, e, VM_G_UNTRACED, 0, -1, err); /* after the host stream's end */
 }
 
 /* The vCPU that runs guest CPU `cpu`: by vcpu_id (and the VMM's pid when given). */
@@ -225,7 +304,7 @@ static int g_close(struct vm_analysis *a, struct vm_gthread *g, int64_t t,
 	if (g->cpu >= 0)
 		rc = g_ran(a, g, cpus[g->cpu], g->since, t, err);
 	else
-		rc = g_add(a, g, g->since, t, g->off, 0, err);
+		rc = g_add(a, g, g->since, t, g->off, 0, -1, err);
 	g->since = t;
 	return rc;
 }

@@ -152,6 +152,7 @@ void vm_analysis_free(struct vm_analysis *a)
 	free(a->exits);
 	free(a->threads);
 	free(a->hsync);
+	free(a->tscoff);
 	vm_tidmap_free(&a->vmap);
 	vm_tidmap_free(&a->tmap);
 	memset(a, 0, sizeof(*a));
@@ -281,6 +282,69 @@ static int prev_runnable(const struct vm_event *ev)
 	return (v & 0xff) == 0;
 }
 
+/*
+ * kvm_write_tsc_offset: fires on whichever thread writes the offset (the VMM's when it creates
+ * the vCPU), so it makes no thread a vCPU.  A u64 offset above INT64_MAX is written as its
+ * two's complement (JSON integers are signed 64-bit here).
+ */
+static int on_tsc_offset(struct vm_analysis *a, const struct vm_event *ev, const char *file,
+			 struct vm_err *err)
+{
+	int64_t id, off;
+
+	if (vm_event_s64(ev, "vcpu_id", &id) || id < 0 ||
+	    vm_event_s64(ev, "next_tsc_offset", &off)) {
+		vm_err_set(err, "E_VM_FIELD",
+			   "%s:%lu: kvm_write_tsc_offset needs fields.vcpu_id and "
+			   "fields.next_tsc_offset (a u64 above 2^63 as its two's complement)",
+			   file, ev->line);
+		return -1;
+	}
+	for (size_t i = 0; i < a->ntscoff; i++) {
+		struct vm_tsc_offset *t = &a->tscoff[i];
+
+		if (t->vcpu_id == id && t->pid == ev->pid) {
+			if (t->offset != (uint64_t)off && !t->changed)
+				t->changed = ev->line;
+			return 0;
+		}
+	}
+	if (vm_grow((void **)&a->tscoff, &a->captscoff, a->ntscoff, sizeof(*a->tscoff),
+		    VM_MAX_VCPUS)) {
+		vm_err_set(err, "E_VM_LIMIT", "%s:%lu: TSC offsets of more than %d vCPUs", file,
+			   ev->line, VM_MAX_VCPUS);
+		return -1;
+	}
+	a->tscoff[a->ntscoff++] =
+		(struct vm_tsc_offset){ .vcpu_id = id, .pid = ev->pid, .offset = (uint64_t)off };
+	return 0;
+}
+
+/* tsc_clock: the host's TSC and clock read together (the first one is the reference). */
+static int on_tsc_clock(struct vm_analysis *a, const struct vm_event *ev, const char *file,
+			struct vm_err *err)
+{
+	int64_t tsc, khz, e = 0;
+	int erc = vm_event_s64(ev, "error_ns", &e);
+
+	if (vm_event_s64(ev, "tsc", &tsc) || vm_event_s64(ev, "khz", &khz) || khz <= 0 ||
+	    khz > 100000000 || (erc && erc != -ENOENT) || e < 0 || e > INT64_MAX / 4) {
+		vm_err_set(err, "E_VM_FIELD",
+			   "%s:%lu: tsc_clock needs fields.tsc, fields.khz (1..1e8) and may have "
+			   "fields.error_ns (>= 0)",
+			   file, ev->line);
+		return -1;
+	}
+	if (a->tscref.have)
+		return 0;
+	a->tscref.have = true;
+	a->tscref.time = ev->time;
+	a->tscref.tsc = (uint64_t)tsc;
+	a->tscref.khz = (uint64_t)khz;
+	a->tscref.error_ns = e;
+	return 0;
+}
+
 static int on_kvm(struct vm_analysis *a, const struct vm_event *ev, const char *file,
 		  struct vm_err *err)
 {
@@ -288,6 +352,8 @@ static int on_kvm(struct vm_analysis *a, const struct vm_event *ev, const char *
 	uint64_t u, isa = 0;
 	int64_t t = ev->time;
 
+	if (strcmp(ev->name, "kvm_write_tsc_offset") == 0) /* on any thread: VMM or vCPU */
+		return on_tsc_offset(a, ev, file, err);
 	if (ev->tid < 0) {
 		vm_err_set(err, "E_VM_FIELD", "%s:%lu: %s without \"tid\" (the vCPU thread)", file,
 			   ev->line, ev->name);
@@ -309,7 +375,9 @@ static int on_kvm(struct vm_analysis *a, const struct vm_event *ev, const char *
 				x->min_ns = lat;
 			if (lat > x->max_ns)
 				x->max_ns = lat;
-			x->sum_ns += lat;
+			if (__builtin_add_overflow(x->sum_ns, lat, &x->sum_ns))
+				x->sum_ns =
+					INT64_MAX; /* saturated: only a hostile stream gets here */
 			x->samples++;
 			agg_state_add(&sketch_spec, x->sketch, lat);
 		}
@@ -429,6 +497,8 @@ int vm_host_pass(struct vm_analysis *a, struct vm_stream *host, struct vm_err *e
 		a->host_events++;
 		if (strncmp(ev.name, "kvm_", 4) == 0)
 			rc = on_kvm(a, &ev, file, err);
+		else if (strcmp(ev.name, "tsc_clock") == 0)
+			rc = on_tsc_clock(a, &ev, file, err);
 		else if (strcmp(ev.name, "sched_switch") == 0 ||
 			 strcmp(ev.name, "sched_wakeup") == 0 ||
 			 strcmp(ev.name, "sched_wakeup_new") == 0)

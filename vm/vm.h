@@ -33,6 +33,14 @@
  *      was not (preempted by the host: in the hypervisor, in the VMM, preempted or idle on
  *      the host), UNTRACED where the host stream does not cover it.
  *
+ * TSC points.  A guest that reads its TSC next to its clock records "vm_tsc" (time, fields
+ * tsc, after); the host stream gives each vCPU's TSC offset (kvm_write_tsc_offset) and one
+ * "tsc_clock" reference (its TSC and its clock read together, the TSC's kHz, the reads' gap
+ * as error_ns).  The guest's TSC minus the offset is the host's TSC, which the reference
+ * turns into host ns: the point's offset lies in [h - after, h - time] widened by the
+ * reference's error and 1 ns of rounding, and joins the hypercall points' intersection.  A
+ * vCPU whose offset was written again with another value cannot be converted (E_VM_SYNC).
+ *
  * Synchronisation.  The guest records a point with its time just before a hypercall and just
  * after it returns ("vm_sync" with fields id, after); the host sees the hypercall as
  * kvm:kvm_hypercall with nr VM_SYNC_HYPERCALL and a0 = id.  The host's event happened between
@@ -55,6 +63,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "graph/graph.h"
 #include "vm/stream.h"
 
 #define VM_SYNC_HYPERCALL 0x77656674ULL /* "weft": the nr of a synchronisation hypercall */
@@ -92,8 +101,9 @@ const char *vm_gstate_name(enum vm_gstate s);
 /*
  * One interval [start, end) of a vCPU (state: enum vm_state, exit: the index into
  * vm_analysis.exits of the exit being handled in HYPERVISOR and what followed it until the
- * next entry, -1 if none) or of a guest thread (state: enum vm_gstate; exit unused; host:
- * the vCPU's state in VM_G_HOST).  Times are host ns.
+ * next entry, -1 if none) or of a guest thread (state: enum vm_gstate; host: the vCPU's
+ * state in VM_G_HOST; exit: the index of the vCPU in vm_analysis.vcpus while on a CPU the
+ * host traced, else -1).  Times are host ns.
  */
 struct vm_interval {
 	int64_t start, end;
@@ -106,7 +116,7 @@ struct vm_exit_stat {
 	const char *name; /* NULL: unknown to vm/exits.c, shown as the number */
 	uint64_t count; /* kvm_exit events */
 	uint64_t samples; /* exits whose next entry was seen: latencies in the sketch */
-	int64_t min_ns, max_ns, sum_ns; /* of the latencies */
+	int64_t min_ns, max_ns, sum_ns; /* of the latencies (sum_ns saturates at INT64_MAX) */
 	void *sketch; /* the quantile state (kernel/aggstate.h) */
 };
 
@@ -173,6 +183,17 @@ struct vm_analysis {
 		int64_t time;
 	} * hsync; /* the host's synchronisation hypercalls */
 	size_t nhsync, caphsync;
+	struct vm_tsc_offset {
+		int64_t vcpu_id, pid;
+		uint64_t offset; /* guest TSC = host TSC + offset (mod 2^64) */
+		unsigned long changed; /* a line where it was written again with another value */
+	} * tscoff; /* from kvm_write_tsc_offset */
+	size_t ntscoff, captscoff;
+	struct {
+		bool have;
+		int64_t time, error_ns; /* host ns when the host's TSC read tsc; the reads' gap */
+		uint64_t tsc, khz;
+	} tscref; /* the host's first tsc_clock event */
 	size_t intervals, max_intervals;
 	size_t capvcpus, capexits, capthreads;
 	struct vm_tidmap {
@@ -201,6 +222,14 @@ double vm_exit_quantile(const struct vm_exit_stat *x, double q);
 const struct vm_vcpu *vm_vcpu_of_tid(const struct vm_analysis *a, int64_t tid);
 /* The guest thread tid, or NULL. */
 const struct vm_gthread *vm_gthread_of(const struct vm_analysis *a, int64_t tid);
+
+/*
+ * The fused view as one trace of an execution graph (vm/graph.c has its shape): appended to
+ * g, checked (graph_check()); times + epoch_ns.  0, or -EINVAL (no guest threads) or -ENOMEM
+ * with why[] set.  *trace is the trace's id.
+ */
+int vm_to_graph(const struct vm_analysis *a, int64_t epoch_ns, struct graph *g,
+		struct graph_id128 *trace, char *why, size_t whysz);
 
 /* Reports (vm/report.c): text for people, one JSON object for programs.  0 or -EIO. */
 struct vm_report_opts {

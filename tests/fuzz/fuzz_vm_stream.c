@@ -8,7 +8,8 @@
  *     and its state times sum to last_ns - first_ns;
  *   - each guest thread's intervals are sorted and do not overlap, and its state times sum
  *     to their lengths (and its host times to its "host" state's);
- *   - exit counts add up to the vCPUs' exits; both reports are written without error.
+ *   - exit counts add up to the vCPUs' exits; both reports are written without error;
+ *   - with guest threads, the fused view as a graph passes graph_check().
  * Seeds: tests/fuzz/corpus/vm_stream/ (tests/data/vm's streams, joined, and near misses).
  */
 #include <stdint.h>
@@ -101,6 +102,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!f || vm_report_text(f, &a, &ro) || vm_report_json(f, &a, &ro))
 			abort();
 		fclose(f);
+		if (a.nthreads) {
+			struct graph gr;
+			struct graph_id128 id;
+			char why[256];
+
+			graph_init(&gr);
+			if (vm_to_graph(&a, 0, &gr, &id, why, sizeof(why)))
+				abort();
+			graph_free(&gr);
+		}
 	}
 	vm_stream_close(h);
 	vm_stream_close(g);

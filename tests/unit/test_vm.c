@@ -16,6 +16,7 @@
  * contradicting points are refused, two VMs whose vCPU ids collide need --vm-pid, and the
  * interval bound holds.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -317,6 +318,83 @@ static void test_guest_threads_fused(void **state)
 	vm_analysis_free(&a);
 }
 
+/*
+ * The fused view as a graph: a root, one task per stint of a guest thread on a CPU, one
+ * child task per stretch its vCPU was out of guest mode, named by the state that took most
+ * of it (tests/data/vm's answers: worker's first stint 2000-15000 holds two stretches,
+ * 5000-8500 preempted 3000 ns in 3500, 12000-14000 in the VMM 1700 in 2000; its second two;
+ * batch's first three; irq/9's one).
+ */
+static void test_graph(void **state)
+{
+	static const struct {
+		int64_t start, end;
+		const char *name, *attrs;
+	} worker_stalls[] = {
+		{ 5000, 8500, "vcpu preempted",
+		  "{\"guest_tid\":1001,\"hypervisor_ns\":500,\"idle_ns\":0,\"preempted_ns\":3000,"
+		  "\"vcpu_id\":0,\"vmm_ns\":0}" },
+		{ 12000, 14000, "vcpu vmm",
+		  "{\"guest_tid\":1001,\"hypervisor_ns\":300,\"idle_ns\":0,\"preempted_ns\":0,"
+		  "\"vcpu_id\":0,\"vmm_ns\":1700}" },
+	};
+	struct vm_analysis a;
+	struct graph g;
+	struct graph_id128 id;
+	char why[256];
+	const struct graph_task *stint = NULL;
+	size_t stints = 0, stalls = 0, k = 0;
+
+	(void)state;
+	analyze_files(&a, true);
+	graph_init(&g);
+	if (vm_to_graph(&a, 1000000000, &g, &id, why, sizeof(why)))
+		fail_msg("%s", why);
+	assert_int_equal(g.ntasks, 14);
+	assert_int_equal(g.nedges, 13);
+	assert_string_equal(g.tasks[0].service, "vm");
+	assert_int_equal(g.tasks[0].start, 1000000000 + 1500);
+	assert_int_equal(g.tasks[0].end, 1000000000 + 48000);
+	for (size_t i = 1; i < g.ntasks; i++) {
+		const struct graph_task *t = &g.tasks[i];
+
+		assert_true(graph_id128_eq(t->trace, id));
+		if (strcmp(t->service, "guest") == 0) {
+			stints++;
+			assert_int_equal(t->parent, 1);
+			if (t->tid == 1001 && t->start == 1000000000 + 2000)
+				stint = t;
+			continue;
+		}
+		stalls++;
+		assert_string_equal(t->service, "host");
+		if (!stint || t->parent != stint->id)
+			continue;
+		assert_true(k < NELEM(worker_stalls));
+		assert_int_equal(t->start, 1000000000 + worker_stalls[k].start);
+		assert_int_equal(t->end, 1000000000 + worker_stalls[k].end);
+		assert_string_equal(t->name, worker_stalls[k].name);
+		assert_int_equal(t->tid, 101); /* vCPU 0's host thread */
+		assert_int_equal(t->pid, 100);
+		assert_string_equal(t->attrs, worker_stalls[k].attrs);
+		k++;
+	}
+	assert_int_equal(stints, 5);
+	assert_int_equal(stalls, 8);
+	assert_non_null(stint);
+	assert_int_equal(stint->end, 1000000000 + 15000);
+	assert_string_equal(stint->name, "worker");
+	assert_int_equal(k, NELEM(worker_stalls));
+	graph_free(&g);
+	/* without a guest there is no graph */
+	vm_analysis_free(&a);
+	analyze_files(&a, false);
+	graph_init(&g);
+	assert_int_equal(vm_to_graph(&a, 0, &g, &id, why, sizeof(why)), -EINVAL);
+	graph_free(&g);
+	vm_analysis_free(&a);
+}
+
 /* ------------------------------------------------------------------------ bad input */
 
 /* Runs the host pass (and the sync and guest passes when guest is given) on streams in
@@ -557,6 +635,53 @@ static void test_sync_one_point(void **state)
 	vm_analysis_free(&a);
 }
 
+/*
+ * TSC points: the host's TSC runs at 2 GHz and read 5,000,000 at host time 1000 (the reads
+ * 10 ns apart); vCPU 0's offset is -4,000,000 (written by the VMM's main thread, tid 10,
+ * which does not become a vCPU).  The guest read TSC 1,100,000 between its times 500 and 520:
+ * host TSC 5,100,000, 100,000 cycles = 50,000 ns after the reference, host time 51,000; the
+ * offset lies in [50480, 50500] widened by 10 + 1 + 1 (the reference's gap, rounding, and
+ * the kHz's rounding: 50,000 / 4,000,000 rounds to 0, plus 1) = [50468, 50512]: 50490 +- 22.
+ */
+static void test_sync_tsc(void **state)
+{
+	static const char host[] =
+		"{\"time\":0,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":10,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"previous_tsc_offset\":0,\"next_tsc_offset\":-4000000}}\n"
+		"{\"time\":1000,\"cpu\":0,\"name\":\"tsc_clock\",\"tid\":10,"
+		"\"fields\":{\"tsc\":5000000,\"khz\":2000000,\"error_ns\":10}}\n"
+		"{\"time\":2000,\"cpu\":0,\"name\":\"kvm_entry\",\"tid\":11,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0}}\n";
+	static const char changed[] =
+		"{\"time\":0,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":10,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"next_tsc_offset\":-4000000}}\n"
+		"{\"time\":1000,\"cpu\":0,\"name\":\"tsc_clock\",\"tid\":10,"
+		"\"fields\":{\"tsc\":5000000,\"khz\":2000000}}\n"
+		"{\"time\":1500,\"cpu\":0,\"name\":\"kvm_write_tsc_offset\",\"tid\":11,\"pid\":10,"
+		"\"fields\":{\"vcpu_id\":0,\"next_tsc_offset\":-3000000}}\n";
+	static const char guest[] = "{\"time\":500,\"cpu\":0,\"name\":\"vm_tsc\","
+				    "\"fields\":{\"tsc\":1100000,\"after\":520}}\n";
+	struct vm_analysis a;
+	char msg[512];
+
+	(void)state;
+	assert_null(run_mem(host, guest, false, 0, 0, &a, msg));
+	assert_int_equal(a.nvcpus, 1); /* tid 11 only */
+	assert_int_equal(a.vcpus[0].tid, 11);
+	assert_true(a.sync.synced);
+	assert_int_equal(a.sync.points, 1);
+	assert_int_equal(a.sync.offset_ns, 50490);
+	assert_int_equal(a.sync.error_ns, 22);
+	vm_analysis_free(&a);
+	/* an offset written again with another value: its readings cannot be converted */
+	assert_string_equal(run_mem(changed, guest, false, 0, 0, &a, msg), "E_VM_SYNC");
+	assert_non_null(strstr(msg, "host line 3"));
+	vm_analysis_free(&a);
+	/* no reference on the host: the reading is no point */
+	assert_string_equal(run_mem(small_host, guest, false, 0, 0, &a, msg), "E_VM_NO_SYNC");
+	vm_analysis_free(&a);
+}
+
 static void test_two_vms(void **state)
 {
 	/* VMM 10's vCPU 0 (tid 11) and VMM 20's vCPU 0 (tid 21), both in guest mode */
@@ -609,11 +734,13 @@ int main(void)
 		cmocka_unit_test(test_exit_names),
 		cmocka_unit_test(test_sync_offset),
 		cmocka_unit_test(test_guest_threads_fused),
+		cmocka_unit_test(test_graph),
 		cmocka_unit_test(test_bad_streams),
 		cmocka_unit_test(test_unknown_exit_counted),
 		cmocka_unit_test(test_guest_without_sync),
 		cmocka_unit_test(test_sync_errors),
 		cmocka_unit_test(test_sync_one_point),
+		cmocka_unit_test(test_sync_tsc),
 		cmocka_unit_test(test_two_vms),
 		cmocka_unit_test(test_interval_bound),
 	};

@@ -155,6 +155,73 @@ static void test_text_report(void **state)
 	wr_free(&p);
 }
 
+/*
+ * --graph-store: the fused view stored as a trace, and `weft graph show` putting the host's
+ * stalls on the critical path: worker's 3.5 us stretch out of guest mode (mostly preempted)
+ * and its 2 us trip to the VMM lie wholly on it.
+ */
+static void test_graph_store(void **state)
+{
+	char dir[] = "/tmp/weft-vm-test.XXXXXX", store[128], id[40] = "", *nl;
+	struct wr_proc p;
+	json_error_t jerr;
+	json_t *r, *tasks;
+	char *argv[8];
+	int rc, found = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(store, sizeof(store), "%s/vm.sqlite", dir);
+	rc = run_vm(&p, "analyze", "--host", data_path("host.jsonl"), "--guest",
+		    data_path("guest.jsonl"), "--graph-store", store, NULL);
+	if (rc)
+		wr_dump(&p, "weft vm analyze --graph-store");
+	assert_int_equal(rc, 0);
+	nl = strstr(p.err.p, "stored trace ");
+	assert_non_null(nl);
+	snprintf(id, sizeof(id), "%.32s", nl + strlen("stored trace "));
+	assert_non_null(strstr(p.err.p, "(14 tasks)"));
+	wr_free(&p);
+	argv[0] = getenv("WEFT_BIN");
+	argv[1] = (char *)"graph";
+	argv[2] = (char *)"--graph-store";
+	argv[3] = store;
+	argv[4] = (char *)"show";
+	argv[5] = id;
+	argv[6] = (char *)"--format=json";
+	argv[7] = NULL;
+	assert_int_equal(wr_start(&p, argv), 0);
+	rc = wr_finish(&p, 30000);
+	if (rc)
+		wr_dump(&p, "weft graph show");
+	assert_int_equal(rc, 0);
+	r = json_loads(p.out.p, 0, &jerr);
+	if (!r)
+		fail_msg("weft graph show: not JSON: %s", jerr.text);
+	tasks = json_object_get(r, "tasks");
+	for (size_t i = 0; i < json_array_size(tasks); i++) {
+		json_t *t = json_array_get(tasks, i);
+		const char *name = json_string_value(json_object_get(t, "name"));
+
+		if (!name || strcmp(json_string_value(json_object_get(t, "service")), "host"))
+			continue;
+		if (strcmp(name, "vcpu preempted") == 0) {
+			assert_true(json_is_true(json_object_get(t, "critical")));
+			assert_int_equal(jint(t, "critical_ns"), 3500);
+			found++;
+		} else if (strcmp(name, "vcpu vmm") == 0) {
+			assert_true(json_is_true(json_object_get(t, "critical")));
+			assert_int_equal(jint(t, "critical_ns"), 2000);
+			found++;
+		}
+	}
+	assert_int_equal(found, 2);
+	json_decref(r);
+	wr_free(&p);
+	unlink(store);
+	rmdir(dir);
+}
+
 static void test_refusals(void **state)
 {
 	struct wr_proc p;
@@ -179,6 +246,11 @@ static void test_refusals(void **state)
 	rc = run_vm(&p, "analyze", "--host", data_path("host.jsonl"), "--format", "xml", NULL);
 	assert_int_equal(rc, 2);
 	wr_free(&p);
+	/* the graph holds guest threads: --graph-store needs --guest */
+	rc = run_vm(&p, "analyze", "--host", data_path("host.jsonl"), "--graph-store",
+		    "/tmp/never-made.sqlite", NULL);
+	assert_int_equal(rc, 2);
+	wr_free(&p);
 	rc = run_vm(&p, "frobnicate", NULL);
 	assert_int_equal(rc, 2);
 	wr_free(&p);
@@ -193,6 +265,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_json_report),
 		cmocka_unit_test(test_text_report),
+		cmocka_unit_test(test_graph_store),
 		cmocka_unit_test(test_refusals),
 	};
 
