@@ -80,7 +80,7 @@ static const char run_help[] =
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
 	"                        4MiB); rows that find it full are counted and reported\n"
-	"      --graph-store PATH  a graph query (`from ... graph`) stores its traces in PATH, an\n"
+	"  -S, --graph-store PATH  a graph query (`from ... graph`) stores its traces in PATH, an\n"
 	"                        SQLite file (created if absent); default: weft graph's store\n"
 	"                        ($WEFT_GRAPH_STORE, else graph.sqlite next to the\n"
 	"                        aggregator's store); a summary is printed instead of rows\n"
@@ -540,8 +540,8 @@ int cmd_run(int argc, char **argv)
 		{ "max-groups", required_argument, NULL, 'G' },
 		{ "ringbuf-size", required_argument, NULL, 'R' },
 		{ "cpu-budget", required_argument, NULL, 'B' },
-		{ "scope", required_argument, NULL, 'S' },
-		{ "graph-store", required_argument, NULL, 'g' },
+		{ "scope", required_argument, NULL, 'O' },
+		{ "graph-store", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -572,9 +572,9 @@ int cmd_run(int argc, char **argv)
 	const char *graph_store = NULL;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "f:p:c:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:p:c:S:vh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'g':
+		case 'S':
 			if (!*optarg) {
 				fprintf(stderr, "weft: --graph-store takes a file name\n");
 				return WEFT_EXIT_USAGE;
@@ -636,7 +636,7 @@ int cmd_run(int argc, char **argv)
 			}
 			break;
 		}
-		case 'S':
+		case 'O':
 			scope_spec = optarg;
 			break;
 		case 'v':
