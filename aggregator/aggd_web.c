@@ -26,6 +26,7 @@
 #include "aggregator/web.h"
 #include "base/log.h"
 #include "kernel/aggkind.h"
+#include "kernel/aggstate.h"
 
 #define WEB_PUBLISH_NS 250000000ULL /* 250 ms */
 #define EXPORT_KEY "export_metrics."
@@ -302,6 +303,76 @@ static json_t *str_list(const char *const *v, size_t n)
 	return arr;
 }
 
+/*
+ * The window's sketch of each quantile column, merged over all its groups (docs/http.md,
+ * "sketches"): {"COL": {"q", "n", "neg", "value", "mark", "buckets": [{min, max, count}]}}
+ * with the non-empty log-linear buckets (kernel/weft_sketch.h) and mark the index of the bucket
+ * holding the quantile's rank.  NULL when the plan has no quantile column or on error.
+ */
+static json_t *window_sketches(const struct query *q, const struct agent_table *t)
+{
+	const struct plan *p = q->plan;
+	Weft__Group **groups = NULL;
+	size_t ngroups = 0;
+	json_t *out = NULL;
+	void *acc = NULL, *one = NULL;
+	int c;
+
+	for (c = 0; c < p->ncols; c++)
+		if (p->cols[c].is_agg && p->aggs[p->cols[c].idx].spec.kind == AGG_QUANTILE)
+			break;
+	if (c == p->ncols || agent_table_to_groups(t, &groups, &ngroups))
+		return NULL;
+	out = json_object();
+	for (; out && c < p->ncols; c++) {
+		const struct agg_spec *sp =
+			p->cols[c].is_agg ? &p->aggs[p->cols[c].idx].spec : NULL;
+		struct agg_result r = { 0 };
+		struct agg_bucket *b = NULL;
+		size_t nb = 0, mark = 0, size;
+		json_t *arr, *sk;
+
+		if (!sp || sp->kind != AGG_QUANTILE)
+			continue;
+		size = agg_state_size(sp);
+		free(acc);
+		free(one);
+		acc = calloc(1, size);
+		one = malloc(size);
+		if (!acc || !one)
+			break;
+		for (size_t g = 0; g < ngroups; g++) {
+			const ProtobufCBinaryData *st;
+
+			if ((size_t)p->cols[c].idx >= groups[g]->n_states)
+				continue;
+			st = &groups[g]->states[p->cols[c].idx];
+			if (agg_state_decode(sp, one, st->data, st->len) == 0)
+				agg_state_merge(sp, acc, one);
+		}
+		if (agg_state_final(sp, acc, &r) || agg_quantile_buckets(sp, acc, &b, &nb, &mark))
+			continue;
+		arr = json_array();
+		for (size_t i = 0; arr && i < nb; i++)
+			json_array_append_new(arr, json_pack("{s:I, s:I, s:I}", "min",
+							     (json_int_t)b[i].min, "max",
+							     (json_int_t)b[i].max, "count",
+							     (json_int_t)b[i].count));
+		free(b);
+		sk = json_pack("{s:f, s:I, s:I, s:o, s:I, s:o}", "q", sp->q, "n", (json_int_t)r.n,
+			       "neg", (json_int_t)r.neg, "value",
+			       r.empty ? json_null() : json_real(r.value), "mark", (json_int_t)mark,
+			       "buckets", arr ? arr : json_array());
+		agg_result_release(&r);
+		if (sk)
+			json_object_set_new(out, p->cols[c].name, sk);
+	}
+	free(acc);
+	free(one);
+	agent_groups_free(groups, ngroups);
+	return out;
+}
+
 void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_view *v)
 {
 	struct agent_window_stats st = { .index = v->index,
@@ -309,7 +380,7 @@ void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_v
 					 .end_ns = v->end_ns,
 					 .misses = v->misses,
 					 .groups = agent_table_groups(v->table) };
-	json_t *win, *aggs;
+	json_t *win, *aggs, *sk;
 	char *buf = NULL, *out;
 	size_t len = 0;
 	FILE *m;
@@ -347,6 +418,9 @@ void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_v
 	json_object_set_new(win, "overflow", json_integer((json_int_t)v->overflow));
 	json_object_set_new(win, "hosts", str_list(v->hosts, v->nhosts));
 	json_object_set_new(win, "missing", str_list(v->missing, v->nmissing));
+	sk = window_sketches(q, v->table);
+	if (sk)
+		json_object_set_new(win, "sketches", sk);
 	if (q->export_metrics && (!q->metrics || v->index >= q->metrics_index)) {
 		q->metrics_index = v->index;
 		free(q->metrics);

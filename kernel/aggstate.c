@@ -354,6 +354,44 @@ uint64_t agg_quantile_rank(double q, uint64_t n)
 	return k;
 }
 
+int agg_quantile_buckets(const struct agg_spec *spec, const void *state, struct agg_bucket **out,
+			 size_t *n, size_t *mark)
+{
+	const struct agg_quantile_state *s = state;
+	uint64_t k, cum = 0;
+	size_t nb = 0;
+
+	*out = NULL;
+	*n = 0;
+	*mark = 0;
+	if (!agg_spec_valid(spec) || spec->kind != AGG_QUANTILE)
+		return -EINVAL;
+	for (size_t i = 0; i < WEFT_SKETCH_NBUCKETS; i++)
+		nb += s->c[i] != 0;
+	if (!nb)
+		return 0;
+	*out = calloc(nb, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	k = agg_quantile_rank(spec->q, s->n);
+	for (__u32 i = 0; i < WEFT_SKETCH_NBUCKETS; i++) {
+		struct agg_bucket *b;
+		__u64 lo, width;
+
+		if (!s->c[i])
+			continue;
+		b = &(*out)[(*n)++];
+		weft_sketch_bounds(i, &lo, &width);
+		b->min = (int64_t)lo;
+		b->max = (int64_t)(lo + width - 1);
+		b->count = s->c[i];
+		if (cum < k && cum + s->c[i] >= k)
+			*mark = *n - 1;
+		cum += s->c[i];
+	}
+	return 0;
+}
+
 static double quantile_value(const struct agg_quantile_state *s, double q)
 {
 	uint64_t k = agg_quantile_rank(q, s->n), cum = 0;

@@ -105,6 +105,16 @@ int agg_result_print_hist(FILE *f, const char *title, const struct agg_result *r
 uint64_t agg_quantile_rank(double q, uint64_t n);
 
 /*
+ * AGG_QUANTILE: the sketch's non-empty buckets in order (malloc'd into *out, *n of them; free()
+ * it), bounds from weft_sketch_bounds(), and in *mark the index among them of the bucket that
+ * holds the value of rank agg_quantile_rank(spec->q, n) (the bucket whose value
+ * agg_state_final() reports; negatives count in bucket 0).  An empty sketch: *out NULL, *n 0,
+ * *mark 0.  0, -EINVAL (not a quantile) or -ENOMEM.
+ */
+int agg_quantile_buckets(const struct agg_spec *spec, const void *state, struct agg_bucket **out,
+			 size_t *n, size_t *mark);
+
+/*
  * HyperLogLog estimate of WEFT_HLL_M registers (p = WEFT_HLL_P): the raw estimate, with linear
  * counting below 2.5 m when some register is still zero.  64-bit hashes need no large-range
  * correction.

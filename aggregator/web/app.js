@@ -138,14 +138,16 @@ function seriesChart(name, windows, kinds) {
   return el('figure', {}, el('figcaption', {}, name + ' over time'), g, legend);
 }
 
-function histBars(h, width, height, cls) {
+// h.buckets: [{min, max, count}]; h.mark (optional): the index of the bucket to mark
+function histBars(h, width, height, cls, column) {
   const g = svg('svg', { width, height: height + 16, class: 'hist ' + (cls || '') });
+  if (column) g.setAttribute('data-column', column);
   const n = h.buckets.length || 1;
   const maxc = Math.max(1, ...h.buckets.map((b) => b.count));
   const bw = width / n;
   h.buckets.forEach((b, i) => {
-    const bh = Math.log10(1 + b.count) / Math.log10(1 + maxc) * height;
-    g.append(svg('rect', { class: 'b', x: i * bw, y: height - bh, width: Math.max(1, bw - 1), height: bh },
+    const bh = Math.max(h.mark === i ? 2 : 0, Math.log10(1 + b.count) / Math.log10(1 + maxc) * height);
+    g.append(svg('rect', { class: 'b' + (h.mark === i ? ' mark' : ''), 'data-min': b.min, 'data-max': b.max, 'data-count': b.count, x: i * bw, y: height - bh, width: Math.max(1, bw - 1), height: bh },
       svg('title', {}, '[' + b.min + ', ' + b.max + ']: ' + b.count)));
   });
   if (h.buckets.length) {
@@ -155,10 +157,20 @@ function histBars(h, width, height, cls) {
   return g;
 }
 
-function heatMap(name, windows) {
+// a hist/lhist column's buckets in a window: each row's
+function rowBuckets(name) {
+  return (w) => w.rows.flatMap((r) => (r[name] && r[name].buckets) || []);
+}
+
+// a quantile column's buckets in a window: its sketch, merged over the groups
+function sketchBuckets(name) {
+  return (w) => (w.sketches && w.sketches[name] && w.sketches[name].buckets) || [];
+}
+
+function heatMap(name, windows, bucketsOf) {
   // x: window, y: bucket (by its lower bound), colour: log count, summed over groups
   const bounds = new Set();
-  for (const w of windows) for (const r of w.rows) for (const b of (r[name] && r[name].buckets) || []) bounds.add(b.min);
+  for (const w of windows) for (const b of bucketsOf(w)) bounds.add(b.min);
   const ys = [...bounds].sort((a, b) => a - b);
   const W = 520, cellH = Math.max(4, Math.min(14, 200 / Math.max(1, ys.length)));
   const cw = W / Math.max(1, windows.length);
@@ -166,13 +178,13 @@ function heatMap(name, windows) {
   const cells = [];
   windows.forEach((w, xi) => {
     const sums = new Map();
-    for (const r of w.rows) for (const b of (r[name] && r[name].buckets) || []) sums.set(b.min, (sums.get(b.min) || 0) + b.count);
+    for (const b of bucketsOf(w)) sums.set(b.min, (sums.get(b.min) || 0) + b.count);
     for (const [min, c] of sums) { maxc = Math.max(maxc, c); cells.push([xi, ys.indexOf(min), c, w.index, min]); }
   });
-  const g = svg('svg', { width: W, height: ys.length * cellH + 2, class: 'heat', 'data-column': name });
+  const g = svg('svg', { width: W, height: ys.length * cellH + 2, class: 'heat', 'data-column': name, 'data-windows': windows.map((w) => w.index).join(' ') });
   for (const [xi, yi, c, wi, min] of cells) {
     const t = Math.log10(1 + c) / Math.log10(1 + maxc);
-    g.append(svg('rect', { x: xi * cw, y: (ys.length - 1 - yi) * cellH, width: Math.max(1, cw - 1), height: cellH - 1, fill: 'rgb(' + Math.round(255 - 200 * t) + ',' + Math.round(255 - 150 * t) + ',255)' },
+    g.append(svg('rect', { 'data-window': wi, x: xi * cw, y: (ys.length - 1 - yi) * cellH, width: Math.max(1, cw - 1), height: cellH - 1, fill: 'rgb(' + Math.round(255 - 200 * t) + ',' + Math.round(255 - 150 * t) + ',255)' },
       svg('title', {}, 'window ' + wi + ', from ' + min + ': ' + c)));
   }
   return el('figure', {}, el('figcaption', {}, name + ' over time (heat map: window × bucket, log colour)'), g);
@@ -216,8 +228,15 @@ async function viewQuery(id) {
           sum.set(b.min, e);
         }
         const h = { buckets: [...sum.values()].sort((a, b) => a.min - b.min) };
-        charts.append(el('figure', {}, el('figcaption', {}, k.name + ', window ' + last.index + ' (log counts)'), histBars(h, 520, 120, 'latest')));
-        charts.append(heatMap(k.name, list));
+        charts.append(el('figure', {}, el('figcaption', {}, k.name + ', window ' + last.index + ' (log counts)'), histBars(h, 520, 120, 'latest', k.name)));
+        charts.append(heatMap(k.name, list, rowBuckets(k.name)));
+      } else if (k.kind === 'quantile' && last.sketches && last.sketches[k.name]) {
+        // the sketch's log-linear buckets (merged over the groups), the quantile's marked
+        const sk = last.sketches[k.name];
+        charts.append(el('figure', {}, el('figcaption', {}, k.name + ' (q ' + sk.q + ' of ' + sk.n + ' values: ' + (sk.value === null ? '-' : sk.value) + ', its bucket marked), window ' + last.index + ' (log counts)'),
+          histBars(sk, 520, 120, 'latest sketch', k.name)));
+        charts.append(heatMap(k.name, list, sketchBuckets(k.name)));
+        charts.append(seriesChart(k.name, list, kinds));
       } else {
         charts.append(seriesChart(k.name, list, kinds));
       }

@@ -337,6 +337,34 @@ static void test_quantile_rank_and_negatives(void **unused)
 	spec.q = 1.0;
 	assert_int_equal(agg_state_final(&spec, s, &r), 0);
 	assert_true(r.value == 1000.0);
+
+	/* the non-empty buckets in order, the rank's marked: 0 (the two negatives), 10, 1000 */
+	{
+		struct agg_bucket *b;
+		size_t nb, mark;
+		struct agg_spec hist = { .kind = AGG_HIST };
+
+		assert_int_equal(agg_quantile_buckets(&spec, s, &b, &nb, &mark), 0);
+		assert_int_equal(nb, 3);
+		assert_int_equal(mark, 2); /* q 1: rank 4 */
+		assert_true(b[0].min == 0 && b[0].max == 0 && b[0].count == 2);
+		assert_true(b[1].min == 10 && b[1].max == 10 && b[1].count == 1);
+		/* 1000 = 0b1111101000: octave 512, sub-bucket width 16 */
+		assert_true(b[2].min == 992 && b[2].max == 1007 && b[2].count == 1);
+		free(b);
+		spec.q = 0.75; /* rank 3 */
+		assert_int_equal(agg_quantile_buckets(&spec, s, &b, &nb, &mark), 0);
+		assert_int_equal(mark, 1);
+		free(b);
+		spec.q = 0.25; /* rank 1 */
+		assert_int_equal(agg_quantile_buckets(&spec, s, &b, &nb, &mark), 0);
+		assert_int_equal(mark, 0);
+		free(b);
+		assert_int_equal(agg_quantile_buckets(&hist, s, &b, &nb, &mark), -EINVAL);
+		memset(s, 0, agg_state_size(&spec));
+		assert_int_equal(agg_quantile_buckets(&spec, s, &b, &nb, &mark), 0);
+		assert_true(b == NULL && nb == 0 && mark == 0);
+	}
 	free(s);
 }
 

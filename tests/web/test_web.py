@@ -15,7 +15,11 @@ What it asserts (docs/http.md):
     from the file with kernel/weft_sketch.h's rule; the one annotated span's event is rare
     (the test imports 30 copies of the trace without it) and drawn dark; every overlay's
     toggle hides and shows it; the exports are Chrome trace, OTLP and Jaeger JSON;
-  - the live query page shows windows closing (its window number grows, rows appear);
+  - the live query page shows windows closing (its window number grows, rows appear); the
+    quantile columns p50/p99 are drawn as their window's sketch: the bars are the sketch's
+    log-linear buckets, their counts add up to exactly the window's reads (count() summed over
+    its groups), the marked bar holds the quantile's rank and the reported value, and the heat
+    map has one column per window drawn;
   - /metrics passes `promtool check metrics`, and Prometheus scrapes, with the token, the
     exported query's latest window: exactly the 5000 getppid calls the workload made;
   - the browser's console logged no error; a screenshot of every page is written to the
@@ -26,6 +30,7 @@ Exits 77 (skipped, with the reason) when Chromium, chromedriver or Selenium is m
 import copy
 import http.client
 import json
+import math
 import os
 import re
 import shutil
@@ -87,6 +92,62 @@ def global_ipv4():
                          capture_output=True, text=True).stdout
     m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
     return m.group(1) if m else None
+
+
+def quantile_rank(q, n):
+    """kernel/aggstate.c's agg_quantile_rank(): nearest rank, 1-based."""
+    if q >= 1.0:
+        return n
+    r = q * n
+    return max(1, math.ceil(r - 1e-9 * max(r, 1.0)))
+
+
+def check_sketches(browser, url, live):
+    """The quantile columns p50 and p99 of the live query (reads' args.count, grouped by comm)
+    drawn as their window's sketch: the bars are the sketch's buckets (kernel/weft_sketch.h),
+    their counts add up to exactly the window's reads (the count() column summed over its
+    rows, from the API), the marked bar holds the value of the quantile's rank and the value
+    reported; the heat map has one column per window the page drew."""
+    # one snapshot of the page (drawn whole in one task: nothing changes during the script)
+    page = browser.execute_script("""
+        const out = {window: +document.getElementById('query-title').dataset.window};
+        for (const name of ['p50', 'p99']) {
+          const g = document.querySelector('svg.hist.sketch[data-column="' + name + '"]');
+          const heat = document.querySelector('svg.heat[data-column="' + name + '"]');
+          if (!g || !heat) return null;
+          out[name] = {
+            bars: [...g.querySelectorAll('rect.b')].map((r) => [+r.dataset.min, +r.dataset.max,
+                   +r.dataset.count, r.classList.contains('mark')]),
+            cols: [...new Set([...heat.querySelectorAll('rect')].map((r) => +r.dataset.window))],
+            windows: heat.dataset.windows.split(' ').map(Number)};
+        }
+        return out;""")
+    assert page, "no sketch histogram or heat map for p50/p99"
+    st, body = get(url + "/api/queries/%s/windows?since=0" % live, TOKEN)
+    assert st == 200, st
+    wins = {w["window"]["index"]: w["window"] for w in json.loads(body)["windows"]}
+    win = wins[page["window"]]
+    reads = sum(r["reads"] for r in win["rows"])
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        bars, sk = page[name]["bars"], win["sketches"][name]
+        assert sk["q"] == q and sk["n"] == reads, (name, sk["n"], reads)
+        assert sum(b[2] for b in bars) == reads, (name, bars, reads)
+        assert [b[:3] for b in bars] == [[b["min"], b["max"], b["count"]] for b in sk["buckets"]]
+        for lo, hi, _, _ in bars:  # each bar is one bucket of the sketch, whole
+            assert sketch_index(lo) == sketch_index(hi) != sketch_index(hi + 1), (lo, hi)
+            assert lo == 0 or sketch_index(lo - 1) != sketch_index(lo), lo
+        marked = [i for i, b in enumerate(bars) if b[3]]
+        assert len(marked) == 1, (name, bars)
+        m, k = marked[0], quantile_rank(q, reads)
+        below = sum(b[2] for b in bars[:m])
+        assert below < k <= below + bars[m][2], (name, k, bars)
+        assert bars[m][0] <= sk["value"] <= bars[m][1], (name, sk["value"], bars[m])
+        # the heat map: one column per window drawn (every window has reads: the agent's own)
+        cols, drawn = page[name]["cols"], page[name]["windows"]
+        assert sorted(cols) == sorted(drawn) and len(drawn) >= 3, (name, cols, drawn)
+        assert page["window"] in drawn
+    step("sketches: window %d, %d reads, p50 %s, p99 %s" % (
+        page["window"], reads, win["sketches"]["p50"]["value"], win["sketches"]["p99"]["value"]))
 
 
 def free_port():
@@ -244,7 +305,8 @@ def main():
         client = ["--to", endpoint, "--server-key", "aggregator.pub", "--key", "me.key"]
         live = run("submit", *client, "--no-follow",
                    "from syscall:read group by comm select count() as reads, "
-                   "hist(args.count) as sizes every 1s").stdout.strip()
+                   "hist(args.count) as sizes, p50(args.count) as p50, p99(args.count) as p99 "
+                   "every 1s").stdout.strip()
         # the workload waits for a byte before its calls: the query names its pid (other
         # tests on this machine may run the same workload meanwhile)
         wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "5000", "2",
@@ -378,6 +440,7 @@ def main():
                     [...document.querySelectorAll('#windows td.missing')].map(t => t.textContent)]""")
         assert rows and heat and series, (rows, heat, series)
         assert "" in missing, missing  # a window that every host reported
+        check_sketches(browser, url, live)
         shot("query")
 
         severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
