@@ -34,6 +34,8 @@
  *               graph_wl.h), its per-type aggregates count all N_REQ, and the windows that
  *               `weft submit --format json` printed sum to exactly those traces and
  *               elements, the last one saying none is incomplete.
+ *   agent_sampled the same with `sample 10%`: exactly the traces the hash selects plus the
+ *               agent's outliers are stored, and the aggregates count all N_REQ.
  *
  * The query the batches belong to is an ordinary aggregating one (the graph form of a query
  * comes from the language; what the aggregator does with batches does not depend on it):
@@ -567,26 +569,32 @@ static long long graph_windows_sum(const char *path, const char *name, long long
 	return sum;
 }
 
-static void test_agent(void **state)
+/*
+ * `weft submit` of the graph query `from usdt:wl_graph:weft:* graph SAMPLE every 1s` over a
+ * real agent h1 and wl_graph making N_REQ requests, cancelled once the workload ended (the
+ * agent's last batch drains everything it holds); returns the aggregator's graph store,
+ * open, and the follower's stdout path in out.
+ */
+static struct graph_store *agent_run(struct cl *cl, const char *sample, char *out, size_t outsz)
 {
-	struct cl *cl = *state;
 	char gpath[PATH_MAX], query[PATH_MAX + 64], n[64], why[256];
 	struct graph_store *s;
 	struct cl_proc *sub, *agent;
 	struct wr_proc wl;
-	long long inc;
 	uint64_t qid;
 
-	if (!cl->dir[0])
-		skip();
 	cl_keygen(cl, "agent", "h1", true);
 	snprintf(gpath, sizeof(gpath), "%s", cl_path(cl, "graphs.sqlite"));
+	/* a lateness well above what storing a window of traces can take on a loaded machine:
+	 * the last window waits for the agent's last Partial, which follows its last batch,
+	 * not for a deadline */
 	cl_aggregator(cl, "agg", NULL, NULL,
-		      (char *const[]){ (char *)"--graph-store", gpath, NULL });
+		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--lateness",
+				       (char *)"15s", NULL });
 	agent = cl_agent_with(cl, "h1", "h1", NULL, NULL, true,
 			      (char *const[]){ (char *)"-v", NULL });
-	snprintf(query, sizeof(query), "from usdt:%s:weft:* graph every 1s",
-		 wr_workload("wl_graph"));
+	snprintf(query, sizeof(query), "from usdt:%s:weft:* graph %s every 1s",
+		 wr_workload("wl_graph"), sample);
 	sub = cl_submit(cl, "submit", NULL, query, &qid);
 	/* its probes attached (the aggregator's status says "running" once it sent it) */
 	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
@@ -601,20 +609,32 @@ static void test_agent(void **state)
 	}
 	wr_free(&wl);
 
-	/* every trace finished: each is in a batch of the window it finished in */
-	if (!CL_WAIT(graph_count(cl, "tasks") == 2 * N_REQ, CL_WAIT_MS))
-		fail_msg("the graph store has %lld tasks, not %d", graph_count(cl, "tasks"),
-			 2 * N_REQ);
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
-	assert_int_equal(graph_count(cl, "events"), N_REQ + N_REQ / 100);
-	assert_int_equal(graph_count(cl, "edges"), N_REQ);
 	assert_int_equal(graph_count(cl, "rejected"), 0);
+	assert_int_equal(graph_count(cl, "failed"), 0);
 	assert_int_equal(graph_count(cl, "incomplete"), 0);
-
+	snprintf(out, outsz, "%s", sub->out);
 	s = graph_store_open(gpath, why, sizeof(why));
 	if (!s)
 		fail_msg("%s", why);
+	return s;
+}
+
+/* Every trace kept: exactly N_REQ traces of exactly wl_graph's structure. */
+static void test_agent(void **state)
+{
+	struct cl *cl = *state;
+	struct graph_store *s;
+	char out[PATH_MAX];
+	long long inc;
+
+	if (!cl->dir[0])
+		skip();
+	s = agent_run(cl, "", out, sizeof(out));
+	assert_int_equal(graph_count(cl, "tasks"), 2 * N_REQ);
+	assert_int_equal(graph_count(cl, "events"), N_REQ + N_REQ / 100);
+	assert_int_equal(graph_count(cl, "edges"), N_REQ);
 	for (long i = 0; i < N_REQ; i++)
 		if (!check_request(s, i, "h1"))
 			fail_msg("request %ld not stored", i);
@@ -622,10 +642,53 @@ static void test_agent(void **state)
 	check_aggregates(s, N_REQ);
 	graph_store_close(s);
 
-	assert_int_equal(graph_windows_sum(sub->out, "traces", &inc), N_REQ);
-	assert_int_equal(graph_windows_sum(sub->out, "tasks", &inc), 2 * N_REQ);
-	assert_int_equal(graph_windows_sum(sub->out, "events", &inc), N_REQ + N_REQ / 100);
-	assert_int_equal(graph_windows_sum(sub->out, "edges", &inc), N_REQ);
+	assert_int_equal(graph_windows_sum(out, "traces", &inc), N_REQ);
+	assert_int_equal(graph_windows_sum(out, "tasks", &inc), 2 * N_REQ);
+	assert_int_equal(graph_windows_sum(out, "events", &inc), N_REQ + N_REQ / 100);
+	assert_int_equal(graph_windows_sum(out, "edges", &inc), N_REQ);
+	assert_int_equal(inc, 0);
+	cl->passed = true;
+}
+
+/*
+ * `sample 10%`: the aggregator's store holds exactly the traces the hash selects plus the
+ * agent's outliers (every error trace among them), and the aggregates the agent shipped
+ * count all N_REQ requests, as with every trace kept.
+ */
+static void test_agent_sampled(void **state)
+{
+	struct cl *cl = *state;
+	struct graph_store *s;
+	struct graph_sampling sm;
+	char out[PATH_MAX], why[256];
+	long head = 0, stored = 0, outliers = 0;
+	long long inc;
+
+	if (!cl->dir[0])
+		skip();
+	s = agent_run(cl, "sample 10%", out, sizeof(out));
+	for (long i = 0; i < N_REQ; i++) {
+		bool h = graph_sample_head(
+			(struct graph_id128){ WL_GRAPH_TRACE_HI, (uint64_t)i + 1 }, 0.10);
+		bool in = check_request(s, i, "h1");
+
+		if (h || i % 1000 == 999) /* selected by the hash, or an error: always kept */
+			assert_true(in);
+		head += h;
+		stored += in;
+		outliers += in && !h;
+	}
+	assert_true(head > N_REQ / 20 && head < N_REQ / 5);
+	check_aggregates(s, N_REQ);
+	assert_int_equal(graph_store_sampling(s, &sm, why, sizeof(why)), 0);
+	assert_int_equal(sm.seen, N_REQ);
+	assert_int_equal(sm.kept_head, head);
+	assert_int_equal(sm.kept_outlier, outliers);
+	graph_store_close(s);
+
+	assert_int_equal(graph_count(cl, "tasks"), 2 * stored);
+	assert_int_equal(graph_windows_sum(out, "traces", &inc), stored);
+	assert_int_equal(graph_windows_sum(out, "tasks", &inc), 2 * stored);
 	assert_int_equal(inc, 0);
 	cl->passed = true;
 }
@@ -636,6 +699,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stitch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_sampled, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
