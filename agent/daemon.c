@@ -8,7 +8,11 @@
  * Queries: started -> (flip at least once a second, merge into the window's table; at each
  * window end ship a Partial) -> ended (QueryStop, end time, or its CPU budget: detach, last
  * flip, last Partial with last=true, and with `stopped` saying why if the budget stopped it)
- * -> freed.  Windows are aligned to QueryStart.epoch_realtime_ns: window w
+ * -> freed.  A graph query (plan->graph) streams its records into a graphcap
+ * (agent/graphcap.h), as `weft run` does; at each window end its finished traces (the kept
+ * ones and the aggregates of all) are spooled as a GraphBatch before the window's Partial,
+ * which has no groups (the aggregator counts a window's batches when its Partials close it).
+ * Windows are aligned to QueryStart.epoch_realtime_ns: window w
  * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike (the schedule of
  * agent/schedule.h, which weft run follows too; windows the agent was too late for are
  * skipped, not shipped empty).
@@ -29,6 +33,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "agent/agent.h"
+#include "agent/graphcap.h"
 #include "agent/daemon.h"
 #include "agent/result.h"
 #include "agent/session.h"
@@ -45,6 +50,7 @@
 #define MS ((uint64_t)1000000)
 #define SHUTDOWN_ACK_WAIT_NS (2 * NS)
 #define ENDED_MEMORY 256 /* queries that ended here, so a repeated QueryStart is ignored */
+#define GRAPH_POLL_MAX 8 /* graph queries whose ring buffers wake the loop */
 #define PARTIAL_ROOM 4096 /* bytes of an envelope besides the partial's groups */
 
 /* ---------------------------------------------------------------- the spool */
@@ -218,6 +224,8 @@ struct dquery {
 				 until QueryStop */
 	uint64_t drops[WEFT_DROP_NR], misses;
 	const char *stopped; /* why it ended early on this host (its last Partial says so) */
+	struct graphcap *gc; /* a graph query: its capture; its windows' table is of wplan */
+	struct plan wplan;
 	struct dquery *next;
 };
 
@@ -474,6 +482,58 @@ out_free:
 	q->misses = 0;
 }
 
+/* ---------------------------------------------------------------- graph queries */
+
+static int graph_row(void *ctx, const struct plan *p, const void *rec, size_t len)
+{
+	struct dquery *q = ctx;
+
+	(void)p;
+	graphcap_record(q->gc, rec, len); /* refusals and losses are in its stats */
+	return 0;
+}
+
+/* The window's finished traces as one GraphBatch, spooled before the window's Partial (the
+ * aggregator relies on that order).  final: every trace, open tasks dropped. */
+static void ship_graph(struct agent_daemon *d, struct dquery *q, bool final, bool last)
+{
+	struct wire_graph_meta m = { .query_id = q->id, .window = q->s.window, .last = last };
+	struct graph kept;
+	struct graph_aggs aggs;
+	void *abuf = NULL;
+	size_t alen = 0;
+	int rc;
+
+	agent_query_poll(q->q, 0);
+	graph_init(&kept);
+	graph_aggs_init(&aggs);
+	rc = graphcap_drain(q->gc, final, &kept, &aggs);
+	if (rc >= 0 && !graph_aggs_empty(&aggs))
+		rc = graph_aggs_encode(&aggs, &abuf, &alen);
+	if (rc < 0) {
+		log_err("agent: query %" PRIu64 " window %" PRIu64 ": graph capture: %s", q->id,
+			q->s.window, strerror(-rc));
+		d->st.graph_lost += kept.ntasks + kept.nevents + kept.nedges;
+	} else if (kept.ntasks || kept.nevents || kept.nedges || abuf || last) {
+		m.aggs = abuf;
+		m.aggs_len = alen;
+		agent_daemon_graph_batch(d, &m, &kept);
+	}
+	if (weft_log_get_level() >= WEFT_LOG_DEBUG) {
+		struct graphcap_stats gs;
+
+		graphcap_stats(q->gc, &gs);
+		log_debug("agent: query %" PRIu64 " window %" PRIu64 ": graph batch of %zu tasks, "
+			  "%zu events, %zu edges; %" PRIu64 " records so far (%" PRIu64
+			  " refused), %" PRIu64 " traces seen",
+			  q->id, q->s.window, kept.ntasks, kept.nevents, kept.nedges, gs.records,
+			  gs.bad, gs.traces_seen);
+	}
+	free(abuf);
+	graph_free(&kept);
+	graph_aggs_free(&aggs);
+}
+
 /* ---------------------------------------------------------------- queries */
 
 static void flip(struct dquery *q)
@@ -495,6 +555,7 @@ static void query_free(struct dquery *q)
 	if (!q)
 		return;
 	agent_query_free(q->q);
+	graphcap_free(q->gc);
 	agent_table_free(q->win);
 	plan_free(q->plan);
 	free(q);
@@ -534,6 +595,8 @@ static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
 {
 	agent_query_stop(q->q);
 	flip(q);
+	if (q->gc)
+		ship_graph(d, q, true, last); /* the agent goes: what it holds goes too */
 	ship_partial(d, q, last);
 	unlink_query(d, q);
 	if (last)
@@ -582,6 +645,8 @@ static bool query_tick(struct agent_daemon *d, struct dquery *q)
 			return false;
 		case AGENT_SCHED_CLOSE:
 			flip(q);
+			if (q->gc)
+				ship_graph(d, q, false, false);
 			ship_partial(d, q, false);
 			skipped = agent_sched_close(&q->s, real_ns(), mono_ns());
 			if (skipped)
@@ -644,7 +709,7 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		send_query_error(d, q->id, msg, NULL);
 		goto out_free;
 	}
-	if (!q->plan->aggregating) {
+	if (!q->plan->aggregating && !q->plan->graph) {
 		send_query_error(d, q->id,
 				 "stream queries (a select without aggregates) are not supported "
 				 "in the cluster yet: run them on one host with `weft run`",
@@ -665,7 +730,20 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		end = add_sat(m->epoch_realtime_ns, q->plan->for_ns);
 	agent_sched_init(&q->s, m->epoch_realtime_ns, q->plan->every_ns, end, false, now,
 			 mono_ns());
-	q->win = agent_table_new(q->plan, 0);
+	if (q->plan->graph) {
+		struct graphcap_opts go = { .sz = sizeof(go), .host = d->host, .sample = -1 };
+
+		plan_graph_windows(q->plan, &q->wplan);
+		q->gc = graphcap_new(q->plan, &go);
+		if (!q->gc) {
+			send_query_error(d, q->id, "cannot set up the graph capture",
+					 strerror(errno));
+			goto out_free;
+		}
+		ao.on_row = graph_row;
+		ao.row_ctx = q;
+	}
+	q->win = agent_table_new(q->gc ? &q->wplan : q->plan, 0);
 	if (!q->win) {
 		send_query_error(d, q->id, "cannot make the query's table", strerror(errno));
 		goto out_free;
@@ -904,6 +982,8 @@ static void tick(struct agent_daemon *d)
 {
 	for (struct dquery *q = d->queries, *next; q; q = next) {
 		next = q->next;
+		if (q->gc)
+			agent_query_poll(q->q, 0); /* graph records into the capture */
 		query_tick(d, q);
 	}
 	session_tick(d->sess);
@@ -961,8 +1041,8 @@ int agent_daemon_run(struct agent_daemon *d)
 		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? "only " : "the whole machine",
 		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? d->o.scope->text : "");
 	for (;;) {
-		zmq_pollitem_t it[SESSION_POLL_ITEMS + 1];
-		int n, nsess, istop = -1, timeout;
+		zmq_pollitem_t it[SESSION_POLL_ITEMS + 1 + GRAPH_POLL_MAX];
+		int n, nsess, istop = -1, timeout, ng = 0;
 
 		tick(d);
 		timeout = wait_ms(d);
@@ -971,6 +1051,14 @@ int agent_daemon_run(struct agent_daemon *d)
 			istop = n;
 			it[n++] = (zmq_pollitem_t){ .fd = d->o.stop_fd, .events = ZMQ_POLLIN };
 		}
+		/* graph records wake the loop (tick() takes them); past GRAPH_POLL_MAX graph
+		 * queries, the others are read at least every AGENT_FLIP_MAX_NS */
+		for (struct dquery *q = d->queries; q && ng < GRAPH_POLL_MAX; q = q->next)
+			if (q->gc && agent_query_fd(q->q) >= 0) {
+				it[n++] = (zmq_pollitem_t){ .fd = agent_query_fd(q->q),
+							    .events = ZMQ_POLLIN };
+				ng++;
+			}
 		if (zmq_poll(it, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;

@@ -319,6 +319,7 @@ void aggd_query_free(struct query *q)
 	if (!q)
 		return;
 	aggd_graph_query_free(q);
+	free(q->gw);
 	aggd_qwin_free(q->qw);
 	plan_free(q->plan);
 	free(q->text);
@@ -338,6 +339,12 @@ void *aggd_memdup(const void *p, size_t n)
 	if (d && n)
 		memcpy(d, p, n);
 	return d;
+}
+
+/* The plan q's windows merge with: its own, or for a graph query one of no groups. */
+const struct plan *aggd_query_wplan(const struct query *q)
+{
+	return q->plan->graph ? &q->wplan : q->plan;
 }
 
 /* A query in memory, from a submit or the store.  NULL with a reason in why. */
@@ -370,7 +377,10 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 		snprintf(why, whysz, "the manifest does not read: %s", err[0] ? err : "malformed");
 		goto out_free;
 	}
-	if (!q->plan->aggregating) {
+	if (q->plan->graph) {
+		/* its windows merge partials of no groups; its graph comes in GraphBatches */
+		plan_graph_windows(q->plan, &q->wplan);
+	} else if (!q->plan->aggregating) {
 		snprintf(
 			why, whysz,
 			"a select without aggregates is a stream of rows, which the cluster does not "
@@ -382,7 +392,7 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 	wo.end_ns = q->end_ns;
 	wo.lateness_ns = a->o.lateness_ns;
 	wo.keep_windows = a->o.keep_windows;
-	q->qw = aggd_qwin_new(q->plan, &wo);
+	q->qw = aggd_qwin_new(aggd_query_wplan(q), &wo);
 	if (!q->qw) {
 		snprintf(why, whysz, "cannot set up its windows: %s", strerror(errno));
 		goto out_free;

@@ -27,11 +27,16 @@ static void result_send(struct aggd *a, struct query *q, const struct aggd_windo
 			Weft__Group **groups, size_t ngroups, struct peer *only)
 {
 	struct aggd_qwin_stats st;
+	Weft__GraphWindow gw;
 	Weft__Result r;
 	int rc;
 
 	aggd_qwin_stats(q->qw, &st);
 	weft__result__init(&r);
+	if (q->plan->graph) {
+		aggd_graph_window(a, q, v->index, v->last, &gw);
+		r.graph = &gw;
+	}
 	r.query_id = q->id;
 	r.window = v->index;
 	r.n_groups = ngroups;

@@ -33,6 +33,7 @@
 #include "agent/wire_graph.h"
 #include "aggregator/aggd.h"
 #include "base/log.h"
+#include "graph/aggs.h"
 #include "graph/store.h"
 #include "aggregator/aggd_int.h"
 
@@ -113,6 +114,40 @@ void aggd_graph_query_free(struct query *q)
 	free(q->touched->e);
 	free(q->touched);
 	q->touched = NULL;
+}
+
+/* ---- what each window of a graph query stored ---- */
+
+struct aggd_gwin {
+	uint64_t window, traces, tasks, events, edges, lost;
+};
+
+static struct aggd_gwin *gwin_get(struct query *q, uint64_t window)
+{
+	for (size_t i = q->ngw; i-- > 0;)
+		if (q->gw[i].window == window)
+			return &q->gw[i];
+	if (q->ngw == q->gwcap) {
+		size_t cap = q->gwcap ? q->gwcap * 2 : 8;
+		struct aggd_gwin *nv = realloc(q->gw, cap * sizeof(*nv));
+
+		if (!nv)
+			return NULL;
+		q->gw = nv;
+		q->gwcap = cap;
+	}
+	q->gw[q->ngw] = (struct aggd_gwin){ .window = window };
+	return &q->gw[q->ngw++];
+}
+
+/* Windows far below the latest are forgotten: a graph query's results need the recent ones
+ * only (a revision of an old window reports what its batches stored since). */
+static void gwin_trim(struct query *q)
+{
+	if (q->ngw < 256)
+		return;
+	memmove(q->gw, q->gw + 128, (q->ngw - 128) * sizeof(*q->gw));
+	q->ngw -= 128;
 }
 
 /* ---- the store ---- */
@@ -256,8 +291,10 @@ static bool check_slice(struct aggd *a, struct query *q, size_t max)
 			continue;
 		}
 		a->gst.checked++;
-		if (f)
+		if (f) {
 			a->gst.incomplete++;
+			q->gincomplete++;
+		}
 	}
 	return !t || t->pos >= t->cap;
 }
@@ -311,6 +348,10 @@ static void forward_up(struct aggd *a, struct query *q, const Weft__GraphBatch *
 	for (size_t i = 0; i < b->n_tasks && open; i++)
 		open[i] = !b->tasks[i]->has_end_ns;
 	m.open = open;
+	if (b->has_aggs && b->aggs.len) {
+		m.aggs = b->aggs.data;
+		m.aggs_len = b->aggs.len;
+	}
 	rc = wire_graph_pack(&m, g, &body, &len, why, sizeof(why));
 	free(open);
 	if (rc == 0)
@@ -325,6 +366,7 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 {
 	const Weft__GraphBatch *b = env->graph_batch;
 	struct graph_put_stats st = { 0 };
+	struct graph_aggs aggs;
 	struct query *q;
 	struct graph g;
 	size_t nopen = 0;
@@ -368,9 +410,19 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 	if (!aggd_peer_pq(p, q->id))
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
 	graph_init(&g);
+	graph_aggs_init(&aggs);
 	rc = wire_graph_unpack(b, p->host, &g, &nopen, why, sizeof(why));
+	if (rc == 0 && b->has_aggs && b->aggs.len)
+		rc = graph_aggs_decode(&aggs, b->aggs.data, b->aggs.len, why, sizeof(why));
 	if (rc == 0) {
-		rc = graph_store_put(a->gs, &g, &st, why, sizeof(why));
+		/* a sender that pre-aggregated (a sampling agent) brings the aggregates of every
+		 * trace it saw: its kept traces add none of their own */
+		bool pre = b->has_aggs && b->aggs.len;
+
+		rc = graph_store_put_opts(a->gs, &g, pre ? GRAPH_PUT_NO_AGGS : 0, &st, why,
+					  sizeof(why));
+		if (rc == 0 && pre && !graph_aggs_empty(&aggs))
+			rc = graph_store_put_aggs(a->gs, &aggs, why, sizeof(why));
 		/* what this store could not take (but for a refusal) the parent may */
 		if (rc != -EINVAL && a->has_parent && q->parent_id)
 			forward_up(a, q, b, &g);
@@ -392,6 +444,16 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 			tset_add(q->touched, b->events[i]->trace_hi, b->events[i]->trace_lo, false);
 		for (size_t i = 0; q->touched && i < b->n_edges; i++)
 			tset_add(q->touched, b->edges[i]->trace_hi, b->edges[i]->trace_lo, false);
+		struct aggd_gwin *gw = q->plan->graph ? gwin_get(q, b->window) : NULL;
+
+		if (gw) {
+			gw->traces += st.traces;
+			gw->tasks += st.tasks;
+			gw->events += st.events;
+			gw->edges += st.edges;
+			gw->lost += b->lost;
+			gwin_trim(q);
+		}
 		a->gst.batches++;
 		a->gst.tasks += st.tasks;
 		a->gst.events += st.events;
@@ -402,7 +464,7 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 			  " stored already), %" PRIu64 " events, %" PRIu64 " edges, %zu open",
 			  q->id, p->host, b->window, st.traces, st.tasks, st.replaced, st.events,
 			  st.edges, nopen);
-		if (q->ended && q->touched) {
+		if ((q->ended || q->gchecked) && q->touched) {
 			/* a batch after the query's end: checked now, alone (the set holds only
 			 * its traces); during the end's check, that check starts over (a mark is
 			 * the same however often it is made) */
@@ -416,10 +478,41 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 		}
 	}
 	graph_free(&g);
+	graph_aggs_free(&aggs);
 	a->gst.lost += b->lost;
 out:
 	/* stored, refused or failed: settled, and acknowledged after the next checkpoint */
 	settle(a, p, env->seq);
+}
+
+void aggd_graph_window(struct aggd *a, struct query *q, uint64_t window, bool last,
+		       Weft__GraphWindow *out)
+{
+	weft__graph_window__init(out);
+	for (size_t i = 0; i < q->ngw; i++)
+		if (q->gw[i].window == window) {
+			out->traces = q->gw[i].traces;
+			out->tasks = q->gw[i].tasks;
+			out->events = q->gw[i].events;
+			out->edges = q->gw[i].edges;
+			out->has_lost = true;
+			out->lost = q->gw[i].lost;
+		}
+	if (!last)
+		return;
+	if (a->gs && !q->gchecked) {
+		/* the query's end: its traces are checked now, whole, for the last result (the
+		 * set is bounded by AGGD_GRAPH_TOUCHED_MAX); later batches are checked alone */
+		check_slice(a, q, SIZE_MAX);
+		q->gchecked = true;
+		if (q->touched) {
+			free(q->touched->e);
+			q->touched->e = NULL;
+			q->touched->cap = q->touched->n = q->touched->pos = 0;
+		}
+	}
+	out->has_incomplete = true;
+	out->incomplete = q->gincomplete;
 }
 
 void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s)

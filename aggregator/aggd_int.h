@@ -83,6 +83,13 @@ struct query {
 	size_t nerrors;
 	struct aggd_tset *touched; /* traces its graph batches touched (aggd_graph.c) */
 	bool gchecked; /* ended, and those traces checked */
+	/* a graph query (plan->graph): the plan its windows merge with (no keys, no
+	 * aggregates: its partials carry no groups), what each window's batches stored, and
+	 * its traces marked incomplete */
+	struct plan wplan;
+	struct aggd_gwin *gw;
+	size_t ngw, gwcap;
+	uint64_t gincomplete;
 	bool export_metrics; /* its latest window is in /metrics (weft submit --export-metrics) */
 	char *metrics; /* that window in the Prometheus text format, or NULL */
 	uint64_t metrics_index; /* ... and its index */
@@ -182,6 +189,7 @@ void aggd_query_free(struct query *q);
 int aggd_query_insert(struct aggd *a, struct query *q);
 struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq, char *why,
 			      size_t whysz);
+const struct plan *aggd_query_wplan(const struct query *q);
 int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p);
 void aggd_query_stop(struct aggd *a, struct query *q, const char *why);
 void aggd_reconcile(struct aggd *a, struct peer *p);
@@ -227,6 +235,10 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 void aggd_graph_tick(struct aggd *a);
 void aggd_graph_query_free(struct query *q);
 void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s);
+/* What window `window` of graph query q stored, into out (its strings none); for the last
+ * window, q's traces are checked first and out->incomplete counts the incomplete ones. */
+void aggd_graph_window(struct aggd *a, struct query *q, uint64_t window, bool last,
+		       Weft__GraphWindow *out);
 
 /* aggd_web.c: what the web face shows (aggregator/web.h), built on this thread */
 int aggd_web_open(struct aggd *a, char *err, size_t errsz);

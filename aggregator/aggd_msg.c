@@ -288,7 +288,7 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 					     .lateness_ns = a->o.lateness_ns,
 					     .keep_windows = a->o.keep_windows };
 
-		q->qw = aggd_qwin_new(q->plan, &wo);
+		q->qw = aggd_qwin_new(aggd_query_wplan(q), &wo);
 	}
 	aggd_txn_begin(a);
 	rc = q->qw ? aggd_store_query_add(a->store, &sq) : -ENOMEM;

@@ -94,7 +94,7 @@ static void sample(FILE *f, const char *family, const char *type, const char *he
 /* The latest window of an exported query as sample lines (see sample()). */
 static char *window_metrics(const struct query *q, json_t *win)
 {
-	const struct plan *p = q->plan;
+	const struct plan *p = aggd_query_wplan(q);
 	json_t *rows = json_object_get(win, "rows"), *row;
 	char *buf = NULL, esc[1024], nm[128], fam[160], help[256];
 	size_t len = 0, i;
@@ -402,9 +402,10 @@ void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_v
 	if (!win)
 		return;
 	aggs = json_array();
-	for (int c = 0; c < q->plan->ncols && aggs; c++) {
-		const struct plan_column *col = &q->plan->cols[c];
-		const struct agg_spec *sp = col->is_agg ? &q->plan->aggs[col->idx].spec : NULL;
+	for (int c = 0; c < aggd_query_wplan(q)->ncols && aggs; c++) {
+		const struct plan_column *col = &aggd_query_wplan(q)->cols[c];
+		const struct agg_spec *sp =
+			col->is_agg ? &aggd_query_wplan(q)->aggs[col->idx].spec : NULL;
 
 		json_array_append_new(
 			aggs, sp ? json_pack("{s:s, s:s, s:f}", "name", col->name, "kind",

@@ -529,6 +529,28 @@ struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 	return p;
 }
 
+void plan_graph_windows(const struct plan *p, struct plan *out)
+{
+	*out = *p;
+	out->aggregating = true;
+	out->attach = NULL;
+	out->nattach = 0;
+	out->nprogs = 0;
+	out->keys = NULL;
+	out->nkeys = 0;
+	out->key_size = 8;
+	out->aggs = NULL;
+	out->naggs = 0;
+	out->value_size = 0;
+	out->fields = NULL;
+	out->nfields = 0;
+	out->cols = NULL;
+	out->ncols = 0;
+	out->first_item_col = 0;
+	out->order_col = -1;
+	out->limit = 0;
+}
+
 void plan_free(struct plan *p)
 {
 	if (!p)

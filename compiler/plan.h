@@ -149,6 +149,12 @@ struct plan {
 struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl);
 void plan_free(struct plan *p);
 
+/* A graph query's windows: *out becomes p as an aggregating plan of no keys, aggregates,
+ * columns or probes, whose tables (agent/table.h) hold no groups, so that its windows are
+ * scheduled, shipped and merged in the cluster like any query's while its graph travels in
+ * GraphBatches.  out borrows p's strings: it lives no longer than p. */
+void plan_graph_windows(const struct plan *p, struct plan *out);
+
 /* A readable account of the plan, for `weft explain`. */
 void plan_explain(const struct plan *p, FILE *out);
 

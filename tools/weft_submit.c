@@ -47,9 +47,16 @@ static const char submit_help[] =
 	"running until its `for` ends or `weft cancel` stops it (`--attach ID` follows it\n"
 	"again).  If the connection drops, weft reconnects and asks for the windows it missed.\n"
 	"\n"
-	"Only queries with aggregates run on a cluster; a stream of rows (a select without\n"
-	"aggregates) runs on one host with `weft run`.  The query text travels as UTF-8 of at\n"
-	"most 64 KiB: anything else is refused here, before connecting (exit status 3).\n"
+	"A graph query (`from ... graph`, docs/graphs.md) prints per window what its agents'\n"
+	"graph batches stored in the aggregator's graph store: traces touched, tasks, events\n"
+	"and edges stored; its last window adds the traces marked incomplete (`weft graph`\n"
+	"reads the store).  With --format json each window is one object of type\n"
+	"\"graph_window\" (docs/graphs.md \"In the cluster\").\n"
+	"\n"
+	"Only queries with aggregates, and graph queries, run on a cluster; a stream of rows\n"
+	"(a select without aggregates) runs on one host with `weft run`.  The query text\n"
+	"travels as UTF-8 of at most 64 KiB: anything else is refused here, before\n"
+	"connecting (exit status 3).\n"
 	"\n"
 	CLUSTER_OPTIONS_HELP
 	"  -f, --file FILE        read the query from FILE, a regular file ('-': standard\n"
@@ -121,16 +128,64 @@ static void text_list(FILE *f, char *const *v, size_t n)
  * One merged window: the table rebuilt from the wire, printed by agent_table_print(); then
  * the cluster's part (hosts, missing, revision, what was lost on the way).
  */
+/* A window of a graph query: what its graph batches stored in the aggregator's graph store
+ * (docs/graphs.md "In the cluster"), instead of rows. */
+static int print_graph_result(const Weft__Result *r, enum agent_format fmt)
+{
+	const Weft__GraphWindow *g = r->graph;
+	uint64_t traces = g ? g->traces : 0, tasks = g ? g->tasks : 0, events = g ? g->events : 0;
+	uint64_t edges = g ? g->edges : 0, lost = g ? g->lost : 0;
+	bool inc = g && g->has_incomplete;
+
+	if (fmt == AGENT_FMT_JSON) {
+		printf("{\"type\":\"graph_window\",\"query_id\":%" PRIu64 ",\"window\":%" PRIu64
+		       ",\"revision\":%" PRIu32 ",\"last\":%s,\"traces\":%" PRIu64
+		       ",\"tasks\":%" PRIu64 ",\"events\":%" PRIu64 ",\"edges\":%" PRIu64
+		       ",\"lost\":%" PRIu64,
+		       r->query_id, r->window, r->revision, r->last ? "true" : "false", traces,
+		       tasks, events, edges, lost);
+		if (inc)
+			printf(",\"incomplete\":%" PRIu64, g->incomplete);
+		json_list(stdout, "hosts", r->hosts, r->n_hosts);
+		json_list(stdout, "missing", r->missing, r->n_missing);
+		printf(",\"late_dropped\":%" PRIu64 ",\"results_dropped\":%" PRIu64 "}\n",
+		       r->late_dropped, r->results_dropped);
+	} else {
+		printf("window %" PRIu64 ": %" PRIu64 " traces touched, %" PRIu64 " tasks, %" PRIu64
+		       " events, %" PRIu64 " edges stored",
+		       r->window, traces, tasks, events, edges);
+		if (lost)
+			printf(", %" PRIu64 " lost", lost);
+		if (inc)
+			printf("; %" PRIu64 " traces incomplete", g->incomplete);
+		fputs("; hosts: ", stdout);
+		text_list(stdout, r->hosts, r->n_hosts);
+		if (r->n_missing) {
+			fputs("; missing: ", stdout);
+			text_list(stdout, r->missing, r->n_missing);
+		}
+		if (r->revision)
+			printf("; revision %" PRIu32 " (late batches stored)", r->revision);
+		if (r->last)
+			fputs("; last window", stdout);
+		fputc('\n', stdout);
+	}
+	fflush(stdout);
+	return 0;
+}
+
 static int print_result(const struct plan *p, const Weft__Result *r, enum agent_format fmt)
 {
 	struct agent_window_stats st = { 0 };
-	struct agent_table *t = agent_table_new(p, 0);
+	struct agent_table *t = p->graph ? NULL : agent_table_new(p, 0);
 	uint64_t overflow;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *m;
 	int rc;
 
+	if (p->graph)
+		return print_graph_result(r, fmt);
 	if (!t)
 		return -errno;
 	rc = agent_table_add_groups(t, r->groups, r->n_groups);
@@ -268,7 +323,7 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 
 				own = manifest_read((const char *)m->result->manifest.data,
 						    m->result->manifest.len, err, sizeof(err));
-				if (!own || !own->aggregating) {
+				if (!own || (!own->aggregating && !own->graph)) {
 					fprintf(stderr,
 						"weft: query %" PRIu64 ": its manifest does "
 						"not read: %s\n",
@@ -468,7 +523,7 @@ int cmd_submit(int argc, char **argv)
 			fprintf(stderr, "weft: %s\n", strerror(-rc));
 		goto out;
 	}
-	if (!res.plan->aggregating) {
+	if (!res.plan->aggregating && !res.plan->graph) {
 		fprintf(stderr, "weft: a select without aggregates is a stream of rows, which the "
 				"cluster does not merge: run it on one host with `weft run`\n");
 		status = WEFT_EXIT_QUERY;

@@ -27,6 +27,15 @@
  *   tree        the same senders reporting to a region aggregator: it stores their batches
  *               and passes them up its parent link; the root's graph store holds the same
  *               stitched traces, with their hosts, marked the same.
+ *   agent       end to end: `weft submit` of a graph query (`from usdt:wl_graph:weft:*
+ *               graph every 1s`), run by a real `weft agent` over wl_graph making N_REQ
+ *               requests: the aggregator's graph store then holds exactly N_REQ traces of
+ *               exactly wl_graph's tasks, parents, events, edges and statuses (tests/
+ *               graph_wl.h), its per-type aggregates count all N_REQ, and the windows that
+ *               `weft submit --format json` printed sum to exactly those traces and
+ *               elements, the last one saying none is incomplete.
+ *   agent_sampled the same with `sample 10%`: exactly the traces the hash selects plus the
+ *               agent's outliers are stored, and the aggregates count all N_REQ.
  *
  * The query the batches belong to is an ordinary aggregating one (the graph form of a query
  * comes from the language; what the aggregator does with batches does not depend on it):
@@ -51,6 +60,7 @@
 #include "agent/wire_graph.h"
 #include "graph/store.h"
 #include "tests/cluster/cluster_util.h"
+#include "tests/graph_wl.h"
 
 #define T0 1700000000000000000ll
 #define US 1000ll
@@ -532,11 +542,164 @@ static void test_tree(void **state)
 	cl->passed = true;
 }
 
+#define N_REQ 1000
+
+/* The sum of member `name` over the graph windows `weft submit --format json` printed; the
+ * last window's `incomplete` in *incomplete (-1: none printed). */
+static long long graph_windows_sum(const char *path, const char *name, long long *incomplete)
+{
+	char *out = cl_slurp(path), *line, *save = NULL;
+	long long sum = 0;
+
+	assert_non_null(out);
+	*incomplete = -1;
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct wj *v;
+
+		if (strncmp(line, "{\"type\":\"graph_window\"", 22) != 0)
+			continue;
+		v = wj_parse(line, strlen(line));
+		assert_non_null(v);
+		sum += wj_int_of(v, name);
+		if (cl_json_true(v, "last"))
+			*incomplete = wj_int_of(v, "incomplete");
+		wj_free(v);
+	}
+	free(out);
+	return sum;
+}
+
+/*
+ * `weft submit` of the graph query `from usdt:wl_graph:weft:* graph SAMPLE every 1s` over a
+ * real agent h1 and wl_graph making N_REQ requests, cancelled once the workload ended (the
+ * agent's last batch drains everything it holds); returns the aggregator's graph store,
+ * open, and the follower's stdout path in out.
+ */
+static struct graph_store *agent_run(struct cl *cl, const char *sample, char *out, size_t outsz)
+{
+	char gpath[PATH_MAX], query[PATH_MAX + 64], n[64], why[256];
+	struct graph_store *s;
+	struct cl_proc *sub, *agent;
+	struct wr_proc wl;
+	uint64_t qid;
+
+	cl_keygen(cl, "agent", "h1", true);
+	snprintf(gpath, sizeof(gpath), "%s", cl_path(cl, "graphs.sqlite"));
+	/* a lateness well above what storing a window of traces can take on a loaded machine:
+	 * the last window waits for the agent's last Partial, which follows its last batch,
+	 * not for a deadline */
+	cl_aggregator(cl, "agg", NULL, NULL,
+		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--lateness",
+				       (char *)"15s", NULL });
+	agent = cl_agent_with(cl, "h1", "h1", NULL, NULL, true,
+			      (char *const[]){ (char *)"-v", NULL });
+	snprintf(query, sizeof(query), "from usdt:%s:weft:* graph %s every 1s",
+		 wr_workload("wl_graph"), sample);
+	sub = cl_submit(cl, "submit", NULL, query, &qid);
+	/* its probes attached (the aggregator's status says "running" once it sent it) */
+	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
+	cl_expect_log(agent, n, CL_WAIT_MS);
+
+	snprintf(n, sizeof(n), "%d", N_REQ);
+	if (wr_start(&wl, (char *const[]){ (char *)wr_workload("wl_graph"), n, NULL }))
+		fail_msg("wl_graph did not start");
+	if (wr_finish(&wl, 30000) != 0) {
+		wr_dump(&wl, "wl_graph");
+		fail_msg("wl_graph failed");
+	}
+	wr_free(&wl);
+
+	cl_cancel(cl, NULL, qid);
+	cl_expect_end(sub);
+	assert_int_equal(graph_count(cl, "rejected"), 0);
+	assert_int_equal(graph_count(cl, "failed"), 0);
+	assert_int_equal(graph_count(cl, "incomplete"), 0);
+	snprintf(out, outsz, "%s", sub->out);
+	s = graph_store_open(gpath, why, sizeof(why));
+	if (!s)
+		fail_msg("%s", why);
+	return s;
+}
+
+/* Every trace kept: exactly N_REQ traces of exactly wl_graph's structure. */
+static void test_agent(void **state)
+{
+	struct cl *cl = *state;
+	struct graph_store *s;
+	char out[PATH_MAX];
+	long long inc;
+
+	if (!cl->dir[0])
+		skip();
+	s = agent_run(cl, "", out, sizeof(out));
+	assert_int_equal(graph_count(cl, "tasks"), 2 * N_REQ);
+	assert_int_equal(graph_count(cl, "events"), N_REQ + N_REQ / 100);
+	assert_int_equal(graph_count(cl, "edges"), N_REQ);
+	for (long i = 0; i < N_REQ; i++)
+		if (!check_request(s, i, "h1"))
+			fail_msg("request %ld not stored", i);
+	assert_false(check_request(s, N_REQ, "h1"));
+	check_aggregates(s, N_REQ);
+	graph_store_close(s);
+
+	assert_int_equal(graph_windows_sum(out, "traces", &inc), N_REQ);
+	assert_int_equal(graph_windows_sum(out, "tasks", &inc), 2 * N_REQ);
+	assert_int_equal(graph_windows_sum(out, "events", &inc), N_REQ + N_REQ / 100);
+	assert_int_equal(graph_windows_sum(out, "edges", &inc), N_REQ);
+	assert_int_equal(inc, 0);
+	cl->passed = true;
+}
+
+/*
+ * `sample 10%`: the aggregator's store holds exactly the traces the hash selects plus the
+ * agent's outliers (every error trace among them), and the aggregates the agent shipped
+ * count all N_REQ requests, as with every trace kept.
+ */
+static void test_agent_sampled(void **state)
+{
+	struct cl *cl = *state;
+	struct graph_store *s;
+	struct graph_sampling sm;
+	char out[PATH_MAX], why[256];
+	long head = 0, stored = 0, outliers = 0;
+	long long inc;
+
+	if (!cl->dir[0])
+		skip();
+	s = agent_run(cl, "sample 10%", out, sizeof(out));
+	for (long i = 0; i < N_REQ; i++) {
+		bool h = graph_sample_head(
+			(struct graph_id128){ WL_GRAPH_TRACE_HI, (uint64_t)i + 1 }, 0.10);
+		bool in = check_request(s, i, "h1");
+
+		if (h || i % 1000 == 999) /* selected by the hash, or an error: always kept */
+			assert_true(in);
+		head += h;
+		stored += in;
+		outliers += in && !h;
+	}
+	assert_true(head > N_REQ / 20 && head < N_REQ / 5);
+	check_aggregates(s, N_REQ);
+	assert_int_equal(graph_store_sampling(s, &sm, why, sizeof(why)), 0);
+	assert_int_equal(sm.seen, N_REQ);
+	assert_int_equal(sm.kept_head, head);
+	assert_int_equal(sm.kept_outlier, outliers);
+	graph_store_close(s);
+
+	assert_int_equal(graph_count(cl, "tasks"), 2 * stored);
+	assert_int_equal(graph_windows_sum(out, "traces", &inc), stored);
+	assert_int_equal(graph_windows_sum(out, "tasks", &inc), 2 * stored);
+	assert_int_equal(inc, 0);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stitch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_sampled, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

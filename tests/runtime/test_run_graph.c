@@ -16,10 +16,10 @@
 #include "graph/aggs.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/graph_wl.h"
 #include "tests/skip.h"
 
 #define N_REQ 2000
-#define WL_GRAPH_TRACE_HI 0x7765667400000001ull /* as tests/workloads/wl_graph.c */
 
 static char wl_path[PATH_MAX], dir[PATH_MAX];
 
@@ -53,8 +53,8 @@ static struct wj *run_graph(const char *store, long n, const char *query)
 
 	snprintf(cmd, sizeof(cmd), "'%s' %ld", wl_path, n);
 	unlink(store);
-	rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "-S", store, "-c", cmd,
-			 query);
+	rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "--graph-store", store,
+			 "-c", cmd, query);
 	if (rc != 0)
 		wr_dump(&p, query);
 	assert_int_equal(rc, 0);
@@ -94,113 +94,6 @@ static struct graph_store *open_store(const char *path)
 	if (!s)
 		fail_msg("%s: %s", path, why);
 	return s;
-}
-
-static const struct graph_type_stats *type_of(const struct graph_type_stats *rows, ssize_t n,
-					      const char *svc, const char *name)
-{
-	for (ssize_t i = 0; i < n; i++)
-		if (strcmp(rows[i].service, svc) == 0 && strcmp(rows[i].name, name) == 0)
-			return &rows[i];
-	fail_msg("no type %s: %s in the store", svc, name);
-	return NULL;
-}
-
-static const struct graph_task *task_of(const struct graph *g, uint64_t id)
-{
-	for (size_t i = 0; i < g->ntasks; i++)
-		if (g->tasks[i].id == id)
-			return &g->tasks[i];
-	return NULL;
-}
-
-/* Checks the stored trace of request i exactly; returns false if it is not stored. */
-static bool check_request(struct graph_store *s, long i, const char *host)
-{
-	struct graph_id128 id = { WL_GRAPH_TRACE_HI, (uint64_t)i + 1 };
-	char hex[33], why[512] = "";
-	struct graph g;
-	const struct graph_task *root, *child;
-	int rc, ncache = 0, nretry = 0;
-
-	graph_id128_hex(id, hex);
-	graph_init(&g);
-	rc = graph_store_load(s, hex, &g, why, sizeof(why));
-	if (rc == -ENOENT) {
-		graph_free(&g);
-		return false;
-	}
-	if (rc)
-		fail_msg("request %ld: %s", i, why);
-	assert_int_equal(g.ntasks, 2);
-	root = task_of(&g, 1);
-	child = task_of(&g, 2);
-	assert_non_null(root);
-	assert_non_null(child);
-	assert_int_equal(root->parent, 0);
-	assert_string_equal(root->service, "frontend");
-	assert_string_equal(root->name, "request");
-	assert_int_equal(root->status, i % 1000 == 999 ? GRAPH_STATUS_ERROR : GRAPH_STATUS_OK);
-	assert_int_equal(child->parent, 1);
-	assert_string_equal(child->service, "backend");
-	assert_string_equal(child->name, "query");
-	assert_int_equal(child->status, GRAPH_STATUS_OK);
-	assert_int_equal(root->source, GRAPH_SRC_WEFT);
-	assert_string_equal(root->host, host);
-	/* one thread: the child runs inside the root, both on the workload's thread */
-	assert_true(root->pid > 0 && root->tid == root->pid);
-	assert_int_equal(child->pid, root->pid);
-	assert_int_equal(child->tid, root->tid);
-	assert_true(root->start <= child->start && child->end <= root->end);
-	for (size_t k = 0; k < g.nevents; k++) {
-		assert_int_equal(g.events[k].task, 2);
-		assert_true(g.events[k].time >= child->start && g.events[k].time <= child->end);
-		ncache += strcmp(g.events[k].name, "cache_miss") == 0;
-		nretry += strcmp(g.events[k].name, "retry") == 0;
-	}
-	assert_int_equal(ncache, 1);
-	assert_int_equal(nretry, i % 100 == 7);
-	assert_int_equal(g.nevents, 1 + (i % 100 == 7));
-	assert_int_equal(g.nedges, 1);
-	assert_int_equal(g.edges[0].kind, GRAPH_EDGE_MESSAGE);
-	assert_int_equal(g.edges[0].from_task, 1);
-	assert_int_equal(g.edges[0].to_task, 2);
-	graph_free(&g);
-	return true;
-}
-
-/* The aggregates of all N requests, whatever was kept. */
-static void check_aggregates(struct graph_store *s, long n)
-{
-	struct graph_type_stats *rows = NULL;
-	char why[512] = "";
-	ssize_t nt = graph_store_stats(s, &rows, why, sizeof(why));
-	const struct graph_type_stats *be, *fe;
-	bool retry = false, cache = false;
-
-	if (nt < 0)
-		fail_msg("stats: %s", why);
-	assert_int_equal(nt, 2);
-	be = type_of(rows, nt, "backend", "query");
-	fe = type_of(rows, nt, "frontend", "request");
-	assert_int_equal(be->count, n);
-	assert_int_equal(fe->count, n);
-	for (uint32_t k = 0; k < be->nrare_events; k++) {
-		if (strcmp(be->rare_events[k].name, "retry") == 0) {
-			retry = true;
-			assert_int_equal(be->rare_events[k].tasks, n / 100);
-		}
-		if (strcmp(be->rare_events[k].name, "cache_miss") == 0) {
-			cache = true;
-			assert_int_equal(be->rare_events[k].tasks, n);
-		}
-	}
-	assert_true(retry && cache);
-	assert_int_equal(fe->nrare_edges, 1);
-	assert_string_equal(fe->rare_edges[0].service, "backend");
-	assert_int_equal(fe->rare_edges[0].kind, GRAPH_EDGE_MESSAGE);
-	assert_int_equal(fe->rare_edges[0].count, n);
-	free(rows);
 }
 
 /* Every request, every trace kept: exactly N traces of exactly wl_graph's structure. */
