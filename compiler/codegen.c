@@ -28,6 +28,11 @@
  * value access without a NULL check, or C whose behaviour is undefined (a division by zero,
  * a signed overflow: clang may fold those to anything); or golden-test its output (tests run
  * programs).
+ *
+ * Why one file of ~1,400 lines: every part (span saves, string temporaries, expressions,
+ * programs) writes into one struct cg (the output, the temporaries, the span save layouts) and
+ * the expression emitter is called back from each; cut apart they would need that state as
+ * an internal API, for no part that is used alone.
  */
 #include <errno.h>
 #include <stdarg.h>

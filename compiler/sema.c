@@ -15,10 +15,12 @@
  *   4. windows: `every` and `for` within bounds.
  * Steps 2 to 4 are here: they read only the tree and the resolved probes' fields.
  *
- * Why one file of ~1,450 lines: steps 2 to 4 share one private state (struct sema: the query,
+ * Why one file of ~1,800 lines: steps 2 to 4 share one private state (struct sema: the query,
  * the visible probe fields, the aliases known so far) and one recursive walk (check_expr(),
  * constant folding included) that every clause check calls back into; cut apart they would
- * need that state and walk as an internal API.  The step that reads the system is apart.
+ * need that state and walk as an internal API.  The kernel-struct (BTF) checks of member
+ * access and casts, about 400 lines, are part of that walk and report through the same
+ * state, so they stay too.  The step that reads the system is apart.
  *
  * Must never: touch the kernel beyond reading tracefs, ELF files and /proc; attach
  * anything; keep state between queries.

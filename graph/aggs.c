@@ -3,7 +3,7 @@
  * Graph aggregates (aggs.h): the store's per-type context, pre-aggregated by a capture from
  * every task it saw.  Four arrays of entries and one open-addressing index over all of them
  * (a 64-bit hash of the entry's key; collisions compared field by field), so an add is O(1)
- * per element.  What is counted and how mirrors graph/store_sqlite.c's put exactly (first
+ * per element.  What is counted and how mirrors graph/store_sqlite_put.c's put exactly (first
  * event of a name per task, edges with both ends known, a task's first GRAPH_CONC_MAX_MS ms
  * of concurrency), so that graph_store_put_aggs() of these and a plain put of the same
  * traces leave the same aggregates.

@@ -34,6 +34,11 @@
  * babeltrace2 itself crashes on some hostile metadata, so all of the above runs in a child
  * process that sends the graph back through a pipe ("the reader process" below);
  * graph_import_ctf_here() runs it in the caller, for the fuzzer's coverage.
+ *
+ * Why one file of ~1,550 lines: it is one importer over one state (struct ctf_import) and
+ * one library; its parts (finding traces, reading fields, the state machine, the sink, the
+ * component graph, the reader process) are each used only by the next, and keeping
+ * libbabeltrace2's types out of every other file of graph/ is worth more than short files.
  */
 #include <dirent.h>
 #include <errno.h>

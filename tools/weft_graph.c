@@ -15,6 +15,11 @@
  *
  * Only this file's entry point returns an exit status; everything below tools/ returns
  * -errno with a reason in a buffer, printed here once.
+ *
+ * Why one file of ~1,600 lines: it is the command line of one tool, its subcommands sharing
+ * the store option, the forwarding options and the error printing; each subcommand is a
+ * section of option parsing over graph/, whose code does the work.  Split it by subcommand
+ * group if it grows further.
  */
 #include <errno.h>
 #include <getopt.h>

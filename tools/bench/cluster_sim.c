@@ -37,6 +37,9 @@
  *   cluster_sim load N              N processes named cbench-load, each making one read()
  *                                   a second (a workload of N (comm, pid) groups); runs
  *                                   until killed
+ *
+ * Why one file of ~1,200 lines: a benchmark tool, one program over one struct sim shared by
+ * the agents, the client thread and the report; kept whole so that it reads top to bottom.
  */
 #include <getopt.h>
 #include <inttypes.h>
