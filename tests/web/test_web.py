@@ -501,6 +501,8 @@ def main():
                 "return document.getElementById('status').textContent"))
             step("the browser's log: %r" % browser.get_log("browser"))
         for p in procs.procs:
+            if not hasattr(p, "log"):
+                continue  # the workload: its output is a pipe
             with open(p.log) as f:
                 step("%s: ...%s" % (p.log, f.read()[-3000:]))
         raise
