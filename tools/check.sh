@@ -14,8 +14,8 @@ JOBS=${JOBS:-$(nproc)}
 # Fuzzing gets a fixed budget shared by the targets (CI must stay under 30 minutes however many
 # targets there are): FUZZ_TOTAL_SECONDS split evenly, at least FUZZ_MIN_SECONDS each.
 # FUZZ_SECONDS, if set, is the time per target instead.
-FUZZ_TOTAL_SECONDS=${FUZZ_TOTAL_SECONDS:-360}
-FUZZ_MIN_SECONDS=${FUZZ_MIN_SECONDS:-30}
+FUZZ_TOTAL_SECONDS=${FUZZ_TOTAL_SECONDS:-240}
+FUZZ_MIN_SECONDS=${FUZZ_MIN_SECONDS:-20}
 
 # Why the tests that ctest reported as skipped (exit 77, tests/skip.h) in dir skipped: the
 # "skipped: REASON" lines they printed, from ctest's log of its last run.
