@@ -64,12 +64,19 @@ int vm_to_graph(const struct vm_analysis *a, int64_t epoch_ns, struct graph *g,
 				last = t->iv[k].end;
 		}
 	}
-	if (first > last)
-		first = last = a->host_first_ns;
-	if (epoch_ns < 0 || last > INT64_MAX - epoch_ns || first < 0) {
+	if (first > last) {
+		snprintf(why, whysz, "the guest threads have no intervals: nothing to draw");
+		return -ENODATA;
+	}
+	if (first < 0) {
+		snprintf(why, whysz, "a guest interval starts before the host's time 0 (%lld ns)",
+			 (long long)first);
+		return -ERANGE;
+	}
+	if (epoch_ns < 0 || last > INT64_MAX - epoch_ns) {
 		snprintf(why, whysz, "times plus the epoch offset %lld overflow",
 			 (long long)epoch_ns);
-		return -EINVAL;
+		return -ERANGE;
 	}
 	root.id = 1;
 	root.service = "vm";

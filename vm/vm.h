@@ -225,8 +225,9 @@ const struct vm_gthread *vm_gthread_of(const struct vm_analysis *a, int64_t tid)
 
 /*
  * The fused view as one trace of an execution graph (vm/graph.c has its shape): appended to
- * g, checked (graph_check()); times + epoch_ns.  0, or -EINVAL (no guest threads) or -ENOMEM
- * with why[] set.  *trace is the trace's id.
+ * g, checked (graph_check()); times + epoch_ns.  0, or with why[] set: -EINVAL (no guest
+ * threads, or a graph graph_check() refuses), -ENODATA (the threads have no intervals), -ERANGE
+ * (a time before 0, or past INT64_MAX with the epoch), -ENOMEM.  *trace is the trace's id.
  */
 int vm_to_graph(const struct vm_analysis *a, int64_t epoch_ns, struct graph *g,
 		struct graph_id128 *trace, char *why, size_t whysz);
