@@ -979,6 +979,8 @@ struct aggd *aggd_new(const struct aggd_opts *o, char *err, size_t errsz)
 		goto out_free;
 	if (aggd_graph_open(a, store, err, errsz))
 		goto out_free;
+	if (aggd_gfwd_open(a, err, errsz))
+		goto out_free;
 	a->zctx = zmq_ctx_new();
 	if (!a->zctx) {
 		snprintf(err, errsz, "zmq_ctx_new: %s", zmq_strerror(errno));
@@ -1126,6 +1128,7 @@ void aggd_free(struct aggd *a)
 	if (!a)
 		return;
 	web_stop(a->web); /* first: its thread reads what the daemon publishes */
+	aggd_gfwd_close(a); /* what waits is forwarded, or spooled */
 	if (a->store && (a->txn || a->acks_due))
 		aggd_txn_commit(a);
 	while (a->peers)

@@ -304,7 +304,27 @@ struct aggd_opts {
 	/* the web face (aggregator/web.h): ADDR:PORT to serve, or NULL */
 	const char *http;
 	const char *http_token; /* the bearer token's file; required off loopback */
+	/* forwarding stitched graphs to an OTLP/HTTP collector (aggd_gfwd.c): its URL, or
+	 * NULL; the rest 0 for the defaults (AGGD_GFWD_*, graph/forward.h); UINT64_MAX for
+	 * aggs_ns: never, for wait_ns: do not wait */
+	const char *graph_forward;
+	const char *graph_forward_spool; /* NULL: AGGD_GFWD_SPOOL_DIR next to the graph store */
+	uint64_t graph_forward_spool_max; /* bytes */
+	size_t graph_forward_batch; /* spans per request, about */
+	uint64_t graph_forward_linger_ns;
+	uint64_t graph_forward_queue; /* elements waiting for the forwarding thread */
+	uint64_t graph_forward_aggs_ns; /* how often the aggregates go */
+	uint64_t graph_forward_wait_ns; /* at a clean stop, how long the collector gets */
 };
+
+/* Forwarding graphs (aggd_gfwd.c) */
+#define AGGD_GFWD_SPOOL_DIR "graph-forward.spool"
+#define AGGD_GFWD_LINGER_NS 2000000000ULL /* 2 s */
+#define AGGD_GFWD_KEEP_NS 30000000000ULL /* a trace is remembered 30 s after its last piece */
+#define AGGD_GFWD_AGGS_NS 60000000000ULL /* 60 s */
+#define AGGD_GFWD_WAIT_NS 5000000000ULL /* 5 s */
+#define AGGD_GFWD_QUEUE_DEFAULT 1000000ULL /* elements */
+#define AGGD_GFWD_KEYS_MAX (1u << 21) /* traces and tasks remembered as forwarded */
 
 struct aggd;
 

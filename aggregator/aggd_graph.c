@@ -459,6 +459,7 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 		a->gst.events += st.events;
 		a->gst.edges += st.edges;
 		a->gst.replaced += st.replaced;
+		aggd_gfwd_put(a, &g); /* to the collector, when forwarding (aggd_gfwd.c) */
 		log_debug("aggregator: query %" PRIu64 ": graph batch of %s window %" PRIu64
 			  ": %" PRIu64 " traces, %" PRIu64 " tasks (%" PRIu64
 			  " stored already), %" PRIu64 " events, %" PRIu64 " edges, %zu open",

@@ -155,6 +155,7 @@ struct aggd {
 	uint64_t partials_merged, windows_closed, revisions; /* since start, for /metrics */
 	struct web *web; /* the web face (aggregator/web.h), or NULL */
 	uint64_t web_next; /* CLOCK_MONOTONIC: when the web documents are published next */
+	struct aggd_gfwd *gfwd; /* forwarding graphs to a collector (aggd_gfwd.c), or NULL */
 };
 
 /* A window's emission: to every subscriber, or (a replay) to `only`. */
@@ -239,6 +240,27 @@ void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s);
  * window, q's traces are checked first and out->incomplete counts the incomplete ones. */
 void aggd_graph_window(struct aggd *a, struct query *q, uint64_t window, bool last,
 		       Weft__GraphWindow *out);
+
+/* aggd_gfwd.c: stitched graphs forwarded to an OTLP/HTTP collector by a thread of their own.
+ * Counts in tasks (spans) unless said otherwise. */
+struct aggd_gfwd_stats {
+	uint64_t forwarded; /* handed to the forwarder (graph/forward.h) */
+	uint64_t repeated; /* tasks forwarded already: not again */
+	uint64_t late; /* events and edges whose span was sent before they came, or never came */
+	uint64_t forgotten; /* traces forgotten early: the memory of what was sent was full */
+	uint64_t pending; /* elements waiting here (queue and linger) */
+	uint64_t sent, requests, retried, spooled, rejected, queued, metric_points; /* forward.h */
+	uint64_t dropped; /* lost: the queue or the spool had no room (queue_dropped included) */
+	uint64_t queue_dropped; /* of which: the queue was full */
+};
+struct graph;
+int aggd_gfwd_open(struct aggd *a, char *err, size_t errsz);
+void aggd_gfwd_close(struct aggd *a); /* flushes, waits up to wait_ns, joins the thread */
+/* Takes a stored batch's graph for forwarding: moved, *g is empty after.  Never blocks. */
+void aggd_gfwd_put(struct aggd *a, struct graph *g);
+/* false when not forwarding; url and the last delivery error ("" if none) */
+bool aggd_gfwd_stats(struct aggd *a, struct aggd_gfwd_stats *st, char *url, size_t urlsz,
+		     char *err, size_t errsz);
 
 /* aggd_web.c: what the web face shows (aggregator/web.h), built on this thread */
 int aggd_web_open(struct aggd *a, char *err, size_t errsz);

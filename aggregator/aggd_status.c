@@ -96,6 +96,8 @@ struct status_build {
 	uint64_t **running;
 	size_t na, nqs;
 	Weft__GraphStatus gs;
+	Weft__GraphForwardStatus gf;
+	char gf_url[1024], gf_err[256];
 };
 
 static void status_free(struct status_build *b)
@@ -137,8 +139,35 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 	/* the guard counts every connection gone without a message, refused keys included */
 	r->rejected = a->rejected + aggd_guard_failed(a->guard) + aggd_parent_rejected(a);
 	if (a->gs) {
+		struct aggd_gfwd_stats fs;
+
 		aggd_graph_status(a, &b->gs);
 		r->graph = &b->gs;
+		if (aggd_gfwd_stats(a, &fs, b->gf_url, sizeof(b->gf_url), b->gf_err,
+				    sizeof(b->gf_err))) {
+			Weft__GraphForwardStatus *f = &b->gf;
+
+			weft__graph_forward_status__init(f);
+			f->url = b->gf_url;
+			if (b->gf_err[0])
+				f->last_error = b->gf_err;
+#define FSET(x)            \
+	f->has_##x = true; \
+	f->x = fs.x
+			FSET(sent);
+			FSET(requests);
+			FSET(retried);
+			FSET(spooled);
+			FSET(queued);
+			FSET(pending);
+			FSET(dropped);
+			FSET(rejected);
+			FSET(repeated);
+			FSET(late);
+			FSET(forgotten);
+#undef FSET
+			b->gs.forward = f;
+		}
 	}
 	for (struct peer *p = a->peers; p && !only_query; p = p->next) {
 		Weft__AgentStatus *s = &b->as[b->na];
@@ -239,9 +268,27 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 			",\"batches\":%" PRIu64 ",\"tasks\":%" PRIu64 ",\"events\":%" PRIu64
 			",\"edges\":%" PRIu64 ",\"replaced\":%" PRIu64 ",\"rejected\":%" PRIu64
 			",\"failed\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"checked\":%" PRIu64
-			",\"incomplete\":%" PRIu64 "}",
+			",\"incomplete\":%" PRIu64,
 			g->batches, g->tasks, g->events, g->edges, g->replaced, g->rejected,
 			g->failed, g->lost, g->checked, g->incomplete);
+		if (g->forward) {
+			const Weft__GraphForwardStatus *w = g->forward;
+
+			fputs(",\"forward\":{\"url\":", f);
+			text_json_fputs(f, w->url);
+			fprintf(f,
+				",\"sent\":%" PRIu64 ",\"requests\":%" PRIu64
+				",\"retried\":%" PRIu64 ",\"spooled\":%" PRIu64
+				",\"queued\":%" PRIu64 ",\"pending\":%" PRIu64
+				",\"dropped\":%" PRIu64 ",\"rejected\":%" PRIu64
+				",\"repeated\":%" PRIu64 ",\"late\":%" PRIu64
+				",\"forgotten\":%" PRIu64 ",\"last_error\":",
+				w->sent, w->requests, w->retried, w->spooled, w->queued, w->pending,
+				w->dropped, w->rejected, w->repeated, w->late, w->forgotten);
+			text_json_fputs(f, w->last_error ? w->last_error : "");
+			fputc('}', f);
+		}
+		fputc('}', f);
 	}
 	fputs(",\"agents\":[", f);
 	for (size_t i = 0; i < r->n_agents; i++) {

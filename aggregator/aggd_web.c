@@ -268,6 +268,28 @@ static char *metrics(struct aggd *a)
 		web_prom_escape(esc, sizeof(esc), p->host);
 		fprintf(f, "weft_agent_spooled{host=\"%s\"} %" PRIu64 "\n", esc, p->spooled);
 	}
+	{
+		struct aggd_gfwd_stats fs;
+		char url[1024], e[256];
+
+		if (aggd_gfwd_stats(a, &fs, url, sizeof(url), e, sizeof(e)))
+			fprintf(f,
+				"# HELP weft_graph_forward_spans_total Spans of stitched graphs "
+				"forwarded to the collector, by outcome.\n"
+				"# TYPE weft_graph_forward_spans_total counter\n"
+				"weft_graph_forward_spans_total{outcome=\"sent\"} %" PRIu64 "\n"
+				"weft_graph_forward_spans_total{outcome=\"dropped\"} %" PRIu64 "\n"
+				"weft_graph_forward_spans_total{outcome=\"rejected\"} %" PRIu64 "\n"
+				"# HELP weft_graph_forward_spool_spans Spans waiting in the "
+				"forwarding spool.\n"
+				"# TYPE weft_graph_forward_spool_spans gauge\n"
+				"weft_graph_forward_spool_spans %" PRIu64 "\n"
+				"# HELP weft_graph_forward_pending Graph elements waiting in the "
+				"aggregator to be forwarded.\n"
+				"# TYPE weft_graph_forward_pending gauge\n"
+				"weft_graph_forward_pending %" PRIu64 "\n",
+				fs.sent, fs.dropped, fs.rejected, fs.queued, fs.pending);
+	}
 	if (a->has_parent)
 		fprintf(f,
 			"# HELP weft_parent_spool Partials spooled towards the parent aggregator.\n"

@@ -89,6 +89,40 @@ static const char aggregator_help[] =
 	"                          and /metrics then answer 401 without 'Authorization:\n"
 	"                          Bearer TOKEN'.  Prefer a reverse proxy with TLS in front of\n"
 	"                          it (docs/operations.md)\n"
+	"\n"
+	"Forwarding graphs (docs/operations.md, \"Forwarding graphs from the aggregator\"):\n"
+	"      --graph-forward URL the OpenTelemetry Collector's OTLP/HTTP endpoint\n"
+	"                          (http://HOST:4318, to which /v1/traces is appended, or the\n"
+	"                          full traces URL): every stitched graph the graph store takes\n"
+	"                          goes there as OTLP JSON (tasks as spans, events as span\n"
+	"                          events, edges as span links), and the per-type aggregates\n"
+	"                          as OTLP metrics of their own resource (weft-aggregates).  An\n"
+	"                          element goes --graph-forward-linger after it arrived, with\n"
+	"                          every other piece of its trace that arrived by then, from\n"
+	"                          any agent; a piece that comes later goes on its own, with the\n"
+	"                          same trace id.  Each span is sent once.  Sending runs on a\n"
+	"                          thread of its own: a slow or absent collector never holds up\n"
+	"                          the agents; what it cannot take waits in the spool, retried\n"
+	"                          with back-off.  `weft status` and /metrics count what was\n"
+	"                          sent, spooled, dropped and rejected\n"
+	"      --graph-forward-spool DIR  where requests wait while the collector is\n"
+	"                          unreachable or failing, sent first at the next start\n"
+	"                          (default: graph-forward.spool next to the graph store)\n"
+	"      --graph-forward-spool-size S  the spool's bound (default 256MiB); a request that\n"
+	"                          does not fit is dropped, its spans counted\n"
+	"      --graph-forward-batch N  spans per request, about; a trace is never split\n"
+	"                          (default 512)\n"
+	"      --graph-forward-linger D  how long an element waits for the rest of its trace\n"
+	"                          (default 2s; 100ms to 10m)\n"
+	"      --graph-forward-queue N  graph elements waiting for the forwarding thread\n"
+	"                          (default 1000000); a batch that does not fit is not\n"
+	"                          forwarded, its tasks counted dropped\n"
+	"      --graph-forward-aggregates D  how often the aggregates are sent (default 60s;\n"
+	"                          and at the end); 0: never\n"
+	"      --graph-forward-wait D  at SIGINT or SIGTERM, how long to keep sending before\n"
+	"                          what remains is left in the spool (default 5s; 0: do not\n"
+	"                          wait)\n"
+	"\n"
 	"  -v, --verbose           log joins, windows and queries (-vv: every message)\n"
 	"  -h, --help              this text\n"
 	"\n"
@@ -96,6 +130,7 @@ static const char aggregator_help[] =
 	"  weft keygen -o /etc/weft aggregator\n"
 	"  weft aggregator --key /etc/weft/aggregator.key --allow /etc/weft/allow -v\n"
 	"  weft aggregator --key aggregator.key --allow allow --http 7480   # http://127.0.0.1:7480/\n"
+	"  weft aggregator --key aggregator.key --allow allow --graph-forward http://otelcol:4318\n"
 	"\n"
 	"Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (unreadable keys, a store in\n"
 	"use, an address in use), 2 bad command line.\n";
@@ -137,6 +172,91 @@ static void nofile_raise(void)
 			 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
+enum {
+	OPT_GFWD = 0x100,
+	OPT_GFWD_SPOOL,
+	OPT_GFWD_SPOOL_SIZE,
+	OPT_GFWD_BATCH,
+	OPT_GFWD_LINGER,
+	OPT_GFWD_QUEUE,
+	OPT_GFWD_AGGS,
+	OPT_GFWD_WAIT,
+};
+
+/* A --graph-forward* option into o; -1 when its value is bad (said). */
+static int gfwd_opt(struct aggd_opts *o, int opt, const char *arg)
+{
+	uint64_t v;
+
+	switch (opt) {
+	case OPT_GFWD:
+		if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8)) {
+			fprintf(stderr,
+				"weft: --graph-forward takes the collector's OTLP/HTTP endpoint, an "
+				"http:// or https:// URL (e.g. http://collector:4318), not '%s'\n",
+				arg);
+			return -1;
+		}
+		o->graph_forward = arg;
+		return 0;
+	case OPT_GFWD_SPOOL:
+		if (!*arg) {
+			fprintf(stderr, "weft: --graph-forward-spool takes a directory\n");
+			return -1;
+		}
+		o->graph_forward_spool = arg;
+		return 0;
+	case OPT_GFWD_SPOOL_SIZE:
+		if (units_size_parse(arg, &v) || v == 0) {
+			fprintf(stderr,
+				"weft: --graph-forward-spool-size takes a size above 0 (64MiB, "
+				"1GiB, ...), not '%s'\n",
+				arg);
+			return -1;
+		}
+		o->graph_forward_spool_max = v;
+		return 0;
+	case OPT_GFWD_BATCH:
+		if (parse_count("--graph-forward-batch", arg, 1000000, &v))
+			return -1;
+		o->graph_forward_batch = (size_t)v;
+		return 0;
+	case OPT_GFWD_QUEUE:
+		if (parse_count("--graph-forward-queue", arg, 100000000, &v))
+			return -1;
+		o->graph_forward_queue = v;
+		return 0;
+	case OPT_GFWD_LINGER:
+		if (units_duration_parse(arg, UNITS_NS_PER_SEC, &v) || v < 100000000ULL ||
+		    v > 600ULL * UNITS_NS_PER_SEC) {
+			fprintf(stderr,
+				"weft: --graph-forward-linger takes a duration from 100ms to 10m, "
+				"not '%s'\n",
+				arg);
+			return -1;
+		}
+		o->graph_forward_linger_ns = v;
+		return 0;
+	case OPT_GFWD_AGGS:
+	case OPT_GFWD_WAIT:
+		if (units_duration_parse(arg, UNITS_NS_PER_SEC, &v) ||
+		    v > 24ULL * 3600 * UNITS_NS_PER_SEC) {
+			fprintf(stderr,
+				"weft: --graph-forward-%s takes a duration (30s, 5m; a bare number "
+				"counts seconds; 0: %s), not '%s'\n",
+				opt == OPT_GFWD_AGGS ? "aggregates" : "wait",
+				opt == OPT_GFWD_AGGS ? "never" : "do not wait", arg);
+			return -1;
+		}
+		if (opt == OPT_GFWD_AGGS)
+			o->graph_forward_aggs_ns = v ? v : UINT64_MAX;
+		else
+			o->graph_forward_wait_ns = v ? v : UINT64_MAX;
+		return 0;
+	}
+	return -1;
+}
+
 int cmd_aggregator(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -154,6 +274,14 @@ int cmd_aggregator(int argc, char **argv)
 		{ "spool-max", required_argument, NULL, 'S' },
 		{ "http", required_argument, NULL, 'H' },
 		{ "http-token", required_argument, NULL, 'T' },
+		{ "graph-forward", required_argument, NULL, OPT_GFWD },
+		{ "graph-forward-spool", required_argument, NULL, OPT_GFWD_SPOOL },
+		{ "graph-forward-spool-size", required_argument, NULL, OPT_GFWD_SPOOL_SIZE },
+		{ "graph-forward-batch", required_argument, NULL, OPT_GFWD_BATCH },
+		{ "graph-forward-linger", required_argument, NULL, OPT_GFWD_LINGER },
+		{ "graph-forward-queue", required_argument, NULL, OPT_GFWD_QUEUE },
+		{ "graph-forward-aggregates", required_argument, NULL, OPT_GFWD_AGGS },
+		{ "graph-forward-wait", required_argument, NULL, OPT_GFWD_WAIT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -164,6 +292,7 @@ int cmd_aggregator(int argc, char **argv)
 	sigset_t mask;
 	uint64_t v;
 	int c, verbose = 0, sfd, rc;
+	bool gfwd_any = false;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "l:k:a:s:G:p:P:n:L:vh", longopts, NULL)) != -1) {
@@ -242,6 +371,18 @@ int cmd_aggregator(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			o.spool_max = v;
 			break;
+		case OPT_GFWD:
+		case OPT_GFWD_SPOOL:
+		case OPT_GFWD_SPOOL_SIZE:
+		case OPT_GFWD_BATCH:
+		case OPT_GFWD_LINGER:
+		case OPT_GFWD_QUEUE:
+		case OPT_GFWD_AGGS:
+		case OPT_GFWD_WAIT:
+			if (gfwd_opt(&o, c, optarg))
+				return WEFT_EXIT_USAGE;
+			gfwd_any = true;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -269,6 +410,10 @@ int cmd_aggregator(int argc, char **argv)
 	if (!o.http && o.http_token) {
 		fprintf(stderr,
 			"weft: --http-token is for the web face: give --http ADDR:PORT too\n");
+		return WEFT_EXIT_USAGE;
+	}
+	if (gfwd_any && !o.graph_forward) {
+		fprintf(stderr, "weft: the --graph-forward-* options need --graph-forward URL\n");
 		return WEFT_EXIT_USAGE;
 	}
 	tool_set_verbose(verbose);

@@ -194,6 +194,20 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			r->graph->path, r->graph->batches, r->graph->tasks, r->graph->events,
 			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
 			r->graph->lost, r->graph->checked, r->graph->incomplete);
+	if (r->graph && r->graph->forward && !one_query) {
+		const Weft__GraphForwardStatus *w = r->graph->forward;
+
+		fprintf(f,
+			"graph forward to %s: %" PRIu64 " spans sent (%" PRIu64
+			" requests), %" PRIu64 " retries, %" PRIu64 " spooled, %" PRIu64
+			" waiting in the spool, %" PRIu64 " elements pending, %" PRIu64
+			" dropped, %" PRIu64 " rejected, %" PRIu64 " repeated, %" PRIu64
+			" late%s%s\n",
+			w->url, w->sent, w->requests, w->retried, w->spooled, w->queued, w->pending,
+			w->dropped, w->rejected, w->repeated, w->late,
+			w->last_error && *w->last_error ? "; last error: " : "",
+			w->last_error && *w->last_error ? w->last_error : "");
+	}
 	if (r->n_agents) {
 		for (size_t i = 0; i < r->n_agents; i++) {
 			wh = width_of(r->agents[i]->host, wh);
