@@ -17,8 +17,9 @@
  *              edges wl_3tier makes (tests/graph_expect.h, ge_3tier_check_store()), with
  *              the trace ids the client printed, each task made by its tier's process (the
  *              pid the test started) and stored with its agent's host: every graph spans
- *              the three agents; only the failed request's tasks are errors; no trace is
- *              incomplete, and `weft submit`'s graph windows sum to exactly those traces.
+ *              the three agents; only the failed request's tasks are errors; `weft
+ *              status` counts exactly 4 NREQ tasks, 3 NREQ events and 2 NREQ edges stored,
+ *              nothing refused, failed or lost.
  *
  * A tier's last batches may reach the aggregator after the query's last window (they are stored
  * and checked then); the test waits for `weft status` to count every task before it checks.
