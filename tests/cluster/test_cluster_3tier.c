@@ -21,6 +21,11 @@
  *              status` counts exactly 4 NREQ tasks, 3 NREQ events and 2 NREQ edges stored,
  *              nothing refused, failed or lost.
  *
+ *   agent killed  the frontend's agent SIGKILLed mid-capture: only its own pieces are
+ *              lost, exactly those it held unshipped and those made after its death, the
+ *              rest of each graph is kept and those traces are marked incomplete; the other
+ *              agents' pieces all arrive (test_agent_killed says how).
+ *
  * A tier's last batches may reach the aggregator after the query's last window (they are stored
  * and checked then); the test waits for `weft status` to count every task before it checks.
  *
@@ -309,10 +314,238 @@ static void test_stitched(void **state)
 	cl->passed = true;
 }
 
+/* Traces of the store with a task of `service` (as ge_3tier_check_store() lists them). */
+static long traces_with(const char *gpath, const char *service)
+{
+	struct graph_filter fl = { .service = service, .limit = 100000 };
+	struct graph_trace_row *rows = NULL;
+	struct graph_store *s;
+	char why[512];
+	ssize_t n;
+
+	s = graph_store_open(gpath, why, sizeof(why));
+	if (!s)
+		return -1;
+	n = graph_store_list(s, &fl, &rows, why, sizeof(why));
+	free(rows);
+	graph_store_close(s);
+	return (long)n;
+}
+
+static long lines_with(const char *path, const char *needle)
+{
+	char *o = cl_slurp(path), *p = o;
+	long n = 0;
+
+	while (p && (p = strstr(p, needle))) {
+		n++;
+		p++;
+	}
+	free(o);
+	return n;
+}
+
+/*
+ * Request r of a run whose frontend agent died: its trace holds exactly the client's and
+ * the backend's pieces (C with "reply", B with "query", the message edge F2 -> B) and is
+ * marked incomplete for a missing parent and a missing edge end; returns false when the
+ * trace is whole instead (checked whole, exactly).
+ */
+static bool check_cut(struct graph_store *s, struct graph_id128 id, const struct ge_3tier *x,
+		      bool failing)
+{
+	const struct graph_task *c = NULL, *b = NULL;
+	char hex[33], why[1024] = "";
+	uint32_t marks = 0;
+	struct graph g;
+	bool failed = false;
+
+	graph_id128_hex(id, hex);
+	graph_init(&g);
+	if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
+		fail_msg("trace %s: %s", hex, why);
+	if (g.ntasks == 4) {
+		if (ge_3tier_check_trace(&g, x, &failed, why, sizeof(why)) != 0)
+			fail_msg("%s", why);
+		assert_true(failed == failing);
+		assert_int_equal(graph_store_mark_get(s, hex, &marks, why, sizeof(why)), 0);
+		assert_int_equal(marks, 0);
+		graph_free(&g);
+		return false;
+	}
+	if (g.ntasks != 2)
+		fail_msg("trace %s: %zu tasks, neither the whole 4 nor the cut 2", hex, g.ntasks);
+	for (size_t i = 0; i < 2; i++) {
+		const struct graph_task *t = &g.tasks[i];
+
+		if (!strcmp(t->service, "client") && !strcmp(t->name, "request"))
+			c = t;
+		else if (!strcmp(t->service, "backend") && !strcmp(t->name, "handle"))
+			b = t;
+	}
+	if (!c || !b)
+		fail_msg("trace %s: its 2 tasks are not the client's and the backend's", hex);
+	assert_int_equal(c->parent, 0);
+	assert_true(b->parent != 0 && b->parent != c->id);
+	assert_string_equal(c->host, x->host[GE_CLIENT]);
+	assert_string_equal(b->host, x->host[GE_BACKEND]);
+	assert_int_equal(c->pid, x->pid[GE_CLIENT]);
+	assert_int_equal(b->pid, x->pid[GE_BACKEND]);
+	assert_int_equal(c->status, failing ? GRAPH_STATUS_ERROR : GRAPH_STATUS_OK);
+	assert_int_equal(g.nevents, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const struct graph_event *e = &g.events[i];
+
+		assert_true((e->task == c->id && !strcmp(e->name, "reply")) ||
+			    (e->task == b->id && !strcmp(e->name, "query")));
+	}
+	assert_true(g.events[0].task != g.events[1].task);
+	assert_int_equal(g.nedges, 1);
+	assert_int_equal(g.edges[0].kind, GRAPH_EDGE_MESSAGE);
+	assert_int_equal(g.edges[0].from_task, b->parent);
+	assert_int_equal(g.edges[0].to_task, b->id);
+	assert_int_equal(graph_store_mark_get(s, hex, &marks, why, sizeof(why)), 0);
+	assert_int_equal(marks, GRAPH_INC_PARENT | GRAPH_INC_EDGE);
+	graph_free(&g);
+	return true;
+}
+
+/*
+ * The frontend's agent SIGKILLed mid-capture.  N1 requests first, all shipped (the store
+ * holds their 4 N1 tasks); then a client of N2 requests, and the frontend's agent killed
+ * once KILL_AT of them were answered.  The frontend process goes on serving: only its
+ * agent is gone.  Then:
+ *   - the client's and the backend's agents shipped everything: every one of the N1 + N2
+ *     traces holds its client task (with "reply") and its backend task (with "query" and
+ *     the message edge F2 -> B);
+ *   - the first N1 traces, and the second run's requests before some K, are whole, exact
+ *     and unmarked; from K on, every trace lost exactly the frontend's piece (F1, F2, the
+ *     "parsed" event, the message edge C -> F1: 4 elements each) and is marked incomplete
+ *     (parent, edge), and K <= KILL_AT + 1 (nothing made after the kill is kept, so what is
+ *     lost is what the dead agent held unshipped plus what happened after);
+ *   - so the loss is known exactly, 4 (N2 - K) elements, and the store's marks count
+ *     exactly the N2 - K traces that lost them.
+ */
+#define N1 30
+#define N2 1500
+#define KILL_AT 300
+
+static void test_agent_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	struct cl_proc *sub, *be, *fe, *c1, *c2;
+	struct graph_id128 ids1[N1], *ids2 = calloc(N2, sizeof(*ids2));
+	struct graph_store *s;
+	char query[PATH_MAX + 64], addr[64], baddr[64], cnt[16], nreq[16], why[1024] = "", n[64];
+	long printed, k = -1, cut = 0;
+	int pb, pf;
+	uint64_t qid;
+
+	if (!cl->dir[0])
+		skip();
+	assert_non_null(ids2);
+	snprintf(query, sizeof(query), "from usdt:%s:weft:* graph every 1s",
+		 wr_workload("wl_3tier"));
+	sub = cl_submit(cl, "submit-kill", NULL, query, &qid);
+	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
+	for (int i = 0; i < NS; i++)
+		cl_expect_log(f->agents[i], n, CL_WAIT_MS);
+
+	snprintf(cnt, sizeof(cnt), "%d", N1 + N2);
+	snprintf(addr, sizeof(addr), "%s:0", f->ip[3]);
+	pb = tier_start(f, 2, "backend2", (char *const[]){ (char *)"backend", addr, cnt, NULL },
+			&be);
+	snprintf(baddr, sizeof(baddr), "%s:%d", f->ip[3], pb);
+	snprintf(addr, sizeof(addr), "%s:0", f->ip[1]);
+	pf = tier_start(f, 1, "frontend2",
+			(char *const[]){ (char *)"frontend", addr, baddr, cnt, NULL }, &fe);
+	snprintf(addr, sizeof(addr), "%s:%d", f->ip[1], pf);
+
+	/* N1 requests, every piece stored */
+	snprintf(nreq, sizeof(nreq), "%d", N1);
+	tier_start(f, 0, "client-a", (char *const[]){ (char *)"client", addr, nreq, NULL }, &c1);
+	if (cl_wait_exit(c1, 120000) != 0)
+		fail_msg("the first client failed: %s", cl_slurp(c1->err));
+	{
+		char *o = cl_slurp(c1->out);
+
+		assert_int_equal(ge_3tier_client_traces(o, ids1, N1), 0);
+		free(o);
+	}
+	if (!CL_WAIT(traces_with(f->gpath, "frontend") == NREQ + N1, 60000))
+		fail_msg("the first %d requests were not all stored", N1);
+
+	/* N2 more; the frontend's agent killed mid-run */
+	snprintf(nreq, sizeof(nreq), "%d", N2);
+	tier_start(f, 0, "client-b", (char *const[]){ (char *)"client", addr, nreq, NULL }, &c2);
+	if (!CL_WAIT(lines_with(c2->out, "wl_3tier: request ") >= KILL_AT || !cl_alive(c2), 120000))
+		fail_msg("the second client does not get on");
+	kill(f->agents[1]->pid, SIGKILL);
+	printed = lines_with(c2->out, "wl_3tier: request ");
+	assert_true(cl_wait_exit(f->agents[1], 10000) == 128 + SIGKILL);
+	assert_true(printed < N2); /* mid-run */
+	if (cl_wait_exit(c2, 120000) != 0)
+		fail_msg("the second client failed: %s", cl_slurp(c2->err));
+	{
+		char *o = cl_slurp(c2->out);
+
+		assert_int_equal(ge_3tier_client_traces(o, ids2, N2), 0);
+		free(o);
+	}
+	assert_int_equal(cl_wait_exit(fe, 30000), 0);
+	assert_int_equal(cl_wait_exit(be, 30000), 0);
+
+	/* the other agents' pieces all arrive; the query ends and its traces are checked */
+	if (!CL_WAIT(traces_with(f->gpath, "client") == NREQ + N1 + N2 &&
+			     traces_with(f->gpath, "backend") == NREQ + N1 + N2,
+		     60000))
+		fail_msg("the client's and backend's pieces did not all arrive: %ld, %ld",
+			 traces_with(f->gpath, "client"), traces_with(f->gpath, "backend"));
+	cl_cancel(cl, NULL, qid);
+	cl_expect_end(sub);
+
+	s = graph_store_open(f->gpath, why, sizeof(why));
+	if (!s)
+		fail_msg("%s", why);
+	{
+		struct ge_3tier x = {
+			.n = N1,
+			.error_req = -1,
+			.source = GRAPH_SRC_WEFT,
+			.pid = { c1->pid, fe->pid, be->pid },
+			.host = { hosts[0], hosts[1], hosts[2] },
+			.one_clock = true,
+		};
+
+		for (long r = 0; r < N1; r++)
+			assert_false(check_cut(s, ids1[r], &x, false));
+		x.pid[GE_CLIENT] = c2->pid;
+		for (long r = 0; r < N2; r++) {
+			bool c = check_cut(s, ids2[r], &x, false);
+
+			if (c && k < 0)
+				k = r;
+			if (k >= 0 && !c)
+				fail_msg("request %ld kept whole after request %ld was cut", r, k);
+			cut += c;
+		}
+	}
+	graph_store_close(s);
+	print_message("the frontend's agent killed after %ld answers: requests %ld.. cut "
+		      "(%ld traces, %ld elements lost)\n",
+		      printed, k, cut, 4 * cut);
+	assert_true(k >= 0 && k <= printed + 1);
+	assert_int_equal(cut, N2 - k);
+	free(ids2);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stitched),
+		cmocka_unit_test(test_agent_killed), /* last: it kills an agent of the fixture */
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
