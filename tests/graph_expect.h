@@ -424,4 +424,65 @@ static inline int ge_stores_same(struct graph_store *a, struct graph_store *b, s
 	return rc;
 }
 
+/* Drops g's parent edges that say what a task's parent field says (an LTTng import has
+ * them, a live capture does not): what is left compares across the two. */
+static inline void ge_parent_edges_implicit(struct graph *g)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g->nedges; i++) {
+		const struct graph_edge *e = &g->edges[i];
+		const struct graph_task *t = ge_task(g, e->to_task);
+
+		if (e->kind == GRAPH_EDGE_PARENT && !e->from_event && !e->to_event && t &&
+		    t->parent == e->from_task)
+			continue;
+		g->edges[k++] = *e;
+	}
+	g->nedges = k;
+}
+
+/* ge_stores_same(), parent edges taken as implicit in both (ge_parent_edges_implicit()). */
+static inline int ge_stores_same_implicit(struct graph_store *a, struct graph_store *b,
+					  size_t limit, char *why, size_t whysz)
+{
+	struct graph_trace_row *ra = NULL, *rb = NULL;
+	struct graph_filter f = { .limit = limit };
+	ssize_t na = graph_store_list(a, &f, &ra, why, whysz), nb;
+	int rc = 0;
+
+	if (na < 0)
+		return -1;
+	nb = graph_store_list(b, &f, &rb, why, whysz);
+	if (nb < 0) {
+		free(ra);
+		return -1;
+	}
+	if (na != nb)
+		rc = ge_fail(why, whysz, "%zd traces against %zd", na, nb);
+	for (ssize_t i = 0; rc == 0 && i < na; i++) {
+		struct graph ga, gb;
+		char hex[33], sub[512];
+
+		graph_id128_hex(ra[i].trace, hex);
+		graph_init(&ga);
+		graph_init(&gb);
+		if (graph_store_load(a, hex, &ga, why, whysz) != 0) {
+			rc = -1;
+		} else if (graph_store_load(b, hex, &gb, why, whysz) != 0) {
+			rc = ge_fail(why, whysz, "trace %s: not in the second store", hex);
+		} else {
+			ge_parent_edges_implicit(&ga);
+			ge_parent_edges_implicit(&gb);
+			if (ge_same_structure(&ga, &gb, sub, sizeof(sub)) != 0)
+				rc = ge_fail(why, whysz, "trace %s: %s", hex, sub);
+		}
+		graph_free(&ga);
+		graph_free(&gb);
+	}
+	free(ra);
+	free(rb);
+	return rc;
+}
+
 #endif

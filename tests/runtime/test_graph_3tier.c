@@ -3,7 +3,8 @@
  * The three-tier program (tests/workloads/wl_3tier.c: client -> frontend -> backend over TCP
  * on loopback, the traceparent in the payload, instrumented with include/weft/trace.h)
  * recorded by lttng-tools and, in the same run, counted by `weft run` through the same
- * sites' USDT notes; the CTF trace imported with the real `weft graph import` into a fresh
+ * sites' USDT notes and captured live by a second `weft run` of the graph query `from
+ * usdt:WL:weft:* graph` into a store of its own; the CTF trace imported with the real `weft graph import` into a fresh
  * store.  The reference the live capture is compared against.
  *
  * NREQ requests, request ERR_REQ asked to fail.  Asserted, each derived from what wl_3tier
@@ -18,6 +19,8 @@
  *  - `weft graph list --format json` and `show --format json` say the same through the CLI;
  *  - weft counted 4 NREQ task_begin and task_end, 3 NREQ events and 2 NREQ edges while LTTng
  *    recorded them: one site, both tracers;
+ *  - the live capture holds exactly the same graphs: wl_3tier's, and trace by trace the
+ *    import's tasks, events and edges (ge_stores_same_implicit(), both ways);
  *  - the checker itself fails on a trace with one thing wrong (a parent, a status, an event,
  *    an extra edge), and ge_same_structure() tells two imports of the trace alike and a
  *    changed one apart.
@@ -46,6 +49,8 @@
 #define ERR_REQ 7 /* the one that fails */
 
 static char tracedir[PATH_MAX], store_path[PATH_MAX], store2_path[PATH_MAX];
+static char live_path[PATH_MAX]; /* `weft run ... graph`'s store, captured in the same run */
+static struct wr_proc live; /* that weft run, its output */
 static char wl[PATH_MAX], host[256];
 static struct lt_session session;
 static const char *skip_why;
@@ -150,14 +155,17 @@ static int record(void **state)
 	(void)state;
 	memset(&imp, 0, sizeof(imp));
 	memset(&weft, 0, sizeof(weft));
+	memset(&live, 0, sizeof(live));
 	snprintf(tracedir, sizeof(tracedir), "%s/tests/graph_3tier_trace", bdir);
 	snprintf(store_path, sizeof(store_path), "%s/tests/graph_3tier.sqlite", bdir);
 	snprintf(store2_path, sizeof(store2_path), "%s/tests/graph_3tier_2.sqlite", bdir);
+	snprintf(live_path, sizeof(live_path), "%s/tests/graph_3tier_live.sqlite", bdir);
 	snprintf(lt_logpath, sizeof(lt_logpath), "%s/tests/graph_3tier.log", bdir);
 	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
 	unlink(lt_logpath);
 	rm_store(store_path);
 	rm_store(store2_path);
+	rm_store(live_path);
 	{
 		char dir[PATH_MAX];
 
@@ -185,11 +193,24 @@ static int record(void **state)
 		wr_dump(&weft, "weft run");
 		goto out_fail;
 	}
+	/* and captures their graphs live, into a store of its own */
+	snprintf(q, sizeof(q), "from usdt:%s:weft:* graph", wl);
+	if (wr_weft_start(&live, "--format", "json", "--ringbuf-size", "64MiB", "--graph-store",
+			  live_path, q, (char *)NULL) != 0 ||
+	    wr_wait_err(&live, "attached", WR_TIMEOUT_MS) != 0) {
+		wr_dump(&live, "weft run (graph)");
+		goto out_fail;
+	}
 	if (run_three_tiers() != 0)
 		goto out_fail;
 	kill(weft.pid, SIGINT);
+	kill(live.pid, SIGINT);
 	if (wr_finish(&weft, WR_TIMEOUT_MS) != 0) {
 		wr_dump(&weft, "weft run");
+		goto out_fail;
+	}
+	if (wr_finish(&live, WR_TIMEOUT_MS) != 0) {
+		wr_dump(&live, "weft run (graph)");
 		goto out_fail;
 	}
 	wr_json_lines(&weft.out, &counted);
@@ -224,6 +245,7 @@ static int cleanup(void **state)
 	if (copied)
 		unlink(wl);
 	wr_free(&imp);
+	wr_free(&live);
 	wr_json_free(&counted);
 	return 0;
 }
@@ -471,6 +493,38 @@ static void test_same_structure(void **state)
 	graph_store_close(b);
 }
 
+/*
+ * The live capture (`weft run ... graph`, attached to the same sites while LTTng recorded
+ * them) gives the same graphs as the CTF trace imported: exactly wl_3tier's (source weft,
+ * no explicit parent edges: a live task's parent is its parent field), and trace by trace the
+ * same tasks, events and edges as the import (ge_stores_same_implicit: the import's explicit
+ * parent edges are the parent fields both have).
+ */
+static void test_live_same_as_lttng(void **state)
+{
+	struct ge_3tier x = expected();
+	struct graph_store *a, *b;
+	char why[1024] = "";
+
+	(void)state;
+	wt_skip_if(skip_why);
+	a = graph_store_open(store_path, why, sizeof(why));
+	assert_non_null(a);
+	b = graph_store_open(live_path, why, sizeof(why));
+	if (!b)
+		fail_msg("%s; weft run said:\n%s\n%s", why, live.out.p, live.err.p);
+	x.source = GRAPH_SRC_WEFT;
+	x.parent_edges = false;
+	if (ge_3tier_check_store(b, &x, why, sizeof(why)) != 0)
+		fail_msg("the live capture: %s", why);
+	if (ge_stores_same_implicit(a, b, NREQ + 16, why, sizeof(why)) != 0)
+		fail_msg("the import against the live capture: %s", why);
+	if (ge_stores_same_implicit(b, a, NREQ + 16, why, sizeof(why)) != 0)
+		fail_msg("the live capture against the import: %s", why);
+	graph_store_close(a);
+	graph_store_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +534,7 @@ int main(void)
 		cmocka_unit_test(test_weft_counted_same_sites),
 		cmocka_unit_test(test_checker_fails_on_wrong),
 		cmocka_unit_test(test_same_structure),
+		cmocka_unit_test(test_live_same_as_lttng),
 	};
 
 	if (!wr_ready())
