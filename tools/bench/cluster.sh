@@ -36,6 +36,7 @@
 #   CBENCH_PERF=1   also `perf record` the aggregator during the measurement
 #   CBENCH_PORT     the aggregator's port on 127.0.0.1 (default 7471)
 #   CBENCH_AGG_CPUS the CPUs the aggregator may run on (taskset list, default 0: one core)
+#   CBENCH_AGG_ARGS more options for the aggregator (e.g. --graph-forward URL)
 #   CBENCH_QUIET    seconds to wait at most for a quiet machine (default 1800)
 set -euo pipefail
 
@@ -116,7 +117,7 @@ start_aggregator() {
 	: >"$log"
 	taskset -c "${CBENCH_AGG_CPUS:-0}" "$WEFT" aggregator --listen "$EP" \
 		--key "$BENCH_OUT/keys/aggregator.key" \
-		--allow "$BENCH_OUT/keys/allow" --store "$STORE" -v 2>"$log" &
+		--allow "$BENCH_OUT/keys/allow" --store "$STORE" -v ${CBENCH_AGG_ARGS:-} 2>"$log" &
 	AGG_PID=$!
 	for i in $(seq 100); do
 		grep -q listening "$log" && return 0
