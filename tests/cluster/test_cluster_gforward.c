@@ -21,6 +21,11 @@
  *   - at the aggregator's clean stop the per-type aggregates go as OTLP metrics of their
  *     own resource (weft-aggregates): the duration histogram of frontend/request and of
  *     backend/query counts exactly N_REQ each.
+ *
+ * test_rules checks the forwarding rules one by one with test senders (a piece stitched
+ * within the linger, a piece that comes after its trace was forwarded, a repeated task, an
+ * event whose span was sent): see its comment.
+ *
  * Needs root (weft submit compiles through the probe catalog) and python3; skipped otherwise.
  */
 #include <errno.h>
@@ -35,6 +40,7 @@
 
 #include <cmocka.h>
 
+#include "agent/wire_graph.h"
 #include "graph/store.h"
 #include "tests/cluster/cluster_util.h"
 #include "tests/graph_wl.h"
@@ -250,10 +256,230 @@ static void test_forward(void **state)
 	cl->passed = true;
 }
 
+/* ---- the rules, with test senders: a late piece, a repeat, a late event ---- */
+
+#define T0 1700000000000000000ll
+#define US 1000ll
+
+static struct graph_id128 tr(int k)
+{
+	return (struct graph_id128){ .hi = 0x7e58000000000000ull | (uint64_t)getpid(),
+				     .lo = (uint64_t)k };
+}
+
+static void add_task(struct graph *g, int k, uint64_t id, uint64_t parent, const char *svc)
+{
+	struct graph_task t = { .trace = tr(k),
+				.id = id,
+				.parent = parent,
+				.service = svc,
+				.name = "op",
+				.host = "",
+				.pid = 100,
+				.tid = 100,
+				.start = T0 + k * 1000 * US + (int64_t)id * US,
+				.end = T0 + k * 1000 * US + 500 * US - (int64_t)id * US,
+				.status = GRAPH_STATUS_OK,
+				.source = GRAPH_SRC_WEFT,
+				.attrs = "{}" };
+
+	assert_non_null(graph_add_task(g, &t));
+}
+
+static void add_edge(struct graph *g, int k, uint64_t from, uint64_t to)
+{
+	struct graph_edge e = { .trace = tr(k),
+				.kind = GRAPH_EDGE_MESSAGE,
+				.from_task = from,
+				.to_task = to,
+				.source = GRAPH_SRC_WEFT };
+
+	assert_non_null(graph_add_edge(g, &e));
+}
+
+static void add_event(struct graph *g, int k, uint64_t task, const char *name)
+{
+	struct graph_event e = { .trace = tr(k),
+				 .task = task,
+				 .time = T0 + k * 1000 * US + 200 * US,
+				 .name = name,
+				 .attrs = "{}" };
+
+	assert_non_null(graph_add_event(g, &e));
+}
+
+static void hello(struct cl_raw *r, const char *host, uint64_t instance)
+{
+	Weft__Envelope e, *w;
+	Weft__Hello h;
+
+	weft__hello__init(&h);
+	h.role = (char *)"agent";
+	h.host = (char *)host;
+	h.version = (char *)"0.1.0";
+	h.instance = instance;
+	cl_raw_env(r, &e, WEFT__ENVELOPE__BODY_HELLO, &h);
+	cl_raw_send(r, &e);
+	w = cl_raw_expect(r, WEFT__ENVELOPE__BODY_WELCOME, CL_WAIT_MS);
+	if (!w)
+		fail_msg("no Welcome for %s", host);
+	wire_free(w);
+}
+
+/* Sends g (then emptied) as the next GraphBatch of host and waits for its Ack. */
+static void ship(struct cl_raw *r, uint64_t qid, const char *host, struct graph *g)
+{
+	struct wire_graph_meta m = { .query_id = qid, .window = 0, .host = host };
+	uint64_t seq = ++r->seq, end = wr_now_ms() + CL_WAIT_MS;
+	void *body, *env;
+	size_t len, elen;
+	char why[256];
+
+	if (wire_graph_pack(&m, g, &body, &len, why, sizeof(why)))
+		fail_msg("pack: %s", why);
+	assert_int_equal(
+		wire_envelope_wrap(seq, WEFT__ENVELOPE__BODY_GRAPH_BATCH, body, len, &env, &elen),
+		0);
+	assert_int_equal(cl_raw_bytes(r, env, elen, 0), 0);
+	free(body);
+	free(env);
+	graph_free(g);
+	graph_init(g);
+	while (wr_now_ms() < end) {
+		Weft__Envelope *a =
+			cl_raw_expect(r, WEFT__ENVELOPE__BODY_ACK, (int)(end - wr_now_ms()) + 1);
+		bool ok = a && a->ack->upto >= seq;
+
+		wire_free(a);
+		if (ok)
+			return;
+	}
+	fail_msg("no Ack up to seq %llu", (unsigned long long)seq);
+}
+
+/* The record line of span id of trace k, or NULL (malloc'd). */
+static char *span_line(const char *path, int k, uint64_t id)
+{
+	char key[64], hex[33], *s = cl_slurp(path), *p, *nl, *out = NULL;
+
+	graph_id128_hex(tr(k), hex);
+	snprintf(key, sizeof(key), "%s %016llx ", hex, (unsigned long long)id);
+	p = s ? strstr(s, key) : NULL;
+	if (p) {
+		nl = strchr(p, '\n');
+		out = strndup(p + strlen(key), nl ? (size_t)(nl - p) - strlen(key) : strlen(p));
+		if (strstr(nl ? nl : p + 1, key))
+			fail_msg("span %llu of T%d recorded twice", (unsigned long long)id, k);
+	}
+	free(s);
+	return out;
+}
+
+static void expect_span(const char *path, int k, uint64_t id, const char *rest)
+{
+	char *l = NULL;
+
+	if (!CL_WAIT((free(l), (l = span_line(path, k, id)) != NULL), 30000))
+		fail_msg("span %llu of T%d never arrived", (unsigned long long)id, k);
+	if (strcmp(l, rest) != 0)
+		fail_msg("span %llu of T%d arrived as '%s', not '%s'", (unsigned long long)id, k, l,
+			 rest);
+	free(l);
+}
+
+/*
+ * With two test senders h1 and h2 (real CURVE ZeroMQ, agent keys) and linger 500 ms:
+ *   stitched  T1: h1's root (with the message edge to the child) and h2's child (with an
+ *             event) within the linger arrive, each once: the root bare, the child with
+ *             its parent, its event and its link;
+ *   late      T2: h1's root alone, forwarded (recorded) before h2's child comes; then the
+ *             child (with the message edge, its event) is forwarded too, on its own;
+ *   repeated  T1's root sent again by h1 (a new seq: the store recognises it) is not
+ *             forwarded again: `repeated` 1;
+ *   late event  an event of T2's child, whose span was sent, is not forwarded: `late` 1.
+ * Exactly 4 spans recorded, each once; `sent` 4, nothing dropped.
+ */
+static void test_rules(void **state)
+{
+	struct cl *cl = *state;
+	char gpath[PATH_MAX], url[64], spans[PATH_MAX];
+	struct cl_raw r1, r2;
+	struct cl_proc *sub;
+	struct graph g;
+	uint64_t qid, inst = ((uint64_t)getpid() << 16) | 0x2001;
+	int port;
+
+	if (!cl->dir[0])
+		skip();
+	if (system("python3 -c 'import http.server' >/dev/null 2>&1") != 0) {
+		print_message("skipped: python3 missing\n");
+		skip();
+	}
+	port = receiver_start(cl, "rcv", 0, 0);
+	snprintf(spans, sizeof(spans), "%s/spans", cl->dir);
+	cl_keygen(cl, "agent", "h1", true);
+	cl_keygen(cl, "agent", "h2", true);
+	snprintf(gpath, sizeof(gpath), "%s", cl_path(cl, "graphs.sqlite"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
+	cl_aggregator(cl, "agg", NULL, NULL,
+		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--graph-forward",
+				       url, (char *)"--graph-forward-linger", (char *)"500ms",
+				       (char *)"--graph-forward-aggregates", (char *)"0", NULL });
+	cl_raw_open(&r1, cl, cl->endpoint, "h1");
+	hello(&r1, "h1", inst);
+	cl_raw_open(&r2, cl, cl->endpoint, "h2");
+	hello(&r2, "h2", inst + 1);
+	sub = cl_submit(cl, "submit", NULL, "from interval:100ms select count() as n every 1s",
+			&qid);
+	graph_init(&g);
+
+	/* T1, stitched from two hosts within the linger */
+	add_task(&g, 1, 1, 0, "front");
+	add_edge(&g, 1, 1, 2);
+	ship(&r1, qid, "h1", &g);
+	add_task(&g, 1, 2, 1, "back");
+	add_event(&g, 1, 2, "cache-miss");
+	ship(&r2, qid, "h2", &g);
+	expect_span(spans, 1, 1, "- 0 0");
+	expect_span(spans, 1, 2, "0000000000000001 1 1");
+
+	/* T2: the root goes before the child comes; the child goes after */
+	add_task(&g, 2, 1, 0, "front");
+	ship(&r1, qid, "h1", &g);
+	expect_span(spans, 2, 1, "- 0 0");
+	add_task(&g, 2, 2, 1, "back");
+	add_event(&g, 2, 2, "cache-miss");
+	add_edge(&g, 2, 1, 2);
+	ship(&r2, qid, "h2", &g);
+	expect_span(spans, 2, 2, "0000000000000001 1 1");
+
+	/* a repeat and a late event: counted, not sent */
+	add_task(&g, 1, 1, 0, "front");
+	ship(&r1, qid, "h1", &g);
+	add_event(&g, 2, 2, "retry");
+	ship(&r2, qid, "h2", &g);
+	if (!CL_WAIT(fwd_count(cl, "repeated") == 1 && fwd_count(cl, "late") == 1 &&
+			     fwd_count(cl, "pending") == 0,
+		     30000))
+		fail_msg("repeated %lld, late %lld, pending %lld", fwd_count(cl, "repeated"),
+			 fwd_count(cl, "late"), fwd_count(cl, "pending"));
+	assert_int_equal(fwd_count(cl, "sent"), 4);
+	assert_int_equal(fwd_count(cl, "dropped"), 0);
+	assert_int_equal(fwd_count(cl, "rejected"), 0);
+	assert_int_equal(lines_of(spans), 4);
+	cl_cancel(cl, NULL, qid);
+	cl_expect_end(sub);
+	graph_free(&g);
+	cl_raw_close(&r1);
+	cl_raw_close(&r2);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const char *src = getenv("WEFT_SOURCE_DIR");
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
 	};
 
