@@ -397,7 +397,8 @@ static void expect_span(const char *path, int k, uint64_t id, const char *rest)
  *   repeated  T1's root sent again by h1 (a new seq: the store recognises it) is not
  *             forwarded again: `repeated` 1;
  *   late event  an event of T2's child, whose span was sent, is not forwarded: `late` 1.
- * Exactly 4 spans recorded, each once; `sent` 4, nothing dropped.
+ * Exactly 4 spans recorded, each once; `sent` 4, nothing dropped.  First, bad
+ * --graph-forward* values are refused with exit status 2 and a message.
  */
 static void test_rules(void **state)
 {
@@ -414,6 +415,27 @@ static void test_rules(void **state)
 	if (system("python3 -c 'import http.server' >/dev/null 2>&1") != 0) {
 		print_message("skipped: python3 missing\n");
 		skip();
+	}
+	/* bad command lines: exit status 2, said */
+	{
+		static const char *const bad[][3] = {
+			{ "--graph-forward", "ftp://collector", "an http:// or https:// URL" },
+			{ "--graph-forward-linger", "5ms", "from 100ms to 10m" },
+			{ "--graph-forward-queue", "0", "a number from 1" },
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			struct wr_proc p;
+
+			assert_int_equal(cl_weft(&p, (char *)"aggregator", (char *)"--key",
+						 (char *)"k", (char *)"--allow", (char *)"a",
+						 (char *)"--graph-forward", (char *)"http://c:4318",
+						 (char *)bad[i][0], (char *)bad[i][1]),
+					 2);
+			if (!p.err.p || !strstr(p.err.p, bad[i][2]))
+				fail_msg("%s %s: %s", bad[i][0], bad[i][1], p.err.p);
+			wr_free(&p);
+		}
 	}
 	port = receiver_start(cl, "rcv", 0, 0);
 	snprintf(spans, sizeof(spans), "%s/spans", cl->dir);
