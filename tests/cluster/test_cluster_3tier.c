@@ -19,7 +19,9 @@
  *              pid the test started) and stored with its agent's host: every graph spans
  *              the three agents; only the failed request's tasks are errors; `weft
  *              status` counts exactly 4 NREQ tasks, 3 NREQ events and 2 NREQ edges stored,
- *              nothing refused, failed or lost.
+ *              nothing refused, failed or lost; and the aggregator forwarded them
+ *              (--graph-forward) to tests/otlp_receiver.py: exactly 4 NREQ spans, each
+ *              once, 4 per request with one root, 3 NREQ span events, 2 NREQ links.
  *
  *   agent killed  the frontend's agent SIGKILLed mid-capture: only its own pieces are
  *              lost, exactly those it held unshipped and those made after its death, the
@@ -63,6 +65,7 @@ struct fixture {
 	char scope[NS][PATH_MAX];
 	char ip[4][32]; /* 1-2 link: ns1 end, ns2 end; 2-3 link: ns2 end, ns3 end */
 	char gpath[PATH_MAX];
+	char url[64]; /* the OTLP receiver the aggregator forwards to */
 	bool failed;
 };
 
@@ -132,9 +135,32 @@ static int group_setup(void **state)
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
-	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL,
-			       (char *const[]){ (char *)"--graph-store", f->gpath,
-						(char *)"--lateness", (char *)"15s", NULL });
+	/* the stitched graphs are forwarded to an OTLP receiver too (aggd_gfwd.c) */
+	{
+		char pf[PATH_MAX], rec[PATH_MAX], rlog[PATH_MAX], rcv[PATH_MAX];
+		const char *src = getenv("WEFT_SOURCE_DIR");
+		struct cl_proc *r;
+		char *pt;
+
+		snprintf(pf, sizeof(pf), "%s/rcv.port", f->cl.dir);
+		snprintf(rec, sizeof(rec), "%s/spans", f->cl.dir);
+		snprintf(rlog, sizeof(rlog), "%s/requests", f->cl.dir);
+		snprintf(rcv, sizeof(rcv), "%s/tests/otlp_receiver.py", src ? src : ".");
+		r = cl_spawn(&f->cl, "rcv", NULL,
+			     (char *const[]){ (char *)"python3", rcv, (char *)"--port-file", pf,
+					      (char *)"--record", rec, (char *)"--log", rlog,
+					      NULL });
+		if (!CL_WAIT(access(pf, F_OK) == 0 || !cl_alive(r), CL_WAIT_MS) ||
+		    !(pt = cl_slurp(pf)))
+			fail_msg("the OTLP receiver did not start: %s", cl_slurp(r->err));
+		snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d", atoi(pt));
+		free(pt);
+	}
+	f->agg = cl_aggregator(
+		&f->cl, "agg", listen, NULL,
+		(char *const[]){ (char *)"--graph-store", f->gpath, (char *)"--lateness",
+				 (char *)"15s", (char *)"--graph-forward", f->url,
+				 (char *)"--graph-forward-linger", (char *)"500ms", NULL });
 	for (int k = 0; k < NS; k++) {
 		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
 		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
@@ -200,6 +226,19 @@ static long long graph_count(struct cl *cl, const char *name)
 
 	assert_non_null(g);
 	v = wj_int_of(g, name);
+	wj_free(st);
+	return v;
+}
+
+/* A count of the graph store's forward object in `weft status --format json`. */
+static long long fwd_count(struct cl *cl, const char *name)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *g = wj_get(st, "graph"), *w = g ? wj_get(g, "forward") : NULL;
+	long long v;
+
+	assert_non_null(w);
+	v = wj_int_of(w, name);
 	wj_free(st);
 	return v;
 }
@@ -309,6 +348,53 @@ static void test_stitched(void **state)
 			fail_msg("%s", why);
 	}
 	graph_store_close(s);
+	/* forwarded: every span once, each trace of the client's 4 spans (one root), 3 NREQ
+	 * events and 2 NREQ links in all */
+	{
+		char spans[PATH_MAX], *o, *line, *save = NULL;
+		long nl = 0, roots = 0, evs = 0, links = 0, per[NREQ] = { 0 };
+
+		snprintf(spans, sizeof(spans), "%s/spans", cl->dir);
+		if (!CL_WAIT(fwd_count(cl, "sent") >= 4 * NREQ && fwd_count(cl, "pending") == 0,
+			     60000))
+			fail_msg("%lld spans forwarded, not %d", fwd_count(cl, "sent"), 4 * NREQ);
+		assert_int_equal(fwd_count(cl, "sent"), 4 * NREQ);
+		assert_int_equal(fwd_count(cl, "dropped"), 0);
+		assert_int_equal(fwd_count(cl, "repeated"), 0);
+		assert_int_equal(fwd_count(cl, "late"), 0);
+		o = cl_slurp(spans);
+		assert_non_null(o);
+		for (line = strtok_r(o, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char trace[64], span[32], parent[32], again[128];
+			struct graph_id128 id;
+			int ne, nk;
+			size_t r;
+
+			assert_int_equal(
+				sscanf(line, "%63s %31s %31s %d %d", trace, span, parent, &ne, &nk),
+				5);
+			assert_int_equal(graph_id128_parse_hex(trace, strlen(trace), &id), 0);
+			for (r = 0; r < NREQ && !graph_id128_eq(ids[r], id); r++)
+				;
+			if (r == NREQ)
+				fail_msg("a span of a trace the client never made: %s", line);
+			per[r]++;
+			snprintf(again, sizeof(again), "%s %s ", trace, span);
+			if (strstr(line + strlen(again), again))
+				fail_msg("span recorded twice: %s", line);
+			roots += strcmp(parent, "-") == 0;
+			evs += ne;
+			links += nk;
+			nl++;
+		}
+		free(o);
+		assert_int_equal(nl, 4 * NREQ);
+		for (size_t r = 0; r < NREQ; r++)
+			assert_int_equal(per[r], 4);
+		assert_int_equal(roots, NREQ);
+		assert_int_equal(evs, 3 * NREQ);
+		assert_int_equal(links, 2 * NREQ);
+	}
 	/* what the windows said, and what the late batches added (stored after the end) */
 	assert_true(graph_windows_sum(sub->out, "tasks", &inc) <= 4 * NREQ);
 	cl->passed = true;
