@@ -1143,7 +1143,7 @@ static void emit_graph_sink(struct cg *c)
 			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[2]);\n"
 			"\t\t}\n");
 	}
-	emit(c, "\t}\n\tWEFT_REC_SUBMIT(r);\n");
+	emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r);\n");
 }
 
 /* The body after filtering: aggregate update or stream record. */
