@@ -1124,7 +1124,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 	c->cap_kas = capnkas;
 	nkas = NULL;
 sort_tasks:
-	qsort(c->ktasks, c->nktasks, sizeof(*c->ktasks), ktask_cmp);
+	if (c->nktasks)
+		qsort(c->ktasks, c->nktasks, sizeof(*c->ktasks), ktask_cmp);
 out:
 	hmap_free(&nkix);
 	free(nkas);
