@@ -247,11 +247,12 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
  * the traced program a context switch of the agent each (docs/performance.md, "Kernel
  * edges").  The reader still sees every record: at the latest on its next timed poll.
  */
-#define WEFT_REC_SUBMIT_LAZY(r)                                                              \
-	bpf_ringbuf_submit((r), bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) >         \
-					bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4 ? \
-				BPF_RB_FORCE_WAKEUP :                                        \
-				BPF_RB_NO_WAKEUP)
+#define WEFT_REC_SUBMIT_LAZY(r)                                                                    \
+	bpf_ringbuf_submit((r),                                                                    \
+			   bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) >                    \
+					   bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4 ? \
+				   BPF_RB_FORCE_WAKEUP :                                           \
+				   BPF_RB_NO_WAKEUP)
 #endif /* WEFT_WANT_RINGBUF */
 
 /* ---------------------------------------------------------------------------------------- */
