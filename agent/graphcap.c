@@ -855,10 +855,16 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	}
 	if (!trace_get(c, k.trace, (uint64_t)f->time, true))
 		c->st.bad++; /* the trace table is full: drained by age */
-	if (grow((void **)&c->ktasks, &c->cap_ktasks, c->nktasks + 1, sizeof(*c->ktasks)))
-		return -ENOMEM;
-	kt = &c->ktasks[c->nktasks++];
-	*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
+	/* remembered for the spans of its thread, as many as open tasks at most: past that, a
+	 * span inside it stays a root (counted) */
+	if (c->nktasks < c->o.max_open) {
+		if (grow((void **)&c->ktasks, &c->cap_ktasks, c->nktasks + 1, sizeof(*c->ktasks)))
+			return -ENOMEM;
+		kt = &c->ktasks[c->nktasks++];
+		*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
+	} else {
+		c->st.open_evicted++;
+	}
 	for (size_t i = x->first; i < x->end; i++) {
 		if (!c->kops[i].send || c->nksent >= c->o.max_open)
 			continue;
