@@ -36,6 +36,7 @@
 #define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static char ns_s[64], ns_c[64], veth[16], addr_s[32], addr_c[32], dir[64];
+static pid_t redis_pid; /* killed at exit if a failure left it running */
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int sh(const char *fmt, ...)
@@ -53,6 +54,8 @@ static int sh(const char *fmt, ...)
 
 static void clean(void)
 {
+	if (redis_pid > 0)
+		kill(redis_pid, SIGKILL);
 	if (ns_s[0]) {
 		sh("ip netns del %s 2>/dev/null", ns_s);
 		sh("ip netns del %s 2>/dev/null", ns_c);
@@ -195,6 +198,7 @@ static void test_redis_local(void **state)
 	snprintf(store, sizeof(store), "%s/kedges.db", dir);
 	snprintf(num, sizeof(num), "%d", N_SET);
 	assert_int_equal(wr_start(&redis, rargv), 0);
+	redis_pid = redis.pid;
 	wr_close_stdin(&redis);
 	/* up when it answers (before weft attaches: these pings are not traced) */
 	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
@@ -237,6 +241,7 @@ static void test_redis_local(void **state)
 	}
 	kill(redis.pid, SIGTERM);
 	wr_finish(&redis, WR_TIMEOUT_MS);
+	redis_pid = 0;
 
 	s = graph_store_open(store, why, sizeof(why));
 	if (!s)
