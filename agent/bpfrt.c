@@ -658,6 +658,10 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 {
 	if (!rt->rb)
 		return -ENOENT;
+	/* without waiting: every record there, whether or not the writer woke us (graph
+	 * records are submitted without a wakeup: WEFT_REC_SUBMIT_LAZY) */
+	if (timeout_ms == 0)
+		return ring_buffer__consume(rt->rb);
 	return ring_buffer__poll(rt->rb, timeout_ms);
 }
 

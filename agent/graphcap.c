@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/graphcap.h"
+#include "graph/kmsg.h"
 #include "graph/store.h"
 #include "kernel/weft_abi.h"
 #include "kernel/weft_sketch.h"
@@ -173,7 +174,43 @@ struct span_rec {
 	int64_t wstart;
 };
 
+/* A send or receive of kernel:sockets, buffered until its exchange is complete. */
+struct kop {
+	int64_t time; /* monotonic ns */
+	int64_t pid, tid;
+	uint64_t sk;
+	struct kmsg_io io;
+	bool send;
+	char comm[16];
+};
+
+/* The id and trace given to an exchange (a task of kernel:sockets) when first seen: kept
+ * while its ops are buffered, so that every drain sees the same. */
+struct kassign {
+	uint64_t id;
+	struct graph_id128 trace; /* zero: not resolved yet */
+	uint64_t parent; /* client: the server task it runs in; server: 0 */
+	uint64_t from; /* server: the task whose send it received first; 0: none */
+	bool used;
+};
+
+/* A send of an emitted exchange: later receives may still match it. */
+struct ksent {
+	struct kmsg_io io;
+	int64_t time;
+	uint64_t task;
+	struct graph_id128 trace;
+};
+
+/* An emitted kernel task: spans of its thread nest inside it. */
+struct ktask {
+	int64_t pid, tid, start, end; /* monotonic ns */
+	uint64_t id;
+	struct graph_id128 trace;
+};
+
 struct ptrace {
+	uint64_t kheld; /* exchanges of the trace still buffered (kernel:sockets) */
 	uint64_t nopen; /* open tasks of the trace */
 	uint64_t first; /* monotonic ns of its first record */
 	uint64_t seq; /* first-seen order */
@@ -196,6 +233,7 @@ struct graphcap {
 	struct hmap open_ix; /* (hi, lo, task) -> slot */
 	struct hmap tid_top; /* (pid, tid, 0) -> slot of the innermost open task + 1 */
 	struct hmap traces; /* (hi, lo, 0) -> index into tr[] */
+	struct hmap tid_khold; /* (pid, tid, 0) -> start of its first waiting exchange */
 	struct ptrace *tr;
 	struct graph_id128 *trid;
 	size_t ntr, cap_tr;
@@ -203,6 +241,17 @@ struct graphcap {
 	struct graph pend; /* finished elements of traces not yet drained */
 	struct span_rec *spans;
 	size_t nspans, cap_spans;
+
+	/* kernel:sockets */
+	struct kop *kops;
+	size_t nkops, cap_kops;
+	struct hmap kix; /* (pid << 32 | tid, sk, first op time) -> index into kas + 1 */
+	struct kassign *kas;
+	size_t nkas, cap_kas;
+	struct ksent *ksent;
+	size_t nksent, cap_ksent;
+	struct ktask *ktasks;
+	size_t nktasks, cap_ktasks;
 
 	struct graph_aggs total; /* every finished trace so far: the outlier rules' view */
 	struct graphcap_stats st;
@@ -270,11 +319,17 @@ void graphcap_free(struct graphcap *c)
 	free(c->free_slots);
 	hmap_free(&c->open_ix);
 	hmap_free(&c->tid_top);
+	hmap_free(&c->tid_khold);
 	hmap_free(&c->traces);
 	free(c->tr);
 	free(c->trid);
 	graph_free(&c->pend);
 	free(c->spans);
+	free(c->kops);
+	hmap_free(&c->kix);
+	free(c->kas);
+	free(c->ksent);
+	free(c->ktasks);
 	graph_aggs_free(&c->total);
 	free(c);
 }
@@ -590,6 +645,40 @@ static int on_span(struct graphcap *c, const struct weft_graph_rec *r)
 	return 0;
 }
 
+static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	struct kop *k;
+
+	if (!r->a[6] || !r->a[5] || r->a[5] > UINT32_MAX || r->a[2] > UINT16_MAX ||
+	    r->a[3] > UINT16_MAX || r->a[0] > UINT32_MAX || r->a[1] > UINT32_MAX ||
+	    r->a[4] > UINT32_MAX)
+		return -EINVAL;
+	if (c->nkops >= c->o.max_open) {
+		c->st.open_evicted++; /* the buffer is full: this send or receive is lost */
+		return 0;
+	}
+	if (c->nkops == c->cap_kops) {
+		size_t ncap = c->cap_kops ? c->cap_kops * 2 : 256;
+		struct kop *nk = realloc(c->kops, ncap * sizeof(*nk));
+
+		if (!nk)
+			return -ENOMEM;
+		c->kops = nk;
+		c->cap_kops = ncap;
+	}
+	k = &c->kops[c->nkops++];
+	memset(k, 0, sizeof(*k));
+	k->time = (int64_t)r->time;
+	k->pid = r->pid;
+	k->tid = r->tid;
+	k->sk = r->a[6];
+	k->send = r->kind == WEFT_GREC_KSEND;
+	k->io = (struct kmsg_io){ (uint32_t)r->a[0], (uint32_t)r->a[1], (uint16_t)r->a[2],
+				  (uint16_t)r->a[3], (uint32_t)r->a[4], (uint32_t)r->a[5] };
+	rec_str(k->comm, r->comm, sizeof(r->comm));
+	return 0;
+}
+
 int graphcap_record(struct graphcap *c, const void *rec, size_t len)
 {
 	struct weft_graph_rec r;
@@ -619,12 +708,470 @@ int graphcap_record(struct graphcap *c, const void *rec, size_t len)
 	case WEFT_GREC_SPAN:
 		rc = on_span(c, &r);
 		break;
+	case WEFT_GREC_KSEND:
+	case WEFT_GREC_KRECV:
+		rc = on_kop(c, &r);
+		break;
 	default:
 		rc = -EINVAL;
 	}
 	if (rc == -EINVAL || rc == -ENOSPC)
 		c->st.bad++;
 	return rc == -ENOSPC ? 0 : rc;
+}
+
+/* ---------------------------------------------------------------- kernel:sockets into tasks */
+
+/*
+ * The sends and receives of kernel:sockets (docs/graphs.md, "Kernel edges").  Per thread and
+ * socket, an exchange is a run of ops in one direction followed by a run in the other: on a
+ * server, receives (the request) then sends (the reply); on a client, sends then receives.
+ * The next op in the first direction begins the next exchange.  Each exchange is a task of
+ * its thread: a server's joins the trace of the task whose send it received first (matched
+ * by graph/kmsg.c: mirrored 4-tuple, overlapping bytes of the stream), with a message edge
+ * from it; a client's is the child of the server task it runs in on the same thread (a tier
+ * calling the next one), else the root of a trace of its own.  An exchange is complete when
+ * its last op is GRAPHCAP_SPAN_HOLD_NS older than the newest record (or at the end): the
+ * spans of its thread nest inside it then, as they end before it does.
+ */
+#define KSENT_KEEP_NS (10 * GRAPHCAP_SPAN_HOLD_NS) /* sends of emitted tasks kept to match */
+
+struct kex {
+	size_t first, end; /* its ops: [first, end) of c->kops, sorted */
+	bool server, complete;
+	size_t as; /* index into c->kas */
+	size_t encl; /* client: the server exchange it runs in + 1, or 0 */
+	ssize_t sender; /* server: the send that its first receive matched (index), or -1 */
+};
+
+static int kop_cmp(const void *pa, const void *pb)
+{
+	const struct kop *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->sk != b->sk)
+		return a->sk < b->sk ? -1 : 1;
+	return (a->time > b->time) - (a->time < b->time);
+}
+
+static int ktask_cmp(const void *pa, const void *pb)
+{
+	const struct ktask *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return (a->start > b->start) - (a->start < b->start);
+}
+
+static bool kop_same_thread(const struct kop *a, const struct kop *b)
+{
+	return a->pid == b->pid && a->tid == b->tid;
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elsz)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	nv = realloc(*v, ncap * elsz);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+static struct graph_id128 new_trace(struct graphcap *c)
+{
+	struct graph_id128 t = { mix64(c->o.instance), make_id(c) };
+
+	return t;
+}
+
+static bool trace_set(struct graph_id128 t)
+{
+	return t.hi || t.lo;
+}
+
+/* The kernel task of an exchange into c->pend (and its edges), remembered for spans and
+ * its sends for later receives. */
+static int kex_emit(struct graphcap *c, const struct kex *x)
+{
+	const struct kop *f = &c->kops[x->first], *l = &c->kops[x->end - 1];
+	const struct kassign *as = &c->kas[x->as];
+	struct graph_task k = { 0 };
+	char name[64];
+	struct ktask *kt;
+
+	if (x->server)
+		snprintf(name, sizeof(name), "serve :%u", (unsigned)f->io.lport);
+	else
+		snprintf(name, sizeof(name), "request %u.%u.%u.%u:%u", f->io.raddr >> 24,
+			 (f->io.raddr >> 16) & 255, (f->io.raddr >> 8) & 255, f->io.raddr & 255,
+			 (unsigned)f->io.rport);
+	k.trace = as->trace;
+	k.id = as->id;
+	k.parent = as->parent;
+	k.service = graph_strdup(&c->pend, f->comm);
+	k.name = graph_strdup(&c->pend, name);
+	k.host = graph_strdup(&c->pend, c->host);
+	k.pid = f->pid;
+	k.tid = f->tid;
+	k.start = to_real(c, (uint64_t)f->time);
+	k.end = to_real(c, (uint64_t)l->time);
+	k.status = GRAPH_STATUS_UNSET;
+	k.source = GRAPH_SRC_KERNEL;
+	k.attrs = "{}";
+	if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k))
+		return -ENOMEM;
+	if (as->parent) {
+		struct graph_edge ed = { .trace = k.trace,
+					 .kind = GRAPH_EDGE_PARENT,
+					 .from_task = as->parent,
+					 .to_task = k.id,
+					 .source = GRAPH_SRC_KERNEL };
+
+		if (!graph_add_edge(&c->pend, &ed))
+			return -ENOMEM;
+	}
+	if (as->from) {
+		struct graph_edge ed = { .trace = k.trace,
+					 .kind = GRAPH_EDGE_MESSAGE,
+					 .from_task = as->from,
+					 .to_task = k.id,
+					 .source = GRAPH_SRC_KERNEL };
+
+		if (!graph_add_edge(&c->pend, &ed))
+			return -ENOMEM;
+	}
+	if (!trace_get(c, k.trace, (uint64_t)f->time, true))
+		c->st.bad++; /* the trace table is full: drained by age */
+	/* remembered for the spans of its thread, as many as open tasks at most: past that, a
+	 * span inside it stays a root (counted) */
+	if (c->nktasks < c->o.max_open) {
+		if (grow((void **)&c->ktasks, &c->cap_ktasks, c->nktasks + 1, sizeof(*c->ktasks)))
+			return -ENOMEM;
+		kt = &c->ktasks[c->nktasks++];
+		*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
+	} else {
+		c->st.open_evicted++;
+	}
+	for (size_t i = x->first; i < x->end; i++) {
+		if (!c->kops[i].send || c->nksent >= c->o.max_open)
+			continue;
+		if (grow((void **)&c->ksent, &c->cap_ksent, c->nksent + 1, sizeof(*c->ksent)))
+			return -ENOMEM;
+		c->ksent[c->nksent++] =
+			(struct ksent){ c->kops[i].io, c->kops[i].time, k.id, k.trace };
+	}
+	return 0;
+}
+
+/* Drops remembered sends and kernel tasks older than KSENT_KEEP_NS (all of them at the end). */
+static void ksock_prune(struct graphcap *c, bool final)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < c->nksent; i++)
+		if (!final && (uint64_t)c->ksent[i].time + KSENT_KEEP_NS > c->newest)
+			c->ksent[w++] = c->ksent[i];
+	c->nksent = w;
+	w = 0;
+	for (size_t i = 0; i < c->nktasks; i++)
+		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest)
+			c->ktasks[w++] = c->ktasks[i];
+	c->nktasks = w;
+}
+
+static int ksock_drain(struct graphcap *c, bool final)
+{
+	int64_t cutoff = final ? INT64_MAX : (int64_t)c->newest - (int64_t)GRAPHCAP_SPAN_HOLD_NS;
+	struct kex *xs = NULL;
+	size_t nx = 0, capx = 0, nsends = 0, *opx = NULL;
+	struct kmsg_io *sends = NULL, *recvs = NULL;
+	size_t *send_op = NULL, *recv_x = NULL, nrecvs = 0;
+	struct kmsg_match *m = NULL;
+	size_t nm = 0;
+	struct hmap nkix = { 0 };
+	struct kassign *nkas = NULL;
+	size_t nnkas = 0, capnkas = 0, w = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < c->ntr; i++)
+		c->tr[i].kheld = 0;
+	ksock_prune(c, false);
+	hmap_free(&c->tid_khold);
+	if (!c->nkops)
+		goto sort_tasks;
+	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
+	opx = malloc(c->nkops * sizeof(*opx));
+	if (!opx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* the exchanges, and each an assignment (kept from earlier drains) */
+	for (size_t i = 0; i < c->nkops;) {
+		size_t j = i;
+		bool dir0 = c->kops[i].send;
+		struct kex *x;
+		struct hent *e;
+		bool isnew;
+
+		while (j < c->nkops && kop_cmp(&c->kops[j], &c->kops[i]) >= 0 &&
+		       c->kops[j].sk == c->kops[i].sk &&
+		       kop_same_thread(&c->kops[j], &c->kops[i]) && c->kops[j].send == dir0)
+			j++;
+		while (j < c->nkops && c->kops[j].sk == c->kops[i].sk &&
+		       kop_same_thread(&c->kops[j], &c->kops[i]) && c->kops[j].send != dir0)
+			j++;
+		if ((rc = grow((void **)&xs, &capx, nx + 1, sizeof(*xs))))
+			goto out;
+		x = &xs[nx];
+		memset(x, 0, sizeof(*x));
+		x->first = i;
+		x->end = j;
+		x->server = !dir0;
+		x->complete = final || c->kops[j - 1].time < cutoff;
+		x->sender = -1;
+		e = hmap_get(&c->kix, ((uint64_t)c->kops[i].pid << 32) | (uint32_t)c->kops[i].tid,
+			     c->kops[i].sk, (uint64_t)c->kops[i].time, &isnew);
+		if (!e) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (isnew || !e->v) {
+			if ((rc = grow((void **)&c->kas, &c->cap_kas, c->nkas + 1,
+				       sizeof(*c->kas))))
+				goto out;
+			c->kas[c->nkas] = (struct kassign){ .id = make_id(c), .used = true };
+			e->v = ++c->nkas;
+		}
+		x->as = e->v - 1;
+		for (size_t k = i; k < j; k++)
+			opx[k] = nx;
+		nx++;
+		i = j;
+	}
+	/* message matches: every buffered or remembered send against first receives */
+	sends = malloc((c->nkops + c->nksent + 1) * sizeof(*sends));
+	send_op = malloc((c->nkops + c->nksent + 1) * sizeof(*send_op));
+	recvs = malloc((nx + 1) * sizeof(*recvs));
+	recv_x = malloc((nx + 1) * sizeof(*recv_x));
+	if (!sends || !send_op || !recvs || !recv_x) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c->nkops; i++)
+		if (c->kops[i].send) {
+			send_op[nsends] = i;
+			sends[nsends++] = c->kops[i].io;
+		}
+	for (size_t i = 0; i < c->nksent; i++) {
+		send_op[nsends] = SIZE_MAX;
+		sends[nsends++] = c->ksent[i].io;
+	}
+	for (size_t i = 0; i < nx; i++)
+		if (xs[i].server && !trace_set(c->kas[xs[i].as].trace)) {
+			recv_x[nrecvs] = i;
+			recvs[nrecvs++] = c->kops[xs[i].first].io;
+		}
+	if ((rc = kmsg_match(sends, nsends, recvs, nrecvs, &m, &nm)))
+		goto out;
+	for (size_t i = 0; i < nm; i++) {
+		struct kex *x = &xs[recv_x[m[i].recv]];
+
+		if (x->sender < 0)
+			x->sender = (ssize_t)m[i].send;
+	}
+	/* a client exchange inside a server exchange of its thread: the latest one begun
+	 * before it that had not replied yet when it began */
+	for (size_t i = 0; i < nx;) {
+		size_t j = i;
+		bool any_server = false;
+
+		while (j < nx && kop_same_thread(&c->kops[xs[j].first], &c->kops[xs[i].first])) {
+			any_server |= xs[j].server;
+			j++;
+		}
+		for (size_t a = i; a < j && any_server; a++) {
+			int64_t t0 = c->kops[xs[a].first].time, best = INT64_MIN;
+
+			if (xs[a].server)
+				continue;
+			for (size_t b = i; b < j; b++) {
+				const struct kex *s = &xs[b];
+				int64_t st = c->kops[s->first].time;
+				bool replied = false;
+
+				if (!s->server || st > t0 || st < best)
+					continue;
+				for (size_t k = s->first; k < s->end && !replied; k++)
+					replied = c->kops[k].send && c->kops[k].time < t0;
+				if (!replied) {
+					best = st;
+					xs[a].encl = b + 1;
+				}
+			}
+		}
+		i = j;
+	}
+	/* traces: from the sender (server), from the enclosing server task (client), else new;
+	 * repeated while that resolves more (chains of tiers), then the rest are roots */
+	for (int pass = 0, changed = 1; changed && pass < 64; pass++) {
+		changed = 0;
+		for (size_t i = 0; i < nx; i++) {
+			struct kex *x = &xs[i];
+			struct kassign *as = &c->kas[x->as];
+
+			if (trace_set(as->trace))
+				continue;
+			if (x->server && x->sender >= 0) {
+				size_t so = send_op[x->sender];
+
+				if (so == SIZE_MAX) {
+					const struct ksent *ks =
+						&c->ksent[(size_t)x->sender - (nsends - c->nksent)];
+
+					as->trace = ks->trace;
+					as->from = ks->task;
+				} else {
+					const struct kassign *fa = &c->kas[xs[opx[so]].as];
+
+					if (!trace_set(fa->trace))
+						continue;
+					as->trace = fa->trace;
+					as->from = fa->id;
+				}
+			} else if (x->server) {
+				if (!x->complete && c->kops[x->first].time >= cutoff)
+					continue; /* its sender's send may not be here yet */
+				as->trace = new_trace(c);
+			} else if (x->encl) {
+				const struct kassign *pa = &c->kas[xs[x->encl - 1].as];
+
+				if (!trace_set(pa->trace))
+					continue;
+				as->trace = pa->trace;
+				as->parent = pa->id;
+			} else {
+				as->trace = new_trace(c);
+			}
+			changed = 1;
+		}
+	}
+	for (size_t i = 0; i < nx; i++)
+		if (xs[i].complete && !trace_set(c->kas[xs[i].as].trace))
+			c->kas[xs[i].as].trace = new_trace(c); /* a cycle: cannot happen; safe */
+	/* out: the complete exchanges; the others wait, their traces held */
+	for (size_t i = 0; i < nx && !rc; i++) {
+		struct kex *x = &xs[i];
+		const struct kassign *as = &c->kas[x->as];
+
+		if (x->complete) {
+			rc = kex_emit(c, x);
+			continue;
+		}
+		if (trace_set(as->trace)) {
+			struct ptrace *t =
+				trace_get(c, as->trace, (uint64_t)c->kops[x->first].time, true);
+
+			if (t)
+				t->kheld++;
+		}
+	}
+	if (rc)
+		goto out;
+	/* what stays: the ops and assignments of the waiting exchanges; per thread, when the
+	 * first of them began (its spans wait for it) */
+	for (size_t i = 0; i < nx; i++) {
+		const struct kex *x = &xs[i];
+		const struct kop *f;
+		struct hent *e;
+		size_t w0 = w;
+		bool isnew;
+
+		if (x->complete)
+			continue;
+		for (size_t k = x->first; k < x->end; k++)
+			c->kops[w++] = c->kops[k];
+		f = &c->kops[w0];
+		e = hmap_get(&nkix, ((uint64_t)f->pid << 32) | (uint32_t)f->tid, f->sk,
+			     (uint64_t)f->time, &isnew);
+		if (!e || grow((void **)&nkas, &capnkas, nnkas + 1, sizeof(*nkas))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		nkas[nnkas] = c->kas[x->as];
+		e->v = ++nnkas;
+		e = hmap_get(&c->tid_khold, (uint64_t)f->pid, (uint64_t)f->tid, 0, &isnew);
+		if (!e) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (isnew || (int64_t)e->v > f->time)
+			e->v = (size_t)f->time;
+	}
+	c->nkops = w;
+	hmap_free(&c->kix);
+	c->kix = nkix;
+	memset(&nkix, 0, sizeof(nkix));
+	free(c->kas);
+	c->kas = nkas;
+	c->nkas = nnkas;
+	c->cap_kas = capnkas;
+	nkas = NULL;
+sort_tasks:
+	if (c->nktasks)
+		qsort(c->ktasks, c->nktasks, sizeof(*c->ktasks), ktask_cmp);
+out:
+	hmap_free(&nkix);
+	free(nkas);
+	free(xs);
+	free(opx);
+	free(sends);
+	free(send_op);
+	free(recvs);
+	free(recv_x);
+	free(m);
+	return rc;
+}
+
+/* The kernel task of the thread that contains [start, end], or NULL. */
+static const struct ktask *ktask_around(const struct graphcap *c, int64_t pid, int64_t tid,
+					int64_t start, int64_t end)
+{
+	size_t lo = 0, hi = c->nktasks;
+	struct ktask key = { .pid = pid, .tid = tid, .start = start };
+
+	/* the first task after (pid, tid, start); the candidates are before it */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ktask_cmp(&c->ktasks[mid], &key) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo > 0) {
+		const struct ktask *k = &c->ktasks[--lo];
+
+		if (k->pid != pid || k->tid != tid)
+			return NULL;
+		if (k->start <= start && end <= k->end)
+			return k;
+		if (k->end < start)
+			return NULL; /* tasks of a thread do not overlap: none earlier contains it */
+	}
+	return NULL;
 }
 
 /* ---------------------------------------------------------------- spans into tasks */
@@ -700,6 +1247,15 @@ static int spans_drain(struct graphcap *c, bool final)
 		for (size_t k = i; k < j && !final; k++)
 			if ((uint64_t)c->spans[k].end + GRAPHCAP_SPAN_HOLD_NS > c->newest)
 				hold = true;
+		if (!final && !hold) {
+			/* an exchange of kernel:sockets still waits on this thread: the spans
+			 * after its start may nest in it */
+			struct hent *kh = hmap_find(&c->tid_khold, (uint64_t)c->spans[i].pid,
+						    (uint64_t)c->spans[i].tid, 0);
+
+			for (size_t k = i; k < j && kh && !hold; k++)
+				hold = c->spans[k].end >= (int64_t)kh->v;
+		}
 		if (hold) {
 			memmove(&c->spans[kept], &c->spans[i], (j - i) * sizeof(*c->spans));
 			kept += j - i;
@@ -708,6 +1264,7 @@ static int spans_drain(struct graphcap *c, bool final)
 		}
 		for (; i < j && !rc; i++) {
 			const struct span_rec *s = &c->spans[i];
+			const struct ktask *kt;
 			struct graph_task k = { 0 };
 
 			while (top && st[top - 1].end < s->end)
@@ -719,6 +1276,9 @@ static int spans_drain(struct graphcap *c, bool final)
 			} else if (s->wtask && s->wstart <= s->start) {
 				k.trace = s->wtrace;
 				k.parent = s->wtask;
+			} else if ((kt = ktask_around(c, s->pid, s->tid, s->start, s->end))) {
+				k.trace = kt->trace;
+				k.parent = kt->id;
 			} else {
 				k.trace.hi = mix64(c->o.instance);
 				k.trace.lo = make_id(c);
@@ -882,7 +1442,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	size_t ndone = 0;
 	int rc;
 
-	if ((rc = spans_drain(c, final)))
+	if ((rc = ksock_drain(c, final)) || (rc = spans_drain(c, final)))
 		return rc;
 	/* which traces are finished: no open task; or final; or too old; or too many */
 	done = calloc(c->ntr + 1, sizeof(*done));
@@ -891,8 +1451,8 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	for (size_t i = 0; i < c->ntr; i++) {
 		const struct ptrace *t = &c->tr[i];
 
-		done[i] = final || !t->nopen || t->first + c->o.max_age_ns < c->newest ||
-			  c->ntr >= c->o.max_traces;
+		done[i] = final || (!t->nopen && !t->kheld) ||
+			  t->first + c->o.max_age_ns < c->newest || c->ntr >= c->o.max_traces;
 		ndone += done[i];
 	}
 	graph_init(&rest);
@@ -1083,8 +1643,10 @@ out_split:
 		ot->used = false;
 		c->free_slots[c->nfree++] = i;
 	}
-	if (final)
+	if (final) {
 		hmap_free(&c->tid_top);
+		ksock_prune(c, true);
+	}
 	rc = (int)(ndone > INT32_MAX ? INT32_MAX : ndone);
 out:
 	graph_free(&rest);

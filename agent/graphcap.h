@@ -16,7 +16,13 @@
  *                                     of one thread are child tasks (interval containment),
  *                                     a span inside an open weft task of the same thread is
  *                                     that task's child (and joins its trace);
- *   (kernel edges)                    reserved: WEFT_GREC_KERNEL_* records, branch btf.
+ *   kernel:sockets sends, receives    buffered per thread and socket; an exchange (a run of
+ *                                     calls one way, then the other) is a task: receive
+ *                                     first, a server task that joins the trace of the send
+ *                                     it read (graph/kmsg.c match, a message edge); send
+ *                                     first, a client task, child of the server task open on
+ *                                     its thread or the root of a new trace; spans of the
+ *                                     thread nest inside (docs/graphs.md, "Kernel edges").
  *
  * Host, pid and tid are filled; times are converted from CLOCK_MONOTONIC to ns since the Unix
  * epoch.  A trace is finished when none of its tasks is still open here; graphcap_drain()

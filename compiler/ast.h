@@ -164,6 +164,9 @@ struct probe_spec {
 	uint64_t hz; /* profile */
 	uint64_t period_ns; /* interval */
 	bool wild; /* some part contains '*' or '?' */
+	/* sema: written kernel:GROUP (a graph query's kernel edges); kind is then that of its
+	 * targets (PROBE_TRACEPOINT), so that fields and attachment work as for tracepoints */
+	bool kernel;
 
 	/* set by sema: the resolved attach points (probes/probes.h) */
 	struct probe_set *set;

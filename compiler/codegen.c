@@ -41,6 +41,7 @@
 #include "compiler/codegen.h"
 #include "compiler/kbtf.h"
 #include "compiler/sema.h"
+#include "kernel/weft_abi.h"
 
 #define SCRATCH_MAX 16384 /* bytes of per-CPU scratch one query may use */
 #define MAX_TEMPS 64
@@ -1009,11 +1010,97 @@ static bool plan_keyed(const struct plan *p)
  * truncation counted like str()'s), or a span's duration.  What each probe of weft's provider
  * records is decided here, per attach point, from the probe's name.
  */
+/*
+ * kernel:sockets (probes/kernel.c): the tracepoints sock:sock_send_length and
+ * sock:sock_recv_length.  Only what moved bytes on an IPv4 TCP socket is recorded (family 2,
+ * protocol 6, ret > 0, a receive without MSG_PEEK); the record then carries
+ *   a[0] laddr, a[1] raddr (host order), a[2] lport, a[3] rport, a[4] the stream's sequence
+ *   number after the send (tcp_sock.write_seq) or receive (copied_seq), a[5] bytes, a[6] sk,
+ * read through BTF (CO-RE: the members sema marked, mark_kernel_edges()).
+ */
+static bool graph_ksock(const struct cg *c)
+{
+	return c->src && c->src->start.kernel;
+}
+
+static void emit_graph_ksock_filter(struct cg *c)
+{
+	const struct probe_field *fam = cur_field(c, "family"), *proto = cur_field(c, "protocol"),
+				 *ret = cur_field(c, "ret"), *flags = cur_field(c, "flags");
+
+	if (!fam || !proto || !ret || !flags)
+		return;
+	emit(c,
+	     "\tif (WEFT_TP(ctx, %u, __u16) != 2 || WEFT_TP(ctx, %u, __u16) != 6 ||\n"
+	     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
+	     "\t\treturn 0;\n",
+	     fam->offset, proto->offset, ret->offset, flags->offset);
+}
+
+static void emit_graph_ksock(struct cg *c)
+{
+	const struct plan *p = c->p;
+	const struct probe_field *sk = cur_field(c, "sk"), *ret = cur_field(c, "ret");
+	struct kbtf *k = c->q->kbtf;
+	char sc[160], ts[160];
+	int prog = (int)(c->prog - p->progs);
+
+	if (!sk || !ret || !k) {
+		c->err = -EINVAL;
+		return;
+	}
+	kbtf_cname(k, kbtf_find(k, "sock_common", false), sc, sizeof(sc));
+	kbtf_cname(k, kbtf_find(k, "tcp_sock", false), ts, sizeof(ts));
+	emit(c, "\t\tg->kind = 0;\n\t\tswitch (g->cookie) {\n");
+	for (int i = 0; i < p->nattach; i++)
+		if (p->attach[i].prog == prog)
+			emit(c, "\t\tcase %d:\n\t\t\tg->kind = %d;\n\t\t\tbreak;\n",
+			     (int)p->attach[i].cookie,
+			     strcmp(p->attach[i].target.event, "sock_send_length") == 0 ?
+				     WEFT_GREC_KSEND :
+				     WEFT_GREC_KRECV);
+	emit(c, "\t\t}\n");
+	emit(c, "\t\t{\n\t\t\t__u64 _sk = WEFT_TP(ctx, %u, __u64);\n", sk->offset);
+	emit(c, "\t\t\t__u32 _la = 0, _ra = 0, _seq = 0;\n\t\t\t__u16 _lp = 0, _rp = 0;\n\n");
+	emit(c,
+	     "\t\t\tbpf_probe_read_kernel(&_la, 4, __builtin_preserve_access_index("
+	     "&((%s *)_sk)->skc_rcv_saddr));\n",
+	     sc);
+	emit(c,
+	     "\t\t\tbpf_probe_read_kernel(&_ra, 4, __builtin_preserve_access_index("
+	     "&((%s *)_sk)->skc_daddr));\n",
+	     sc);
+	emit(c,
+	     "\t\t\tbpf_probe_read_kernel(&_lp, 2, __builtin_preserve_access_index("
+	     "&((%s *)_sk)->skc_num));\n",
+	     sc);
+	emit(c,
+	     "\t\t\tbpf_probe_read_kernel(&_rp, 2, __builtin_preserve_access_index("
+	     "&((%s *)_sk)->skc_dport));\n",
+	     sc);
+	emit(c,
+	     "\t\t\tif (g->kind == %d)\n\t\t\t\tbpf_probe_read_kernel(&_seq, 4, "
+	     "__builtin_preserve_access_index(&((%s *)_sk)->write_seq));\n",
+	     WEFT_GREC_KSEND, ts);
+	emit(c,
+	     "\t\t\telse\n\t\t\t\tbpf_probe_read_kernel(&_seq, 4, "
+	     "__builtin_preserve_access_index(&((%s *)_sk)->copied_seq));\n",
+	     ts);
+	emit(c, "\t\t\tg->a[0] = __builtin_bswap32(_la);\n\t\t\tg->a[1] = "
+		"__builtin_bswap32(_ra);\n");
+	emit(c, "\t\t\tg->a[2] = _lp;\n\t\t\tg->a[3] = __builtin_bswap16(_rp);\n");
+	emit(c, "\t\t\tg->a[4] = _seq;\n\t\t\tg->a[5] = (__u64)WEFT_TP(ctx, %u, __s32);\n",
+	     ret->offset);
+	emit(c, "\t\t\tg->a[6] = _sk;\n\t\t}\n");
+}
+
 static void emit_graph_sink(struct cg *c)
 {
 	const struct plan *p = c->p;
 	int prog = (int)(c->prog - p->progs);
 
+	if (graph_ksock(c))
+		emit_graph_ksock_filter(c);
 	emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
 	emit(c, "\tif (!r)\n\t\treturn 0;\n");
 	emit(c, "\t{\n\t\tstruct weft_graph_rec *g = (struct weft_graph_rec *)r->b;\n");
@@ -1024,7 +1111,9 @@ static void emit_graph_sink(struct cg *c)
 	emit(c, "\t\tg->cookie = (__u32)%s;\n",
 	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
 	emit(c, "\t\tweft_comm(g->comm);\n\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
-	if (c->span_end || !prog_is_usdt(c)) {
+	if (graph_ksock(c)) {
+		emit_graph_ksock(c);
+	} else if (c->span_end || !prog_is_usdt(c)) {
 		emit(c, "#pragma clang loop unroll(full)\n");
 		emit(c, "\t\tfor (int i = 0; i < WEFT_GREC_NARGS; i++)\n\t\t\tg->a[i] = 0;\n");
 		emit(c, "\t\tg->kind = WEFT_GREC_SPAN;\n");
@@ -1054,7 +1143,7 @@ static void emit_graph_sink(struct cg *c)
 			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[2]);\n"
 			"\t\t}\n");
 	}
-	emit(c, "\t}\n\tWEFT_REC_SUBMIT(r);\n");
+	emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r);\n");
 }
 
 /* The body after filtering: aggregate update or stream record. */

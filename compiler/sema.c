@@ -1747,6 +1747,40 @@ int sema_graph_probe_kind(const struct probe_target *t)
 	return -1;
 }
 
+/* What kernel:sockets reads from a socket (codegen.c, emit_graph_ksock()): the members are
+ * marked for kbtf_emit(), so that the generated program has their CO-RE definitions. */
+static const struct {
+	const char *type, *member;
+} ksock_members[] = {
+	{ "sock_common", "skc_rcv_saddr" }, { "sock_common", "skc_daddr" },
+	{ "sock_common", "skc_num" },	    { "sock_common", "skc_dport" },
+	{ "tcp_sock", "write_seq" },	    { "tcp_sock", "copied_seq" },
+};
+
+static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
+{
+	struct kbtf *k = sema_kbtf(s, sp->loc);
+
+	if (!k)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(ksock_members) / sizeof(ksock_members[0]); i++) {
+		struct kbtf_member m;
+		uint32_t id = kbtf_find(k, ksock_members[i].type, false);
+
+		if (!id || kbtf_member(k, id, ksock_members[i].member, &m) != 0 ||
+		    m.kind != KBTF_INT) {
+			diag_fix(diag_error(s->dl, DIAG_E_KERNEL_SOURCE, sp->loc,
+					    "%s needs struct %s's integer member %s, which this "
+					    "kernel's BTF lacks",
+					    sp->text, ksock_members[i].type,
+					    ksock_members[i].member),
+				 "kernel:sockets reads IPv4 TCP sockets of Linux 6.3 or later");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /*
  * A graph query's sources must give graph elements: span(...) (each instance a task), or
  * probes of weft's provider with the contract's arguments.
@@ -1762,6 +1796,11 @@ static int check_graph(struct sema *s)
 
 		if (src->is_span || !sp->set)
 			continue;
+		if (sp->kernel) {
+			if (mark_kernel_edges(s, sp) != 0)
+				rc = -EINVAL;
+			continue;
+		}
 		for (int j = 0; j < sp->set->n; j++) {
 			const struct probe_target *t = &sp->set->v[j];
 			int k = sema_graph_probe_kind(t);
@@ -1812,6 +1851,18 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 		if (check_graph(&s) != 0)
 			rc = -EINVAL;
 	} else {
+		for (int i = 0; i < q->nsources; i++)
+			if (q->sources[i].start.kernel && !q->sources[i].is_span) {
+				diag_fix(diag_error(s.dl, DIAG_E_KERNEL_SOURCE,
+						    q->sources[i].start.loc,
+						    "%s gives kernel edges, which only a graph "
+						    "query records",
+						    q->sources[i].start.text),
+					 "end the query with `graph` (from %s graph), or read the "
+					 "tracepoints themselves (tp:sock:sock_send_length)",
+					 q->sources[i].start.text);
+				rc = -EINVAL;
+			}
 		if (check_select(&s) != 0)
 			rc = -EINVAL;
 		if (!rc && check_order(&s) != 0)

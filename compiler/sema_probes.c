@@ -114,6 +114,11 @@ static struct probe_set *resolve_as(struct sema_probes *s, const struct probe_sp
 static int resolve_spec(struct sema_probes *s, struct probe_spec *spec)
 {
 	spec->set = resolve_as(s, spec, spec->kind, (const char *const *)spec->parts, spec->nparts);
+	if (spec->set && spec->kind == PROBE_KERNEL) {
+		/* kernel:GROUP: its targets are tracepoints (probes/kernel.c) */
+		spec->kernel = true;
+		spec->kind = PROBE_TRACEPOINT;
+	}
 	return spec->set ? 0 : -EINVAL;
 }
 
@@ -202,6 +207,17 @@ int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl)
 		}
 		if (!src->is_span)
 			continue;
+		if (src->start.kernel) {
+			diag_fix(
+				diag_error(s->dl, DIAG_E_KERNEL_SOURCE, src->start.loc,
+					   "%s is a source of kernel edges, not a probe a span can "
+					   "start at",
+					   src->start.text),
+				"write it as a source of its own: from %s, span(...) graph",
+				src->start.text);
+			rc = -EINVAL;
+			continue;
+		}
 		if (src->start.kind == PROBE_PROFILE || src->start.kind == PROBE_INTERVAL) {
 			diag_error(s->dl, DIAG_E_SPAN_PAIR, src->start.loc,
 				   "a timer probe cannot start a span");
@@ -214,6 +230,12 @@ int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl)
 					   "a timer probe cannot end a span");
 				rc = -EINVAL;
 			} else if (resolve_spec(s, &src->end) != 0) {
+				rc = -EINVAL;
+			} else if (src->end.kernel) {
+				diag_error(s->dl, DIAG_E_KERNEL_SOURCE, src->end.loc,
+					   "%s is a source of kernel edges, not a probe a span can "
+					   "end at",
+					   src->end.text);
 				rc = -EINVAL;
 			}
 		} else if (resolve_span_end(s, src) != 0) {

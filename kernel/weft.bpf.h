@@ -241,6 +241,18 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 /* `struct rec0 *r = WEFT_REC_RESERVE(struct rec0, 0, e);` — rec0 begins with weft_rec_hdr. */
 #define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
 #define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
+/*
+ * The same without waking the reader until a quarter of the buffer waits (graph queries,
+ * whose agent drains at least once a second anyway): a record per socket call must not cost
+ * the traced program a context switch of the agent each (docs/performance.md, "Kernel
+ * edges").  The reader still sees every record: at the latest on its next timed poll.
+ */
+#define WEFT_REC_SUBMIT_LAZY(r)                                                                    \
+	bpf_ringbuf_submit((r),                                                                    \
+			   bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) >                    \
+					   bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4 ? \
+				   BPF_RB_FORCE_WAKEUP :                                           \
+				   BPF_RB_NO_WAKEUP)
 #endif /* WEFT_WANT_RINGBUF */
 
 /* ---------------------------------------------------------------------------------------- */

@@ -119,7 +119,12 @@ enum weft_scope {
  *                         from_event, to_task, to_event; s0 = kind ("parent", "message", ...)
  *   WEFT_GREC_SPAN        an instance of span(...): time is its end, dur its duration; the
  *                         probe is the cookie (the span's start attach point)
- *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources (reserved: sockets, wakeups, fork)
+ *   WEFT_GREC_KSEND       kernel:sockets, a send on an IPv4 TCP socket: a = laddr, raddr (host
+ *                         order), lport, rport, the stream's sequence number after the send
+ *                         (tcp_sock.write_seq), bytes, the socket's address (its identity)
+ *   WEFT_GREC_KRECV       kernel:sockets, a receive: the same, the sequence number after the
+ *                         read (tcp_sock.copied_seq)
+ *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources (reserved: wakeups, fork)
  * Strings are read from the traced process, bounded by WEFT_GREC_STR (NUL-terminated, cut).
  */
 #define WEFT_GREC_STR 128
@@ -132,6 +137,8 @@ enum weft_grec_kind {
 	WEFT_GREC_EDGE = 4,
 	WEFT_GREC_SPAN = 5,
 	WEFT_GREC_KERNEL_BASE = 16,
+	WEFT_GREC_KSEND = 16,
+	WEFT_GREC_KRECV = 17,
 };
 
 struct weft_graph_rec {

@@ -33,6 +33,7 @@ enum probe_kind {
 	PROBE_KRETPROBE, /* parts: function */
 	PROBE_PROFILE, /* parts: rate ("99hz", "10ms") */
 	PROBE_INTERVAL, /* parts: period ("1s", "100ms") */
+	PROBE_KERNEL, /* parts: a group ("sockets"); resolves to tracepoint targets (kernel.c) */
 	PROBE__COUNT
 };
 

@@ -19,6 +19,7 @@ extern const struct probe_provider provider_kprobe;
 extern const struct probe_provider provider_kretprobe;
 extern const struct probe_provider provider_profile;
 extern const struct probe_provider provider_interval;
+extern const struct probe_provider provider_kernel;
 
 /* A growable vector of malloc'd strings; the vector owns them. */
 struct strv {

@@ -9,11 +9,17 @@
 #include "probes/provider.h"
 
 const struct probe_provider *const probe_providers[] = {
-	&provider_tracepoint, &provider_syscall,
-	&provider_uprobe,     &provider_uretprobe,
-	&provider_usdt,	      &provider_kprobe,
-	&provider_kretprobe,  &provider_profile,
-	&provider_interval,   NULL,
+	&provider_tracepoint,
+	&provider_syscall,
+	&provider_uprobe,
+	&provider_uretprobe,
+	&provider_usdt,
+	&provider_kprobe,
+	&provider_kretprobe,
+	&provider_profile,
+	&provider_interval,
+	&provider_kernel,
+	NULL,
 };
 
 const struct probe_provider *probe_provider_find(const char *name)

@@ -348,6 +348,131 @@ static void test_spans(void **state)
 	graphcap_free(c);
 }
 
+/* A kernel:sockets record: pid = tid's process, 4-tuple, the sequence number after the call. */
+static void krec(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint32_t tid, uint64_t sk,
+		 uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp, uint32_t seq_end, uint32_t len)
+{
+	struct weft_graph_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.kind = send ? WEFT_GREC_KSEND : WEFT_GREC_KRECV;
+	r.time = t;
+	r.pid = pid;
+	r.tid = tid;
+	snprintf(r.comm, sizeof(r.comm), "p%u", pid);
+	r.a[0] = la;
+	r.a[1] = ra;
+	r.a[2] = lp;
+	r.a[3] = rp;
+	r.a[4] = seq_end;
+	r.a[5] = len;
+	r.a[6] = sk;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+}
+
+static const struct graph_task *task_named(const struct graph *g, const char *name)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (strcmp(g->tasks[i].name, name) == 0)
+			return &g->tasks[i];
+	fail_msg("no task %s", name);
+	return NULL;
+}
+
+static bool has_edge(const struct graph *g, enum graph_edge_kind k, uint64_t from, uint64_t to)
+{
+	for (size_t i = 0; i < g->nedges; i++)
+		if (g->edges[i].kind == k && g->edges[i].from_task == from &&
+		    g->edges[i].to_task == to)
+			return true;
+	return false;
+}
+
+/*
+ * kernel:sockets: three tiers of unmodified programs.  Client C (10.0.0.1:5000) sends a
+ * request to frontend F (10.0.0.2:80), which calls backend B (10.0.0.3:90) from its own
+ * port 6000 before replying; B has a span inside its work.  F's receive is recorded before
+ * C's send (the sender's tracepoint fires after the receiver woke, as on a real machine), and
+ * the records are drained once before the exchanges are complete (nothing comes out) and then
+ * at the end: one trace C -> (message) F -> (parent) F's request -> (message) B -> (parent)
+ * the span.  A receive whose send nobody recorded roots a trace of its own.
+ */
+static void test_kernel_tiers(void **state)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002, a3 = 0x0a000003;
+	const struct graph_task *cl, *fs, *fr, *bs, *sp, *lone;
+	struct weft_graph_rec r;
+	struct graphcap *c;
+	struct graph kept;
+	char why[256];
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "work");
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, false, T0 + 99, 20, 21, 0xf1, a2, 80, a1, 5000, 110, 10); /* F reads C's request */
+	krec(c, true, T0 + 100, 10, 10, 0xc1, a1, 5000, a2, 80, 110, 10); /* C sends it */
+	krec(c, true, T0 + 200, 20, 21, 0xf2, a2, 6000, a3, 90, 1020, 20); /* F calls B */
+	krec(c, false, T0 + 210, 30, 31, 0xb1, a3, 90, a2, 6000, 1020, 20);
+	memset(&r, 0, sizeof(r)); /* B's span [220, 230] */
+	r.kind = WEFT_GREC_SPAN;
+	r.pid = 30;
+	r.tid = 31;
+	memcpy(r.comm, "p30", 4);
+	r.time = T0 + 230;
+	r.dur = 10;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec(c, true, T0 + 240, 30, 31, 0xb1, a3, 90, a2, 6000, 5005, 5); /* B replies */
+	krec(c, false, T0 + 250, 20, 21, 0xf2, a2, 6000, a3, 90, 5005, 5);
+	krec(c, true, T0 + 300, 20, 21, 0xf1, a2, 80, a1, 5000, 7007, 7); /* F replies */
+	krec(c, false, T0 + 310, 10, 10, 0xc1, a1, 5000, a2, 80, 7007, 7);
+	krec(c, false, T0 + 400, 40, 40, 0x41, a2, 80, 0x0a000009, 1234, 50, 3); /* no sender */
+	graph_init(&kept);
+	/* the newest record is 400 ns old: every exchange may still go on */
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 0);
+	assert_int_equal(kept.ntasks, 0);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 6);
+	cl = task_named(&kept, "request 10.0.0.2:80");
+	fr = task_named(&kept, "request 10.0.0.3:90");
+	sp = task_named(&kept, "work");
+	bs = task_named(&kept, "serve :90");
+	fs = NULL;
+	lone = NULL;
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "serve :80") == 0)
+			*(kept.tasks[i].pid == 20 ? &fs : &lone) = &kept.tasks[i];
+	assert_non_null(fs);
+	assert_non_null(lone);
+	assert_int_equal(cl->parent, 0);
+	assert_int_equal(cl->pid, 10);
+	assert_int_equal(cl->end - cl->start, 210);
+	assert_int_equal(fs->parent, 0);
+	assert_int_equal(fs->end - fs->start, 201); /* its request's receive to its reply */
+	assert_int_equal(fr->parent, fs->id);
+	assert_int_equal(bs->parent, 0);
+	assert_int_equal(sp->parent, bs->id);
+	assert_int_equal(sp->source, GRAPH_SRC_KERNEL);
+	assert_true(graph_id128_eq(fs->trace, cl->trace));
+	assert_true(graph_id128_eq(fr->trace, cl->trace));
+	assert_true(graph_id128_eq(bs->trace, cl->trace));
+	assert_true(graph_id128_eq(sp->trace, cl->trace));
+	assert_false(graph_id128_eq(lone->trace, cl->trace));
+	assert_int_equal(lone->parent, 0);
+	assert_int_equal(kept.nedges, 4);
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl->id, fs->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_PARENT, fs->id, fr->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, fr->id, bs->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_PARENT, bs->id, sp->id));
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 /* Aggregates merge exactly: aggs(a) + aggs(b) = aggs(a u b), in either order. */
 static void test_aggs_merge(void **state)
 {
@@ -502,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
 		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
+		cmocka_unit_test(test_kernel_tiers),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

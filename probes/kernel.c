@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The kernel provider: `kernel:sockets`, a source of kernel edges for graph queries
+ * (docs/language.md, "Graph queries"; docs/graphs.md, "Kernel edges").  It is not an attach
+ * point of its own but a name for the tracepoints that give the elements, so that a query
+ * says what it wants (socket messages) and weft picks how to get them on this kernel:
+ *
+ *   kernel:sockets   tracepoint:sock:sock_send_length and tracepoint:sock:sock_recv_length
+ *                    (Linux 6.3 and later): every send and receive on a socket, after it
+ *                    happened, with the socket (`sk`), its family and protocol and the bytes
+ *                    moved.  The code generator reads the 4-tuple and the stream's sequence
+ *                    numbers from the socket through BTF (CO-RE).
+ *
+ * The targets are ordinary tracepoint targets (kind PROBE_TRACEPOINT): they attach as
+ * tracepoints do and their fields (args.family, args.ret, ...) may be used in `where`.  The
+ * compiler knows them for kernel edges by their source's probe kind, PROBE_KERNEL.
+ *
+ * Limits: only kprobe-free sources; a kernel without the sock tracepoints gets PERR_FEATURE
+ * with the reason (the syscalls alone do not give the socket).  `kernel:sched` and
+ * `kernel:process` are not provided yet: they are refused with the list of what is.
+ */
+#include <string.h>
+#include "probes/probes.h"
+#include "probes/provider.h"
+
+static const char *const kernel_groups[] = { "sockets" };
+
+static int kernel_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
+			  const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
+{
+	int start = set->n;
+
+	(void)offset;
+	if (nparts != 1)
+		return perr_set(err, PERR_SYNTAX, "write kernel:sockets",
+				"a kernel source has one part, e.g. kernel:sockets");
+	if (has_offset)
+		return perr_set(err, PERR_OFFSET, NULL, "a kernel source takes no +offset");
+	if (strcmp(parts[0], "sockets") != 0) {
+		perr_set(err, PERR_UNKNOWN, NULL, "no kernel source '%s'", parts[0]);
+		perr_fix_near(err, parts[0], kernel_groups, 1, "kernel:");
+		if (!err->fix[0])
+			snprintf(err->fix, sizeof(err->fix),
+				 "kernel sources: kernel:sockets (socket sends and receives)");
+		return -1;
+	}
+	if (tracepoint_target_add(set, "sock", "sock_send_length", ctx, NULL, err) != 0 ||
+	    tracepoint_target_add(set, "sock", "sock_recv_length", ctx, NULL, err) != 0) {
+		probe_set_truncate(set, start);
+		if (err->kind == PERR_UNKNOWN) {
+			err->kind = PERR_FEATURE;
+			snprintf(err->fix, sizeof(err->fix),
+				 "kernel:sockets needs the tracepoints sock:sock_send_length and "
+				 "sock:sock_recv_length (Linux 6.3 or later)");
+		}
+		return -1;
+	}
+	return 0;
+}
+
+static int kernel_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
+		       probe_list_cb cb, void *arg, struct probe_err *err)
+{
+	struct probe_target t;
+
+	(void)parts;
+	(void)nparts;
+	(void)ctx;
+	(void)err;
+	memset(&t, 0, sizeof(t));
+	t.kind = PROBE_KERNEL;
+	snprintf(t.name, sizeof(t.name), "kernel:sockets");
+	return cb(&t, arg);
+}
+
+const struct probe_provider provider_kernel = {
+	.kind = PROBE_KERNEL,
+	.name = "kernel",
+	.alias = NULL,
+	.min_parts = 1,
+	.max_parts = 1,
+	.usage = "kernel:sockets",
+	.resolve = kernel_resolve,
+	.list = kernel_list,
+	.available = NULL,
+	.attach = NULL,
+};

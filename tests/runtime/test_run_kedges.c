@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * End to end, kernel edges (`from kernel:sockets ... graph`, docs/graphs.md, "Kernel edges"):
+ * unmodified programs, real processes, two network namespaces joined by a veth pair.
+ *
+ * redis-server runs in namespace S (10.231.P.1, P from this test's pid), redis-benchmark in
+ * namespace C (10.231.P.2) with `-c 1 -n N -t set -P 1`: one connection, N SET commands,
+ * one at a time.  Before its test, redis-benchmark (7.x) fetches the server's settings on a
+ * connection of its own: it writes `CONFIG GET save` and `CONFIG GET appendonly` in one
+ * write and reads both replies (redis-benchmark.c, getRedisConfig()).  `weft run` of
+ *   from kernel:sockets, span(uprobe:REDIS:processCommand)
+ *   where pid = REDIS_PID or comm = 'redis-benchmark' graph
+ * must then store, among the traces whose client task is this redis-benchmark's, exactly:
+ *   - N traces of a SET: a client task (redis-benchmark, "request 10.231.P.1:6379", the
+ *     root), a message edge from it to a server task (redis-server, "serve :6379") and one
+ *     processCommand task, the server task's child on its thread (with a parent edge);
+ *   - 1 trace of the settings: the same, with two processCommand children;
+ * and no other trace may hold a task of this redis-server (all of its work is accounted).
+ * Other processes called redis-benchmark on the machine (other tests) may add traces of
+ * their own: they are told apart by pid and ignored.
+ *
+ * Needs root, ip(8), redis-server and redis-benchmark, and the sock tracepoints; skipped
+ * otherwise.  The namespaces are removed at exit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "graph/store.h"
+#include "run_util.h"
+#include "tests/skip.h"
+
+#define N_SET 200
+#define REDIS_BIN "/usr/bin/redis-server"
+#define BENCH_BIN "/usr/bin/redis-benchmark"
+
+static char ns_s[64], ns_c[64], veth[16], addr_s[32], addr_c[32], dir[64];
+static pid_t redis_pid; /* killed at exit if a failure left it running */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	return rc == 0 ? 0 : -1;
+}
+
+static void clean(void)
+{
+	if (redis_pid > 0)
+		kill(redis_pid, SIGKILL);
+	if (ns_s[0]) {
+		sh("ip netns del %s 2>/dev/null", ns_s);
+		sh("ip netns del %s 2>/dev/null", ns_c);
+	}
+	if (dir[0])
+		sh("rm -rf '%s'", dir);
+}
+
+static int group_setup(void **state)
+{
+	int p = (int)getpid();
+
+	(void)state;
+	snprintf(ns_s, sizeof(ns_s), "weft-ke-%d-s", p);
+	snprintf(ns_c, sizeof(ns_c), "weft-ke-%d-c", p);
+	snprintf(veth, sizeof(veth), "wke%d", p % 10000000);
+	snprintf(addr_s, sizeof(addr_s), "10.231.%d.1", p % 250);
+	snprintf(addr_c, sizeof(addr_c), "10.231.%d.2", p % 250);
+	snprintf(dir, sizeof(dir), "/tmp/weft-test-kedges-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	atexit(clean);
+	if (sh("ip netns add %s && ip netns add %s", ns_s, ns_c) ||
+	    sh("ip link add %sa type veth peer name %sb", veth, veth) ||
+	    sh("ip link set %sa netns %s && ip link set %sb netns %s", veth, ns_s, veth, ns_c) ||
+	    sh("ip -n %s addr add %s/24 dev %sa && ip -n %s link set %sa up && "
+	       "ip -n %s link set lo up",
+	       ns_s, addr_s, veth, ns_s, veth, ns_s) ||
+	    sh("ip -n %s addr add %s/24 dev %sb && ip -n %s link set %sb up && "
+	       "ip -n %s link set lo up",
+	       ns_c, addr_c, veth, ns_c, veth, ns_c))
+		return -1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	clean();
+	return 0;
+}
+
+/* What one trace is: 0 (not this benchmark's), or the number of processCommand tasks of a
+ * trace of exactly the expected shape; fails the test on any other shape. */
+static int classify(const struct graph *g, long bench, long redis, bool *has_redis)
+{
+	const struct graph_task *cl = NULL, *sv = NULL;
+	char want[64];
+	int npc = 0, nmsg = 0, npar = 0;
+
+	*has_redis = false;
+	for (size_t i = 0; i < g->ntasks; i++) {
+		*has_redis |= g->tasks[i].pid == redis;
+		if (g->tasks[i].pid == bench)
+			cl = &g->tasks[i];
+	}
+	if (!cl)
+		return 0;
+	snprintf(want, sizeof(want), "request %s:6379", addr_s);
+	assert_string_equal(cl->service, "redis-benchmark");
+	assert_string_equal(cl->name, want);
+	assert_int_equal(cl->parent, 0);
+	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
+			assert_null(sv);
+			sv = &g->tasks[i];
+		}
+	if (!sv)
+		fail_msg("a trace of redis-benchmark without a server task");
+	assert_int_equal(sv->pid, redis);
+	assert_string_equal(sv->service, "redis-server");
+	assert_int_equal(sv->parent, 0);
+	assert_true(sv->start >= cl->start - 1000000 && sv->end <= cl->end + 1000000);
+	for (size_t i = 0; i < g->ntasks; i++) {
+		const struct graph_task *k = &g->tasks[i];
+
+		if (k == cl || k == sv)
+			continue;
+		assert_string_equal(k->name, "processCommand");
+		assert_int_equal(k->parent, sv->id);
+		assert_int_equal(k->tid, sv->tid);
+		assert_true(k->start >= sv->start && k->end <= sv->end);
+		npc++;
+	}
+	for (size_t i = 0; i < g->nedges; i++) {
+		const struct graph_edge *e = &g->edges[i];
+
+		if (e->kind == GRAPH_EDGE_MESSAGE) {
+			assert_int_equal(e->from_task, cl->id);
+			assert_int_equal(e->to_task, sv->id);
+			nmsg++;
+		} else {
+			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
+			assert_int_equal(e->from_task, sv->id);
+			npar++;
+		}
+	}
+	assert_int_equal(nmsg, 1);
+	assert_int_equal(npar, npc);
+	assert_int_equal(g->ntasks, 2 + (size_t)npc);
+	return npc;
+}
+
+static void test_redis_local(void **state)
+{
+	char store[PATH_MAX], query[256], num[32], why[512] = "", cmd[512];
+	char *rargv[] = { (char *)"ip",
+			  (char *)"netns",
+			  (char *)"exec",
+			  ns_s,
+			  (char *)REDIS_BIN,
+			  (char *)"--port",
+			  (char *)"6379",
+			  (char *)"--bind",
+			  addr_s,
+			  (char *)"--save",
+			  (char *)"",
+			  (char *)"--appendonly",
+			  (char *)"no",
+			  (char *)"--protected-mode",
+			  (char *)"no",
+			  NULL };
+	char *bargv[] = { (char *)"ip", (char *)"netns",   (char *)"exec",
+			  ns_c,		(char *)BENCH_BIN, (char *)"-h",
+			  addr_s,	(char *)"-p",	   (char *)"6379",
+			  (char *)"-c", (char *)"1",	   (char *)"-n",
+			  num,		(char *)"-t",	   (char *)"set",
+			  (char *)"-P", (char *)"1",	   (char *)"-q",
+			  NULL };
+	struct wr_proc redis, weft, bench;
+	struct graph_store *s;
+	struct graph_trace_row *rows = NULL;
+	struct graph_filter f = { .limit = 1000000 };
+	ssize_t n;
+	long by_npc[4] = { 0 };
+	int ready = 0;
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/kedges.db", dir);
+	snprintf(num, sizeof(num), "%d", N_SET);
+	assert_int_equal(wr_start(&redis, rargv), 0);
+	redis_pid = redis.pid;
+	wr_close_stdin(&redis);
+	/* up when it answers (before weft attaches: these pings are not traced) */
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
+		 ns_c, addr_s);
+	for (uint64_t end = wr_now_ms() + WR_TIMEOUT_MS; !ready && wr_now_ms() < end;) {
+		ready = system(cmd) == 0;
+		wr_pump(&redis, ready ? 0 : 50);
+	}
+	if (!ready) {
+		wr_dump(&redis, "redis-server");
+		fail_msg("redis-server did not come up");
+	}
+	snprintf(query, sizeof(query),
+		 "from kernel:sockets, span(uprobe:%s:processCommand) "
+		 "where pid = %d or comm = 'redis-benchmark' graph",
+		 REDIS_BIN, (int)redis.pid);
+	assert_int_equal(wr_weft_start(&weft, "--format", "json", "-S", store, query, (char *)NULL),
+			 0);
+	if (wr_wait_err(&weft, "attached", WR_TIMEOUT_MS) != 0) {
+		wr_finish(&weft, 1000);
+		wr_dump(&weft, "weft run");
+		fail_msg("weft did not attach");
+	}
+	assert_int_equal(wr_start(&bench, bargv), 0);
+	wr_close_stdin(&bench);
+	{
+		uint64_t end = wr_now_ms() + WR_TIMEOUT_MS;
+
+		while (wr_pump(&bench, 20) && wr_now_ms() < end)
+			wr_pump(&weft, 0);
+		if (wr_reap(&bench, end) != 0 || bench.status != 0) {
+			wr_dump(&bench, "redis-benchmark");
+			fail_msg("redis-benchmark failed");
+		}
+	}
+	kill(weft.pid, SIGINT);
+	if (wr_finish(&weft, WR_TIMEOUT_MS) != 0) {
+		wr_dump(&weft, "weft run");
+		fail_msg("weft run failed");
+	}
+	kill(redis.pid, SIGTERM);
+	wr_finish(&redis, WR_TIMEOUT_MS);
+	redis_pid = 0;
+
+	s = graph_store_open(store, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", store, why);
+	n = graph_store_list(s, &f, &rows, why, sizeof(why));
+	if (n < 0)
+		fail_msg("list: %s", why);
+	for (ssize_t i = 0; i < n; i++) {
+		struct graph g;
+		char hex[33];
+		bool has_redis;
+		int k;
+
+		graph_id128_hex(rows[i].trace, hex);
+		graph_init(&g);
+		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
+			fail_msg("load %s: %s", hex, why);
+		k = classify(&g, (long)bench.pid, (long)redis.pid, &has_redis);
+		if (k == 0 && has_redis)
+			fail_msg("trace %s holds work of redis-server but no request", hex);
+		if (k > 2)
+			fail_msg("trace %s: %d processCommand tasks", hex, k);
+		by_npc[k]++;
+		graph_free(&g);
+	}
+	free(rows);
+	graph_store_close(s);
+	assert_int_equal(by_npc[1], N_SET); /* the SETs */
+	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
+	wr_free(&weft);
+	wr_free(&bench);
+	wr_free(&redis);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_local),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root (network namespaces)\n");
+		return WT_SKIP;
+	}
+	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
+	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
+		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
+		return WT_SKIP;
+	}
+	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
+		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
+		return WT_SKIP;
+	}
+	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
+}
