@@ -156,7 +156,8 @@ const char *func_name(enum func f)
 		[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",	[FN_HIST] = "hist",
 		[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile", [FN_P50] = "p50",
 		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
-		[FN_DISTINCT] = "distinct",
+		[FN_DISTINCT] = "distinct", [FN_NTOP] = "ntop",		[FN_SOCKPORT] = "sockport",
+		[FN_JOIN] = "join",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])
@@ -234,6 +235,9 @@ const char *type_name(const struct type *t, char *buf, size_t sz)
 		break;
 	case TY_STRUCT:
 		snprintf(buf, sz, "struct");
+		break;
+	case TY_INET:
+		snprintf(buf, sz, "inet");
 		break;
 	default:
 		snprintf(buf, sz, "?");
@@ -563,6 +567,12 @@ void ast_dump(const struct ast_query *q, FILE *out)
 			fprintf(out, " name=%s", it->name);
 		fputc('\n', out);
 		dump_expr(it->e, 2, out);
+	}
+	if (q->format) {
+		dump_indent(1, out);
+		fputs("format ", out);
+		str_print(q->format, out);
+		fputc('\n', out);
 	}
 	if (q->order) {
 		dump_indent(1, out);

@@ -51,6 +51,7 @@ enum render {
 	RENDER_PROBE, /* attach-point index (bpf cookie), rendered as the probe name */
 	RENDER_HOST, /* added by the agent: the host name */
 	RENDER_BOOL,
+	RENDER_INET, /* ntop(): WEFT_INET_SIZE bytes (kernel/weft_abi.h), shown as an address */
 	RENDER__COUNT
 };
 
@@ -99,6 +100,7 @@ struct plan_column {
 struct plan {
 	uint32_t version;
 	char *query; /* the text, for display and the cluster */
+	char *format; /* a stream's `format` text (base/rowfmt.h) for text rows, or NULL */
 	bool aggregating;
 
 	struct plan_attach *attach;
