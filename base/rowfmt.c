@@ -98,7 +98,7 @@ int rowfmt_parse(const char *fmt, size_t len, struct rowfmt *out, uint32_t *bad_
 		if (pc.conv == '*')
 			return fail(bad_off, bad_len, why, start, i - start,
 				    "a '*' width: widths must be written as numbers");
-		if (strchr("lhzjtLq", pc.conv))
+		if (strchr("lhzjtL", pc.conv))
 			return fail(
 				bad_off, bad_len, why, start, i - start,
 				"a length modifier: every integer is 64 bits, so none is needed");

@@ -91,31 +91,18 @@ struct func_def {
 };
 
 static const struct func_def funcs[] = {
-	{ "str", FN_STR, 1, 2 },
-	{ "log2", FN_LOG2, 1, 1 },
-	{ "bucket", FN_BUCKET, 2, 2 },
-	{ "usym", FN_USYM, 1, 1 },
-	{ "ksym", FN_KSYM, 1, 1 },
-	{ "count", FN_COUNT, 0, 0 },
-	{ "sum", FN_SUM, 1, 1 },
-	{ "min", FN_MIN, 1, 1 },
-	{ "max", FN_MAX, 1, 1 },
-	{ "avg", FN_AVG, 1, 1 },
-	{ "stddev", FN_STDDEV, 1, 1 },
-	{ "hist", FN_HIST, 1, 1 },
-	{ "lhist", FN_LHIST, 4, 4 },
-	{ "quantile", FN_QUANTILE, 2, 2 },
-	{ "p50", FN_P50, 1, 1 },
-	{ "p90", FN_P90, 1, 1 },
-	{ "p99", FN_P99, 1, 1 },
-	{ "p999", FN_P999, 1, 1 },
-	{ "distinct", FN_DISTINCT, 1, 1 },
-	{ "ntohs", FN_NTOHS, 1, 1 },
-	{ "ntohl", FN_NTOHL, 1, 1 },
-	/* addresses and argv (check_ntop, check_sockport, check_join) */
-	{ "ntop", FN_NTOP, 1, 1 },
-	{ "sockport", FN_SOCKPORT, 1, 1 },
-	{ "join", FN_JOIN, 1, 2 },
+	{ "str", FN_STR, 1, 2 },	   { "log2", FN_LOG2, 1, 1 },
+	{ "bucket", FN_BUCKET, 2, 2 },	   { "usym", FN_USYM, 1, 1 },
+	{ "ksym", FN_KSYM, 1, 1 },	   { "count", FN_COUNT, 0, 0 },
+	{ "sum", FN_SUM, 1, 1 },	   { "min", FN_MIN, 1, 1 },
+	{ "max", FN_MAX, 1, 1 },	   { "avg", FN_AVG, 1, 1 },
+	{ "stddev", FN_STDDEV, 1, 1 },	   { "hist", FN_HIST, 1, 1 },
+	{ "lhist", FN_LHIST, 4, 4 },	   { "quantile", FN_QUANTILE, 2, 2 },
+	{ "p50", FN_P50, 1, 1 },	   { "p90", FN_P90, 1, 1 },
+	{ "p99", FN_P99, 1, 1 },	   { "p999", FN_P999, 1, 1 },
+	{ "distinct", FN_DISTINCT, 1, 1 }, { "ntohs", FN_NTOHS, 1, 1 },
+	{ "ntohl", FN_NTOHL, 1, 1 },	   { "ntop", FN_NTOP, 1, 1 },
+	{ "sockport", FN_SOCKPORT, 1, 1 }, { "join", FN_JOIN, 1, 2 },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
