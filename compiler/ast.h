@@ -105,6 +105,7 @@ enum func {
 	FN_KSYM,
 	FN_NTOHS,
 	FN_NTOHL,
+	FN_EXT, /* a function of the query's `using` file (compiler/ext.h); aux: its index */
 	/* aggregates */
 	FN_COUNT,
 	FN_SUM,
@@ -223,6 +224,12 @@ struct ast_query {
 	/* sema */
 	bool aggregating; /* some select item is an aggregate */
 	struct kbtf *kbtf; /* kernel types, opened when the query reads kernel structs */
+
+	/* `using 'FILE.bpf.c'` (compiler/ext.h): the path as written, its place, and what
+	 * sema loaded from it (in the arena) */
+	char *using_path;
+	struct src_loc using_loc;
+	struct ext_file *ext;
 
 	struct arena *arena;
 };
