@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/codegen.h"
+#include "compiler/ext.h"
 #include "compiler/kbtf.h"
 #include "compiler/sema.h"
 #include "kernel/weft_abi.h"
@@ -100,8 +101,10 @@ static void emit(struct cg *c, const char *fmt, ...)
 
 static bool is_end_leaf(const struct expr *e)
 {
-	return (e->kind == EXPR_NAME && (e->bi == BI_DURATION || e->bi == BI_RETVAL ||
-					 e->bi == BI_USTACK || e->bi == BI_KSTACK)) ||
+	/* a stack is the end's, unless the query asked for the start's (start.kstack: aux 1) */
+	return (e->kind == EXPR_NAME &&
+		(e->bi == BI_DURATION || e->bi == BI_RETVAL ||
+		 ((e->bi == BI_USTACK || e->bi == BI_KSTACK) && e->aux != 1))) ||
 	       (e->kind == EXPR_MEMBER && e->bi == BI_END_FIELD); /* lang-a: end.args.F */
 }
 
@@ -644,10 +647,13 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 					  "(__s64)bpf_get_attach_cookie(ctx)");
 		return;
 	case BI_USTACK:
-		emit(c, "weft_ustack(ctx, e)");
-		return;
 	case BI_KSTACK:
-		emit(c, "weft_kstack(ctx, e)");
+		/* ival: a depth (ustack(8)), which travels in the id's high bits (weft_abi.h) */
+		if (e->ival > 0)
+			emit(c, "weft_stack_depth(weft_%s(ctx, e), %lld)",
+			     e->bi == BI_USTACK ? "ustack" : "kstack", (long long)e->ival);
+		else
+			emit(c, "weft_%s(ctx, e)", e->bi == BI_USTACK ? "ustack" : "kstack");
 		return;
 	case BI_DURATION:
 		emit(c, "span_d");
@@ -872,6 +878,20 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			emit_int(c, e->args[0]);
 			emit(c, "))");
 			return;
+		case FN_EXT: {
+			/* a function of the `using` file, each argument cast to its parameter's
+			 * type as the file writes it (sema checked integer or pointer) */
+			const struct ext_fn *f = &c->q->ext->fns[e->aux];
+
+			emit(c, "((__s64)%s(", f->name);
+			for (int i = 0; i < e->nargs; i++) {
+				emit(c, "%s(%s)(", i ? ", " : "", f->ptype[i]);
+				emit_int(c, e->args[i]);
+				emit(c, ")");
+			}
+			emit(c, "))");
+			return;
+		}
 		default:
 			c->err = -EINVAL;
 			emit(c, "0");
@@ -1541,6 +1561,9 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	if (usdt)
 		emit(c, "#include <stdbool.h>\n#include <bpf/usdt.bpf.h>\n");
 	emit(c, "\n%s\n", prelude);
+	if (c->q->ext) /* `using`: the user's functions, compiled and verified with the query */
+		emit(c, "/* the query's `using` file */\n%s\n/* end of the `using` file */\n\n",
+		     c->q->ext->src);
 	if (kbtf_emit(q->kbtf, c->out) != 0) {
 		fclose(c->out);
 		c->out = NULL;

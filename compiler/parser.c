@@ -440,6 +440,13 @@ static struct expr *parse_postfix(struct parser *p)
 		}
 		if (!expr_grow(p, m, e) || !parse_advance(p))
 			return NULL;
+		if (p->cur.kind == TOK_LPAREN) {
+			/* `start.kstack(8)`: a call on a member; sema allows only the start-side
+			 * stacks of a span (sema_stacks.c) */
+			m->kind = EXPR_CALL;
+			if (!parse_advance(p) || parse_args(p, m, "arguments") < 0)
+				return NULL;
+		}
 		e = m;
 	}
 	return e;
@@ -800,7 +807,8 @@ static int probe_split(struct parser *p, const struct token *t, struct probe_spe
 		d = parse_error(p, DIAG_E_PARSE_PROBE, t->loc, "'%s' is not a probe", text);
 		diag_fix(d,
 			 "a probe is PROVIDER:..., e.g. syscall:%s; providers: tracepoint (tp), "
-			 "syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile, interval",
+			 "syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile, interval, "
+			 "software, hardware",
 			 text);
 		return -1;
 	}
@@ -1494,6 +1502,23 @@ static int parse_sources(struct parser *p)
 	}
 }
 
+/* `using 'FILE.bpf.c'` before `from`: the extension file (compiler/ext.h). */
+static int parse_using(struct parser *p)
+{
+	if (!parse_advance(p))
+		return -1;
+	if (p->cur.kind != TOK_STR) {
+		struct diag *d = parse_error(p, DIAG_E_EXT_FILE, p->cur.loc,
+					     "`using` needs a file name in quotes");
+
+		diag_fix(d, "e.g. using 'parse_http.bpf.c' from uprobe:...");
+		return -1;
+	}
+	p->q->using_path = p->cur.sval;
+	p->q->using_loc = p->cur.loc;
+	return parse_advance(p) ? 0 : -1;
+}
+
 struct ast_query *parse_query(const char *src, struct diag_list *dl)
 {
 	struct parser p;
@@ -1518,6 +1543,8 @@ struct ast_query *parse_query(const char *src, struct diag_list *dl)
 		diag_fix(d, "e.g. from syscall:read select count()");
 		goto out_free_query;
 	}
+	if (p.cur.kind == TOK_NAME && strcasecmp(p.cur.sval, "using") == 0 && parse_using(&p) < 0)
+		goto out_free_query;
 	if (p.cur.kind != TOK_FROM) {
 		char buf[64];
 

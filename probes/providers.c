@@ -2,7 +2,7 @@
 /*
  * The provider registry: one array, one line per provider (DTrace-style).  Each provider's
  * operations live in its own file (tracepoint.c, syscall.c, uprobe.c, usdt.c, kprobe.c,
- * timer.c).  Adding a provider: write its file, add its line here.
+ * timer.c, perf.c).  Adding a provider: write its file, add its line here.
  */
 #include <string.h>
 #include "probes/probes.h"
@@ -19,6 +19,8 @@ const struct probe_provider *const probe_providers[] = {
 	&provider_profile,
 	&provider_interval,
 	&provider_kernel,
+	&provider_software,
+	&provider_hardware,
 	NULL,
 };
 
