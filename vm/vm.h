@@ -160,7 +160,7 @@ struct vm_sync {
 
 struct vm_opts {
 	size_t sz; /* sizeof(struct vm_opts) */
-	const char *host, *guest; /* stream files; guest may be NULL */
+	const char *host, *guest; /* inputs (vm_stream_open_input()); guest may be NULL */
 	int64_t vm_pid; /* the guest's VM (its VMM's pid) when the host has several; 0: any */
 	bool assume_synced; /* a guest without points: its times are host times */
 	size_t max_intervals; /* 0: VM_MAX_INTERVALS */
@@ -201,6 +201,8 @@ struct vm_analysis {
 		uint32_t *val;
 		size_t cap, n;
 	} vmap, tmap; /* host tid -> vCPU, guest tid -> thread */
+	/* what reading a CTF input (vm/ctf.c) could not carry over; all 0 for a stream file */
+	struct vm_ctf_stats host_ctf, guest_ctf;
 };
 
 /* Runs the whole analysis of o->host (and o->guest): 0 into *a, or -1 with err set. */
