@@ -14,10 +14,12 @@
 
 #include "graph/store.h"
 #include "tools/weft.h"
+#include "tools/weft_vm.h"
 #include "vm/vm.h"
 
 static const char vm_help[] =
-	"Usage: weft vm analyze --host FILE [--guest FILE] [OPTIONS]\n"
+	"Usage: weft vm analyze --host INPUT [--guest INPUT] [OPTIONS]\n"
+	"       weft vm record --output FILE [--for D] [-- CMD ARGS...]   (its own --help)\n"
 	"\n"
 	"What the vCPUs of virtual machines were doing, from the host's kvm and scheduler\n"
 	"events, and each guest thread's time corrected by the state of the vCPU under it.\n"
@@ -303,8 +305,9 @@ int cmd_vm(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "analyze") == 0 || strcmp(argv[1], "analyse") == 0)
 		return vm_analyze_cmd(argc - 1, argv + 1);
-	fprintf(stderr,
-		"weft vm: unknown command '%s' (one today: analyze; see `weft vm --help`)\n",
+	if (strcmp(argv[1], "record") == 0)
+		return vm_record_cmd(argc - 1, argv + 1);
+	fprintf(stderr, "weft vm: unknown command '%s' (analyze or record; see `weft vm --help`)\n",
 		argv[1]);
 	return WEFT_EXIT_USAGE;
 }
