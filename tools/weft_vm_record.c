@@ -27,7 +27,8 @@
  *
  * What it says.  The discovery on stderr: each process that called KVM_RUN (a VMM) with its
  * threads (vCPUs) and their calls.  Rows a child lost to a full ring buffer are never
- * silent: a warning on stderr and a comment line in the stream ("# lost: N rows").  Bounded:
+ * silent: a warning on stderr, a comment line in the stream ("# lost: N rows") and a last
+ * event "weft_lost" (fields.rows) that the analysis counts and reports as a warning.  Bounded:
  * at most VM_RECORD_MAX_BYTES of rows are held in all (the recording stops there, E_VM_LIMIT).
  * Limits: the children run one after another's attach, so events of the first seconds before
  * all attached are missing from some queries (the command starts only after all are in); a
@@ -52,6 +53,7 @@
 
 #include "tools/weft.h"
 #include "tools/weft_vm.h"
+#include "vm/vm.h"
 
 #define VM_RECORD_MAX_BYTES (1ULL << 30) /* rows held, all children together */
 #define VM_RECORD_MAX_Q 12
@@ -115,7 +117,8 @@ static const char record_help[] =
 	"      --for D           stop after D (a weft duration: 10s, 1m, ...)\n"
 	"      --ringbuf-size S  each query's ring buffer (weft run's option; default 4MiB):\n"
 	"                        rows that find it full are counted, warned about on stderr\n"
-	"                        and noted in the stream as a comment ('# lost: N rows')\n"
+	"                        and noted in the stream (a weft_lost event, which\n"
+	"                        `weft vm analyze` reports as a WARNING)\n"
 	"  -h, --help            this text\n"
 	"\n"
 	"Needs root (the probes are eBPF).  Example:\n"
@@ -584,6 +587,11 @@ int vm_record_cmd(int argc, char **argv)
 		    fputc('\n', out) < 0)
 			break;
 	}
+	if (lost) /* an event too, which the analysis counts and reports (VM_LOST_EVENT) */
+		fprintf(out,
+			"{\"time\":%" PRId64
+			",\"cpu\":0,\"name\":\"%s\",\"fields\":{\"rows\":%" PRIu64 "}}\n",
+			nev ? ev[nev - 1].time : 0, VM_LOST_EVENT, lost);
 	if ((out == stdout ? fflush(out) : fclose(out)) != 0) {
 		fprintf(stderr, "weft vm record: writing %s: %s\n", output, strerror(errno));
 		goto out;

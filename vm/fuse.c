@@ -340,6 +340,8 @@ int vm_guest_pass(struct vm_analysis *a, struct vm_stream *guest, int64_t vm_pid
 			goto out;
 		}
 		last = t; /* the guest stream's end, in host time */
+		if (strcmp(ev.name, VM_LOST_EVENT) == 0 && vm_on_lost(a, &ev, file, err))
+			goto out;
 		if (strcmp(ev.name, "sched_switch") != 0)
 			continue;
 		if (ev.cpu >= VM_MAX_VCPUS) {

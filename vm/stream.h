@@ -92,7 +92,7 @@ struct vm_stream *vm_stream_open_file(const char *name, FILE *f, struct vm_err *
  */
 struct vm_ctf_stats {
 	uint64_t events; /* events read (all of them, written as lines) */
-	uint64_t no_tid; /* kvm events dropped: no tid context and no sched_switch yet on their CPU */
+	uint64_t no_tid; /* kvm events dropped: no tid context, no sched_switch on their CPU yet */
 	uint64_t discarded; /* events the tracer said it lost (discarded-events messages) */
 	uint64_t traces; /* CTF traces found below the directory */
 };

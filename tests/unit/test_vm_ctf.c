@@ -14,6 +14,9 @@
  *     before them places on a thread: vCPU 101 is then found with its 4 exits after its
  *     switch-in at 8200, vCPU 102 (never switched on its CPU) not at all;
  *   - `weft vm analyze --host ctf:DIR --guest DIR` prints what it prints for the streams;
+ *   - the reports say what could not be analysed: the kvm events without a thread, and the
+ *     events a recorder lost (weft_lost events, summed: 7), as "warnings" in JSON and a
+ *     WARNING line in text; a weft_lost without a number of rows is refused;
  *   - refused with E_VM_CTF: a trace without cpu_id, metadata babeltrace2 cannot read, a
  *     directory without a trace, a FIFO in a trace directory, time going backwards.
  */
@@ -106,6 +109,28 @@ static char *report(const char *host, const char *guest, struct vm_analysis *kee
 	return buf;
 }
 
+/* The text report of a host input. */
+static char *text_report(const char *host)
+{
+	struct vm_opts o = { .sz = sizeof(o), .host = host };
+	struct vm_report_opts ro = { .sz = sizeof(ro) };
+	struct vm_analysis a;
+	struct vm_err err = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_int_equal(vm_analyze(&o, &a, &err), 0);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(vm_report_text(f, &a, &ro), 0);
+	fclose(f);
+	vm_analysis_free(&a);
+	return buf;
+}
+
+static void expect_refused(const char *host, const char *want);
+
 static void test_same_as_stream(void **state)
 {
 	const char *host = as_ctf("host.jsonl", "host", VMCTF_TID);
@@ -163,7 +188,47 @@ static void test_no_context(void **state)
 	assert_int_equal(v->exits, 4);
 	assert_int_equal(v->vcpu_id, 0);
 	vm_analysis_free(&a);
+	/* and the report says so, as data and as text */
+	assert_non_null(strstr(got, "\"warnings\":{\"lost_events\":0,\"host_no_tid\":15"));
 	free(got);
+	got = text_report(host);
+	assert_non_null(strstr(got, "WARNING: 15 kvm events had no thread"));
+	free(got);
+}
+
+/* A recorder's weft_lost events are summed and reported; a bad one is refused. */
+static void test_lost(void **state)
+{
+	char path[600], *text = slurp(data_path("host.jsonl")), *got;
+	const char *tag;
+	struct vm_analysis a;
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/lost.jsonl", tmpdir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fputs("{\"time\":50000,\"cpu\":0,\"name\":\"weft_lost\",\"fields\":{\"rows\":5}}\n", f);
+	fputs("{\"time\":50000,\"cpu\":1,\"name\":\"weft_lost\",\"fields\":{\"rows\":2}}\n", f);
+	fclose(f);
+	got = report(path, NULL, &a, &tag);
+	assert_non_null(got);
+	assert_int_equal(a.lost_events, 7);
+	assert_non_null(strstr(got, "\"warnings\":{\"lost_events\":7"));
+	vm_analysis_free(&a);
+	free(got);
+	got = text_report(path);
+	assert_non_null(strstr(got, "WARNING: 7 events were lost while recording"));
+	free(got);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fputs("{\"time\":50000,\"cpu\":0,\"name\":\"weft_lost\",\"fields\":{\"rows\":\"many\"}}\n",
+	      f);
+	fclose(f);
+	expect_refused(path, "E_VM_FIELD");
+	free(text);
 }
 
 static void test_cli(void **state)
@@ -267,6 +332,7 @@ int main(void)
 		cmocka_unit_test(test_no_context),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_lost),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
