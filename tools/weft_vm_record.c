@@ -136,7 +136,7 @@ struct child {
 	size_t len, cap;
 	char errbuf[2048]; /* the last of stderr */
 	size_t errlen;
-	bool attached;
+	bool attached, early; /* early: ended before it attached */
 	int status;
 };
 
@@ -502,9 +502,9 @@ int vm_record_cmd(int argc, char **argv)
 			if (ch[i].pid > 0 &&
 			    waitpid(ch[i].pid, &ch[i].status, WNOHANG) == ch[i].pid) {
 				ch[i].pid = 0;
-				if (!ch[i].attached && !stop_signal) {
-					fprintf(stderr, "weft vm record: the %s query failed:\n%s",
-						ch[i].q->name, ch[i].errbuf);
+				if (!ch[i].attached && !stop_signal && WIFEXITED(ch[i].status) &&
+				    WEXITSTATUS(ch[i].status) != 0) {
+					ch[i].early = true; /* said once its stderr is all read */
 					failed = true;
 				}
 			}
@@ -513,7 +513,10 @@ int vm_record_cmd(int argc, char **argv)
 	for (size_t i = 0; i < nch; i++) {
 		if (ch[i].pid > 0)
 			waitpid(ch[i].pid, &ch[i].status, 0);
-		if (WIFEXITED(ch[i].status) && WEXITSTATUS(ch[i].status) != 0 && !failed) {
+		if (ch[i].early)
+			fprintf(stderr, "weft vm record: the %s query failed:\n%s", ch[i].q->name,
+				ch[i].errbuf);
+		else if (WIFEXITED(ch[i].status) && WEXITSTATUS(ch[i].status) != 0 && !failed) {
 			fprintf(stderr, "weft vm record: the %s query ended with status %d:\n%s",
 				ch[i].q->name, WEXITSTATUS(ch[i].status), ch[i].errbuf);
 			failed = true;
