@@ -45,6 +45,7 @@ enum vmctf_flags {
 	VMCTF_TID = 1, /* the kernel trace has the tid and pid context */
 	VMCTF_NO_CPU = 2, /* no cpu_id in the packet context (a trace the reader refuses) */
 	VMCTF_BACKWARDS = 4, /* the last event of each stream 1 ns before its first (refused) */
+	VMCTF_DISCARD = 8, /* each stream ends with a packet saying 3 events were discarded */
 };
 
 /* A field: its type (u8 u32 i32 u64 i64 c16: 16 bytes of text), its LTTng name, where its
@@ -289,6 +290,20 @@ static void vmctf_close(struct vmctf_buf *s)
 	vmctf_patch(s, 32, (uint64_t)s->len * 8);
 }
 
+/* A second packet, without events, whose events_discarded counter says 3 were lost. */
+static void vmctf_discard_packet(struct vmctf_buf *s, unsigned flags, unsigned cpu)
+{
+	size_t base = s->len;
+
+	vmctf_open(s, flags, cpu);
+	vmctf_patch(s, base + 8, s->last);
+	vmctf_patch(s, base + 16, s->last);
+	vmctf_patch(s, base + 24, (uint64_t)(s->len - base) * 8);
+	vmctf_patch(s, base + 32, (uint64_t)(s->len - base) * 8);
+	vmctf_patch(s, base + 40, 1);
+	vmctf_patch(s, base + 48, 3);
+}
+
 static int64_t vmctf_value(json_t *fields, const struct vmctf_field *f)
 {
 	json_t *v = json_object_get(fields, f->src ? f->src : f->name);
@@ -444,6 +459,8 @@ static int vmctf_write(const char *text, const char *dir, unsigned flags, size_t
 					b[c].last = b[c].first;
 				}
 				vmctf_close(&b[c]);
+				if (flags & VMCTF_DISCARD)
+					vmctf_discard_packet(&b[c], flags, c);
 				snprintf(path, sizeof(path), "%s/%s/channel0_%u", dir,
 					 t ? "ust/uid/0/64-bit" : "kernel", c);
 				vmctf_write_file(path, b[c].p, b[c].len);

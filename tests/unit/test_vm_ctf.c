@@ -15,7 +15,8 @@
  *     switch-in at 8200, vCPU 102 (never switched on its CPU) not at all;
  *   - `weft vm analyze --host ctf:DIR --guest DIR` prints what it prints for the streams;
  *   - the reports say what could not be analysed: the kvm events without a thread, and the
- *     events a recorder lost (weft_lost events, summed: 7), as "warnings" in JSON and a
+ *     events a recorder lost (weft_lost events, summed: 7) or the tracer discarded (a packet
+ *     per stream saying 3 were: 6), as "warnings" in JSON and a
  *     WARNING line in text; a weft_lost without a number of rows is refused;
  *   - refused with E_VM_CTF: a trace without cpu_id, metadata babeltrace2 cannot read, a
  *     directory without a trace, a FIFO in a trace directory, time going backwards.
@@ -196,6 +197,29 @@ static void test_no_context(void **state)
 	free(got);
 }
 
+/* Events the tracer discarded: counted from babeltrace2's messages, warned, the rest the same. */
+static void test_discarded(void **state)
+{
+	const char *host = as_ctf("host.jsonl", "discard", VMCTF_TID | VMCTF_DISCARD);
+	const char *tag;
+	struct vm_analysis a;
+	char *got;
+
+	(void)state;
+	got = report(host, NULL, &a, &tag);
+	assert_non_null(got);
+	/* two streams (CPUs 0 and 1), each with a packet saying 3 were lost */
+	assert_int_equal(a.host_ctf.discarded, 6);
+	assert_int_equal(a.host_ctf.events, 33);
+	assert_int_equal(a.nvcpus, 2);
+	assert_non_null(strstr(got, "\"host_discarded\":6"));
+	vm_analysis_free(&a);
+	free(got);
+	got = text_report(host);
+	assert_non_null(strstr(got, "WARNING: the tracer discarded 6 events"));
+	free(got);
+}
+
 /* A recorder's weft_lost events are summed and reported; a bad one is refused. */
 static void test_lost(void **state)
 {
@@ -333,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_lost),
+		cmocka_unit_test(test_discarded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
