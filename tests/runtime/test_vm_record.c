@@ -80,6 +80,7 @@ static void test_record_discovery(void **state)
 			 4);
 	assert_int_equal(runs, N_RUNS);
 	assert_int_equal(enotty, N_RUNS);
+	free(out);
 	snprintf(path, sizeof(path), "%s/err.txt", tmpdir);
 	err = slurp(path);
 	snprintf(cmd, sizeof(cmd), "weft vm: VMM pid %ld\n", pid);
@@ -105,6 +106,7 @@ static void test_record_discovery(void **state)
 		snprintf(cmd, sizeof(cmd), "%d queries attached", nq);
 		assert_non_null(strstr(err, cmd));
 	}
+	free(err);
 
 	snprintf(path, sizeof(path), "%s/host.jsonl", tmpdir);
 	out = slurp(path);
@@ -151,6 +153,7 @@ static void test_record_discovery(void **state)
 		}
 		json_decref(o);
 	}
+	free(out);
 	assert_int_equal(ioctls, N_RUNS);
 	assert_int_equal(others, 0);
 	assert_int_equal(between_out, N_RUNS - 1);
