@@ -113,7 +113,8 @@ static const char record_help[] =
 	"threads are listed on stderr.\n"
 	"\n"
 	"Options:\n"
-	"  -o, --output FILE     the stream to write ('-': standard output)\n"
+	"  -o, --output FILE     the stream to write ('-': standard output; CMD's standard\n"
+	"                        output then goes to standard error)\n"
 	"      --for D           stop after D (a weft duration: 10s, 1m, ...)\n"
 	"      --ringbuf-size S  each query's ring buffer (weft run's option; default 4MiB):\n"
 	"                        rows that find it full are counted, warned about on stderr\n"
@@ -469,6 +470,8 @@ int vm_record_cmd(int argc, char **argv)
 				if (cmd == 0) {
 					sigaction(SIGINT, &old_int, NULL);
 					sigaction(SIGTERM, &old_term, NULL);
+					if (strcmp(output, "-") == 0)
+						dup2(2, 1); /* the stream owns standard output */
 					execvp(argv[optind], argv + optind);
 					fprintf(stderr, "weft vm record: %s: %s\n", argv[optind],
 						strerror(errno));

@@ -17,7 +17,8 @@
  *           Unix epoch as origin: host and guest times are then both wall-clock based, and the
  *           synchronisation points still measure their offset)
  *   cpu     the packet context's cpu_id (LTTng writes one stream per CPU); a trace without it
- *           is refused: the guest pass needs the CPU of every sched_switch
+ *           is refused: the guest pass needs the CPU of every sched_switch.  One kernel trace
+ *           per input (two machines' CPUs would mix): a second one is refused
  *   tid     the context's tid (`lttng add-context -k -t tid`), else vtid, else the thread
  *           the CPU's last sched_switch switched in: a kernel trace needs no context at all,
  *           as in Trace Compass.  A kvm event on a CPU before its first sched_switch has no
@@ -155,6 +156,7 @@ struct conv {
 	FILE *out;
 	struct vm_ctf_stats *st;
 	int64_t *cur; /* per CPU, the thread its last sched_switch switched in; -1 unknown */
+	const bt_trace *kernel; /* the kernel trace: one machine's CPUs, at most one */
 	const char *tag; /* NULL while all is well */
 	char msg[400];
 };
@@ -338,6 +340,23 @@ static void conv_event(struct conv *c, const bt_message *msg)
 			  "(LTTng writes one stream per CPU)",
 			  c->st->events + 1, raw, VM_CTF_MAX_CPUS - 1);
 		return;
+	}
+	{
+		const bt_trace *tr =
+			bt_stream_borrow_trace_const(bt_event_borrow_stream_const(event));
+		const bt_value *dom =
+			bt_trace_borrow_environment_entry_value_by_name_const(tr, "domain");
+
+		if (dom && bt_value_is_string(dom) &&
+		    strcmp(bt_value_string_get(dom), "kernel") == 0) {
+			if (c->kernel && c->kernel != tr) {
+				conv_fail(c, "E_VM_CTF",
+					  "two kernel traces below it (their CPUs would mix): give "
+					  "each machine's trace as its own input");
+				return;
+			}
+			c->kernel = tr;
+		}
 	}
 	ctx = bt_event_borrow_common_context_field_const(event);
 	if (!ctx_int(c, ctx, "tid", "vtid", &tid) || !ctx_int(c, ctx, "pid", "vpid", &pid))

@@ -18,7 +18,7 @@
  *     events a recorder lost (weft_lost events, summed: 7) or the tracer discarded (a packet
  *     per stream saying 3 were: 6), as "warnings" in JSON and a
  *     WARNING line in text; a weft_lost without a number of rows is refused;
- *   - refused with E_VM_CTF: a trace without cpu_id, metadata babeltrace2 cannot read, a
+ *   - refused with E_VM_CTF: two kernel traces in one input, a trace without cpu_id, metadata babeltrace2 cannot read, a
  *     directory without a trace, a FIFO in a trace directory, time going backwards.
  */
 #include <errno.h>
@@ -320,6 +320,11 @@ static void test_refused(void **state)
 	fputs("/* CTF 1.8 */\ntrace { major = 1; minor = 8; byte_order = le; garbage\n", f);
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/bad", tmpdir);
+	expect_refused(path, "E_VM_CTF");
+	/* two kernel traces (two machines' CPUs) in one input */
+	as_ctf("host.jsonl", "two/a", VMCTF_TID);
+	as_ctf("host.jsonl", "two/b", VMCTF_TID);
+	snprintf(path, sizeof(path), "%s/two", tmpdir);
 	expect_refused(path, "E_VM_CTF");
 	/* a directory without a trace */
 	snprintf(path, sizeof(path), "%s/empty", tmpdir);
