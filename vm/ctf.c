@@ -254,8 +254,9 @@ static void payload(struct conv *c, const char *ev, const bt_field *pay, json_t 
 		json_t *v = NULL;
 		int64_t iv;
 
-		if (!name || !*name || strlen(name) >= VM_NAME_MAX)
-			continue;
+		if (!name || !*name || strlen(name) >= VM_NAME_MAX ||
+		    !text_utf8_valid(name, strlen(name), NULL))
+			continue; /* no name the stream could carry */
 		if (field_int(f, &iv))
 			v = json_integer(iv);
 		else if (field_is(f, BT_FIELD_CLASS_TYPE_BOOL))
@@ -317,8 +318,10 @@ static void conv_event(struct conv *c, const bt_message *msg)
 	json_t *o, *fields;
 	char *line;
 
-	if (!raw || !*raw || strlen(raw) >= VM_NAME_MAX) {
-		conv_fail(c, "E_VM_CTF", "event %" PRIu64 ": no name, or one of %d bytes or more",
+	if (!raw || !*raw || strlen(raw) >= VM_NAME_MAX ||
+	    !text_utf8_valid(raw, strlen(raw), NULL)) {
+		conv_fail(c, "E_VM_CTF",
+			  "event %" PRIu64 ": no name, one of %d bytes or more, or one not UTF-8",
 			  c->st->events + 1, VM_NAME_MAX);
 		return;
 	}
