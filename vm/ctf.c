@@ -43,7 +43,9 @@
  * graph/import_ctf.c does), every field's class is checked before its accessor is called, and
  * the child's output is copied into an unnamed temporary file of at most VM_STREAM_FILE_MAX
  * bytes (the stream can then be read twice, as the guest's must); the child's verdict and
- * counts come back on a second pipe.  vm_stream_open_ctf(dir, false, ...) converts in the
+ * counts come back on a second pipe.  babeltrace2 also loops forever on some packets (a
+ * packet size of 0, found by fuzz_vm_ctf): a child that writes nothing for VM_CTF_STALL_MS
+ * is killed and the trace refused.  vm_stream_open_ctf(dir, false, ...) converts in the
  * caller, for the fuzzer's coverage.  babeltrace2's reference counts are not atomic: one
  * conversion at a time per process (a mutex).
  */
@@ -52,6 +54,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -617,6 +620,13 @@ static const char *convert(const struct ctf_dirs *dirs, FILE *out, struct vm_ctf
 
 /* ------------------------------------------------------------------ the reader process */
 
+static unsigned stall_ms = VM_CTF_STALL_MS;
+
+void vm_ctf_set_stall_ms(unsigned ms)
+{
+	stall_ms = ms ? ms : VM_CTF_STALL_MS;
+}
+
 /* What the child sends back on its status pipe. */
 struct verdict {
 	char tag[16]; /* "" on success */
@@ -661,7 +671,7 @@ static int convert_child(const char *dir, const struct ctf_dirs *dirs, FILE *tmp
 	struct verdict v;
 	char buf[65536];
 	uint64_t total = 0;
-	bool over = false, got;
+	bool over = false, stalled = false, got;
 	pid_t pid, w;
 	ssize_t n;
 
@@ -709,7 +719,27 @@ static int convert_child(const char *dir, const struct ctf_dirs *dirs, FILE *tmp
 	}
 	close(data[1]);
 	close(stat[1]);
-	while ((n = read(data[0], buf, sizeof(buf))) != 0) {
+	for (uint64_t quiet_ms = 0;;) {
+		struct pollfd pfd = { .fd = data[0], .events = POLLIN };
+		int pr = poll(&pfd, 1, 100);
+
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0) {
+			/* babeltrace2 loops forever on some packets (a size of 0): a reader that
+			 * writes nothing for this long is ended, never waited for */
+			quiet_ms += 100;
+			if (quiet_ms >= stall_ms) {
+				kill(pid, SIGKILL);
+				stalled = true;
+				break;
+			}
+			continue;
+		}
+		quiet_ms = 0;
+		n = read(data[0], buf, sizeof(buf));
+		if (n == 0)
+			break;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -731,6 +761,13 @@ static int convert_child(const char *dir, const struct ctf_dirs *dirs, FILE *tmp
 	do
 		w = waitpid(pid, &status, 0);
 	while (w < 0 && errno == EINTR);
+	if (stalled) {
+		vm_err_set(err, "E_VM_CTF",
+			   "%s: babeltrace2 read nothing for %u ms (it loops on some malformed "
+			   "packets): the reader was ended",
+			   dir, stall_ms);
+		return -1;
+	}
 	if (w == pid && WIFSIGNALED(status) && WTERMSIG(status) != SIGPIPE) {
 		vm_err_set(err, "E_VM_CTF",
 			   "%s: babeltrace2 crashed reading it (signal %d, %s): a trace it cannot "

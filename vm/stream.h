@@ -102,6 +102,10 @@ struct vm_ctf_stats {
 #define VM_CTF_STR_MAX 256 /* bytes of one string field carried over */
 struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_stats *st,
 				     struct vm_err *err);
+/* A reader process that writes nothing for this long is ended and the trace refused
+ * (babeltrace2 loops forever on some malformed packets).  0: the default. */
+#define VM_CTF_STALL_MS 10000u
+void vm_ctf_set_stall_ms(unsigned ms);
 /*
  * An input by name: "ctf:DIR" or a directory is a CTF trace (vm_stream_open_ctf() in a child
  * process), anything else a JSON-lines file.  st (may be NULL) is zeroed, then filled for CTF.

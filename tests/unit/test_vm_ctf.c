@@ -18,7 +18,8 @@
  *     events a recorder lost (weft_lost events, summed: 7) or the tracer discarded (a packet
  *     per stream saying 3 were: 6), as "warnings" in JSON and a
  *     WARNING line in text; a weft_lost without a number of rows is refused;
- *   - refused with E_VM_CTF: two kernel traces in one input, a trace without cpu_id, metadata babeltrace2 cannot read, a
+ *   - refused with E_VM_CTF: packets of size 0 (babeltrace2 loops on them: the reader is
+ *     ended after 2 s without output), two kernel traces in one input, a trace without cpu_id, metadata babeltrace2 cannot read, a
  *     directory without a trace, a FIFO in a trace directory, time going backwards.
  */
 #include <errno.h>
@@ -321,6 +322,19 @@ static void test_refused(void **state)
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/bad", tmpdir);
 	expect_refused(path, "E_VM_CTF");
+	/* packet sizes of 0, on which babeltrace2 loops forever: the reader is ended */
+	snprintf(path, sizeof(path), "%s/kernel/channel0_0",
+		 as_ctf("host.jsonl", "loop", VMCTF_TID));
+	f = fopen(path, "r+b");
+	assert_non_null(f);
+	fseek(f, 24, SEEK_SET);
+	for (int i = 0; i < 16; i++)
+		fputc(0, f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/loop", tmpdir);
+	vm_ctf_set_stall_ms(2000);
+	expect_refused(path, "E_VM_CTF");
+	vm_ctf_set_stall_ms(0);
 	/* two kernel traces (two machines' CPUs) in one input */
 	as_ctf("host.jsonl", "two/a", VMCTF_TID);
 	as_ctf("host.jsonl", "two/b", VMCTF_TID);
