@@ -16,6 +16,9 @@
  *     least once, so at least N - 1 blocked switch-outs lie between its calls;
  *   - every kvm query of the set attached (the tracepoints exist here, they never fire: the
  *     stream has no kvm_* event) and `weft vm analyze` reads the stream: no vCPU, no exit.
+ * Every thread's sched_switch of this loaded machine goes through one ring buffer: 32 MiB of
+ * it, so that rows are not lost to a reader the load keeps off the CPU (a loss would be said
+ * in the stream, and fails the test).
  * What needs /dev/kvm (kvm_entry/kvm_exit/kvm_userspace_exit of a running guest) is
  * test_vm_kvm's, which skips here.
  */
@@ -64,7 +67,8 @@ static void test_record_discovery(void **state)
 
 	(void)state;
 	snprintf(cmd, sizeof(cmd),
-		 "timeout 300 '%s' vm record -o '%s/host.jsonl' -- '%s' %d > '%s/out.txt' "
+		 "timeout 300 '%s' vm record --ringbuf-size 32MiB -o '%s/host.jsonl' -- '%s' %d > "
+		 "'%s/out.txt' "
 		 "2> '%s/err.txt'",
 		 getenv("WEFT_BIN"), tmpdir, wr_workload("wl_kvm_ioctl"), N_RUNS, tmpdir, tmpdir);
 	if (system(cmd) != 0) {
