@@ -1,21 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * `weft vm`: virtual machines seen from the host and fused with their guests (docs/vm.md).
- * One subcommand today, `analyze`, over recorded streams (vm/stream.h); everything below
+ * One subcommand today, `analyze`, over recorded streams (vm/stream.h) or LTTng CTF traces
+ * (vm/ctf.c, the same stream once read); everything below
  * tools/ returns errors with a tag and a message (vm/vm.h), printed here once.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/store.h"
 #include "tools/weft.h"
+#include "tools/weft_vm.h"
 #include "vm/vm.h"
 
 static const char vm_help[] =
-	"Usage: weft vm analyze --host FILE [--guest FILE] [OPTIONS]\n"
+	"Usage: weft vm analyze --host INPUT [--guest INPUT] [OPTIONS]\n"
+	"       weft vm record --output FILE [--for D] [-- CMD ARGS...]   (its own --help)\n"
 	"\n"
 	"What the vCPUs of virtual machines were doing, from the host's kvm and scheduler\n"
 	"events, and each guest thread's time corrected by the state of the vCPU under it.\n"
@@ -38,8 +42,9 @@ static const char vm_help[] =
 	"that lost the most time to the host.\n"
 	"\n"
 	"Options:\n"
-	"  -H, --host FILE      the host's recorded event stream (required)\n"
-	"  -g, --guest FILE     the guest's recorded event stream; its CPU n is vCPU n\n"
+	"  -H, --host INPUT     the host's events (required): a recorded stream (FILE),\n"
+	"                       or LTTng CTF traces (ctf:DIR, or a directory DIR)\n"
+	"  -g, --guest INPUT    the guest's events, the same kinds; its CPU n is vCPU n\n"
 	"      --vm-pid PID     the guest's VM, by its VMM's pid, when the host stream has\n"
 	"                       several VMs (their vCPU ids would collide)\n"
 	"      --assume-synced  a guest stream without synchronisation points: take its\n"
@@ -66,16 +71,26 @@ static const char vm_help[] =
 	"kvm_hypercall with nr 0x77656674 and a0 = id), vm_tsc (a TSC reading: fields tsc\n"
 	"and after).  A stream out of order is refused with its line, not re-sorted.\n"
 	"\n"
+	"LTTng CTF traces (an LTTng session's output directory: every trace below it,\n"
+	"read with libbabeltrace2): lttng-modules' kvm_x86_entry, kvm_x86_exit,\n"
+	"kvm_userspace_exit, kvm_x86_hypercall, kvm_x86_write_tsc_offset,\n"
+	"kvm_x86_nested_vmrun, sched_switch and sched_wakeup are read as the kernel's\n"
+	"events; weft:vm_sync, weft:vm_tsc and weft:tsc_clock of an LTTng-UST trace as\n"
+	"vm_sync, vm_tsc and tsc_clock.  Each event's thread is the tid context (lttng\n"
+	"add-context -k -t tid -t pid), else its CPU's last sched_switch; kvm events\n"
+	"with neither, and events the tracer discarded, are counted and said on stderr.\n"
+	"\n"
 	"Examples:\n"
 	"  weft vm analyze --host host.jsonl\n"
 	"  weft vm analyze --host host.jsonl --guest guest.jsonl --top 5\n"
 	"  weft vm analyze -H host.jsonl -g guest.jsonl --format json --intervals\n"
 	"  weft vm analyze -H host.jsonl -g guest.jsonl --graph-store vm.sqlite\n"
+	"  weft vm analyze --host ctf:~/lttng-traces/host-1 --guest guest-trace/\n"
 	"  weft graph --graph-store vm.sqlite show TRACE   (the id printed on stderr)\n"
 	"\n"
 	"Exit status: 0 success, 1 a stream was refused (the error's tag, file, line and\n"
 	"reason on stderr: E_VM_JSON, E_VM_FIELD, E_VM_ORDER, E_VM_NO_SYNC, E_VM_SYNC,\n"
-	"E_VM_AMBIGUOUS, E_VM_LIMIT, E_VM_FILE), 2 bad command line.  docs/vm.md has the\n"
+	"E_VM_AMBIGUOUS, E_VM_LIMIT, E_VM_FILE, E_VM_CTF), 2 bad command line.  docs/vm.md has the\n"
 	"states, the stream format and how synchronisation works.\n";
 
 static int parse_count(const char *opt, const char *s, long max, long *out)
@@ -126,6 +141,23 @@ static int store_graph(const struct vm_analysis *a, const char *path, int64_t ep
 	fprintf(stderr, "weft vm: stored trace %s (%zu tasks) in %s\n", hex, g.ntasks, path);
 	graph_free(&g);
 	return 0;
+}
+
+/* What a CTF input could not carry over, said: never a silently partial analysis. */
+static void ctf_warn(const char *input, const struct vm_ctf_stats *st)
+{
+	if (st->no_tid)
+		fprintf(stderr,
+			"weft vm: warning: %s: %" PRIu64 " kvm events came before any sched_switch "
+			"on their CPU and the trace has no tid context: not analysed (record with "
+			"`lttng add-context -k -t tid -t pid`)\n",
+			input, st->no_tid);
+	if (st->discarded)
+		fprintf(stderr,
+			"weft vm: warning: %s: the tracer discarded %" PRIu64 " events (full "
+			"buffers): states around them may be wrong (larger sub-buffers: `lttng "
+			"enable-channel --subbuf-size`)\n",
+			input, st->discarded);
 }
 
 static int vm_analyze_cmd(int argc, char **argv)
@@ -248,6 +280,9 @@ static int vm_analyze_cmd(int argc, char **argv)
 		fprintf(stderr, "weft vm: %s: %s\n", err.tag, err.msg);
 		return WEFT_EXIT_FAIL;
 	}
+	ctf_warn(o.host, &a.host_ctf);
+	if (o.guest)
+		ctf_warn(o.guest, &a.guest_ctf);
 	if (store && store_graph(&a, store, epoch)) {
 		vm_analysis_free(&a);
 		return WEFT_EXIT_FAIL;
@@ -270,8 +305,9 @@ int cmd_vm(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "analyze") == 0 || strcmp(argv[1], "analyse") == 0)
 		return vm_analyze_cmd(argc - 1, argv + 1);
-	fprintf(stderr,
-		"weft vm: unknown command '%s' (one today: analyze; see `weft vm --help`)\n",
+	if (strcmp(argv[1], "record") == 0)
+		return vm_record_cmd(argc - 1, argv + 1);
+	fprintf(stderr, "weft vm: unknown command '%s' (analyze or record; see `weft vm --help`)\n",
 		argv[1]);
 	return WEFT_EXIT_USAGE;
 }

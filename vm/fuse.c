@@ -340,6 +340,8 @@ int vm_guest_pass(struct vm_analysis *a, struct vm_stream *guest, int64_t vm_pid
 			goto out;
 		}
 		last = t; /* the guest stream's end, in host time */
+		if (strcmp(ev.name, VM_LOST_EVENT) == 0 && vm_on_lost(a, &ev, file, err))
+			goto out;
 		if (strcmp(ev.name, "sched_switch") != 0)
 			continue;
 		if (ev.cpu >= VM_MAX_VCPUS) {
@@ -413,13 +415,13 @@ int vm_analyze(const struct vm_opts *o, struct vm_analysis *a, struct vm_err *er
 	int rc = -1;
 
 	vm_analysis_init(a, o->max_intervals);
-	h = vm_stream_open(o->host, err);
+	h = vm_stream_open_input(o->host, &a->host_ctf, err);
 	if (!h)
 		return -1;
 	if (vm_host_pass(a, h, err))
 		goto out;
 	if (o->guest) {
-		g = vm_stream_open(o->guest, err);
+		g = vm_stream_open_input(o->guest, &a->guest_ctf, err);
 		if (!g || vm_sync_pass(a, g, o->assume_synced, err) || vm_stream_rewind(g, err) ||
 		    vm_guest_pass(a, g, o->vm_pid, err))
 			goto out;

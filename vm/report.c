@@ -76,6 +76,21 @@ int vm_report_text(FILE *f, const struct vm_analysis *a, const struct vm_report_
 	fmt_ns(b[0], sizeof(b[0]), (double)(a->host_last_ns - a->host_first_ns));
 	fprintf(f, "host: %" PRIu64 " events over %s, %zu vCPU%s\n", a->host_events, b[0],
 		a->nvcpus, a->nvcpus == 1 ? "" : "s");
+	if (a->lost_events)
+		fprintf(f,
+			"WARNING: %" PRIu64 " events were lost while recording: states around "
+			"them may be wrong\n",
+			a->lost_events);
+	if (a->host_ctf.discarded + a->guest_ctf.discarded)
+		fprintf(f,
+			"WARNING: the tracer discarded %" PRIu64 " events: states around them "
+			"may be wrong\n",
+			a->host_ctf.discarded + a->guest_ctf.discarded);
+	if (a->host_ctf.no_tid + a->guest_ctf.no_tid)
+		fprintf(f,
+			"WARNING: %" PRIu64 " kvm events had no thread (no tid context, no "
+			"sched_switch before them on their CPU): not analysed\n",
+			a->host_ctf.no_tid + a->guest_ctf.no_tid);
 	for (size_t i = 0; i < a->nvcpus; i++) {
 		const struct vm_vcpu *v = &a->vcpus[i];
 		double span = (double)(v->last_ns - v->first_ns);
@@ -233,6 +248,15 @@ int vm_report_json(FILE *f, const struct vm_analysis *a, const struct vm_report_
 			 (json_int_t)a->unknown_exits);
 	if (!root)
 		return -ENOMEM;
+	if (a->lost_events || a->host_ctf.no_tid || a->host_ctf.discarded || a->guest_ctf.no_tid ||
+	    a->guest_ctf.discarded)
+		json_object_set_new(root, "warnings",
+				    json_pack("{s:I, s:I, s:I, s:I, s:I}", "lost_events",
+					      (json_int_t)a->lost_events, "host_no_tid",
+					      (json_int_t)a->host_ctf.no_tid, "host_discarded",
+					      (json_int_t)a->host_ctf.discarded, "guest_no_tid",
+					      (json_int_t)a->guest_ctf.no_tid, "guest_discarded",
+					      (json_int_t)a->guest_ctf.discarded));
 	arr = json_array();
 	for (size_t i = 0; i < a->nvcpus; i++) {
 		const struct vm_vcpu *v = &a->vcpus[i];

@@ -77,6 +77,11 @@ struct vm_stream *vm_stream_open(const char *path, struct vm_err *err)
 	return stream_new(path, f, err);
 }
 
+struct vm_stream *vm_stream_open_file(const char *name, FILE *f, struct vm_err *err)
+{
+	return stream_new(name, f, err);
+}
+
 struct vm_stream *vm_stream_open_mem(const char *name, const char *buf, size_t len,
 				     struct vm_err *err)
 {

@@ -45,6 +45,8 @@
  *   E_VM_SYNC      synchronisation points that contradict each other
  *   E_VM_AMBIGUOUS several VMs in the host stream, the guest's not chosen (--vm-pid)
  *   E_VM_NOMEM     out of memory
+ *   E_VM_CTF       a CTF trace babeltrace2 cannot read, or whose events lack what the stream
+ *                  needs (a clock, a CPU)
  */
 struct vm_err {
 	const char *tag; /* NULL: no error */
@@ -77,6 +79,39 @@ int vm_stream_next(struct vm_stream *s, struct vm_event *ev, struct vm_err *err)
 int vm_stream_rewind(struct vm_stream *s, struct vm_err *err);
 const char *vm_stream_name(const struct vm_stream *s);
 void vm_stream_close(struct vm_stream *s);
+/* A stream over an open, seekable file (taken over: closed by vm_stream_close()); NULL with err
+ * set (f closed). */
+struct vm_stream *vm_stream_open_file(const char *name, FILE *f, struct vm_err *err);
+
+/*
+ * LTTng kernel (and LTTng-UST) CTF traces as a stream (vm/ctf.c): every trace below the
+ * directory, read with libbabeltrace2 in a child process, its events in time order written as
+ * the stream's JSON lines (event k of the trace is line k), so that the analysis has one input
+ * format.  lttng-modules' names become the kernel's (kvm_x86_exit -> kvm_exit, prev_tid ->
+ * prev_pid, ...; docs/vm.md, "LTTng CTF traces").  What it could not carry over is counted:
+ */
+struct vm_ctf_stats {
+	uint64_t events; /* events read (all of them, written as lines) */
+	uint64_t no_tid; /* kvm events dropped: no tid context, no sched_switch on their CPU yet */
+	uint64_t discarded; /* events the tracer said it lost (discarded-events messages) */
+	uint64_t traces; /* CTF traces found below the directory */
+};
+/* 0 < max_cpus: CPU numbers from 0 to VM_CTF_MAX_CPUS - 1 (a packet's cpu_id) */
+#define VM_CTF_MAX_CPUS 8192
+#define VM_CTF_MAX_FIELDS 64 /* payload fields of one event carried over */
+#define VM_CTF_STR_MAX 256 /* bytes of one string field carried over */
+struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_stats *st,
+				     struct vm_err *err);
+/* A reader process that writes nothing for this long is ended and the trace refused
+ * (babeltrace2 loops forever on some malformed packets).  0: the default. */
+#define VM_CTF_STALL_MS 10000u
+void vm_ctf_set_stall_ms(unsigned ms);
+/*
+ * An input by name: "ctf:DIR" or a directory is a CTF trace (vm_stream_open_ctf() in a child
+ * process), anything else a JSON-lines file.  st (may be NULL) is zeroed, then filled for CTF.
+ */
+struct vm_stream *vm_stream_open_input(const char *spec, struct vm_ctf_stats *st,
+				       struct vm_err *err);
 
 /*
  * A field of the event's "fields" as an unsigned integer (a JSON integer >= 0, or a

@@ -132,6 +132,21 @@ int vm_iv_add(struct vm_analysis *a, struct vm_interval **iv, size_t *n, size_t 
 	return 0;
 }
 
+int vm_on_lost(struct vm_analysis *a, const struct vm_event *ev, const char *file,
+	       struct vm_err *err)
+{
+	uint64_t n;
+
+	if (vm_event_u64(ev, "rows", &n)) {
+		vm_err_set(err, "E_VM_FIELD", "%s:%lu: %s needs fields.rows, an integer >= 0", file,
+			   ev->line, VM_LOST_EVENT);
+		return -1;
+	}
+	if (__builtin_add_overflow(a->lost_events, n, &a->lost_events))
+		a->lost_events = UINT64_MAX;
+	return 0;
+}
+
 void vm_analysis_init(struct vm_analysis *a, size_t max_intervals)
 {
 	memset(a, 0, sizeof(*a));
@@ -499,6 +514,8 @@ int vm_host_pass(struct vm_analysis *a, struct vm_stream *host, struct vm_err *e
 			rc = on_kvm(a, &ev, file, err);
 		else if (strcmp(ev.name, "tsc_clock") == 0)
 			rc = on_tsc_clock(a, &ev, file, err);
+		else if (strcmp(ev.name, VM_LOST_EVENT) == 0)
+			rc = vm_on_lost(a, &ev, file, err);
 		else if (strcmp(ev.name, "sched_switch") == 0 ||
 			 strcmp(ev.name, "sched_wakeup") == 0 ||
 			 strcmp(ev.name, "sched_wakeup_new") == 0)

@@ -67,6 +67,9 @@
 #include "vm/stream.h"
 
 #define VM_SYNC_HYPERCALL 0x77656674ULL /* "weft": the nr of a synchronisation hypercall */
+/* The event a recorder writes when it lost events (weft vm record: rows that found a ring
+ * buffer full): fields.rows, how many */
+#define VM_LOST_EVENT "weft_lost"
 
 #define VM_MAX_VCPUS 4096
 #define VM_MAX_THREADS (1u << 20) /* guest threads */
@@ -160,7 +163,7 @@ struct vm_sync {
 
 struct vm_opts {
 	size_t sz; /* sizeof(struct vm_opts) */
-	const char *host, *guest; /* stream files; guest may be NULL */
+	const char *host, *guest; /* inputs (vm_stream_open_input()); guest may be NULL */
 	int64_t vm_pid; /* the guest's VM (its VMM's pid) when the host has several; 0: any */
 	bool assume_synced; /* a guest without points: its times are host times */
 	size_t max_intervals; /* 0: VM_MAX_INTERVALS */
@@ -201,6 +204,11 @@ struct vm_analysis {
 		uint32_t *val;
 		size_t cap, n;
 	} vmap, tmap; /* host tid -> vCPU, guest tid -> thread */
+	/* what reading a CTF input (vm/ctf.c) could not carry over; all 0 for a stream file */
+	struct vm_ctf_stats host_ctf, guest_ctf;
+	/* events the recorder lost ("weft_lost" events of either stream: fields.rows, summed,
+	 * saturating): the reports say so, states around them may be wrong */
+	uint64_t lost_events;
 };
 
 /* Runs the whole analysis of o->host (and o->guest): 0 into *a, or -1 with err set. */

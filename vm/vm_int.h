@@ -24,4 +24,8 @@ void vm_tidmap_free(struct vm_tidmap *m);
 int vm_iv_add(struct vm_analysis *a, struct vm_interval **iv, size_t *n, size_t *cap, int64_t start,
 	      int64_t end, int state, int host, int32_t exit, struct vm_err *err);
 
+/* A "weft_lost" event (VM_LOST_EVENT): its fields.rows added to a->lost_events.  0 or -1. */
+int vm_on_lost(struct vm_analysis *a, const struct vm_event *ev, const char *file,
+	       struct vm_err *err);
+
 #endif

@@ -12,6 +12,10 @@
  *     (KVM_EXIT_IO) and 1 with reason 5 (KVM_EXIT_HLT), errno 0, nothing else;
  *   - kvm:kvm_pio counts the N writes: rw 1, port 0x3f8, size 1, count 1;
  *   - syscall:ioctl with cmd KVM_RUN (0xae80) counts the N + 1 calls of the vCPU thread;
+ *   - `weft vm record -- wl_kvm N` (tools/weft_vm_record.c): its stream holds the N + 1 exits
+ *     to user space and the KVM_RUN calls of that thread, its discovery names the thread,
+ *     and `weft vm analyze` finds it as a vCPU with every kvm_exit the stream holds (at least
+ *     N + 1 where the guest ran in hardware);
  *   - kvm:kvm_entry and kvm:kvm_exit: where KVM runs the guest in hardware, exit reasons
  *     IO_INSTRUCTION and HLT (VMX 30 and 12, SVM 0x7b and 0x78) count N and 1 and every
  *     exit has its entry; where KVM emulates the guest (no kvm_entry fires at all) the test
@@ -25,6 +29,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <sys/stat.h>
 #include "run_util.h"
 #include "tests/skip.h"
@@ -201,6 +206,106 @@ static void test_entries_and_exits(void **state)
 	wr_json_free(&j);
 }
 
+/* The whole file at path (NUL-terminated, malloc'd). */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, (size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return buf;
+}
+
+/* `weft vm record -- wl_kvm N`: the stream holds the monitor's exits and KVM_RUN calls, the
+ * discovery names its vCPU thread, and `weft vm analyze` finds that vCPU. */
+static void test_record(void **state)
+{
+	char dir[] = "/tmp/weft_vm_kvm_rec.XXXXXX", cmd[PATH_MAX * 2 + 256], *out, *line,
+	     *save = NULL;
+	long tid = -1, runs = -1, io = -1, hlt = -1, eintr = -1, other = -1;
+	long long uio = 0, uhlt = 0, ioctls = 0, kexits = 0;
+	json_t *a;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 300 '%s' vm record -o '%s/h.jsonl' -- '%s' %d %d > '%s/out' 2> "
+		 "'%s/err'",
+		 getenv("WEFT_BIN"), dir, wr_workload("wl_kvm"), N_OUTS, PORT, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/out", dir);
+	out = slurp(cmd);
+	assert_int_equal(sscanf(strstr(out, "vcpu_tid=") ? strstr(out, "vcpu_tid=") : "",
+				"vcpu_tid=%ld runs=%ld io=%ld hlt=%ld eintr=%ld other=%ld", &tid,
+				&runs, &io, &hlt, &eintr, &other),
+			 6);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/err", dir);
+	out = slurp(cmd);
+	snprintf(cmd, sizeof(cmd), "vCPU thread %ld (wl_kvm_vcpu0): %ld KVM_RUN calls\n", tid,
+		 runs + eintr);
+	assert_non_null(strstr(out, cmd));
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/h.jsonl", dir);
+	out = slurp(cmd);
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_t *o = line[0] == '{' ? json_loads(line, 0, NULL) : NULL;
+		const char *name;
+
+		if (!o)
+			continue;
+		name = json_string_value(json_object_get(o, "name"));
+		if (json_integer_value(json_object_get(o, "tid")) == tid && name) {
+			json_t *f = json_object_get(o, "fields");
+
+			if (!strcmp(name, "kvm_userspace_exit")) {
+				long long r = json_integer_value(json_object_get(f, "reason"));
+
+				uio += r == 2;
+				uhlt += r == 5;
+			}
+			ioctls += !strcmp(name, "sys_enter_ioctl");
+			kexits += !strcmp(name, "kvm_exit");
+		}
+		json_decref(o);
+	}
+	free(out);
+	assert_int_equal(uio, N_OUTS);
+	assert_int_equal(uhlt, 1);
+	assert_int_equal(ioctls, runs + eintr);
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 '%s' vm analyze --host '%s/h.jsonl' --format json > '%s/a.json'",
+		 getenv("WEFT_BIN"), dir, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/a.json", dir);
+	a = json_load_file(cmd, 0, NULL);
+	assert_non_null(a);
+	{
+		json_t *v = json_object_get(a, "vcpus"), *mine = NULL;
+
+		for (size_t i = 0; i < json_array_size(v); i++)
+			if (json_integer_value(json_object_get(json_array_get(v, i), "tid")) == tid)
+				mine = json_array_get(v, i);
+		assert_non_null(mine);
+		/* every kvm_exit of the thread in the stream is the vCPU's (none where KVM
+		 * emulated the guest; in hardware at least the N port writes and the halt) */
+		assert_int_equal(json_integer_value(json_object_get(mine, "exits")), kexits);
+		if (kexits)
+			assert_true(kexits >= N_OUTS + 1);
+	}
+	json_decref(a);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* Whether this machine can run a KVM guest at all: the monitor itself says (status 3). */
 static bool kvm_usable(void)
 {
@@ -223,10 +328,9 @@ static bool kvm_usable(void)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_userspace_exits),
-		cmocka_unit_test(test_pio),
-		cmocka_unit_test(test_kvm_run_ioctls),
-		cmocka_unit_test(test_entries_and_exits),
+		cmocka_unit_test(test_userspace_exits), cmocka_unit_test(test_pio),
+		cmocka_unit_test(test_kvm_run_ioctls),	cmocka_unit_test(test_entries_and_exits),
+		cmocka_unit_test(test_record),
 	};
 
 	if (!wr_ready())
