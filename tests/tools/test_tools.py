@@ -66,7 +66,6 @@ PENDING = {
     "tcpaccept": "ntop() (lang-b)",
     "tcpretrans": "ntop() (lang-b), enumname() (lang-a)",
     "tcpdrop": "ntop() (lang-b), enumname() (lang-a)",
-    "biostacks": "kstack on a span's start side (lang-c)",
     "loads": "kvar() (lang-c)",
 }
 PENDING_TAGS = ("E_FUNC_UNKNOWN", "E_PARSE_", "E_NAME_UNKNOWN", "E_FIELD_UNKNOWN",
@@ -148,20 +147,30 @@ def start_weft(tool, extra=(), query=None):
     return t
 
 
+def has_kprobes():
+    return os.path.exists("/sys/bus/event_source/devices/kprobe") or any(
+        os.path.exists(d + "/kprobe_events") for d in ("/sys/kernel/tracing",
+                                                       "/sys/kernel/debug/tracing"))
+
+
 def start_bpftrace(tool):
     """bpftrace on /usr/sbin/TOOL.bt, or None (with the reason printed) where it cannot run."""
     bt = "/usr/sbin/%s.bt" % tool
     if not shutil.which("bpftrace") or not os.path.exists(bt):
         step("comparison skipped: bpftrace or %s is not installed" % bt)
         return None
-    t = Tracer("bpftrace", ["bpftrace", "-f", "json", bt])
-    if not t.wait_for(t.out, '"attached_probes"'):
-        step("comparison skipped: %s cannot run here: %s" %
-             (bt, (t.text(t.err) + t.text(t.out)).strip()[-400:]))
+    src = open(bt).read()
+    if re.search(r"^\s*k(ret)?probe:", src, re.M) and not has_kprobes():
+        step("comparison skipped: %s needs kprobes, which this kernel lacks" % bt)
         return None
-    # the BEGIN block's output follows the attach record: wait for it to be sure
-    # that every probe is live (bpftrace runs BEGIN after attaching them all)
-    time.sleep(0.2)
+    t = Tracer("bpftrace", ["bpftrace", "-f", "json", bt])
+    # bpftrace runs BEGIN once every probe is attached: its first printf (every tool that
+    # can run here prints in BEGIN) says that the tool is live
+    if not t.wait_for(t.out, '"type": "printf"'):
+        why = [ln for ln in (t.text(t.err) + t.text(t.out)).splitlines()
+               if "ERROR" in ln and "RLIMIT_MEMLOCK" not in ln]
+        step("comparison skipped: %s cannot run here: %s" % (bt, " ".join(why)[-300:]))
+        return None
     return t
 
 
@@ -269,10 +278,18 @@ class LoopDev:
         if r.returncode != 0:
             raise Skip("cannot set up a loop device: " + r.stderr.strip())
         self.path = r.stdout.strip()
+        try:
+            self.settle()
+        except BaseException:
+            self.close()
+            raise
+
+    def settle(self):
         st = os.stat(self.path)
         self.major, self.minor = os.major(st.st_rdev), os.minor(st.st_rdev)
         self.dev = (self.major << 20) | self.minor  # the kernel's dev_t, as tracepoints have it
-        subprocess.run(["udevadm", "settle"], capture_output=True)
+        if shutil.which("udevadm"):  # udev may read the new device: let it finish first
+            subprocess.run(["udevadm", "settle"], capture_output=True)
         step("loop device %s (dev %d)" % (self.path, self.dev))
 
     def close(self):
@@ -456,6 +473,11 @@ def t_threadsnoop():
           "one start function, symbolized: %s" % [r["func"] for r in rows])
     if bo is not None:
         got = [line for line in bt_printf(bo) if " wl_threads " in line]
+        if not got and b"pthread_create" not in open(
+                "/lib/x86_64-linux-gnu/libpthread.so.0", "rb").read():
+            step("comparison: the original printed nothing: its probe is on libpthread, "
+                 "which has no pthread_create since glibc 2.34 (a known difference)")
+            return
         check(len(got) == 3 and all(rows[0]["func"] in line for line in got),
               "bpftrace saw the same 3 calls: %s" % got)
 
@@ -552,21 +574,16 @@ def t_runqlen():
         os.mkdir(d)
     ps = []
     try:
+        # they spin from the start, and are all in the cgroup before weft attaches: every
+        # sample weft takes sees the same three on the run queue
         for i in range(3):
-            p = workload("wl_runqlen",
-                         "import time\nos.sched_setaffinity(0, {1})\n"
-                         "end = time.monotonic() + 1.5\n"
-                         "while time.monotonic() < end: pass\n", wait_go=True)
+            p = workload("wl_runqlen", "os.sched_setaffinity(0, {1})\nwhile True: pass\n")
             for d in dirs:
                 with open(os.path.join(d, "cgroup.procs"), "w") as f:
                     f.write(str(p.pid))
             ps.append(p)
         w, b = start_both("runqlen", ["--scope", "cgroup:" + dirs[0]])
-        for p in ps:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        for p in ps:
-            p.communicate(timeout=WAIT)
+        time.sleep(1.0)  # samples for a second (how many is not asserted)
         wo, bo = w.stop(), b.stop() if b else None
     finally:
         for p in ps:
@@ -642,7 +659,8 @@ def block_tool(tool, n=8):
     try:
         q = open(os.path.join(SRC, "examples", tool + ".wq")).read()
         # substitution: the example covers every device; the answer is known for the loop's
-        q = q.replace("\nselect ", "\nwhere args.dev = %d\nselect " % loop.dev, 1)
+        at = "\ngroup by " if "\ngroup by " in q else "\nselect "
+        q = q.replace(at, "\nwhere args.dev = %d" % loop.dev + at, 1)
         w, b = start_both(tool, query=q if tool != "bitesize" else None)
         pid, _ = run_workload("wl_" + tool, direct_reads(loop.path, n))
         wo, bo = w.stop(), b.stop() if b else None
@@ -706,6 +724,10 @@ def t_writeback():
         check(len(got) >= 1, "bpftrace saw sync writeback too")
 
 
+def ssl_comm(tool):
+    return "wl_" + tool[:6]
+
+
 def t_ssl(tool):
     import ssl  # noqa: F401  (the workload's; this checks that python3 has it)
     if not shutil.which("openssl"):
@@ -717,7 +739,7 @@ def t_ssl(tool):
                    check=True, capture_output=True)
     w, b = start_both(tool)
     # 3 handshakes, client and server in one process (threads): 6 SSL_do_handshake calls
-    run_workload("wl_" + tool[:6],
+    run_workload(ssl_comm(tool),
                  "import socket, ssl, threading\n"
                  "sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
                  "sctx.load_cert_chain(%r, %r)\n"
@@ -742,12 +764,12 @@ def t_ssl(tool):
 
 def t_sslsnoop():
     wo, bo = t_ssl("sslsnoop")
-    rows = [r for r in weft_rows(wo, comm="wl_sslsn") if r["probe"].endswith("SSL_do_handshake")]
+    rows = [r for r in weft_rows(wo, comm=ssl_comm("sslsnoop")) if r["probe"].endswith("SSL_do_handshake")]
     ok = [r for r in rows if r["ret"] == 1]
     check(len(ok) == 6, "6 handshakes that succeeded (3 each side): %s" %
           [(r["ret"]) for r in rows])
     if bo is not None:
-        got = [line for line in bt_printf(bo) if "wl_sslsn" in line and "SSL_do_handshake" in line]
+        got = [line for line in bt_printf(bo) if ssl_comm("sslsnoop") in line and "SSL_do_handshake" in line]
         check(sum(line.split()[-2] == "1" for line in got) == 6,
               "bpftrace saw the same: %s" % got)
 
@@ -759,9 +781,11 @@ def t_ssllatency():
     n = sum(r["count()"] for r in rows)
     check(n >= 6, "at least the workload's 6 successful handshakes: %d" % n)
     if bo is not None:
+        # bpftrace 0.17 prints the original's keys (`func` saved in a map) as addresses:
+        # the sum over its keys is compared
         h = bt_map(bo, "@stat") or {}
-        got = [v for k, v in h.items() if "SSL_do_handshake" in k]
-        check(got and got[0]["count"] >= 6, "bpftrace counted them too: %s" % got)
+        got = sum(v["count"] for v in h.values())
+        check(got >= 6, "bpftrace counted at least the 6 too: %s" % h)
 
 
 def t_runqlat():
