@@ -883,26 +883,71 @@ def t_tcplife():
           "addresses and lifetimes shown")
 
 
+NETNS = ("import socket, subprocess\n"
+         "assert ctypes.CDLL(None).unshare(0x40000000) == 0\n"  # CLONE_NEWNET
+         "def ip(*cmds):\n"
+         "    for c in cmds: subprocess.run(c.split(), check=True)\n")
+
+
 def t_tcpretrans():
     if not shutil.which("ip"):
-        raise Skip("no ip (iproute2) to make a dummy interface in a network namespace")
-    # a network namespace with a dummy interface, which drops what it is given: a connect
-    # with TCP_SYNCNT 1 sends its SYN, retransmits it once, and fails (ETIMEDOUT)
+        raise Skip("no ip (iproute2) to make a veth pair in a network namespace")
+    # in a network namespace of its own, the workload connects through a veth pair to an
+    # address no one has (a permanent neighbour entry, so no ARP): the SYN leaves and is
+    # dropped on the other side. A non-blocking connect waits, polling the socket's own
+    # count of retransmits (TCP_INFO tcpi_total_retrans), until the kernel has retransmitted
+    # the SYN once (its first timeout, 1 s), then closes the socket (the next would come
+    # 2 s later) and prints the count: the known answer
     w, b = start_both("tcpretrans")
-    run_workload("wl_tcpretrans",
-                 "import socket, subprocess\n"
-                 "assert ctypes.CDLL(None).unshare(0x40000000) == 0\n"
-                 "for c in ('link add d0 type dummy', 'link set d0 up', "
-                 "'addr add 10.99.0.1/24 dev d0'):\n"
-                 "    subprocess.run(['ip'] + c.split(), check=True)\n"
+    pid, out = run_workload("wl_tcpretrans", NETNS +
+                 "ip('ip link add v0 type veth peer name v1', 'ip link set v0 up',\n"
+                 "   'ip link set v1 up', 'ip addr add 10.99.0.1/24 dev v0',\n"
+                 "   'ip neigh add 10.99.0.2 lladdr 02:00:00:00:00:02 dev v0 nud permanent')\n"
+                 "import struct, time\n"
                  "s = socket.socket()\n"
-                 "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_SYNCNT, 1)\n"
-                 "try: s.connect(('10.99.0.2', 80))\n"
-                 "except OSError: pass\n")
+                 "s.setblocking(False)\n"
+                 "assert s.connect_ex(('10.99.0.2', 80)) == 115\n"  # EINPROGRESS
+                 "def retrans():\n"
+                 "    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)\n"
+                 "    return struct.unpack_from('I', info, 100)[0]\n"
+                 "while retrans() == 0: time.sleep(0.01)\n"
+                 "n = retrans()\n"
+                 "s.close()\n"
+                 "print(n)\n")
     wo, bo = w.stop(), b.stop() if b else None
+    n = int(out.split()[0])
     rows = weft_rows(wo, raddr="10.99.0.2", rport=80)
-    check(len(rows) == 1 and rows[0]["state"] in ("TCP_SYN_SENT", "SYN_SENT"),
-          "1 retransmit of the SYN, in SYN_SENT: %s" % rows)
+    check(n >= 1 and len(rows) == n and
+          all(r["laddr"] == "10.99.0.1" and r["state"] in ("TCP_SYN_SENT", "SYN_SENT")
+              for r in rows),
+          "the socket's %d retransmits of its SYN from 10.99.0.1, in SYN_SENT: %s" % (n, rows))
+
+
+def t_tcpdrop():
+    if not shutil.which("ip") or not shutil.which("tc"):
+        raise Skip("no ip and tc (iproute2) for a network namespace that drops packets")
+    # in a network namespace of its own, loopback's queue drops every packet (pfifo, limit
+    # 0): a connect's SYN and its retransmits are dropped with their socket attached (the
+    # reason QDISC_DROP), and the qdisc counts them: the known answer
+    w, b = start_both("tcpdrop")
+    pid, out = run_workload("wl_tcpdrop", NETNS +
+                            "ip('ip link set lo up', 'tc qdisc add dev lo root pfifo limit 0')\n"
+                            "s = socket.socket()\n"
+                            "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_SYNCNT, 1)\n"
+                            "try: s.connect(('127.0.0.2', 80))\n"
+                            "except TimeoutError: pass\n"
+                            "st = subprocess.run('tc -s qdisc show dev lo'.split(),\n"
+                            "                    capture_output=True, text=True).stdout\n"
+                            "print(st, flush=True)\n")
+    wo, bo = w.stop(), b.stop() if b else None
+    dropped = int(re.search(r"dropped (\d+)", out).group(1))
+    rows = weft_rows(wo, daddr="127.0.0.2", dport=80)
+    check(dropped >= 1 and len(rows) == dropped and
+          all(r["state"] in ("TCP_SYN_SENT", "SYN_SENT") and r["kstack"] for r in rows),
+          "the qdisc's %d drops, each in SYN_SENT with its stack: %d rows" % (dropped, len(rows)))
+    if bo is not None:
+        got = re.findall(r"127\.0\.0\.2:80\s+SYN_SENT", "\n".join(bt_printf(bo)))
+        check(len(got) == dropped, "bpftrace saw the same %d drops: %d" % (dropped, len(got)))
 
 
 def t_execsnoop():
@@ -970,11 +1015,6 @@ def t_loads():
         check(len(got) >= 1 and all(any(all(abs(float(g) - a) <= 0.011 for g, a in zip(v, ref))
                                          for ref in (before, after)) for v in got),
               "bpftrace's load averages match too: %s" % got)
-
-
-def t_tcpdrop():
-    raise Skip("no workload here drops a TCP packet with its socket attached on demand "
-               "(drops of received packets happen before skb->sk is set)")
 
 
 def kprobe_only(tool):
