@@ -322,7 +322,7 @@ def t_opensnoop():
                           "    except FileNotFoundError: pass\n" % (path, missing))
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
-    rows = weft_rows(wo, comm="wl_opensnoop")
+    rows = weft_rows(wo, comm="wl_opensnoop", pid=pid)
     ok = [r for r in rows if r["path"] == path]
     bad = [r for r in rows if r["path"] == missing]
     check(len(ok) == 4 and all(r["fd"] >= 0 for r in ok), "4 opens of the file, each an fd")
@@ -332,7 +332,7 @@ def t_opensnoop():
         got = []
         for line in bt_printf(bo):
             f = line.split(None, 4)
-            if len(f) == 5 and f[1] == "wl_opensnoop" and f[4] in (path, missing):
+            if len(f) == 5 and f[:2] == [str(pid), "wl_opensnoop"] and f[4] in (path, missing):
                 got.append((f[4], int(f[2]) if f[3] == "0" else -int(f[3])))
         want = [(r["path"], r["fd"]) for r in ok + bad]
         check(sorted(got) == sorted(want), "bpftrace's rows equal weft's: %s" % got)
@@ -343,7 +343,7 @@ def t_statsnoop():
     path, missing = os.path.join(d, "present"), os.path.join(d, "missing")
     open(path, "w").close()
     w, b = start_both("statsnoop")
-    run_workload("wl_statsnoop",
+    pid, _ = run_workload("wl_statsnoop",
                  "libc = ctypes.CDLL(None, use_errno=True)\n"
                  "buf = ctypes.create_string_buffer(256)\n"
                  "for p in (%r, %r, %r):\n"
@@ -351,7 +351,7 @@ def t_statsnoop():
                  "for i in range(3): os.stat(%r)\n" % (path, path, missing, path))
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
-    rows = weft_rows(wo, comm="wl_statsnoop")
+    rows = weft_rows(wo, comm="wl_statsnoop", pid=pid)
     ok = [r for r in rows if r["path"] == path]
     bad = [r for r in rows if r["path"] == missing]
     check(len(ok) == 5 and all(r["ret"] == 0 for r in ok),
@@ -362,7 +362,7 @@ def t_statsnoop():
         got = []
         for line in bt_printf(bo):
             f = line.split(None, 3)
-            if len(f) == 4 and f[1] == "wl_statsnoop" and f[3] in (path, missing):
+            if len(f) == 4 and f[:2] == [str(pid), "wl_statsnoop"] and f[3] in (path, missing):
                 got.append((f[3], -int(f[2])))
         check(sorted(got) == sorted([(path, 0), (path, 0), (missing, -2)]),
               "bpftrace's rows are weft's statx rows: %s" % got)
@@ -371,14 +371,15 @@ def t_statsnoop():
 def t_killsnoop():
     victim = subprocess.Popen(["sleep", "60"])
     w, b = start_both("killsnoop")
-    run_workload("wl_killsnoop",
+    pid, _ = run_workload("wl_killsnoop",
                  "for i in range(3): os.kill(%d, 0)\n"
                  "try: os.kill(2147483647, 0)\n"
                  "except ProcessLookupError: pass\n"
                  "os.kill(%d, 15)\n" % (victim.pid, victim.pid))
     victim.wait()
     wo, bo = w.stop(), b.stop() if b else None
-    rows = [(r["sig"], r["tpid"], r["result"]) for r in weft_rows(wo, comm="wl_killsnoop")]
+    rows = [(r["sig"], r["tpid"], r["result"])
+            for r in weft_rows(wo, comm="wl_killsnoop", pid=pid)]
     want = [(0, victim.pid, 0)] * 3 + [(0, 2147483647, -3), (15, victim.pid, 0)]
     check(sorted(rows) == sorted(want), "the 5 kills, signals, targets, results: %s" % rows)
     if bo is not None:
@@ -386,7 +387,7 @@ def t_killsnoop():
         got = []
         for line in bt_printf(bo):
             f = line.split()
-            if len(f) == 6 and f[2] == "wl_killsnoop":
+            if len(f) == 6 and f[1:3] == [str(pid), "wl_killsnoop"]:
                 got.append((int(f[3]), int(f[4]), int(f[5])))
         check(sorted(got) == sorted(want), "bpftrace's rows equal weft's: %s" % got)
 
@@ -394,7 +395,7 @@ def t_killsnoop():
 def t_syncsnoop():
     d = tempfile.mkdtemp(prefix="weft-tool-")
     w, b = start_both("syncsnoop")
-    run_workload("wl_syncsnoop",
+    pid, _ = run_workload("wl_syncsnoop",
                  "fd = os.open(%r, os.O_CREAT | os.O_WRONLY)\n"
                  "for i in range(2): os.fsync(fd)\n"
                  "for i in range(3): os.fdatasync(fd)\n"
@@ -402,7 +403,7 @@ def t_syncsnoop():
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     counts = {}
-    for r in weft_rows(wo, comm="wl_syncsnoop"):
+    for r in weft_rows(wo, comm="wl_syncsnoop", pid=pid):
         counts[r["probe"]] = counts.get(r["probe"], 0) + 1
     want = {"fsync": 2, "fdatasync": 3, "sync": 1}
     check({k.rsplit("_", 1)[-1] if "enter_" in k else k.split(":")[-1]: v
@@ -411,7 +412,7 @@ def t_syncsnoop():
         got = {}
         for line in bt_printf(bo):
             f = line.split()
-            if len(f) == 4 and f[2] == "wl_syncsnoop":
+            if len(f) == 4 and f[1:3] == [str(pid), "wl_syncsnoop"]:
                 k = f[3].rsplit("sys_enter_", 1)[-1]
                 got[k] = got.get(k, 0) + 1
         check(got == want, "bpftrace counts the same: %s" % got)
@@ -420,23 +421,23 @@ def t_syncsnoop():
 def t_setuids():
     w, b = start_both("setuids")
     w2 = start_weft("setuids_setresuid")
-    run_workload("wl_setuids",
+    pid, _ = run_workload("wl_setuids",
                  "libc = ctypes.CDLL(None)\n"
                  "os.setuid(0); os.setuid(0)\n"
                  "libc.setfsuid(0)\n"
                  "os.setresuid(0, 0, 0)\n")
     wo, wo2, bo = w.stop(), w2.stop(), b.stop() if b else None
     rows = sorted((r["probe"].split("_")[-1].split(":")[-1], r["to_uid"], r["ret"])
-                  for r in weft_rows(wo, comm="wl_setuids"))
+                  for r in weft_rows(wo, comm="wl_setuids", pid=pid))
     want = [("setfsuid", 0, 0), ("setuid", 0, 0), ("setuid", 0, 0)]
     check(rows == want, "2 setuid(0) and 1 setfsuid(0), results: %s" % rows)
     rows2 = [(r["ruid"], r["euid"], r["suid"], r["ret"])
-             for r in weft_rows(wo2, comm="wl_setuids")]
+             for r in weft_rows(wo2, comm="wl_setuids", pid=pid)]
     check(rows2 == [(0, 0, 0, 0)], "1 setresuid(0, 0, 0) returning 0: %s" % rows2)
     if bo is not None:
         got = []
         for line in bt_printf(bo):
-            m = re.match(r"\S+\s+\d+\s+wl_setuids\s+\d+\s+(\w+)\s+(.*)$", line)
+            m = re.match(r"\S+\s+%d\s+wl_setuids\s+\d+\s+(\w+)\s+(.*)$" % pid, line)
             if m:
                 got.append((m.group(1), m.group(2).strip()))
         want_bt = sorted([("setuid", "uid=0 (0)")] * 2 + [("setfsuid", "uid=0 (prevuid=0)")] +
@@ -446,15 +447,16 @@ def t_setuids():
 
 def t_gethostlatency():
     w, b = start_both("gethostlatency")
-    run_workload("wl_gethost",
+    pid, _ = run_workload("wl_gethost",
                  "import socket\n"
                  "for i in range(4): socket.getaddrinfo('localhost', 80)\n")
     wo, bo = w.stop(), b.stop() if b else None
-    rows = weft_rows(wo, comm="wl_gethost")
+    rows = weft_rows(wo, comm="wl_gethost", pid=pid)
     check(len(rows) == 4 and all(r["host"] == "localhost" and r["lat_ms"] >= 0 for r in rows),
           "4 lookups of localhost")
     if bo is not None:
-        got = [line.split()[-1] for line in bt_printf(bo) if " wl_gethost " in line]
+        got = [line.split()[-1] for line in bt_printf(bo)
+               if " %d wl_gethost " % pid in " ".join(line.split()) + " "]
         check(got == ["localhost"] * 4, "bpftrace saw the same 4 lookups: %s" % got)
 
 
@@ -472,15 +474,17 @@ def t_threadsnoop():
                  "    assert libc.pthread_create(ctypes.byref(t), None, start, None) == 0\n"
                  "    assert libc.pthread_join(t, None) == 0\n"
                  "sys.stdin.readline()\n")
-    while len(weft_rows(w.text(w.out), comm="wl_threads")) < 3 and w.proc.poll() is None:
+    while (len(weft_rows(w.text(w.out), comm="wl_threads", pid=p.pid)) < 3 and
+           w.proc.poll() is None):
         time.sleep(0.05)
     go(p)
     wo, bo = w.stop(), b.stop() if b else None
-    rows = [r["func"] for r in weft_rows(wo, comm="wl_threads")]
+    rows = [r["func"] for r in weft_rows(wo, comm="wl_threads", pid=p.pid)]
     check(len(rows) == 3 and all(re.fullmatch(r"(__)?getpid(\+0)?", f) for f in rows),
           "3 pthread_create calls of getpid: %s" % rows)
     if bo is not None:
-        got = [line for line in bt_printf(bo) if " wl_threads " in line]
+        got = [line for line in bt_printf(bo) if " %d wl_threads " % p.pid in
+               " ".join(line.split()) + " "]
         if not got and b"pthread_create" not in open(
                 "/lib/x86_64-linux-gnu/libpthread.so.0", "rb").read():
             step("comparison: the original printed nothing: its probe is on libpthread, "
@@ -620,13 +624,14 @@ def t_capable():
     path = os.path.join(d, "f")
     open(path, "w").close()
     w, b = start_both("capable")
-    run_workload("wl_capable", "for i in range(3): os.chown(%r, 1234 + i, -1)\n" % path)
+    pid, _ = run_workload("wl_capable", "for i in range(3): os.chown(%r, 1234 + i, -1)\n" % path)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
-    rows = [(r["cap"], r["ret"]) for r in weft_rows(wo, comm="wl_capable")]
+    rows = [(r["cap"], r["ret"]) for r in weft_rows(wo, comm="wl_capable", pid=pid)]
     check(rows.count((0, 0)) == 3, "3 CAP_CHOWN (0) checks, granted: %s" % rows)
     if bo is not None:
-        got = [line for line in bt_printf(bo) if " wl_capable " in line]
+        got = [line for line in bt_printf(bo) if " %d wl_capable " % pid in
+               " ".join(line.split()) + " "]
         check(sum(" 0 " in line.split("wl_capable", 1)[1][:8] for line in got) == 3,
               "bpftrace saw the 3 CAP_CHOWN checks: %s" % got)
 
@@ -666,6 +671,10 @@ def t_oomkill():
         check(len(got) == 1, "bpftrace saw the same kill: %s" % got)
 
 
+def block_comm(tool):
+    return "wl_%s%d" % (tool[:4], os.getpid() % 100000)
+
+
 def block_tool(tool, n=8):
     loop = LoopDev()
     try:
@@ -674,7 +683,7 @@ def block_tool(tool, n=8):
         at = "\ngroup by " if "\ngroup by " in q else "\nselect "
         q = q.replace(at, "\nwhere args.dev = %d" % loop.dev + at, 1)
         w, b = start_both(tool, query=q if tool != "bitesize" else None)
-        pid, _ = run_workload("wl_" + tool, direct_reads(loop.path, n))
+        pid, _ = run_workload(block_comm(tool), direct_reads(loop.path, n))
         wo, bo = w.stop(), b.stop() if b else None
     finally:
         loop.close()
@@ -694,11 +703,12 @@ def t_biolatency():
 def t_biosnoop():
     loop, pid, wo, bo = block_tool("biosnoop")
     rows = weft_rows(wo, dev=loop.dev)
-    check(len(rows) == 8 and all(r["comm"] == "wl_biosnoop" and r["pid"] == pid and
+    check(len(rows) == 8 and all(r["comm"] == block_comm("biosnoop") and r["pid"] == pid and
                                  r["bytes"] == 4096 and r["rwbs"].startswith("R")
                                  for r in rows), "8 reads of 4096 bytes by the workload")
     if bo is not None:
-        got = [line for line in bt_printf(bo) if " wl_biosnoop " in line]
+        got = [line for line in bt_printf(bo) if " %s %d " % (block_comm("biosnoop"), pid) in
+               " ".join(line.split()) + " "]
         check(len(got) == 8, "bpftrace saw the same 8: %s" % got)
 
 
@@ -709,14 +719,12 @@ def t_bitesize():
     h = {}
     for win in weft_windows(wo):
         for r in win["rows"]:
-            if r["comm"] in ("wl_bitesize",) or r["comm"].startswith("kworker"):
-                for k, v in hist_counts(r["bytes"]).items():
-                    h.setdefault(r["comm"], {})[k] = v
-    n = h.get("wl_bitesize", {}).get((4096, 8191), 0)
-    check(n == 8, "8 requests of 4 KiB issued by the workload: %s" % h.get("wl_bitesize"))
+            h[r["comm"]] = hist_counts(r["bytes"])
+    mine = h.get(block_comm("bitesize"), {})
+    check(mine == {(4096, 8191): 8}, "8 requests of 4 KiB issued by the workload: %s" % mine)
     if bo is not None:
         m = bt_map(bo, "@") or {}
-        mine = m.get("wl_bitesize", [])
+        mine = m.get(block_comm("bitesize"), [])
         got = sum(x["count"] for x in mine if x.get("min") == 4096)
         check(got == 8, "bpftrace's histogram for the workload is the same: %s" % mine)
 
@@ -739,7 +747,9 @@ def t_writeback():
 
 
 def ssl_comm(tool):
-    return "wl_" + tool[:6]
+    """A comm of the workload's own (15 bytes at most): another run of the test at the same
+    time, in another build tree, has another."""
+    return "wl_%s%d" % (tool[:4], os.getpid() % 100000)
 
 
 def t_ssl(tool):
@@ -778,12 +788,14 @@ def t_ssl(tool):
 
 def t_sslsnoop():
     wo, bo = t_ssl("sslsnoop")
-    rows = [r for r in weft_rows(wo, comm=ssl_comm("sslsnoop")) if r["probe"].endswith("SSL_do_handshake")]
+    rows = [r for r in weft_rows(wo, comm=ssl_comm("sslsnoop"))
+            if r["probe"].endswith("SSL_do_handshake")]
     ok = [r for r in rows if r["ret"] == 1]
     check(len(ok) == 6, "6 handshakes that succeeded (3 each side): %s" %
           [(r["ret"]) for r in rows])
     if bo is not None:
-        got = [line for line in bt_printf(bo) if ssl_comm("sslsnoop") in line and "SSL_do_handshake" in line]
+        got = [line for line in bt_printf(bo)
+               if ssl_comm("sslsnoop") in line and "SSL_do_handshake" in line]
         check(sum(line.split()[-2] == "1" for line in got) == 6,
               "bpftrace saw the same: %s" % got)
 
@@ -954,28 +966,29 @@ def t_tcpdrop():
 
 def t_execsnoop():
     w, b = start_both("execsnoop")
-    pids = [subprocess.run(["/bin/true", "weft_wl_exec", str(i)]).returncode for i in range(3)]
-    check(pids == [0, 0, 0], "3 execs of /bin/true")
+    tag = "weft_wl_exec_%d" % os.getpid()  # this run's, not another's at the same time
+    codes = [subprocess.run(["/bin/true", tag, str(i)]).returncode for i in range(3)]
+    check(codes == [0, 0, 0], "3 execs of /bin/true")
     wo, bo = w.stop(), b.stop() if b else None
-    rows = [r["args"] for r in weft_rows(wo) if "weft_wl_exec" in r["args"]]
-    check(sorted(rows) == ["/bin/true weft_wl_exec %d" % i for i in range(3)],
+    rows = [r["args"] for r in weft_rows(wo) if tag in r["args"]]
+    check(sorted(rows) == ["/bin/true %s %d" % (tag, i) for i in range(3)],
           "their argument vectors: %s" % rows)
     if bo is not None:
-        got = sorted(re.findall(r"/bin/true weft_wl_exec \d", bo))
+        got = sorted(re.findall(r"/bin/true %s \d" % tag, bo))
         check(got == sorted(rows), "bpftrace joined the same: %s" % got)
 
 
 def t_naptime():
     w, b = start_both("naptime")
     t0 = time.time_ns()
-    run_workload("wl_naptime",
+    pid, _ = run_workload("wl_naptime",
                  "import time\n"
                  "ts = (ctypes.c_long * 2)(0, 1000000)\n"
                  "for i in range(2): ctypes.CDLL(None).syscall(35, ts, None)\n"  # nanosleep
                  "for i in range(3): time.sleep(0.001)\n")  # clock_nanosleep
     t1 = time.time_ns()
     wo, bo = w.stop(), b.stop() if b else None
-    rows = weft_rows(wo, comm="wl_naptime")
+    rows = weft_rows(wo, comm="wl_naptime", pid=pid)
     kinds = sorted(r["probe"].split("_enter_")[-1].split(":")[-1] for r in rows)
     check(kinds == ["clock_nanosleep"] * 3 + ["nanosleep"] * 2,
           "2 nanosleep and 3 clock_nanosleep calls: %s" % kinds)
@@ -983,7 +996,8 @@ def t_naptime():
     wt = [r["walltime"] for r in rows if isinstance(r["walltime"], int)]
     check(all(t0 <= x <= t1 for x in wt), "their wall-clock times are within the run")
     if bo is not None:
-        got = [line for line in bt_printf(bo) if " wl_naptime " in line]
+        got = [line for line in bt_printf(bo) if " %d wl_naptime " % pid in
+               " ".join(line.split()) + " "]
         check(len(got) == 2 and all(line.split()[1] == str(os.getpid()) for line in got),
               "bpftrace saw the 2 nanosleep calls, same parent: %s" % got)
 
