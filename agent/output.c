@@ -215,6 +215,8 @@ static void sb_kv(struct sbuf *b, enum render r, const struct kv *v, bool json)
 			sb_text(b, v->s, v->len);
 		return;
 	}
+	if (agent_names_kv(b, r, v->i, json))
+		return;
 	switch (r) {
 	case RENDER_INT:
 		sb_printf(b, "%" PRId64, v->i);
@@ -638,6 +640,15 @@ static int field_width(const struct plan_slot *f, bool last)
 		break;
 	case RENDER_BOOL:
 		w = 5;
+		break;
+	case RENDER_WALLTIME: /* lang-a: 2026-01-02T03:04:05.123456789Z */
+		w = 30;
+		break;
+	case RENDER_NS:
+	case RENDER_US:
+	case RENDER_MS:
+	case RENDER_S:
+		w = 12;
 		break;
 	case RENDER_USTACK:
 	case RENDER_KSTACK:

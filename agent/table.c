@@ -52,7 +52,7 @@ static int64_t load_s64(const uint8_t *b)
 bool agent_render_is_text(enum render r)
 {
 	return r == RENDER_STR || r == RENDER_USTACK || r == RENDER_KSTACK || r == RENDER_USYM ||
-	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST;
+	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST || agent_names_is_text(r);
 }
 
 /* The kernel bytes a slot of this render needs at least. */
@@ -155,6 +155,15 @@ void agent_slot_value(const struct plan *p, const struct plan_slot *s, const uin
 		break;
 	case RENDER_BOOL:
 		kv->i = v != 0;
+		return;
+	case RENDER_SYSNAME:
+	case RENDER_SIGNAME:
+	case RENDER_ERRNAME:
+	case RENDER_ENUM:
+		agent_names_text(s, v, txt);
+		break;
+	case RENDER_WALLTIME:
+		kv->i = agent_names_walltime(v);
 		return;
 	default:
 		kv->i = v;

@@ -111,6 +111,13 @@ void agent_slot_value(const struct plan *p, const struct plan_slot *s, const uin
 		      const struct agent_resolver *r, struct sbuf *txt, struct kv *kv);
 void agent_kv_fix(struct kv *kv, int n, const struct sbuf *txt);
 
+/* lang-a (agent/render_names.c): names and times at output. */
+bool agent_names_is_text(enum render r); /* sysname, signame, errname, enum */
+void agent_names_text(const struct plan_slot *s, int64_t v, struct sbuf *txt);
+int64_t agent_names_walltime(int64_t mono_ns); /* CLOCK_MONOTONIC ns -> ns since the epoch */
+/* A walltime or unit() value as text or JSON into b; false for other renders. */
+bool agent_names_kv(struct sbuf *b, enum render r, int64_t v, bool json);
+
 /* ---- the table, read by output ---- */
 
 const struct plan *agent_table_plan(const struct agent_table *t);

@@ -138,7 +138,7 @@ const char *builtin_name(enum builtin b)
 		[BI_PROBE] = "probe",	  [BI_USTACK] = "ustack",     [BI_KSTACK] = "kstack",
 		[BI_RETVAL] = "retval",	  [BI_DURATION] = "duration", [BI_ARG] = "arg",
 		[BI_FIELD] = "field",	  [BI_ALIAS] = "alias",	      [BI_CURTASK] = "curtask",
-		[BI_KMEMBER] = "kmember",
+		[BI_KMEMBER] = "kmember", [BI_WALLTIME] = "walltime",
 	};
 
 	if ((unsigned)b >= BI__COUNT || !names[b])
@@ -156,7 +156,8 @@ const char *func_name(enum func f)
 		[FN_AVG] = "avg",	    [FN_STDDEV] = "stddev",	[FN_HIST] = "hist",
 		[FN_LHIST] = "lhist",	    [FN_QUANTILE] = "quantile", [FN_P50] = "p50",
 		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
-		[FN_DISTINCT] = "distinct",
+		[FN_DISTINCT] = "distinct", [FN_SYSNAME] = "sysname",	[FN_SIGNAME] = "signame",
+		[FN_ERRNAME] = "errname",   [FN_ENUMNAME] = "enumname", [FN_UNIT] = "unit",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])
@@ -514,6 +515,25 @@ static void dump_probe(const char *what, const struct probe_spec *p, int depth, 
 	fputc('\n', out);
 }
 
+/* The per-side parts of a span: its start's and end's filters, its end's own key. */
+static void ast_dump_span_sides(const struct source *s, FILE *out)
+{
+	const struct {
+		const char *name;
+		const struct expr *e;
+	} parts[] = { { "start where", s->start_where },
+		      { "end where", s->end_where },
+		      { "end on", s->end_on } };
+
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		if (!parts[i].e)
+			continue;
+		dump_indent(2, out);
+		fprintf(out, "%s\n", parts[i].name);
+		dump_expr(parts[i].e, 3, out);
+	}
+}
+
 void ast_dump(const struct ast_query *q, FILE *out)
 {
 	if (!q) {
@@ -537,6 +557,7 @@ void ast_dump(const struct ast_query *q, FILE *out)
 				fputs("on\n", out);
 				dump_expr(s->on, 3, out);
 			}
+			ast_dump_span_sides(s, out);
 		} else {
 			dump_probe("source", &s->start, 1, out);
 		}

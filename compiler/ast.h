@@ -91,6 +91,7 @@ enum builtin {
 	BI_ALIAS, /* a select alias: aux = item index */
 	BI_CURTASK, /* the current task, a struct task_struct pointer */
 	BI_KMEMBER, /* lhs.sval of a kernel struct (BTF): aux = steps from the chain's root */
+	BI_WALLTIME, /* lang-a: the event's wall-clock time (the agent adds the clock offset) */
 	BI__COUNT
 };
 
@@ -105,6 +106,12 @@ enum func {
 	FN_KSYM,
 	FN_NTOHS,
 	FN_NTOHL,
+	/* lang-a: numbers shown by name or in a unit at output (compiler/sema_names.c) */
+	FN_SYSNAME,
+	FN_SIGNAME,
+	FN_ERRNAME,
+	FN_ENUMNAME,
+	FN_UNIT,
 	/* aggregates */
 	FN_COUNT,
 	FN_SUM,
@@ -175,7 +182,11 @@ struct source {
 	struct probe_spec start;
 	struct probe_spec end; /* valid when has_end */
 	bool has_end;
-	struct expr *on; /* span key, or NULL: by thread */
+	struct expr *on; /* span key (the start's when end_on is set), or NULL: by thread */
+	/* per-side span parts (lang-a): span(P1 [where C1] [on K1], P2 [where C2] [on K2]) */
+	struct expr *end_on; /* the end's key when each side has its own, else NULL */
+	struct expr *start_where; /* only starts that pass it begin a span, or NULL */
+	struct expr *end_where; /* only ends that pass it end a span, or NULL */
 };
 
 struct group_key {

@@ -552,6 +552,7 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 {
 	switch (e->bi) {
 	case BI_TIME:
+	case BI_WALLTIME: /* the agent adds the wall clock's offset at output (lang-a) */
 		emit(c, "(__s64)weft_time()");
 		return;
 	case BI_PID:
@@ -785,6 +786,11 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			return;
 		case FN_USYM:
 		case FN_KSYM:
+		case FN_SYSNAME: /* lang-a: named or shown in a unit at output */
+		case FN_SIGNAME:
+		case FN_ERRNAME:
+		case FN_ENUMNAME:
+		case FN_UNIT:
 			emit(c, "((__s64)(");
 			emit_int(c, e->args[0]);
 			emit(c, "))");
@@ -1117,14 +1123,17 @@ static void emit_sink(struct cg *c)
 
 static void emit_span_key(struct cg *c)
 {
-	if (c->src->on) {
+	/* the end's own key (span(S on K1, E on K2)), else the one key of both sides */
+	const struct expr *key = c->span_end && c->src->end_on ? c->src->end_on : c->src->on;
+
+	if (key) {
 		bool saved_end = c->span_end;
 
 		/* the `on` key is evaluated natively by both probes */
 		c->span_end = false;
-		temps_for(c, c->src->on);
+		temps_for(c, key);
 		emit(c, "\tspan_key = (__u64)");
-		emit_int(c, c->src->on);
+		emit_int(c, key);
 		emit(c, ";\n");
 		c->span_end = saved_end;
 	} else {
@@ -1153,18 +1162,36 @@ static void emit_where_part(struct cg *c, enum where_part part)
 	c->span_end = saved_end;
 }
 
-static void emit_prog(struct cg *c, const struct plan_prog *pr)
+/* `if (!(C)) return 0;` for a span side's own `where` (lang-a), evaluated natively. */
+static void emit_side_where(struct cg *c, const struct expr *w)
+{
+	bool saved_end = c->span_end;
+
+	if (!w)
+		return;
+	c->span_end = false;
+	temps_for(c, w);
+	emit(c, "\tif (!(");
+	emit_expr(c, w);
+	emit(c, "))\n\t\treturn 0;\n");
+	c->span_end = saved_end;
+}
+
+/* One program's function: the start or the end of a span, or a plain probe, under `head`
+ * (a SEC() program, or an inline half of a program that is both ends of a span). */
+static void emit_prog_fn(struct cg *c, const struct plan_prog *pr, bool is_end, const char *head)
 {
 	const struct plan_attach *a = &c->p->attach[pr->first_attach];
 	struct source *src = &c->q->sources[pr->source];
-	struct probe_spec *sp = pr->is_end ? &src->end : &src->start;
+	/* the same probe on both sides has only start attach points: its fields serve both */
+	struct probe_spec *sp = is_end && pr->is_end ? &src->end : &src->start;
 	int s = pr->source;
 
 	c->prog = pr;
 	c->src = src;
 	c->tgt = &sp->set->v[a->target_idx];
-	c->span_start = src->is_span && !pr->is_end;
-	c->span_end = src->is_span && pr->is_end;
+	c->span_start = src->is_span && !is_end;
+	c->span_end = src->is_span && is_end;
 	c->ntemps = 0;
 	c->temps_size = 0;
 
@@ -1172,7 +1199,7 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	     c->span_end   ? " (span end)" :
 	     c->span_start ? " (span start)" :
 			     "");
-	emit(c, "SEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
+	emit(c, "%s\n{\n", head);
 	emit(c, "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n");
 	if (c->p->aggregating && !c->span_start && !plan_keyed(c->p))
 		emit(c, "\tstruct wval *v;\n");
@@ -1195,6 +1222,7 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	emit(c, "\tsc = bpf_map_lookup_elem(&weft_scratch, &zero);\n\tif (!sc)\n\t\treturn 0;\n");
 
 	if (c->span_end) {
+		emit_side_where(c, src->end_where);
 		emit_span_key(c);
 		emit(c, "\tspan_d = WEFT_SPAN_MATCH(&weft_span%d, e, span_key, &sc->span, %d);\n",
 		     s, span_notes_no_start(c));
@@ -1202,6 +1230,7 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 		emit_where_part(c, WHERE_END_AFTER_MATCH);
 		emit_sink(c);
 	} else if (c->span_start) {
+		emit_side_where(c, src->start_where);
 		emit_where_part(c, WHERE_START);
 		for (int i = 0; i < c->nsaves[s]; i++) {
 			const struct saved *sv = &c->saves[s][i];
@@ -1221,6 +1250,34 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 		emit_sink(c);
 	}
 	emit(c, "\treturn 0;\n}\n");
+}
+
+/*
+ * A program.  The same probe on both sides of a span (offcputime: sched_switch ends the span
+ * of the task switched in and starts one for the task switched out) is one program that runs
+ * the end half, then the start half: an event ends a span under its end key before it begins
+ * one under its start key, whatever order the kernel would run two programs in.
+ */
+static void emit_prog(struct cg *c, const struct plan_prog *pr)
+{
+	const struct source *src = &c->q->sources[pr->source];
+	char head[96];
+
+	if (sema_span_same_probe(src)) {
+		snprintf(head, sizeof(head), "static __always_inline int %s_end(void *ctx)",
+			 pr->name);
+		emit_prog_fn(c, pr, true, head);
+		snprintf(head, sizeof(head), "static __always_inline int %s_start(void *ctx)",
+			 pr->name);
+		emit_prog_fn(c, pr, false, head);
+		emit(c,
+		     "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n\t%s_end(ctx);\n\treturn %s_start(ctx);\n}\n",
+		     sec_name(pr->kind), pr->name, pr->name, pr->name);
+		return;
+	}
+	snprintf(head, sizeof(head), "SEC(\"%s\")\nint %s(void *ctx)", sec_name(pr->kind),
+		 pr->name);
+	emit_prog_fn(c, pr, pr->is_end, head);
 }
 
 static const char prelude[] =

@@ -12,9 +12,9 @@
  *   attach prog=<i> source=<i> target=<i> end=<0|1> cookie=<n> kind=<k> pid=<p> hz=<n>
  *          period=<ns> offset=<n> symoff=<n> nargs=<n> retval=<0|1> tp=<id> name=<s>
  *          category=<s> event=<s> binary=<s> symbol=<s> provider=<s> usdt=<s>
- *   key <name> render=<r> offset=<B> size=<B> kernel=<0|1>
+ *   key <name> render=<r> offset=<B> size=<B> kernel=<0|1> [arg=<s>]
  *   agg <name> kind=<k> offset=<B> size=<B> lo=<n> hi=<n> step=<n> q=<x>
- *   field <name> render=<r> offset=<B> size=<B> kernel=<0|1>
+ *   field <name> render=<r> offset=<B> size=<B> kernel=<0|1> [arg=<s>]
  *   col <name> agg=<0|1> idx=<i>
  *   end
  *
@@ -110,8 +110,11 @@ int manifest_write(const struct plan *p, FILE *out)
 
 		fprintf(out, "key ");
 		put_str(out, k->name);
-		fprintf(out, " render=%s offset=%u size=%u kernel=%d\n", render_name(k->render),
+		fprintf(out, " render=%s offset=%u size=%u kernel=%d", render_name(k->render),
 			k->offset, k->size, k->kernel);
+		if (k->arg[0])
+			put_kv(out, "arg", k->arg);
+		fputc('\n', out);
 	}
 	for (int i = 0; i < p->naggs; i++) {
 		const struct plan_agg *a = &p->aggs[i];
@@ -129,8 +132,11 @@ int manifest_write(const struct plan *p, FILE *out)
 
 		fprintf(out, "field ");
 		put_str(out, f->name);
-		fprintf(out, " render=%s offset=%u size=%u kernel=%d\n", render_name(f->render),
+		fprintf(out, " render=%s offset=%u size=%u kernel=%d", render_name(f->render),
 			f->offset, f->size, f->kernel);
+		if (f->arg[0])
+			put_kv(out, "arg", f->arg);
+		fputc('\n', out);
 	}
 	for (int i = 0; i < p->ncols; i++) {
 		fprintf(out, "col ");
@@ -322,8 +328,8 @@ static int lookup_agg(const char *s)
 
 static int read_slot(struct reader *r, char **tok, int n, struct plan_slot *s)
 {
-	static const char *const keys[] = { "render", "offset", "size", "kernel", NULL };
-	const char *rv;
+	static const char *const keys[] = { "render", "offset", "size", "kernel", "arg", NULL };
+	const char *rv, *av;
 	int rd;
 
 	if (n < 2 || get_str(r, tok[1], s->name, sizeof(s->name)))
@@ -338,6 +344,10 @@ static int read_slot(struct reader *r, char **tok, int n, struct plan_slot *s)
 	NEED_I64("offset", 0, PLAN_MAX_EVENT_SIZE, s->offset);
 	NEED_I64("size", 0, PLAN_MAX_KEY_SIZE, s->size);
 	NEED_I64("kernel", 0, 1, s->kernel);
+	/* lang-a: the enum of an enumname() slot (optional: older manifests have none) */
+	av = kv(tok, n, 2, "arg");
+	if (av && get_str(r, av, s->arg, sizeof(s->arg)))
+		return -EINVAL;
 	return 0;
 }
 

@@ -927,7 +927,36 @@ static int parse_probe(struct parser *p, struct probe_spec *ps, const char *afte
 	return parse_advance(p) ? 0 : -1;
 }
 
-/* source = probe | "span" "(" probe ["," probe] ["on" expr] ")"
+/* What may follow a probe inside span(...): [ "where" expr ] [ "on" expr ] (lang-a). */
+static int parse_span_side(struct parser *p, struct expr **where, struct expr **on)
+{
+	if (parse_accept(p, TOK_WHERE)) {
+		*where = parse_expr(p);
+		if (!*where)
+			return -1;
+	}
+	if (p->failed)
+		return -1;
+	if (parse_accept(p, TOK_ON)) {
+		*on = parse_expr(p);
+		if (!*on)
+			return -1;
+	}
+	if (p->failed)
+		return -1;
+	if (p->cur.kind == TOK_WHERE) {
+		struct diag *d = parse_error(p, DIAG_E_PARSE_SPAN, p->cur.loc,
+					     "a span side's `where` goes before its `on`");
+		diag_fix(d, "write span(PROBE where COND on KEY, ...)");
+		return -1;
+	}
+	return 0;
+}
+
+/* source = probe | "span" "(" side ["," side] ")"
+ * side   = probe ["where" expr] ["on" expr]
+ * The `on` of the end side alone keys both sides (the older span(START, END on KEY)); when the
+ * start has its own `on`, the end must have one too.
  * Called with cur on the token before the source (`from` or ','). */
 static int parse_source(struct parser *p, struct source *s, const char *after)
 {
@@ -957,11 +986,31 @@ static int parse_source(struct parser *p, struct source *s, const char *after)
 	s->is_span = true;
 	if (parse_probe(p, &s->start, "`span(`") < 0)
 		return -1;
+	if (parse_span_side(p, &s->start_where, &s->on) < 0)
+		return -1;
 	if (p->cur.kind == TOK_COMMA) {
+		struct src_loc end_loc;
+		struct expr *end_on = NULL;
+
 		/* cur is the ',' and the lexer stands just after it: the end probe is raw. */
 		if (parse_probe(p, &s->end, "',' in span(...)") < 0)
 			return -1;
 		s->has_end = true;
+		end_loc = s->end.loc;
+		if (parse_span_side(p, &s->end_where, &end_on) < 0)
+			return -1;
+		if (s->on && !end_on) {
+			d = parse_error(p, DIAG_E_PARSE_SPAN, end_loc,
+					"the start probe has its own `on` key, and this end probe "
+					"has none");
+			diag_fix(d, "give each side its key: span(START on K1, END on K2), or one "
+				    "key for both after the end: span(START, END on KEY)");
+			return -1;
+		}
+		if (s->on)
+			s->end_on = end_on;
+		else
+			s->on = end_on;
 	}
 	if (p->failed)
 		return -1;
@@ -971,11 +1020,6 @@ static int parse_source(struct parser *p, struct source *s, const char *after)
 		diag_fix(d, "write span(START, END); list more sources after the span, "
 			    "separated by commas");
 		return -1;
-	}
-	if (parse_accept(p, TOK_ON)) {
-		s->on = parse_expr(p);
-		if (!s->on)
-			return -1;
 	}
 	if (p->failed)
 		return -1;
@@ -987,7 +1031,8 @@ static int parse_source(struct parser *p, struct source *s, const char *after)
 		d = parse_error(p, DIAG_E_PARSE_SPAN, p->cur.loc,
 				"expected ')' to close span(...), found %s",
 				tok_describe(p, &p->cur, buf, sizeof(buf)));
-		diag_fix(d, "write span(PROBE), span(START, END) or span(START, END on KEY)");
+		diag_fix(d, "write span(PROBE), span(START, END), span(START, END on KEY) or "
+			    "span(START [where C] [on K], END [where C] [on K])");
 		return -1;
 	}
 	s->loc = loc_join(t1.loc, p->cur.loc);

@@ -29,10 +29,27 @@
 const char *render_name(enum render r)
 {
 	static const char *const names[RENDER__COUNT] = {
-		[RENDER_INT] = "int",	[RENDER_UINT] = "uint",	    [RENDER_HEX] = "hex",
-		[RENDER_STR] = "str",	[RENDER_USTACK] = "ustack", [RENDER_KSTACK] = "kstack",
-		[RENDER_USYM] = "usym", [RENDER_KSYM] = "ksym",	    [RENDER_PROBE] = "probe",
-		[RENDER_HOST] = "host", [RENDER_BOOL] = "bool",
+		[RENDER_INT] = "int",
+		[RENDER_UINT] = "uint",
+		[RENDER_HEX] = "hex",
+		[RENDER_STR] = "str",
+		[RENDER_USTACK] = "ustack",
+		[RENDER_KSTACK] = "kstack",
+		[RENDER_USYM] = "usym",
+		[RENDER_KSYM] = "ksym",
+		[RENDER_PROBE] = "probe",
+		[RENDER_HOST] = "host",
+		[RENDER_BOOL] = "bool",
+		/* lang-a */
+		[RENDER_SYSNAME] = "sysname",
+		[RENDER_SIGNAME] = "signame",
+		[RENDER_ERRNAME] = "errname",
+		[RENDER_ENUM] = "enum",
+		[RENDER_WALLTIME] = "walltime",
+		[RENDER_NS] = "ns",
+		[RENDER_US] = "us",
+		[RENDER_MS] = "ms",
+		[RENDER_S] = "s",
 	};
 
 	return (unsigned)r < RENDER__COUNT ? names[r] : "?";
@@ -48,6 +65,8 @@ static enum render expr_render(const struct expr *e)
 		return RENDER_USYM;
 	if (e->kind == EXPR_CALL && e->fn == FN_KSYM)
 		return RENDER_KSYM;
+	if (sema_names_render(e) >= 0)
+		return (enum render)sema_names_render(e);
 	switch (e->ty.kind) {
 	case TY_STR:
 		return RENDER_STR;
@@ -137,7 +156,8 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 
 	for (int i = 0; i < q->nsources; i++) {
 		total += q->sources[i].start.set ? q->sources[i].start.set->n : 0;
-		if (q->sources[i].is_span && q->sources[i].end.set)
+		if (q->sources[i].is_span && q->sources[i].end.set &&
+		    !sema_span_same_probe(&q->sources[i]))
 			total += q->sources[i].end.set->n;
 	}
 	p->attach = calloc(total ? total : 1, sizeof(*p->attach));
@@ -150,8 +170,8 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 			struct probe_spec *sp = end ? &src->end : &src->start;
 			int first_prog = p->nprogs;
 
-			if (end && !src->is_span)
-				break;
+			if (end && (!src->is_span || sema_span_same_probe(src)))
+				break; /* the same probe on both sides: one program does both */
 			for (int t = 0; t < sp->set->n; t++) {
 				struct probe_target *tg = &sp->set->v[t];
 				struct plan_attach *a = &p->attach[p->nattach];
@@ -232,6 +252,7 @@ static int plan_aggregating(struct plan *p, struct ast_query *q, struct diag_lis
 		snprintf(k->name, sizeof(k->name), "%s", name);
 		free(buf);
 		k->render = expr_render(g->e);
+		sema_names_arg(g->e, k->arg, sizeof(k->arg));
 		k->e = g->e;
 		if (k->render == RENDER_HOST) {
 			k->kernel = false;
@@ -356,6 +377,7 @@ static int plan_stream(struct plan *p, struct ast_query *q, struct diag_list *dl
 		snprintf(f->name, sizeof(f->name), "%s", it->name ? it->name : "?");
 		snprintf(c->name, sizeof(c->name), "%s", f->name);
 		f->render = expr_render(it->e);
+		sema_names_arg(it->e, f->arg, sizeof(f->arg));
 		f->e = it->e;
 		f->kernel = f->render != RENDER_HOST;
 		if (f->kernel) {

@@ -51,6 +51,16 @@ enum render {
 	RENDER_PROBE, /* attach-point index (bpf cookie), rendered as the probe name */
 	RENDER_HOST, /* added by the agent: the host name */
 	RENDER_BOOL,
+	/* lang-a: names and times, resolved at output */
+	RENDER_SYSNAME, /* syscall number, as its name */
+	RENDER_SIGNAME, /* signal number, as SIGNAME */
+	RENDER_ERRNAME, /* errno (e or -e), as ENAME */
+	RENDER_ENUM, /* an enumerator of the BTF enum the slot's `arg` names */
+	RENDER_WALLTIME, /* ns since the epoch: RFC 3339 in text, a number in JSON */
+	RENDER_NS, /* a duration in ns, shown in a unit: unit(e, 1ns) .. unit(e, 1s) */
+	RENDER_US,
+	RENDER_MS,
+	RENDER_S,
 	RENDER__COUNT
 };
 
@@ -58,6 +68,7 @@ enum render {
 struct plan_slot {
 	char name[64];
 	enum render render;
+	char arg[64]; /* RENDER_ENUM: the enum's name (lang-a); else empty */
 	uint32_t offset; /* in the key / event record */
 	uint32_t size;
 	bool kernel; /* false: filled by the agent (host), occupies no kernel bytes */

@@ -82,6 +82,7 @@ static const struct builtin_def builtins[] = {
 	{ "retval", BI_RETVAL, { TY_INT, 8, true, false, 0 } },
 	{ "duration", BI_DURATION, { TY_INT, 8, false, false, 0 } },
 	{ "curtask", BI_CURTASK, { TY_PTR, 8, false, false, 0 } },
+	{ "walltime", BI_WALLTIME, { TY_INT, 8, false, false, 0 } }, /* lang-a */
 };
 
 struct func_def {
@@ -91,17 +92,33 @@ struct func_def {
 };
 
 static const struct func_def funcs[] = {
-	{ "str", FN_STR, 1, 2 },	   { "log2", FN_LOG2, 1, 1 },
-	{ "bucket", FN_BUCKET, 2, 2 },	   { "usym", FN_USYM, 1, 1 },
-	{ "ksym", FN_KSYM, 1, 1 },	   { "count", FN_COUNT, 0, 0 },
-	{ "sum", FN_SUM, 1, 1 },	   { "min", FN_MIN, 1, 1 },
-	{ "max", FN_MAX, 1, 1 },	   { "avg", FN_AVG, 1, 1 },
-	{ "stddev", FN_STDDEV, 1, 1 },	   { "hist", FN_HIST, 1, 1 },
-	{ "lhist", FN_LHIST, 4, 4 },	   { "quantile", FN_QUANTILE, 2, 2 },
-	{ "p50", FN_P50, 1, 1 },	   { "p90", FN_P90, 1, 1 },
-	{ "p99", FN_P99, 1, 1 },	   { "p999", FN_P999, 1, 1 },
-	{ "distinct", FN_DISTINCT, 1, 1 }, { "ntohs", FN_NTOHS, 1, 1 },
+	{ "str", FN_STR, 1, 2 },
+	{ "log2", FN_LOG2, 1, 1 },
+	{ "bucket", FN_BUCKET, 2, 2 },
+	{ "usym", FN_USYM, 1, 1 },
+	{ "ksym", FN_KSYM, 1, 1 },
+	{ "count", FN_COUNT, 0, 0 },
+	{ "sum", FN_SUM, 1, 1 },
+	{ "min", FN_MIN, 1, 1 },
+	{ "max", FN_MAX, 1, 1 },
+	{ "avg", FN_AVG, 1, 1 },
+	{ "stddev", FN_STDDEV, 1, 1 },
+	{ "hist", FN_HIST, 1, 1 },
+	{ "lhist", FN_LHIST, 4, 4 },
+	{ "quantile", FN_QUANTILE, 2, 2 },
+	{ "p50", FN_P50, 1, 1 },
+	{ "p90", FN_P90, 1, 1 },
+	{ "p99", FN_P99, 1, 1 },
+	{ "p999", FN_P999, 1, 1 },
+	{ "distinct", FN_DISTINCT, 1, 1 },
+	{ "ntohs", FN_NTOHS, 1, 1 },
 	{ "ntohl", FN_NTOHL, 1, 1 },
+	/* lang-a */
+	{ "sysname", FN_SYSNAME, 1, 1 },
+	{ "signame", FN_SIGNAME, 1, 1 },
+	{ "errname", FN_ERRNAME, 1, 1 },
+	{ "enumname", FN_ENUMNAME, 2, 2 },
+	{ "unit", FN_UNIT, 2, 2 },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -552,6 +569,13 @@ static bool spec_has_retval(const struct probe_spec *sp)
 	return true;
 }
 
+/* Whether the value being checked is one the kernel must compute (a filter, a span key, an
+ * aggregate's argument), so that names and times resolved at output cannot be used. */
+static bool sema_at_output_only(const struct sema *s)
+{
+	return s->ctx == CTX_WHERE || s->ctx == CTX_ON || s->agg_depth > 0;
+}
+
 static int check_builtin(struct sema *s, struct expr *e, const struct builtin_def *b)
 {
 	e->bi = b->bi;
@@ -565,6 +589,8 @@ static int check_builtin(struct sema *s, struct expr *e, const struct builtin_de
 			return -EINVAL;
 		}
 		return 0;
+	case BI_WALLTIME:
+		return sema_names_check_walltime(s->dl, e, sema_at_output_only(s));
 	case BI_DURATION:
 		if (s->ctx == CTX_ON)
 			goto no_span;
@@ -1041,6 +1067,12 @@ static int check_call(struct sema *s, struct expr *e)
 		}
 		e->ty = (struct type){ TY_AGG, 8, true, false, 0 };
 		return 0;
+	case FN_SYSNAME:
+	case FN_SIGNAME:
+	case FN_ERRNAME:
+	case FN_ENUMNAME:
+	case FN_UNIT:
+		return sema_names_check_call(s->dl, e, sema_at_output_only(s));
 	default:
 		return 0;
 	}
@@ -1211,6 +1243,8 @@ static int check_binary(struct sema *s, struct expr *e)
 		}
 
 		if ((lnum && rnum) || (l->kind == TY_STR && r->kind == TY_STR)) {
+			if (lnum && rnum && sema_names_check_compare(s->dl, e) != 0)
+				return -EINVAL;
 			if (l->kind == TY_STR && e->op != OP_EQ && e->op != OP_NE) {
 				diag_fix(diag_error(s->dl, DIAG_E_TYPE_MISMATCH, e->loc,
 						    "strings can be compared with = and != only"),
@@ -1448,6 +1482,33 @@ static int check_windows(struct sema *s)
 	return rc;
 }
 
+/* One side's key (end: against the end probe) or, with both, one key for both sides. */
+static int check_span_key(struct sema *s, struct expr *key, int first, int last)
+{
+	for (int end = first; end <= last; end++) {
+		s->on_end = end;
+		if (check_expr(s, key) != 0)
+			return -EINVAL;
+		if (!is_int(&key->ty) && key->ty.kind != TY_PTR)
+			return type_error(s, DIAG_E_SPAN_ON, key,
+					  "a span key must be a number or address", &key->ty);
+	}
+	return 0;
+}
+
+/* A span side's own `where` (lang-a): a condition on that side's probe alone. */
+static int check_span_where(struct sema *s, struct expr *w, bool end)
+{
+	s->on_end = end;
+	if (check_expr(s, w) != 0)
+		return -EINVAL;
+	if (w->ty.kind != TY_BOOL)
+		return type_error(
+			s, DIAG_E_TYPE_BOOL, w,
+			"a span side's `where` needs a condition (e.g. args.newstate = 7)", &w->ty);
+	return 0;
+}
+
 static int check_on(struct sema *s)
 {
 	int rc = 0;
@@ -1456,26 +1517,21 @@ static int check_on(struct sema *s)
 	for (int i = 0; i < s->q->nsources; i++) {
 		struct source *src = &s->q->sources[i];
 
-		if (!src->on)
+		if (!src->on && !src->start_where && !src->end_where)
 			continue;
 		if (!src->start.set || !src->end.set) {
 			rc = -EINVAL;
 			continue;
 		}
 		s->on_source = i;
-		for (int end = 0; end < 2; end++) {
-			s->on_end = end;
-			if (check_expr(s, src->on) != 0) {
-				rc = -EINVAL;
-				break;
-			}
-			if (!is_int(&src->on->ty) && src->on->ty.kind != TY_PTR) {
-				type_error(s, DIAG_E_SPAN_ON, src->on,
-					   "a span key must be a number or address", &src->on->ty);
-				rc = -EINVAL;
-				break;
-			}
-		}
+		if (src->on && check_span_key(s, src->on, 0, src->end_on ? 0 : 1) != 0)
+			rc = -EINVAL;
+		if (src->end_on && check_span_key(s, src->end_on, 1, 1) != 0)
+			rc = -EINVAL;
+		if (src->start_where && check_span_where(s, src->start_where, false) != 0)
+			rc = -EINVAL;
+		if (src->end_where && check_span_where(s, src->end_where, true) != 0)
+			rc = -EINVAL;
 	}
 	return rc;
 }

@@ -26,6 +26,24 @@ void sema_release(struct ast_query *q);
 
 /* Step 1 of sema_check() (compiler/sema_probes.c): resolves every source's probes (pid: -p,
  * or 0) into probe_spec.set.  0, or -EINVAL with diagnostics in dl. */
+/* Whether a span has the same probe on both sides (span(P on K1, P on K2)): one program then
+ * runs at P, ending the span under the end key, then starting one under the start key. */
+bool sema_span_same_probe(const struct source *src);
+
+/* lang-a (compiler/sema_names.c): names and times.  The render (enum render of plan.h) an
+ * expression asks for by its function (sysname() ...) or built-in (walltime), or -1. */
+int sema_names_render(const struct expr *e);
+/* The slot argument of that render into buf (enumname(): the enum's name), else "". */
+void sema_names_arg(const struct expr *e, char *buf, size_t sz);
+/* Checks a call of sysname/signame/errname/enumname/unit whose arguments are checked, and
+ * types it; `kernel` when the kernel would need its value (E_NAME_PLACE). */
+struct diag_list;
+int sema_names_check_call(struct diag_list *dl, struct expr *e, bool kernel);
+/* The same for the built-in walltime. */
+int sema_names_check_walltime(struct diag_list *dl, struct expr *e, bool kernel);
+/* A comparison of a duration with a size literal (E_UNIT_MISMATCH); 0 if fine. */
+int sema_names_check_compare(struct diag_list *dl, const struct expr *e);
+
 int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl);
 
 /* The probe spec whose fields a source's expressions see: the start probe. */

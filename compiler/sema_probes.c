@@ -223,6 +223,13 @@ int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl)
 	return rc;
 }
 
+bool sema_span_same_probe(const struct source *src)
+{
+	return src->is_span && src->has_end && src->start.kind == src->end.kind &&
+	       src->start.text && src->end.text && strcmp(src->start.text, src->end.text) == 0 &&
+	       src->start.set && src->end.set && src->start.set->n == src->end.set->n;
+}
+
 void sema_release(struct ast_query *q)
 {
 	if (!q)

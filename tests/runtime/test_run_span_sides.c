@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * End to end, spans whose sides have their own keys and filters (issue 15, lang-a): the real
+ * `weft run --format json` against the real scheduler tracepoints, over wl_wake, whose T
+ * sleeper threads ("wlw_sleep") are each put to sleep and woken exactly R times, each wakeup
+ * only once the sleeper is off its CPU (tests/workloads/wl_wake.c says why that makes the
+ * counts exact).
+ *
+ *  - runqlat's shape: span(sched_wakeup on args.pid, sched_switch on args.next_pid), the
+ *    start filtered to the sleepers by the query's `where`: exactly R spans per sleeper thread
+ *    (grouped by the woken pid), each with a positive duration.
+ *  - offcputime's shape, the same probe on both sides: span(sched_switch where
+ *    args.prev_state = 1 on args.prev_pid, sched_switch on args.next_pid): every sleep of a
+ *    sleeper in state S is one span ended by its next switch-in: exactly R per thread.
+ *  - A per-side `where` on the end: the same with the end filtered by args.next_comm (the same
+ *    counts), and with an end filter no switch-in passes (args.next_pid = 0: the idle task
+ *    never sleeps in state S): no span at all.
+ *  - runqlat written the other way round: a start-side filter in the span itself
+ *    (sched_wakeup where args.comm = 'wlw_sleep'), the same counts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "run_util.h"
+#include "tests/skip.h"
+
+#define ROUNDS 300
+#define THREADS 3
+
+/*
+ * Runs QUERY (grouped by a `tid` key, counting `n`) over `wl_wake ROUNDS THREADS`, released
+ * once weft is attached; checks that every sleeper thread has exactly `want` spans (and no
+ * other row exists), and that the window lost nothing or, with replaced >= 0, exactly that
+ * many span starts replaced by a later start under the same key (spans that never end).
+ */
+static void run_wake(const char *query, long long want, long long replaced)
+{
+	char r[16], t[16], line[128];
+	char *argv[] = { (char *)wr_workload("wl_wake"), r, t, NULL };
+	struct wr_proc wl, p;
+	struct wr_json j;
+	int tids[THREADS], ntids = 0, rc;
+	long long total;
+
+	snprintf(r, sizeof(r), "%d", ROUNDS);
+	snprintf(t, sizeof(t), "%d", THREADS);
+	assert_int_equal(wr_workload_start(&wl, argv), 0);
+	assert_int_equal(wr_weft_start(&p, "--format", "json", query, NULL), 0);
+	rc = wr_wait_err(&p, "attached", WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, query);
+	assert_int_equal(rc, 0);
+	assert_int_equal(write(wl.in_fd, "g", 1), 1);
+	assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+	assert_non_null(strstr(wl.out.p, "wl_wake: 3 threads, 300 wakeups each"));
+	while (ntids < THREADS && wr_cut_line(&wl.out, "tid ", line, sizeof(line)))
+		tids[ntids++] = atoi(line + 4);
+	assert_int_equal(ntids, THREADS);
+	assert_int_equal(kill(p.pid, SIGINT), 0);
+	rc = wr_finish(&p, WR_TIMEOUT_MS);
+	if (rc)
+		wr_dump(&p, query);
+	assert_int_equal(rc, 0);
+	wr_json_lines(&p.out, &j);
+	if (replaced < 0) {
+		assert_int_equal(wr_check_windows(&j), 1);
+	} else {
+		const struct wj *w = NULL;
+
+		for (size_t i = 0; i < j.n && !w; i++)
+			if (wr_is_type(j.v[i], "window"))
+				w = j.v[i];
+		assert_non_null(w);
+		assert_int_equal(wj_int_of(wj_get(w, "lost"), "span_start_replaced"), replaced);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		long long n = wr_sum_col(&j, "n", "tid", tids[i]);
+
+		printf("# %s: thread %d: %lld spans\n", query, tids[i], n);
+		assert_int_equal(n, want);
+	}
+	total = wr_sum_col(&j, "n", NULL, 0);
+	assert_int_equal(total, want * THREADS); /* no row for any other thread */
+	wr_json_free(&j);
+	wr_free(&p);
+	wr_free(&wl);
+}
+
+static void test_runqlat_wakeup_to_switch_in(void **state)
+{
+	(void)state;
+	run_wake("from span(tp:sched:sched_wakeup on args.pid, tp:sched:sched_switch on "
+		 "args.next_pid) where args.comm = 'wlw_sleep' group by args.pid as tid "
+		 "select count() as n",
+		 ROUNDS, -1);
+}
+
+static void test_runqlat_start_filter_in_span(void **state)
+{
+	(void)state;
+	run_wake("from span(tp:sched:sched_wakeup where args.comm = 'wlw_sleep' on args.pid, "
+		 "tp:sched:sched_switch on args.next_pid) where duration > 0ns "
+		 "group by args.pid as tid select count() as n",
+		 ROUNDS, -1);
+}
+
+static void test_offcputime_same_probe_both_sides(void **state)
+{
+	(void)state;
+	run_wake("from span(tp:sched:sched_switch where args.prev_state = 1 on args.prev_pid, "
+		 "tp:sched:sched_switch on args.next_pid) where args.prev_comm = 'wlw_sleep' "
+		 "group by args.prev_pid as tid select count() as n",
+		 ROUNDS, -1);
+}
+
+static void test_end_side_filter(void **state)
+{
+	(void)state;
+	run_wake("from span(tp:sched:sched_switch where args.prev_state = 1 on args.prev_pid, "
+		 "tp:sched:sched_switch where args.next_comm = 'wlw_sleep' on args.next_pid) "
+		 "where args.prev_comm = 'wlw_sleep' group by args.prev_pid as tid "
+		 "select count() as n",
+		 ROUNDS, -1);
+	/* an end filter that no end passes: no span ends, so no row, and each sleeper's next
+	 * start replaces its unended one: R - 1 replaced starts a thread, counted as lost */
+	run_wake("from span(tp:sched:sched_switch where args.prev_state = 1 on args.prev_pid, "
+		 "tp:sched:sched_switch where args.next_pid = 0 on args.next_pid) "
+		 "where args.prev_comm = 'wlw_sleep' group by args.prev_pid as tid "
+		 "select count() as n",
+		 0, (long long)THREADS * (ROUNDS - 1));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_runqlat_wakeup_to_switch_in),
+		cmocka_unit_test(test_runqlat_start_filter_in_span),
+		cmocka_unit_test(test_offcputime_same_probe_both_sides),
+		cmocka_unit_test(test_end_side_filter),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
+}
