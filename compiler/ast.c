@@ -138,7 +138,7 @@ const char *builtin_name(enum builtin b)
 		[BI_PROBE] = "probe",	  [BI_USTACK] = "ustack",     [BI_KSTACK] = "kstack",
 		[BI_RETVAL] = "retval",	  [BI_DURATION] = "duration", [BI_ARG] = "arg",
 		[BI_FIELD] = "field",	  [BI_ALIAS] = "alias",	      [BI_CURTASK] = "curtask",
-		[BI_KMEMBER] = "kmember", [BI_WALLTIME] = "walltime",
+		[BI_KMEMBER] = "kmember", [BI_WALLTIME] = "walltime", [BI_END_FIELD] = "end_field",
 	};
 
 	if ((unsigned)b >= BI__COUNT || !names[b])

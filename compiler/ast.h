@@ -92,6 +92,7 @@ enum builtin {
 	BI_CURTASK, /* the current task, a struct task_struct pointer */
 	BI_KMEMBER, /* lhs.sval of a kernel struct (BTF): aux = steps from the chain's root */
 	BI_WALLTIME, /* lang-a: the event's wall-clock time (the agent adds the clock offset) */
+	BI_END_FIELD, /* lang-a: end.args.F, a field of a span's end probe (sval: F) */
 	BI__COUNT
 };
 

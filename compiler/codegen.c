@@ -99,8 +99,9 @@ static void emit(struct cg *c, const char *fmt, ...)
 
 static bool is_end_leaf(const struct expr *e)
 {
-	return e->kind == EXPR_NAME && (e->bi == BI_DURATION || e->bi == BI_RETVAL ||
-					e->bi == BI_USTACK || e->bi == BI_KSTACK);
+	return (e->kind == EXPR_NAME && (e->bi == BI_DURATION || e->bi == BI_RETVAL ||
+					 e->bi == BI_USTACK || e->bi == BI_KSTACK)) ||
+	       (e->kind == EXPR_MEMBER && e->bi == BI_END_FIELD); /* lang-a: end.args.F */
 }
 
 static bool mentions_end(const struct expr *e)
@@ -169,6 +170,8 @@ static void plan_saves(struct cg *c, int s, const struct expr *e)
 		c->save_size[s] += sv->size;
 		return;
 	}
+	if (is_end_leaf(e))
+		return; /* read at the end (end.args.F: its left side is no value) */
 	/* an aggregate call itself is not a value: descend into its argument */
 	plan_saves(c, s, e->lhs);
 	plan_saves(c, s, e->rhs);
@@ -503,7 +506,7 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 		emit(c, "\tweft_comm(&sc->s[%u]);\n", t->off);
 		return;
 	}
-	if (e->kind == EXPR_MEMBER && e->bi == BI_FIELD) {
+	if (e->kind == EXPR_MEMBER && (e->bi == BI_FIELD || e->bi == BI_END_FIELD)) {
 		const struct probe_field *f = cur_field(c, e->sval);
 
 		if (!f)
@@ -604,7 +607,8 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 		else
 			emit(c, "WEFT_ARG%d(ctx)", e->aux);
 		return;
-	case BI_FIELD: {
+	case BI_FIELD:
+	case BI_END_FIELD: { /* in the end program, whose target is the end probe */
 		const struct probe_field *f = cur_field(c, e->sval);
 
 		if (!f)

@@ -51,6 +51,7 @@ struct sema {
 	int on_source; /* CTX_ON: the span source being checked */
 	bool on_end; /* CTX_ON: checking against the end probe */
 	bool struct_ok; /* the expression being checked is the left side of `.field` */
+	bool end_fields; /* checking end.args.F: the end probes' fields are visible (lang-a) */
 	bool btf_failed; /* E_BTF_NONE was reported */
 };
 
@@ -149,6 +150,11 @@ static int visible_specs(struct sema *s, const struct probe_spec **out, int max)
 {
 	int n = 0;
 
+	if (s->end_fields) {
+		for (int i = 0; i < s->q->nsources && n < max; i++)
+			out[n++] = &s->q->sources[i].end;
+		return n;
+	}
 	if (s->ctx == CTX_ON) {
 		struct source *src = &s->q->sources[s->on_source];
 
@@ -207,15 +213,59 @@ static void list_fields(struct diag *d, const struct probe_target *t)
 static int check_expr(struct sema *s, struct expr *e);
 static int check_kmember(struct sema *s, struct expr *e);
 
+static int check_args_member(struct sema *s, struct expr *e);
+
+/* Whether e is `end.args`: the fields of a span's end probe follow (lang-a). */
+static bool is_end_args(const struct expr *e)
+{
+	return e->kind == EXPR_MEMBER && strcmp(e->sval, "args") == 0 &&
+	       e->lhs->kind == EXPR_NAME && strcasecmp(e->lhs->sval, "end") == 0;
+}
+
+/* end.args.F: a field of the end probe of every source, all spans, read at the end. */
+static int check_end_member(struct sema *s, struct expr *e)
+{
+	int rc;
+
+	if (s->ctx == CTX_ON) {
+		diag_fix(diag_error(s->dl, DIAG_E_END_FIELD, e->loc,
+				    "a span side's `where` and `on` read that side's own probe"),
+			 "write args.%s", e->sval);
+		return -EINVAL;
+	}
+	for (int i = 0; i < s->q->nsources; i++)
+		if (!s->q->sources[i].is_span) {
+			diag_fix(diag_error(s->dl, DIAG_E_END_FIELD, e->loc,
+					    "end.args.%s: only a span has an end probe", e->sval),
+				 "pair the probes: from span(START, END) ... select end.args.%s",
+				 e->sval);
+			return -EINVAL;
+		}
+	s->end_fields = true;
+	rc = check_args_member(s, e);
+	s->end_fields = false;
+	if (rc == 0)
+		e->bi = BI_END_FIELD;
+	return rc;
+}
+
 static int check_member(struct sema *s, struct expr *e)
+{
+	if (is_end_args(e->lhs))
+		return check_end_member(s, e);
+	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0)
+		return check_kmember(s, e);
+	return check_args_member(s, e);
+}
+
+/* args.F (or, with s->end_fields, end.args.F) in the probes visible here. */
+static int check_args_member(struct sema *s, struct expr *e)
 {
 	const struct probe_spec *specs[AST_MAX_SOURCES];
 	int n = visible_specs(s, specs, AST_MAX_SOURCES);
 	struct type t = ty_none;
 	const char *fname = e->sval;
 
-	if (e->lhs->kind != EXPR_NAME || strcmp(e->lhs->sval, "args") != 0)
-		return check_kmember(s, e);
 	for (int i = 0; i < n; i++) {
 		const struct probe_spec *sp = specs[i];
 
@@ -669,6 +719,12 @@ static int check_name(struct sema *s, struct expr *e)
 				return 0;
 			}
 		}
+	}
+	if (strcasecmp(name, "end") == 0) {
+		diag_fix(diag_error(s->dl, DIAG_E_END_FIELD, e->loc,
+				    "`end` is followed by .args.F: a field of a span's end probe"),
+			 "e.g. end.args.next_pid; end.comm and other built-ins are not supported");
+		return -EINVAL;
 	}
 	if (strcmp(name, "args") == 0) {
 		d = diag_error(s->dl, DIAG_E_NAME_UNKNOWN, e->loc,

@@ -15,6 +15,8 @@
  *  - A per-side `where` on the end: the same with the end filtered by args.next_comm (the same
  *    counts), and with an end filter no switch-in passes (args.next_pid = 0: the idle task
  *    never sleeps in state S): no span at all.
+ *  - end.args.F, the end probe's own fields: offcputime grouped by the switch-in's next_pid
+ *    and filtered by its next_comm: the same counts.
  *  - runqlat written the other way round: a start-side filter in the span itself
  *    (sched_wakeup where args.comm = 'wlw_sleep'), the same counts.
  */
@@ -132,6 +134,16 @@ static void test_end_side_filter(void **state)
 		 0, (long long)THREADS * (ROUNDS - 1));
 }
 
+/* end.args.F: the end probe's fields, as a group key and in the query's `where` */
+static void test_end_fields(void **state)
+{
+	(void)state;
+	run_wake("from span(tp:sched:sched_switch where args.prev_state = 1 on args.prev_pid, "
+		 "tp:sched:sched_switch on args.next_pid) where end.args.next_comm = 'wlw_sleep' "
+		 "group by end.args.next_pid as tid select count() as n",
+		 ROUNDS, -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -139,6 +151,7 @@ int main(void)
 		cmocka_unit_test(test_runqlat_start_filter_in_span),
 		cmocka_unit_test(test_offcputime_same_probe_both_sides),
 		cmocka_unit_test(test_end_side_filter),
+		cmocka_unit_test(test_end_fields),
 	};
 
 	if (!wr_ready())
