@@ -24,6 +24,7 @@
 #include <time.h>
 #include "agent/result.h"
 #include "agent/table_int.h"
+#include "base/rowfmt.h"
 #include "base/text.h"
 #include "kernel/aggstate.h"
 #include "kernel/weft_abi.h"
@@ -667,8 +668,8 @@ void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out)
 {
 	struct sbuf b = { 0 };
 
-	if (fmt != AGENT_FMT_TEXT || !out || !plan_valid_stream(p))
-		return;
+	if (fmt != AGENT_FMT_TEXT || !out || !plan_valid_stream(p) || p->format)
+		return; /* formatted rows have no header: they are for scripts */
 	for (int c = 0; c < p->ncols; c++) {
 		const struct plan_slot *f = &p->fields[p->cols[c].idx];
 		bool last = c == p->ncols - 1;
@@ -682,6 +683,67 @@ void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out)
 	if (!b.oom)
 		fwrite(b.p, 1, b.len, out);
 	sb_free(&b);
+}
+
+/*
+ * A row as its `format` says (base/rowfmt.h): literal text as written, each conversion of the
+ * next column's cell.  Integers are printed from their value, text as the table shows it
+ * (escaped), cut to the precision and padded to the width; a conversion that does not fit its
+ * column (only a hand-made manifest has one: the compiler refuses it) prints the cell as text,
+ * and one past the last column prints nothing.  A newline ends the row unless the format does.
+ */
+static void row_format(const struct plan *p, const struct rowfmt *rf, const struct kv *kv,
+		       struct sbuf *b)
+{
+	int col = 0;
+
+	for (int i = 0; i < rf->n; i++) {
+		const struct rowfmt_piece *pc = &rf->v[i];
+		const struct plan_slot *f;
+		const struct kv *v;
+		struct sbuf cell = { 0 };
+		size_t keep, pad;
+		bool left;
+
+		if (pc->conv == 0) {
+			sb_put(b, p->format + pc->off, pc->len);
+			continue;
+		}
+		if (pc->conv == '%') {
+			sb_putc(b, '%');
+			continue;
+		}
+		if (col >= p->ncols)
+			continue;
+		f = &p->fields[p->cols[col].idx];
+		v = &kv[p->cols[col].idx];
+		col++;
+		if (!v->text && rowfmt_conv_int(pc->conv) && f->render != RENDER_BOOL) {
+			char num[ROWFMT_MAX_WIDTH + 32];
+
+			sb_put(b, num, rowfmt_int(pc, v->i, num, sizeof(num)));
+			continue;
+		}
+		if (!v->text && rowfmt_conv_int(pc->conv)) { /* a truth value: 1 or 0 */
+			char num[ROWFMT_MAX_WIDTH + 32];
+
+			sb_put(b, num, rowfmt_int(pc, v->i != 0, num, sizeof(num)));
+			continue;
+		}
+		sb_kv(&cell, f->render, v, false);
+		pad = rowfmt_pad(pc, cell.len, &keep, &left);
+		for (size_t k = 0; left && k < pad; k++)
+			sb_putc(b, ' ');
+		if (cell.p)
+			sb_put(b, cell.p, keep);
+		for (size_t k = 0; !left && k < pad; k++)
+			sb_putc(b, ' ');
+		if (cell.oom)
+			b->oom = true;
+		sb_free(&cell);
+	}
+	if (!rf->ends_nl)
+		sb_putc(b, '\n');
 }
 
 int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agent_format fmt,
@@ -705,6 +767,19 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 				 r, &txt, &kv[i]);
 	}
 	agent_kv_fix(kv, p->nfields, &txt);
+	if (fmt == AGENT_FMT_TEXT && p->format) {
+		struct rowfmt *rf = malloc(sizeof(*rf));
+		uint32_t bo, bl;
+		const char *why;
+
+		/* the manifest reader refused a malformed format: this parse succeeds */
+		if (rf && rowfmt_parse(p->format, strlen(p->format), rf, &bo, &bl, &why) == 0)
+			row_format(p, rf, kv, &b);
+		else
+			rc = -EINVAL;
+		free(rf);
+		goto done;
+	}
 	if (fmt == AGENT_FMT_JSON)
 		sb_puts(&b, "{\"type\":\"row\"");
 	for (int c = 0; c < p->ncols; c++) {
@@ -732,9 +807,10 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 		}
 	}
 	sb_puts(&b, fmt == AGENT_FMT_JSON ? "}\n" : "\n");
-	if (b.oom || txt.oom)
+done:
+	if (!rc && (b.oom || txt.oom))
 		rc = -ENOMEM;
-	else if (fwrite(b.p, 1, b.len, out) != b.len)
+	else if (!rc && b.len && fwrite(b.p, 1, b.len, out) != b.len)
 		rc = -EIO;
 	sb_free(&b);
 	sb_free(&txt);

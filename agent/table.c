@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include "agent/result.h"
 #include "agent/table_int.h"
 #include "kernel/aggstate.h"
@@ -52,7 +53,8 @@ static int64_t load_s64(const uint8_t *b)
 bool agent_render_is_text(enum render r)
 {
 	return r == RENDER_STR || r == RENDER_USTACK || r == RENDER_KSTACK || r == RENDER_USYM ||
-	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST || agent_names_is_text(r);
+	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST ||
+	       agent_names_is_text(r) || r == RENDER_INET;
 }
 
 /* The kernel bytes a slot of this render needs at least. */
@@ -66,6 +68,8 @@ static uint32_t render_min_size(enum render r)
 		return 16;
 	case RENDER_HOST:
 		return 0;
+	case RENDER_INET:
+		return WEFT_INET_SIZE;
 	default:
 		return 8;
 	}
@@ -106,11 +110,32 @@ static bool take(struct sbuf *txt, char *s)
 	return true;
 }
 
+/* An ntop() value (kernel/weft_abi.h: the family, then the address at WEFT_INET_ADDR) as
+ * text: inet_ntop()'s, which writes IPv6 as RFC 5952 does (::1, ::ffff:127.0.0.1). */
+static void inet_text(const uint8_t *b, struct sbuf *txt)
+{
+	char buf[INET6_ADDRSTRLEN];
+	uint16_t family;
+
+	memcpy(&family, b, sizeof(family));
+	if (family == WEFT_AF_INET || family == WEFT_AF_INET6) {
+		if (inet_ntop(family == WEFT_AF_INET ? AF_INET : AF_INET6, b + WEFT_INET_ADDR, buf,
+			      sizeof(buf)))
+			sb_puts(txt, buf);
+		return;
+	}
+	if (family == 0)
+		sb_puts(txt, "[no address]");
+	else
+		sb_printf(txt, "[family %u]", family);
+}
+
 void agent_slot_value(const struct plan *p, const struct plan_slot *s, const uint8_t *b,
 		      const struct agent_resolver *r, struct sbuf *txt, struct kv *kv)
 {
 	size_t start = txt->len;
-	bool has_int = s->render != RENDER_HOST && s->render != RENDER_STR;
+	bool has_int =
+		s->render != RENDER_HOST && s->render != RENDER_STR && s->render != RENDER_INET;
 	int64_t v = has_int ? load_s64(b) : 0; /* agent_slot_valid(): integer slots have 8 bytes */
 	int64_t pid =
 		(s->render == RENDER_USTACK || s->render == RENDER_USYM) ? load_s64(b + 8) : 0;
@@ -152,6 +177,9 @@ void agent_slot_value(const struct plan *p, const struct plan_slot *s, const uin
 		break;
 	case RENDER_HOST:
 		host_name(r, txt);
+		break;
+	case RENDER_INET:
+		inet_text(b, txt);
 		break;
 	case RENDER_BOOL:
 		kv->i = v != 0;

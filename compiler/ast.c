@@ -158,6 +158,7 @@ const char *func_name(enum func f)
 		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
 		[FN_DISTINCT] = "distinct", [FN_SYSNAME] = "sysname",	[FN_SIGNAME] = "signame",
 		[FN_ERRNAME] = "errname",   [FN_ENUMNAME] = "enumname", [FN_UNIT] = "unit",
+		[FN_NTOP] = "ntop",	    [FN_SOCKPORT] = "sockport", [FN_JOIN] = "join",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])
@@ -235,6 +236,9 @@ const char *type_name(const struct type *t, char *buf, size_t sz)
 		break;
 	case TY_STRUCT:
 		snprintf(buf, sz, "struct");
+		break;
+	case TY_INET:
+		snprintf(buf, sz, "inet");
 		break;
 	default:
 		snprintf(buf, sz, "?");
@@ -584,6 +588,12 @@ void ast_dump(const struct ast_query *q, FILE *out)
 			fprintf(out, " name=%s", it->name);
 		fputc('\n', out);
 		dump_expr(it->e, 2, out);
+	}
+	if (q->format) {
+		dump_indent(1, out);
+		fputs("format ", out);
+		str_print(q->format, out);
+		fputc('\n', out);
 	}
 	if (q->order) {
 		dump_indent(1, out);

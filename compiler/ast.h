@@ -23,6 +23,8 @@ enum type_kind {
 	TY_FLOAT, /* only constants (quantile levels) */
 	TY_AGG, /* value of an aggregate */
 	TY_STRUCT, /* a kernel struct or union in kernel memory (`btf`): only `.field` reads it */
+	TY_INET, /* ntop(): an address of WEFT_INET_SIZE bytes (kernel/weft_abi.h), or as the
+		  * argument of ntop() a u8[`size`] address field */
 };
 
 struct type {
@@ -113,6 +115,9 @@ enum func {
 	FN_ERRNAME,
 	FN_ENUMNAME,
 	FN_UNIT,
+	FN_NTOP, /* an IPv4/IPv6 address, shown as text (a TY_INET value) */
+	FN_SOCKPORT, /* the port of a sockaddr, host order */
+	FN_JOIN, /* an argv (pointer to char pointers) joined into one string */
 	/* aggregates */
 	FN_COUNT,
 	FN_SUM,
@@ -231,6 +236,9 @@ struct ast_query {
 	struct src_loc graph_loc;
 	double sample; /* head-sample rate 0..1 (1 without `sample`) */
 	struct src_loc sample_loc;
+	/* `select ... format 'FMT'`: a stream's text rows (base/rowfmt.h); NULL: none */
+	char *format;
+	struct src_loc format_loc;
 
 	/* sema */
 	bool aggregating; /* some select item is an aggregate */

@@ -139,6 +139,13 @@ static bool is_host(const struct expr *e)
 	return e->kind == EXPR_NAME && e->bi == BI_HOST;
 }
 
+/* A value held as bytes in scratch, copied whole into keys and records: a string, or an
+ * address from ntop() (not the u8[N] field ntop() reads, which is no value of its own). */
+static bool is_bytes(const struct expr *e)
+{
+	return e->ty.kind == TY_STR || (e->kind == EXPR_CALL && e->fn == FN_NTOP);
+}
+
 /* ---------------------------------------------------------------- span saves */
 
 static const struct saved *find_save(struct cg *c, const struct expr *e)
@@ -164,7 +171,7 @@ static void plan_saves(struct cg *c, int s, const struct expr *e)
 		}
 		sv = &c->saves[s][c->nsaves[s]++];
 		sv->e = e;
-		sv->is_str = e->ty.kind == TY_STR;
+		sv->is_str = is_bytes(e);
 		sv->size = sv->is_str ? ((e->ty.size + 7u) & ~7u) : 8;
 		sv->off = c->save_size[s];
 		c->save_size[s] += sv->size;
@@ -346,7 +353,7 @@ static void temps_for(struct cg *c, const struct expr *e)
 	temps_for(c, e->rhs);
 	for (int i = 0; i < e->nargs; i++)
 		temps_for(c, e->args[i]);
-	if (e->ty.kind != TY_STR || e->kind == EXPR_STR || find_temp(c, e))
+	if (!is_bytes(e) || e->kind == EXPR_STR || find_temp(c, e))
 		return;
 	if (c->ntemps == MAX_TEMPS) {
 		c->err = -E2BIG;
@@ -357,6 +364,8 @@ static void temps_for(struct cg *c, const struct expr *e)
 	t->size = (e->ty.size + 7u) & ~7u;
 	if (t->size == 0)
 		t->size = 8;
+	if (e->kind == EXPR_CALL && e->fn == FN_JOIN)
+		t->size *= 2; /* room the verifier needs (kernel/weft_net.bpf.h: weft_join_argv) */
 	t->off = c->temps_size;
 	c->temps_size += t->size;
 	if (c->temps_size > c->max_temps_size)
@@ -499,6 +508,58 @@ static void emit_kread(struct cg *c, const struct expr *e)
 	emit(c, "); (__s64)_k%d; })", e->aux);
 }
 
+/*
+ * ntop() and join() into their temporary (kernel/weft_net.bpf.h), which emit_str_fill() has
+ * zeroed: ntop() from the kind of address sema found (enum inet_arg), join() from an argv in
+ * user memory (syscall fields, argN of user probes) or kernel memory.
+ */
+static void emit_net_fill(struct cg *c, const struct expr *e, const struct temp *t)
+{
+	const struct expr *a = e->args[0];
+
+	if (e->fn == FN_JOIN) {
+		const char *sep = e->nargs == 2 ? e->args[1]->sval : " ";
+
+		emit(c, "\tweft_join_argv(e, &sc->s[%u], %u, (const void *)(", t->off, e->ty.size);
+		emit_int(c, a);
+		emit(c, "), %d, ", e->ty.user);
+		emit_lit_str(c, sep);
+		emit(c, ", %u);\n", (unsigned)strlen(sep));
+		return;
+	}
+	switch (a->aux) {
+	case INET_ARG_BYTES4:
+	case INET_ARG_BYTES16: {
+		const struct probe_field *f = cur_field(c, a->sval);
+
+		if (f)
+			emit(c, "\tweft_inet_raw(&sc->s[%u], %d, (const char *)ctx + %u, %u);\n",
+			     t->off, f->size == 4 ? 2 : 10, f->offset, f->size);
+		return;
+	}
+	case INET_ARG_V4INT:
+		emit(c, "\tweft_inet_v4(&sc->s[%u], ", t->off);
+		emit_int(c, a);
+		emit(c, ");\n");
+		return;
+	case INET_ARG_SOCKADDR:
+		emit(c, "\tweft_inet_sockaddr(&sc->s[%u], (const void *)(", t->off);
+		emit_int(c, a);
+		emit(c, "), %d);\n", a->ty.user);
+		return;
+	case INET_ARG_IN6:
+		emit(c, "\t{\n\t\t");
+		emit_kbase(c, a);
+		emit(c, "\n\t\tweft_inet_raw(&sc->s[%u], 10, ", t->off);
+		emit_kaddr(c, a);
+		emit(c, ", 16);\n\t}\n");
+		return;
+	default:
+		c->err = -EINVAL;
+		return;
+	}
+}
+
 static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp *t)
 {
 	emit(c, "\t__builtin_memset(&sc->s[%u], 0, %u);\n", t->off, t->size);
@@ -527,6 +588,10 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 		     t->size < e->ty.size ? t->size : e->ty.size);
 		emit_kaddr(c, e);
 		emit(c, ");\n\t}\n");
+		return;
+	}
+	if (e->kind == EXPR_CALL && (e->fn == FN_NTOP || e->fn == FN_JOIN)) {
+		emit_net_fill(c, e, t);
 		return;
 	}
 	if (e->kind == EXPR_CALL && e->fn == FN_STR) {
@@ -767,7 +832,14 @@ static void emit_expr(struct cg *c, const struct expr *e)
 	case EXPR_CALL:
 		switch (e->fn) {
 		case FN_STR:
+		case FN_NTOP:
+		case FN_JOIN:
 			emit_str_ref(c, e, &sz);
+			return;
+		case FN_SOCKPORT:
+			emit(c, "weft_sockport((const void *)(");
+			emit_int(c, e->args[0]);
+			emit(c, "), %d)", e->args[0]->ty.user);
 			return;
 		case FN_LOG2:
 			emit(c, "weft_q_log2(");
@@ -939,7 +1011,7 @@ static const char *sec_name(enum probe_kind k)
 static void emit_store_value(struct cg *c, const char *base, uint32_t off, uint32_t size,
 			     const struct expr *e)
 {
-	if (e->ty.kind == TY_STR) {
+	if (is_bytes(e)) {
 		uint32_t ssz;
 
 		emit(c, "\t__builtin_memcpy(&%s[%u], ", base, off);

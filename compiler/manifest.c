@@ -5,6 +5,7 @@
  *
  *   weft-manifest 1
  *   query <text>
+ *   format <text>                               (a stream's `format` clause; optional)
  *   mode <aggregate|stream> every=<ns> for=<ns> pid=<pid> order=<col> desc=<0|1> limit=<n>
  *   sizes key=<B> value=<B> event=<B> groups=<n> spans=<n> ringbuf=<B> spansave=<B>
  *   flags spans=<0|1> ustack=<0|1> kstack=<0|1>
@@ -29,6 +30,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/rowfmt.h"
 #include "compiler/plan.h"
 #include "kernel/weft_abi.h"
 
@@ -62,6 +64,10 @@ int manifest_write(const struct plan *p, FILE *out)
 {
 	fprintf(out, "weft-manifest %u\nquery ", PLAN_VERSION);
 	put_str(out, p->query ? p->query : "");
+	if (p->format) {
+		fprintf(out, "\nformat ");
+		put_str(out, p->format);
+	}
 	fprintf(out,
 		"\nmode %s every=%" PRIu64 " for=%" PRIu64
 		" pid=%d order=%d desc=%d limit=%" PRId64,
@@ -378,6 +384,29 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return fail(r, "text after `end`");
 	if (strcmp(tok[0], "end") == 0) {
 		*state = 2;
+		return 0;
+	}
+	if (strcmp(tok[0], "format") == 0) {
+		struct rowfmt *rf;
+		uint32_t bo, bl;
+		const char *why;
+		size_t len = n > 1 ? strlen(tok[1]) + 1 : 1;
+		int bad;
+
+		if (p->format)
+			return fail(r, "two formats");
+		p->format = calloc(1, len);
+		if (!p->format)
+			return -ENOMEM;
+		if (n != 2 || get_str(r, tok[1], p->format, len))
+			return fail(r, "bad format line");
+		rf = malloc(sizeof(*rf));
+		if (!rf)
+			return -ENOMEM;
+		bad = rowfmt_parse(p->format, strlen(p->format), rf, &bo, &bl, &why);
+		free(rf);
+		if (bad)
+			return fail(r, "bad format: %s", why);
 		return 0;
 	}
 	if (strcmp(tok[0], "query") == 0) {

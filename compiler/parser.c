@@ -1088,6 +1088,37 @@ static int parse_group(struct parser *p)
 	return p->failed ? -1 : 0;
 }
 
+/*
+ * `format 'FMT'` right after the select items: a word `format` followed by a string, so a
+ * field or alias called format keeps working.  Its conversions are checked by sema
+ * (compiler/sema_format.c), where the columns' types are known.
+ */
+static int parse_format(struct parser *p)
+{
+	struct ast_query *q = p->q;
+	struct diag *d;
+	char buf[64];
+
+	if (p->cur.kind != TOK_NAME || strcasecmp(p->cur.sval, "format") != 0)
+		return 0;
+	if (parse_peek(p) != TOK_STR) {
+		if (parse_peek(p) == TOK_LPAREN || parse_peek(p) == TOK_DOT)
+			return 0;
+		if (!parse_advance(p))
+			return -1;
+		d = parse_error(p, DIAG_E_PARSE_EXPECTED, p->cur.loc,
+				"`format` needs a string, found %s",
+				tok_describe(p, &p->cur, buf, sizeof(buf)));
+		diag_fix(d, "e.g. select pid, comm format '%%-6d %%s'");
+		return -1;
+	}
+	if (!parse_advance(p))
+		return -1;
+	q->format = p->cur.sval;
+	q->format_loc = p->cur.loc;
+	return parse_advance(p) ? 0 : -1;
+}
+
 static int parse_select(struct parser *p)
 {
 	struct ast_query *q = p->q;
@@ -1116,7 +1147,9 @@ static int parse_select(struct parser *p)
 			return -1;
 		q->nitems++;
 	} while (parse_accept(p, TOK_COMMA));
-	return p->failed ? -1 : 0;
+	if (p->failed)
+		return -1;
+	return parse_format(p);
 }
 
 static int parse_order(struct parser *p)

@@ -50,6 +50,8 @@ const char *render_name(enum render r)
 		[RENDER_US] = "us",
 		[RENDER_MS] = "ms",
 		[RENDER_S] = "s",
+		/* lang-b */
+		[RENDER_INET] = "inet",
 	};
 
 	return (unsigned)r < RENDER__COUNT ? names[r] : "?";
@@ -67,6 +69,8 @@ static enum render expr_render(const struct expr *e)
 		return RENDER_KSYM;
 	if (sema_names_render(e) >= 0)
 		return (enum render)sema_names_render(e);
+	if (e->kind == EXPR_CALL && e->fn == FN_NTOP)
+		return RENDER_INET;
 	switch (e->ty.kind) {
 	case TY_STR:
 		return RENDER_STR;
@@ -88,6 +92,8 @@ static uint32_t slot_size(const struct expr *e)
 
 	if (r == RENDER_USTACK || r == RENDER_USYM)
 		return 16;
+	if (r == RENDER_INET)
+		return WEFT_INET_SIZE;
 	if (e->ty.kind == TY_STR)
 		return ALIGN8(e->ty.size ? e->ty.size : 64);
 	return 8;
@@ -518,7 +524,10 @@ struct plan *plan_build(struct ast_query *q, pid_t pid, struct diag_list *dl)
 		if (q->sources[i].is_span)
 			p->has_spans = true;
 	p->query = dl->src ? strdup(dl->src) : strdup("");
-	rc = p->query ? plan_probes(p, q, dl) : -ENOMEM;
+	if (p->query && q->format && !(p->format = strdup(q->format)))
+		rc = -ENOMEM;
+	else
+		rc = p->query ? plan_probes(p, q, dl) : -ENOMEM;
 	if (!rc) {
 		rc = check_probe_names(p, q->where, dl);
 		for (int i = 0; !rc && i < q->nitems; i++)
@@ -578,6 +587,7 @@ void plan_free(struct plan *p)
 	if (!p)
 		return;
 	free(p->query);
+	free(p->format);
 	free(p->attach);
 	free(p->keys);
 	free(p->aggs);

@@ -61,6 +61,7 @@ enum render {
 	RENDER_US,
 	RENDER_MS,
 	RENDER_S,
+	RENDER_INET, /* ntop(): WEFT_INET_SIZE bytes (kernel/weft_abi.h), shown as an address */
 	RENDER__COUNT
 };
 
@@ -110,6 +111,7 @@ struct plan_column {
 struct plan {
 	uint32_t version;
 	char *query; /* the text, for display and the cluster */
+	char *format; /* a stream's `format` text (base/rowfmt.h) for text rows, or NULL */
 	bool aggregating;
 
 	struct plan_attach *attach;

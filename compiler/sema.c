@@ -120,6 +120,10 @@ static const struct func_def funcs[] = {
 	{ "errname", FN_ERRNAME, 1, 1 },
 	{ "enumname", FN_ENUMNAME, 2, 2 },
 	{ "unit", FN_UNIT, 2, 2 },
+	/* lang-b */
+	{ "ntop", FN_NTOP, 1, 1 },
+	{ "sockport", FN_SOCKPORT, 1, 1 },
+	{ "join", FN_JOIN, 1, 2 },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -875,12 +879,10 @@ static int check_str_pointer(struct sema *s, const struct expr *a)
 			}
 		}
 	if (worst == PT_PTR) {
-		diag_fix(
-			diag_error(s->dl, DIAG_E_STR_ARGV, a->loc,
-				   "args.%s is a pointer to pointers (%s): str() reads one string, "
-				   "and joining an argv-like array is not supported yet",
-				   a->sval, ctype),
-			"read a single string instead (for execve: str(args.filename))");
+		diag_fix(diag_error(s->dl, DIAG_E_STR_ARGV, a->loc,
+				    "args.%s is a pointer to pointers (%s): str() reads one string",
+				    a->sval, ctype),
+			 "use join(args.%s) to join its strings", a->sval);
 		return -EINVAL;
 	}
 	if (worst == PT_OTHER) {
@@ -907,6 +909,209 @@ static bool retval_untyped(const struct sema *s)
 	return true;
 }
 
+/* ---------------------------------------------------------------- addresses and argv */
+
+/*
+ * ntop(e), sockport(e) and join(e [, SEP]) take arguments no other function does: an address
+ * array field (u8[4], u8[16]) that is no value of its own, a sockaddr pointer, an argv (a
+ * pointer to char pointers).  They are checked here, before and instead of the generic
+ * argument checks.  The kind of address goes into the argument's `aux` (enum inet_arg,
+ * compiler/sema.h) for the code generator.
+ */
+
+/* The address field args.F of every visible probe, or NULL (then nothing was reported). */
+static const struct probe_field *inet_array_field(struct sema *s, const struct expr *a)
+{
+	const struct probe_spec *specs[AST_MAX_SOURCES];
+	int n = visible_specs(s, specs, AST_MAX_SOURCES);
+	const struct probe_field *first = NULL;
+
+	if (a->kind != EXPR_MEMBER || a->lhs->kind != EXPR_NAME || strcmp(a->lhs->sval, "args"))
+		return NULL;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; specs[i]->set && j < specs[i]->set->n; j++) {
+			const struct probe_field *f =
+				sema_target_field(&specs[i]->set->v[j], a->sval);
+
+			if (!f || f->kind != FIELD_ARRAY)
+				return NULL;
+			if (first && first->size != f->size)
+				return NULL;
+			first = f;
+		}
+	return first;
+}
+
+/* Whether a pointer of this query points to a sockaddr: a tracepoint field whose C type
+ * names one (struct sockaddr *uservaddr), or a BTF pointer to struct sockaddr*. */
+static bool is_sockaddr_ptr(struct sema *s, const struct expr *a)
+{
+	char buf[128];
+
+	if (a->ty.kind != TY_PTR)
+		return false;
+	if (a->ty.btf)
+		return s->q->kbtf &&
+		       strncmp(kbtf_type_name(s->q->kbtf, a->ty.btf, buf, sizeof(buf)),
+			       "struct sockaddr", 15) == 0;
+	if (a->kind == EXPR_MEMBER && a->bi == BI_FIELD) {
+		const struct probe_spec *specs[AST_MAX_SOURCES];
+		int n = visible_specs(s, specs, AST_MAX_SOURCES);
+
+		for (int i = 0; i < n; i++)
+			for (int j = 0; specs[i]->set && j < specs[i]->set->n; j++) {
+				const struct probe_field *f =
+					sema_target_field(&specs[i]->set->v[j], a->sval);
+
+				if (!f || !strstr(f->ctype, "sockaddr") ||
+				    strchr(f->ctype, '*') != strrchr(f->ctype, '*'))
+					return false;
+			}
+		return true;
+	}
+	return false;
+}
+
+static int check_ntop(struct sema *s, struct expr *e)
+{
+	struct expr *a = e->args[0];
+	const struct probe_field *f = inet_array_field(s, a);
+	char buf[128];
+
+	if (f) {
+		if (f->size != 4 && f->size != 16) {
+			diag_fix(diag_error(s->dl, DIAG_E_NTOP_ARG, a->loc,
+					    "args.%s is %s: an address is 4 (IPv4) or 16 (IPv6) "
+					    "bytes",
+					    a->sval, f->ctype),
+				 "give ntop() a u8[4] or u8[16] field such as args.daddr");
+			return -EINVAL;
+		}
+		a->bi = BI_FIELD;
+		a->ty = (struct type){ TY_INET, f->size, false, false, 0 };
+		a->aux = f->size == 4 ? INET_ARG_BYTES4 : INET_ARG_BYTES16;
+	} else {
+		bool was = s->struct_ok;
+
+		s->struct_ok = true; /* a struct in6_addr member is read whole */
+		if (check_expr(s, a) != 0) {
+			s->struct_ok = was;
+			return -EINVAL;
+		}
+		s->struct_ok = was;
+		if (a->ty.kind == TY_INT) {
+			a->aux = INET_ARG_V4INT;
+		} else if (is_sockaddr_ptr(s, a)) {
+			a->aux = INET_ARG_SOCKADDR;
+		} else if (a->ty.kind == TY_STRUCT && a->kind == EXPR_MEMBER &&
+			   a->bi == BI_KMEMBER && s->q->kbtf &&
+			   strcmp(kbtf_type_name(s->q->kbtf, a->ty.btf, buf, sizeof(buf)),
+				  "struct in6_addr") == 0) {
+			a->aux = INET_ARG_IN6;
+		} else {
+			diag_fix(diag_error(s->dl, DIAG_E_NTOP_ARG, a->loc,
+					    "ntop() takes an address, not %s",
+					    type_name(&a->ty, buf, sizeof(buf))),
+				 "give a u8[4]/u8[16] field (args.daddr), an IPv4 integer in "
+				 "network order (skc_daddr), a struct sockaddr pointer "
+				 "(args.uservaddr) or a struct in6_addr member");
+			return -EINVAL;
+		}
+	}
+	e->ty = (struct type){ TY_INET, WEFT_INET_SIZE, false, false, 0 };
+	return 0;
+}
+
+static int check_sockport(struct sema *s, struct expr *e)
+{
+	struct expr *a = e->args[0];
+	char buf[32];
+
+	if (check_expr(s, a) != 0)
+		return -EINVAL;
+	if (!is_sockaddr_ptr(s, a)) {
+		diag_fix(diag_error(s->dl, DIAG_E_NTOP_ARG, a->loc,
+				    "sockport() takes a pointer to a struct sockaddr, not %s",
+				    type_name(&a->ty, buf, sizeof(buf))),
+			 a->ty.kind == TY_INT ? "a port field in network order needs ntohs(), "
+						"e.g. ntohs(args.dport)" :
+						"e.g. sockport(args.uservaddr) of syscall:connect");
+		return -EINVAL;
+	}
+	a->aux = INET_ARG_SOCKADDR;
+	e->ty = (struct type){ TY_INT, 2, false, false, 0 };
+	return 0;
+}
+
+/* Whether an argument is an argv: a pointer field to char pointers, or an untyped register
+ * (argN) of a user probe, taken as the address of one (main's argv). */
+static bool is_argv(struct sema *s, const struct expr *a)
+{
+	if (a->kind == EXPR_NAME && a->bi == BI_ARG) {
+		for (int i = 0; i < s->q->nsources; i++)
+			if (!kind_is_user(s->q->sources[i].start.kind))
+				return false;
+		return true;
+	}
+	if (a->ty.kind != TY_PTR || a->ty.btf || a->kind != EXPR_MEMBER || a->bi != BI_FIELD)
+		return false;
+	{
+		const struct probe_spec *specs[AST_MAX_SOURCES];
+		int n = visible_specs(s, specs, AST_MAX_SOURCES);
+
+		for (int i = 0; i < n; i++)
+			for (int j = 0; specs[i]->set && j < specs[i]->set->n; j++) {
+				const struct probe_field *f =
+					sema_target_field(&specs[i]->set->v[j], a->sval);
+				const char *c = f ? strstr(f->ctype, "char") : NULL;
+
+				if (!c || ctype_pointee(f->ctype) != PT_PTR ||
+				    strchr(f->ctype, '*') == strrchr(f->ctype, '*') ||
+				    strstr(strchr(f->ctype, '*') + 1, "**"))
+					return false;
+			}
+	}
+	return true;
+}
+
+static int check_join(struct sema *s, struct expr *e)
+{
+	struct expr *a = e->args[0];
+	char buf[32];
+
+	if (check_expr(s, a) != 0)
+		return -EINVAL;
+	if (!is_argv(s, a)) {
+		struct diag *d = diag_error(s->dl, DIAG_E_JOIN_ARG, a->loc,
+					    "join() takes an argv (a pointer to char pointers), "
+					    "not %s",
+					    type_name(&a->ty, buf, sizeof(buf)));
+
+		diag_fix(d, a->ty.kind == TY_PTR ? "str() reads one string from a char pointer" :
+						   "e.g. join(args.argv) of syscall:execve");
+		return -EINVAL;
+	}
+	if (e->nargs == 2) {
+		struct expr *sep = e->args[1];
+
+		if (sep->kind != EXPR_STR || strlen(sep->sval) > WEFT_JOIN_MAX_SEP) {
+			diag_fix(diag_error(
+					 s->dl, DIAG_E_JOIN_ARG, sep->loc,
+					 "join(argv, SEP): SEP must be a string literal of at most "
+					 "%d bytes",
+					 WEFT_JOIN_MAX_SEP),
+				 "e.g. join(args.argv, ',')");
+			return -EINVAL;
+		}
+		sep->ty =
+			(struct type){ TY_STR, (uint16_t)(strlen(sep->sval) + 1), false, false, 0 };
+	}
+	/* an argN of a user probe points into user memory, a field says where it points */
+	e->ty = (struct type){ TY_STR, WEFT_JOIN_MAX_BYTES, false,
+			       a->kind == EXPR_NAME || a->ty.user, 0 };
+	return 0;
+}
+
 static int check_call(struct sema *s, struct expr *e)
 {
 	const struct func_def *f = NULL;
@@ -928,6 +1133,13 @@ static int check_call(struct sema *s, struct expr *e)
 		return -EINVAL;
 	}
 	e->fn = f->fn;
+	if (e->nargs >= f->min_args && e->nargs <= f->max_args &&
+	    (f->fn == FN_NTOP || f->fn == FN_SOCKPORT || f->fn == FN_JOIN)) {
+		/* the functions of addresses and argv check their own arguments (above) */
+		if (f->fn == FN_NTOP)
+			return check_ntop(s, e);
+		return f->fn == FN_SOCKPORT ? check_sockport(s, e) : check_join(s, e);
+	}
 	if (e->nargs < f->min_args || e->nargs > f->max_args) {
 		if (f->min_args == f->max_args)
 			diag_error(s->dl, DIAG_E_FUNC_ARITY, e->loc,
@@ -1930,6 +2142,8 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 			rc = -EINVAL;
 	}
 	if (check_windows(&s) != 0)
+		rc = -EINVAL;
+	if (!rc && q->format && sema_format_check(q, dl) != 0)
 		rc = -EINVAL;
 	return rc || diag_has_errors(dl) ? -EINVAL : 0;
 }

@@ -49,6 +49,19 @@ int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl);
 /* The probe spec whose fields a source's expressions see: the start probe. */
 #define SOURCE_FIELDS(s) (&(s)->start)
 
+/* The address an ntop()/sockport() argument holds, in its `aux` (compiler/sema.c). */
+enum inet_arg {
+	INET_ARG_V4INT = 1, /* an integer: an IPv4 address in network order (skc_daddr) */
+	INET_ARG_BYTES4, /* a u8[4] tracepoint field (ty TY_INET of size 4) */
+	INET_ARG_BYTES16, /* a u8[16] tracepoint field (ty TY_INET of size 16) */
+	INET_ARG_SOCKADDR, /* a pointer to a sockaddr (user memory if ty.user) */
+	INET_ARG_IN6, /* a kernel struct in6_addr member (BTF) */
+};
+
+/* A `format` clause checked against the select items' types (compiler/sema_format.c).
+ * 0, or -EINVAL with placed diagnostics. */
+int sema_format_check(struct ast_query *q, struct diag_list *dl);
+
 /* A field of an attach point by name, or NULL. */
 const struct probe_field *sema_target_field(const struct probe_target *t, const char *name);
 

@@ -634,4 +634,6 @@ WEFT_INLINE __s64 weft_stack_id(void *ctx, __u32 e, __u64 flags)
 #define weft_kstack(ctx, e) weft_stack_id((ctx), (e), 0)
 #endif /* WEFT_WANT_STACKS */
 
+#include "weft_net.bpf.h" /* ntop(), sockport(), join() */
+
 #endif /* WEFT_BPF_H */

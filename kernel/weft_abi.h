@@ -157,4 +157,22 @@ struct weft_graph_rec {
  */
 #define WEFT_GLOB_MAX 64
 
+/*
+ * ntop(): an address value as the kernel writes it into a key or a record (24 bytes): the
+ * family (__u16, host order: 2 AF_INET, 10 AF_INET6, another family as the sockaddr said, 0
+ * none) at 0, the address at WEFT_INET_ADDR (4 or 16 bytes, network order), zeros elsewhere.
+ * The agent prints it as text (inet_ntop: IPv6 as RFC 5952).
+ */
+#define WEFT_INET_SIZE 24
+#define WEFT_INET_ADDR 8
+#define WEFT_AF_INET 2
+#define WEFT_AF_INET6 10
+
+/* join(argv [, SEP]): at most WEFT_JOIN_MAX_ARGS elements and WEFT_JOIN_MAX_BYTES bytes (NUL
+ * included); a cut argv ends with WEFT_JOIN_MORE.  SEP has at most WEFT_JOIN_MAX_SEP bytes. */
+#define WEFT_JOIN_MAX_ARGS 16
+#define WEFT_JOIN_MAX_BYTES 256
+#define WEFT_JOIN_MAX_SEP 8
+#define WEFT_JOIN_MORE "..."
+
 #endif
