@@ -902,6 +902,7 @@ static void features_probe(struct agent_daemon *d)
 		{ f && f->fentry, "fentry" },
 		{ f && f->perf_event, "profile" },
 		{ f && f->perf_event, "interval" },
+		{ f && f->perf_event, "software" },
 		{ f && f->ringbuf, "ringbuf" },
 		{ f && f->btf, "btf" },
 	};

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Output (agent/result.h): windows and stream rows as text or JSON lines (docs/output.md).
+ * Output (agent/result.h): windows and stream rows as text or JSON lines (docs/output.md);
+ * windows also in the folded form of flame graphs (root;...;leaf COUNT).
  *
  * A window: every group of the table (agent/table.c) is finalized, ordered (the plan's order
  * by, else deterministic: by key, or by the one aggregate as bpftrace does), limited, and
@@ -510,6 +511,131 @@ out_free:
 	return rc;
 }
 
+/* ---- folded stacks (flame graphs) ---- */
+
+/* One frame of a folded line: text escaped as a table cell is, with ';' (the frame
+ * separator) written as ','. */
+static void sb_frame(struct sbuf *b, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == ';')
+			sb_putc(b, ',');
+		else
+			sb_text(b, s + i, 1);
+	}
+}
+
+/* The length of frame f without a "+0x1f" offset, so that every call site of a function is
+ * one frame of the graph. */
+static size_t frame_len(const char *f, size_t len)
+{
+	size_t i = len;
+
+	while (i > 0 &&
+	       ((f[i - 1] >= '0' && f[i - 1] <= '9') || (f[i - 1] >= 'a' && f[i - 1] <= 'f')))
+		i--;
+	if (i < len && i >= 3 && f[i - 1] == 'x' && f[i - 2] == '0' && f[i - 3] == '+')
+		return i - 3;
+	return len;
+}
+
+/* A stack's text (frames innermost first, ';'-joined) root first, offsets dropped. */
+static void sb_folded_stack(struct sbuf *b, const char *s, size_t len)
+{
+	size_t end = len;
+	bool first = true;
+
+	while (end > 0 || first) {
+		size_t start = end;
+
+		while (start > 0 && s[start - 1] != ';')
+			start--;
+		if (!first)
+			sb_putc(b, ';');
+		sb_frame(b, s + start, frame_len(s + start, end - start));
+		first = false;
+		if (start == 0)
+			break;
+		end = start - 1;
+	}
+}
+
+/*
+ * The folded form flamegraph.pl reads: one line a group, the key columns in order as frames
+ * joined by ';' (a stack expands into its frames, root first; any other key is one frame),
+ * a space, and the first aggregate column as a number (a histogram: its count; an empty
+ * value: 0).
+ */
+static int print_folded_window(const struct plan *p, const struct prow *rows, const size_t *idx,
+			       size_t nshow, FILE *out)
+{
+	struct sbuf b = { 0 };
+	int agg = -1, rc = 0;
+
+	for (int c = 0; c < p->ncols && agg < 0; c++)
+		if (p->cols[c].is_agg)
+			agg = p->cols[c].idx;
+	if (agg < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < nshow; i++) {
+		const struct prow *r = &rows[idx[i]];
+		const struct agg_result *a = &r->res[agg];
+		bool sep = false;
+
+		for (int c = 0; c < p->ncols; c++) {
+			const struct plan_column *col = &p->cols[c];
+			const struct kv *v;
+			enum render rd;
+
+			if (col->is_agg)
+				continue;
+			v = &r->kv[col->idx];
+			rd = p->keys[col->idx].render;
+			if (sep)
+				sb_putc(&b, ';');
+			sep = true;
+			if ((rd == RENDER_USTACK || rd == RENDER_KSTACK) && v->text) {
+				sb_folded_stack(&b, v->s, v->len);
+			} else if (v->text) {
+				sb_frame(&b, v->s, v->len);
+			} else {
+				struct sbuf cell = { 0 };
+
+				sb_kv(&cell, rd, v, false);
+				sb_frame(&b, cell.p ? cell.p : "", cell.len);
+				sb_free(&cell);
+			}
+		}
+		if (is_hist(a->kind))
+			sb_printf(&b, " %" PRIu64 "\n", a->n);
+		else if (a->empty)
+			sb_puts(&b, " 0\n");
+		else if (a->integer || a->kind == AGG_DISTINCT)
+			sb_printf(&b, " %" PRId64 "\n", a->ival);
+		else
+			sb_printf(&b, " %.15g\n", a->value);
+	}
+	if (b.oom)
+		rc = -ENOMEM;
+	else if (b.len && fwrite(b.p, 1, b.len, out) != b.len)
+		rc = -EIO;
+	sb_free(&b);
+	return rc;
+}
+
+bool agent_plan_folds(const struct plan *p)
+{
+	bool key = false, agg = false;
+
+	if (!p || !p->aggregating || p->graph)
+		return false;
+	for (int c = 0; c < p->ncols; c++) {
+		agg |= p->cols[c].is_agg;
+		key |= !p->cols[c].is_agg;
+	}
+	return key && agg;
+}
+
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out)
 {
@@ -523,7 +649,8 @@ int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 	double *keys = NULL;
 	int rc = 0, nagg_cols = 0, agg_col = -1;
 
-	if (!t || !out || (fmt != AGENT_FMT_TEXT && fmt != AGENT_FMT_JSON))
+	if (!t || !out ||
+	    (fmt != AGENT_FMT_TEXT && fmt != AGENT_FMT_JSON && fmt != AGENT_FMT_FOLDED))
 		return -EINVAL;
 	p = agent_table_plan(t);
 	n = agent_table_groups(t);
@@ -591,6 +718,17 @@ int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		else if (fwrite(b.p, 1, b.len, out) != b.len)
 			rc = -EIO;
 		sb_free(&b);
+	} else if (fmt == AGENT_FMT_FOLDED) {
+		struct sbuf lb = { 0 };
+
+		rc = print_folded_window(p, rows, idx, nshow, out);
+		/* losses and notes go to stderr: the folded lines are for a flame graph tool */
+		sb_losses(&lb, st, agent_table_overflow(t));
+		if (lb.len && !lb.oom) {
+			fputs("weft: ", stderr);
+			fwrite(lb.p, 1, lb.len, stderr);
+		}
+		sb_free(&lb);
 	} else {
 		rc = print_text_window(t, st, rows, idx, nshow, out);
 	}

@@ -121,13 +121,17 @@ static char *res_stack(void *ctx, int64_t id, bool user, uint32_t pid)
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f;
-	int n;
+	int n, depth;
 
 	if (id < 0)
 		return strdup("[no stack]");
-	n = bpfrt_stack_read(q->rt, id, ips, WEFT_STACK_DEPTH);
+	depth = (int)(((uint64_t)id >> WEFT_STACK_DEPTH_SHIFT) & WEFT_STACK_DEPTH_MASK);
+	n = bpfrt_stack_read(q->rt, (int64_t)((uint64_t)id & WEFT_STACK_ID_MASK), ips,
+			     WEFT_STACK_DEPTH);
 	if (n <= 0)
 		return strdup("[stack lost]");
+	if (depth > 0 && n > depth)
+		n = depth; /* kstack(N): the N innermost frames */
 	f = open_memstream(&out, &len);
 	if (!f)
 		return NULL;

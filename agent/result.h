@@ -26,7 +26,8 @@
 #include "agent/agent.h"
 #include "compiler/plan.h"
 
-enum agent_format { AGENT_FMT_TEXT, AGENT_FMT_JSON };
+/* FOLDED: windows of an aggregating query only, one `frames count` line a group. */
+enum agent_format { AGENT_FMT_TEXT, AGENT_FMT_JSON, AGENT_FMT_FOLDED };
 
 /*
  * Turns what the kernel keeps into text.  Called while a window is being read, before the
@@ -78,6 +79,10 @@ bool agent_table_equal(const struct agent_table *a, const struct agent_table *b)
  */
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out);
+
+/* Whether windows of p can be printed AGENT_FMT_FOLDED: it aggregates (not a graph), with
+ * at least one key column and one aggregate column. */
+bool agent_plan_folds(const struct plan *p);
 
 /* One stream record (after the header: len bytes, at least the plan's event_size) as a
  * row; the resolver turns stacks/symbols.  A short record or a plan that is not a stream

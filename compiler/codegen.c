@@ -99,8 +99,10 @@ static void emit(struct cg *c, const char *fmt, ...)
 
 static bool is_end_leaf(const struct expr *e)
 {
-	return (e->kind == EXPR_NAME && (e->bi == BI_DURATION || e->bi == BI_RETVAL ||
-					 e->bi == BI_USTACK || e->bi == BI_KSTACK)) ||
+	/* a stack is the end's, unless the query asked for the start's (start.kstack: aux 1) */
+	return (e->kind == EXPR_NAME &&
+		(e->bi == BI_DURATION || e->bi == BI_RETVAL ||
+		 ((e->bi == BI_USTACK || e->bi == BI_KSTACK) && e->aux != 1))) ||
 	       (e->kind == EXPR_MEMBER && e->bi == BI_END_FIELD); /* lang-a: end.args.F */
 }
 
@@ -643,10 +645,13 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 					  "(__s64)bpf_get_attach_cookie(ctx)");
 		return;
 	case BI_USTACK:
-		emit(c, "weft_ustack(ctx, e)");
-		return;
 	case BI_KSTACK:
-		emit(c, "weft_kstack(ctx, e)");
+		/* ival: a depth (ustack(8)), which travels in the id's high bits (weft_abi.h) */
+		if (e->ival > 0)
+			emit(c, "weft_stack_depth(weft_%s(ctx, e), %lld)",
+			     e->bi == BI_USTACK ? "ustack" : "kstack", (long long)e->ival);
+		else
+			emit(c, "weft_%s(ctx, e)", e->bi == BI_USTACK ? "ustack" : "kstack");
 		return;
 	case BI_DURATION:
 		emit(c, "span_d");

@@ -440,6 +440,13 @@ static struct expr *parse_postfix(struct parser *p)
 		}
 		if (!expr_grow(p, m, e) || !parse_advance(p))
 			return NULL;
+		if (p->cur.kind == TOK_LPAREN) {
+			/* `start.kstack(8)`: a call on a member; sema allows only the start-side
+			 * stacks of a span (sema_stacks.c) */
+			m->kind = EXPR_CALL;
+			if (!parse_advance(p) || parse_args(p, m, "arguments") < 0)
+				return NULL;
+		}
 		e = m;
 	}
 	return e;
@@ -800,7 +807,8 @@ static int probe_split(struct parser *p, const struct token *t, struct probe_spe
 		d = parse_error(p, DIAG_E_PARSE_PROBE, t->loc, "'%s' is not a probe", text);
 		diag_fix(d,
 			 "a probe is PROVIDER:..., e.g. syscall:%s; providers: tracepoint (tp), "
-			 "syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile, interval",
+			 "syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile, interval, "
+			 "software, hardware",
 			 text);
 		return -1;
 	}

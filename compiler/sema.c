@@ -1112,11 +1112,93 @@ static int check_join(struct sema *s, struct expr *e)
 	return 0;
 }
 
+/* ---- stacks as values: depths and the start side of a span ---- */
+
+static const struct builtin_def *stack_builtin(const char *name)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(builtins); i++)
+		if ((builtins[i].bi == BI_USTACK || builtins[i].bi == BI_KSTACK) &&
+		    strcasecmp(builtins[i].name, name) == 0)
+			return &builtins[i];
+	return NULL;
+}
+
+/* `start.ustack`, `start.kstack` (and their calls): whether e is one. */
+static bool is_start_stack(const struct expr *e)
+{
+	return (e->kind == EXPR_MEMBER || e->kind == EXPR_CALL) && e->lhs &&
+	       e->lhs->kind == EXPR_NAME && strcasecmp(e->lhs->sval, "start") == 0 &&
+	       stack_builtin(e->sval);
+}
+
+/*
+ * ustack, kstack with a depth (`kstack(8)`) or taken at a span's start (`start.kstack`,
+ * `start.ustack(8)`): e becomes the stack name itself, its depth in ival (0: all
+ * WEFT_STACK_DEPTH frames) and aux 1 for the start side, which codegen saves in the span
+ * entry like any start-side value.
+ */
+static int check_stack_value(struct sema *s, struct expr *e)
+{
+	const struct builtin_def *b = stack_builtin(e->sval);
+	bool start = e->lhs != NULL;
+	int64_t depth = 0;
+
+	if (e->kind == EXPR_CALL) {
+		if (e->nargs != 1) {
+			diag_fix(diag_error(s->dl, DIAG_E_FUNC_ARITY, e->loc,
+					    "%s(N) takes one argument, the depth, not %d", b->name,
+					    e->nargs),
+				 "write %s for the whole stack, %s(N) for its N innermost frames",
+				 b->name, b->name);
+			return -EINVAL;
+		}
+		if (check_expr(s, e->args[0]) != 0)
+			return -EINVAL;
+		if (!const_int(e->args[0], &depth) || depth < 1 || depth > WEFT_STACK_DEPTH) {
+			diag_fix(diag_error(s->dl, DIAG_E_STACK_DEPTH, e->args[0]->loc,
+					    "a stack's depth must be a constant from 1 to %d",
+					    WEFT_STACK_DEPTH),
+				 "e.g. %s(8): the 8 innermost frames", b->name);
+			return -EINVAL;
+		}
+	}
+	if (start) {
+		for (int i = 0; i < s->q->nsources; i++)
+			if (!s->q->sources[i].is_span) {
+				diag_fix(diag_error(s->dl, DIAG_E_STACK_START, e->loc,
+						    "start.%s is only known for span(...) sources",
+						    b->name),
+					 "pair the probes: from span(START, END) ... group by "
+					 "start.%s; or use %s, the stack of the event",
+					 b->name, b->name);
+				return -EINVAL;
+			}
+	}
+	e->kind = EXPR_NAME;
+	e->lhs = NULL;
+	e->args = NULL;
+	e->nargs = 0;
+	e->sval = (char *)b->name;
+	e->bi = b->bi;
+	e->ty = b->ty;
+	e->ival = depth;
+	e->aux = start ? 1 : 0;
+	return 0;
+}
+
 static int check_call(struct sema *s, struct expr *e)
 {
 	const struct func_def *f = NULL;
 	int rc = 0;
 
+	if (is_start_stack(e) || (!e->lhs && stack_builtin(e->sval)))
+		return check_stack_value(s, e);
+	if (e->lhs) {
+		diag_fix(diag_error(s->dl, DIAG_E_FUNC_UNKNOWN, e->loc,
+				    "'%s' is not a function of a value", e->sval),
+			 "only a span's start side has stacks: start.kstack(N), start.ustack(N)");
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(funcs); i++)
 		if (strcasecmp(funcs[i].name, e->sval) == 0)
 			f = &funcs[i];
@@ -1581,6 +1663,8 @@ static int check_expr(struct sema *s, struct expr *e)
 	case EXPR_NAME:
 		return check_name(s, e);
 	case EXPR_MEMBER:
+		if (is_start_stack(e))
+			return check_stack_value(s, e);
 		if (check_member(s, e))
 			return -EINVAL;
 		if (e->ty.kind == TY_STRUCT && !struct_ok) {

@@ -202,16 +202,18 @@ int sema_probes_resolve(struct ast_query *q, pid_t pid, struct diag_list *dl)
 		}
 		if (!src->is_span)
 			continue;
-		if (src->start.kind == PROBE_PROFILE || src->start.kind == PROBE_INTERVAL) {
+		if (src->start.kind == PROBE_PROFILE || src->start.kind == PROBE_INTERVAL ||
+		    probe_kind_is_perf(src->start.kind)) {
 			diag_error(s->dl, DIAG_E_SPAN_PAIR, src->start.loc,
-				   "a timer probe cannot start a span");
+				   "a timer or perf event probe cannot start a span");
 			rc = -EINVAL;
 			continue;
 		}
 		if (src->has_end) {
-			if (src->end.kind == PROBE_PROFILE || src->end.kind == PROBE_INTERVAL) {
+			if (src->end.kind == PROBE_PROFILE || src->end.kind == PROBE_INTERVAL ||
+			    probe_kind_is_perf(src->end.kind)) {
 				diag_error(s->dl, DIAG_E_SPAN_PAIR, src->end.loc,
-					   "a timer probe cannot end a span");
+					   "a timer or perf event probe cannot end a span");
 				rc = -EINVAL;
 			} else if (resolve_spec(s, &src->end) != 0) {
 				rc = -EINVAL;

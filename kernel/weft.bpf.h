@@ -632,6 +632,12 @@ WEFT_INLINE __s64 weft_stack_id(void *ctx, __u32 e, __u64 flags)
 
 #define weft_ustack(ctx, e) weft_stack_id((ctx), (e), BPF_F_USER_STACK)
 #define weft_kstack(ctx, e) weft_stack_id((ctx), (e), 0)
+/* A stack id with a depth limit (weft_abi.h): -1 stays -1. */
+WEFT_INLINE __s64 weft_stack_depth(__s64 id, __u64 depth)
+{
+	return id < 0 ? id :
+			(id | (__s64)((depth & WEFT_STACK_DEPTH_MASK) << WEFT_STACK_DEPTH_SHIFT));
+}
 #endif /* WEFT_WANT_STACKS */
 
 #include "weft_net.bpf.h" /* ntop(), sockport(), join() */

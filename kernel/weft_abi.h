@@ -148,6 +148,13 @@ struct weft_graph_rec {
 
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127
+/* A stack value (a key or field) is the STACK_TRACE map's id in its low 32 bits; a depth
+ * limit (kstack(8): the 8 innermost frames) rides in bits 32..39, 0 meaning all.  The agent
+ * reads the id's frames and keeps that many; groups whose truncated stacks are equal merge
+ * by their text (agent/table.c's canonical keys). */
+#define WEFT_STACK_ID_MASK 0xffffffffULL
+#define WEFT_STACK_DEPTH_SHIFT 32
+#define WEFT_STACK_DEPTH_MASK 0xffULL
 
 /*
  * The longest string literal the kernel compares a string with (`=`, `!=`, `in`, `like`),

@@ -109,6 +109,10 @@ int perr_attach(struct probe_err *err, const struct probe_target *t, pid_t pid, 
 				 "the tracepoint is gone (its module unloaded?): see `weft list`");
 		else if (t->kind == PROBE_KPROBE || t->kind == PROBE_KRETPROBE)
 			snprintf(fix, sizeof(fix), "the kernel function is gone: see `weft list`");
+		else if (t->kind == PROBE_HARDWARE)
+			snprintf(fix, sizeof(fix),
+				 "this host has no hardware counters (a virtual machine without "
+				 "a virtual PMU?): use software:cpu-clock");
 		break;
 	case ESRCH:
 		if (pid > 0)

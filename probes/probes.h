@@ -3,7 +3,7 @@
  * probes/ — the probe catalog and the providers.
  *
  * A provider (tracepoint, syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile,
- * interval) is a table of operations registered in one array (providers.c), as in DTrace:
+ * interval, software, hardware) is a table of operations registered in one array (providers.c), as in DTrace:
  * adding a provider touches one new file and one line.  The compiler asks a provider to
  * resolve a probe as written (its parts, wildcards allowed) into a probe_set: the concrete
  * attach points with the fields and arguments each one has, read from the running kernel
@@ -33,6 +33,8 @@ enum probe_kind {
 	PROBE_KRETPROBE, /* parts: function */
 	PROBE_PROFILE, /* parts: rate ("99hz", "10ms") */
 	PROBE_INTERVAL, /* parts: period ("1s", "100ms") */
+	PROBE_SOFTWARE, /* parts: event ("page-faults"), optional period ("100") */
+	PROBE_HARDWARE, /* parts: event ("cycles"), optional period ("1000000") */
 	PROBE__COUNT
 };
 
@@ -88,7 +90,8 @@ struct probe_target {
 	bool has_retval; /* uretprobe, kretprobe, syscall exit */
 
 	uint64_t hz; /* profile */
-	uint64_t period_ns; /* interval */
+	uint64_t period_ns; /* interval; software/hardware: events per sample (the event's
+			     * canonical name is in `event`) */
 	pid_t pid; /* 0: every process */
 };
 
@@ -205,6 +208,11 @@ extern const struct probe_provider *const probe_providers[];
 const struct probe_provider *probe_provider_find(const char *name); /* name or alias */
 const struct probe_provider *probe_provider_get(enum probe_kind kind);
 const char *probe_kind_name(enum probe_kind k);
+/* Whether k is a perf event source (software:, hardware:; perf.c). */
+static inline bool probe_kind_is_perf(enum probe_kind k)
+{
+	return k == PROBE_SOFTWARE || k == PROBE_HARDWARE;
+}
 
 /*
  * `weft list [PATTERN]`: prints matching probes, one a line, and with `verbose` their

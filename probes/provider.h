@@ -19,6 +19,8 @@ extern const struct probe_provider provider_kprobe;
 extern const struct probe_provider provider_kretprobe;
 extern const struct probe_provider provider_profile;
 extern const struct probe_provider provider_interval;
+extern const struct probe_provider provider_software;
+extern const struct probe_provider provider_hardware;
 
 /* A growable vector of malloc'd strings; the vector owns them. */
 struct strv {
@@ -71,6 +73,9 @@ int probe_binary_part(const char *bin, const struct probe_ctx *ctx, char *out, s
  * query was compiled).  0, or -1 with err filled (PERR_ATTACH; a file gone or unreadable
  * as perr_attach() says it). */
 int probe_binary_attachable(const struct probe_target *t, pid_t pid, struct probe_err *err);
+
+/* The online CPUs (timer.c): writes at most max ids into cpus; their count or -errno. */
+int probe_cpus_online(int *cpus, int max);
 
 /* Whether a probe set provider kind needs ELF files (uprobe, uretprobe, usdt). */
 bool probe_kind_is_binary(enum probe_kind k);

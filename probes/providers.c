@@ -2,18 +2,16 @@
 /*
  * The provider registry: one array, one line per provider (DTrace-style).  Each provider's
  * operations live in its own file (tracepoint.c, syscall.c, uprobe.c, usdt.c, kprobe.c,
- * timer.c).  Adding a provider: write its file, add its line here.
+ * timer.c, perf.c).  Adding a provider: write its file, add its line here.
  */
 #include <string.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
 const struct probe_provider *const probe_providers[] = {
-	&provider_tracepoint, &provider_syscall,
-	&provider_uprobe,     &provider_uretprobe,
-	&provider_usdt,	      &provider_kprobe,
-	&provider_kretprobe,  &provider_profile,
-	&provider_interval,   NULL,
+	&provider_tracepoint, &provider_syscall,  &provider_uprobe,    &provider_uretprobe,
+	&provider_usdt,	      &provider_kprobe,	  &provider_kretprobe, &provider_profile,
+	&provider_interval,   &provider_software, &provider_hardware,  NULL,
 };
 
 const struct probe_provider *probe_provider_find(const char *name)

@@ -144,8 +144,9 @@ static int interval_resolve(const char *const *parts, int nparts, uint64_t offse
 
 #define TIMER_MAX_CPUS 4096
 
-/* The online CPUs, from /sys/devices/system/cpu/online ("0-3,5,8-9"); count or -errno. */
-static int cpus_online(int *cpus, int max)
+/* The online CPUs, from /sys/devices/system/cpu/online ("0-3,5,8-9"); count or -errno.
+ * Shared with the perf event providers (perf.c). */
+int probe_cpus_online(int *cpus, int max)
 {
 	char buf[1024], *p = buf, *end;
 	int n = 0;
@@ -231,7 +232,7 @@ static int timer_attach(struct bpf_program *prog, const struct probe_target *t, 
 	cpus = malloc(TIMER_MAX_CPUS * sizeof(*cpus));
 	if (!cpus)
 		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
-	ncpus = cpus_online(cpus, TIMER_MAX_CPUS);
+	ncpus = probe_cpus_online(cpus, TIMER_MAX_CPUS);
 	if (ncpus <= 0) {
 		ret = perr_set(err, PERR_SYSTEM, NULL,
 			       "cannot read the online CPUs (/sys/devices/system/cpu/online): %s",

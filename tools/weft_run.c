@@ -76,7 +76,10 @@ static const char run_help[] =
 	"                        no shell runs) with the probes attached before its first\n"
 	"                        instruction; trace only it; stop when it exits\n"
 	"      --format FMT      text (default) or json: one JSON object per line, per window or\n"
-	"                        per stream row (docs/output.md)\n"
+	"                        per stream row; or folded: per window, one line a group, its\n"
+	"                        key columns as frames (stacks root first) joined by ';', a\n"
+	"                        space and the first aggregate: what flamegraph.pl reads (an\n"
+	"                        aggregating query with group by; docs/output.md)\n"
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
 	"                        4MiB); rows that find it full are counted and reported\n"
@@ -597,8 +600,11 @@ int cmd_run(int argc, char **argv)
 				r.fmt = AGENT_FMT_JSON;
 			else if (strcmp(optarg, "text") == 0)
 				r.fmt = AGENT_FMT_TEXT;
+			else if (strcmp(optarg, "folded") == 0)
+				r.fmt = AGENT_FMT_FOLDED;
 			else {
-				fprintf(stderr, "weft: --format takes text or json, not '%s'\n",
+				fprintf(stderr,
+					"weft: --format takes text, json or folded, not '%s'\n",
 					optarg);
 				return WEFT_EXIT_USAGE;
 			}
@@ -686,6 +692,12 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	r.p = res.plan;
+	if (r.fmt == AGENT_FMT_FOLDED && !agent_plan_folds(res.plan)) {
+		fprintf(stderr, "weft: --format folded needs an aggregating query with a group by "
+				"and an aggregate, e.g. ... group by ustack select count()\n");
+		status = WEFT_EXIT_USAGE;
+		goto out;
+	}
 	if (graph_store && !res.plan->graph) {
 		fprintf(stderr, "weft: --graph-store is for graph queries (from ... graph)\n");
 		status = WEFT_EXIT_USAGE;

@@ -63,7 +63,9 @@ static const char submit_help[] =
 	"                         input, e.g. a pipe)\n"
 	"      --format FMT       text (default) or json: one JSON object per window, with the\n"
 	"                         members of docs/output.md and query_id, revision, last,\n"
-	"                         hosts, missing, late_dropped, results_dropped\n"
+	"                         hosts, missing, late_dropped, results_dropped; or folded:\n"
+	"                         one `frames count` line a group, for flame graphs\n"
+	"                         (docs/output.md)\n"
 	"      --no-follow        submit, print the query's id on standard output and return\n"
 	"      --export-metrics   the aggregator shows the query's latest window in its\n"
 	"                         /metrics for Prometheus (`weft aggregator --http`): numbers\n"
@@ -184,6 +186,12 @@ static int print_result(const struct plan *p, const Weft__Result *r, enum agent_
 	FILE *m;
 	int rc;
 
+	if (fmt == AGENT_FMT_FOLDED && !agent_plan_folds(p)) {
+		fprintf(stderr, "weft: --format folded needs an aggregating query with a group by "
+				"and an aggregate\n");
+		agent_table_free(t);
+		return -EINVAL;
+	}
 	if (p->graph)
 		return print_graph_result(r, fmt);
 	if (!t)
@@ -237,6 +245,18 @@ static int print_result(const struct plan *p, const Weft__Result *r, enum agent_
 		json_list(stdout, "missing", r->missing, r->n_missing);
 		fprintf(stdout, ",\"late_dropped\":%" PRIu64 ",\"results_dropped\":%" PRIu64 "}\n",
 			r->late_dropped, r->results_dropped);
+	} else if (fmt == AGENT_FMT_FOLDED) {
+		/* only folded lines on stdout, for flame graph tools; the rest on stderr */
+		fputs(buf, stdout);
+		if (r->n_missing) {
+			fputs("weft: missing: ", stderr);
+			text_list(stderr, r->missing, r->n_missing);
+			fputc('\n', stderr);
+		}
+		if (r->overflow)
+			fprintf(stderr,
+				"weft: lost: %" PRIu64 " groups (agent_table_full) on the way\n",
+				r->overflow);
 	} else {
 		fputs(buf, stdout);
 		fputs("hosts: ", stdout);
@@ -449,8 +469,11 @@ int cmd_submit(int argc, char **argv)
 				fmt = AGENT_FMT_JSON;
 			else if (strcmp(optarg, "text") == 0)
 				fmt = AGENT_FMT_TEXT;
+			else if (strcmp(optarg, "folded") == 0)
+				fmt = AGENT_FMT_FOLDED;
 			else {
-				fprintf(stderr, "weft: --format takes text or json, not '%s'\n",
+				fprintf(stderr,
+					"weft: --format takes text, json or folded, not '%s'\n",
 					optarg);
 				return WEFT_EXIT_USAGE;
 			}
@@ -527,6 +550,12 @@ int cmd_submit(int argc, char **argv)
 		fprintf(stderr, "weft: a select without aggregates is a stream of rows, which the "
 				"cluster does not merge: run it on one host with `weft run`\n");
 		status = WEFT_EXIT_QUERY;
+		goto out;
+	}
+	if (fmt == AGENT_FMT_FOLDED && !agent_plan_folds(res.plan)) {
+		fprintf(stderr, "weft: --format folded needs an aggregating query with a group by "
+				"and an aggregate, e.g. ... group by ustack select count()\n");
+		status = WEFT_EXIT_USAGE;
 		goto out;
 	}
 	manifest = manifest_bytes(res.plan, &manifest_len);
