@@ -56,13 +56,6 @@ T0 = time.monotonic()
 # Examples that use syntax of issue 15 that other branches build (docs/tools.md): skipped,
 # with this reason, only while weft refuses them as unknown syntax or functions.
 PENDING = {
-    "tcplife": "per-side span filters and keys (lang-a), ntop() (lang-b)",
-    "writeback": "end.F fields of a span, enumname() (lang-a)",
-    "execsnoop": "join() (lang-b)",
-    "tcpconnect": "ntop() (lang-b)",
-    "tcpaccept": "ntop() (lang-b)",
-    "tcpretrans": "ntop() (lang-b), enumname() (lang-a)",
-    "tcpdrop": "ntop() (lang-b), enumname() (lang-a)",
     "loads": "kvar() (lang-c)",
 }
 PENDING_TAGS = ("E_FUNC_UNKNOWN", "E_PARSE_", "E_NAME_UNKNOWN", "E_FIELD_UNKNOWN",
