@@ -158,7 +158,7 @@ def start_bpftrace(tool):
     # can run here prints in BEGIN) says that the tool is live
     if not t.wait_for(t.out, '"type": "printf"'):
         why = [ln for ln in (t.text(t.err) + t.text(t.out)).splitlines()
-               if "ERROR" in ln and "RLIMIT_MEMLOCK" not in ln]
+               if ("ERROR" in ln or "error:" in ln) and "RLIMIT_MEMLOCK" not in ln]
         step("comparison skipped: %s cannot run here: %s" % (bt, " ".join(why)[-300:]))
         return None
     return t
