@@ -7,11 +7,14 @@
  *   Prints its pid on the first line of stdout, then waits for a byte (or EOF) on stdin so the
  *   tracer can attach first.  Only then it starts the T sleepers (threads named "wlw_sleep").
  *   Sleeper k waits R times on a futex of its own (FUTEX_WAIT: an interruptible sleep, so a
- *   sched_switch with prev_state 1); the main thread wakes it once per round, and only when
- *   the sleeper is off its CPU and asleep: its /proc wchan is not "0" (the kernel reports a
- *   wait channel only for a task that is neither running nor on a run queue).  So each round
- *   is exactly one sched_switch out of the sleeper in state S, one sched_wakeup of it (from the
- *   main thread's FUTEX_WAKE) and the next sched_switch into it, and nothing else wakes it.
+ *   sched_switch with prev_state 1); the main thread wakes it once per round, and only once
+ *   the sleeper has been switched out asleep: its voluntary_ctxt_switches (/proc status),
+ *   which the kernel counts as it fires sched_switch for a sleeping task, has grown past the
+ *   count the sleeper read (getrusage) just before it began this round's wait.  (A wait channel is no proof: a task that has set its state to sleep but not
+ *   yet switched out shows one too, and waking it then gives a sched_wakeup with no switch.)
+ *   So each round is exactly one sched_switch out of the sleeper in state S, one sched_wakeup
+ *   of it (from the main thread's FUTEX_WAKE) and the next sched_switch into it, and nothing
+ *   else wakes it.
  *   At the end it prints "wl_wake: T threads, R wakeups each" and one "tid TID" line a thread.
  *
  * Limits: a sleeper could in principle sleep elsewhere (a page fault in D state); its stack and
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +40,8 @@ struct sleeper {
 	_Atomic unsigned long done; /* rounds the sleeper has finished */
 	_Atomic int tid;
 	unsigned long rounds;
+	_Atomic long before; /* its voluntary switches just before its wait of this round */
+	_Atomic unsigned long waiting; /* 1 + the round it is about to wait in */
 };
 
 static void *sleeper_run(void *arg)
@@ -45,6 +51,12 @@ static void *sleeper_run(void *arg)
 	prctl(PR_SET_NAME, "wlw_sleep", 0, 0, 0);
 	atomic_store(&s->tid, (int)syscall(SYS_gettid));
 	for (unsigned long r = 0; r < s->rounds; r++) {
+		struct rusage ru;
+
+		/* its voluntary switches before it waits: the next one is that wait's */
+		getrusage(RUSAGE_THREAD, &ru);
+		atomic_store(&s->before, ru.ru_nvcsw);
+		atomic_store(&s->waiting, r + 1);
 		while (atomic_load(&s->word) == (unsigned int)r)
 			syscall(SYS_futex, &s->word, FUTEX_WAIT_PRIVATE, (unsigned int)r, NULL,
 				NULL, 0);
@@ -53,20 +65,23 @@ static void *sleeper_run(void *arg)
 	return NULL;
 }
 
-/* Whether thread tid is asleep off its CPU: its wait channel is known. */
-static int asleep(int tid)
+/* The voluntary context switches of thread tid so far (-1 if unknown): the kernel counts one
+ * when the thread is switched out asleep, when the sched_switch tracepoint fires. */
+static long vol_switches(int tid)
 {
-	char path[64], buf[64];
+	char path[64], line[128];
+	long n = -1;
 	FILE *f;
-	int ok;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", tid);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
 	f = fopen(path, "r");
 	if (!f)
-		return 0;
-	ok = fgets(buf, sizeof(buf), f) && strcmp(buf, "0") != 0 && buf[0];
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
 	fclose(f);
-	return ok;
+	return n;
 }
 
 int main(int argc, char **argv)
@@ -92,8 +107,9 @@ int main(int argc, char **argv)
 	}
 	for (unsigned long r = 0; r < rounds; r++)
 		for (unsigned long k = 0; k < nt; k++) {
-			while (atomic_load(&s[k].done) != r || !atomic_load(&s[k].tid) ||
-			       !asleep(atomic_load(&s[k].tid)))
+			/* asleep: in this round's wait, switched out once since it began it */
+			while (atomic_load(&s[k].waiting) != r + 1 ||
+			       vol_switches(atomic_load(&s[k].tid)) <= atomic_load(&s[k].before))
 				nanosleep(&nap, NULL);
 			atomic_store(&s[k].word, (unsigned int)(r + 1));
 			syscall(SYS_futex, &s[k].word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
