@@ -15,7 +15,8 @@
  * bpf_probe_read_user_str() after the last, separated by SEP.  The buffer it is given has
  * twice the string's room: each read, at an offset below WEFT_JOIN_MAX_BYTES, of a constant
  * WEFT_JOIN_MAX_BYTES bytes, is then in bounds as the verifier can see; what lands past the
- * room is cut off by a NUL at its end.  A cut argv (more elements, or a last string that
+ * room is cut off by a NUL at its end.  An element that cannot be read (a fault) ends the
+ * string there and is counted as a string fault.  A cut argv (more elements, or a last string that
  * did not fit) ends with WEFT_JOIN_MORE and is counted as a truncated string.
  *
  * Limits: bounded loops of WEFT_JOIN_MAX_ARGS and WEFT_JOIN_MAX_SEP iterations; no kernel
@@ -124,8 +125,9 @@ WEFT_INLINE void weft_join_argv(__u32 e, char *dst, __u32 size, const void *argv
 		off = WEFT_JOIN_BOUND(off);
 		n = user ? bpf_probe_read_user_str(dst + off, WEFT_JOIN_MAX_BYTES, p) :
 			   bpf_probe_read_kernel_str(dst + off, WEFT_JOIN_MAX_BYTES, p);
-		if (n <= 0) {
+		if (n <= 0) { /* a fault: the string ends here, and the fault is counted */
 			dst[off] = 0;
+			weft_drop(e, WEFT_DROP_STR_FAULT);
 			break;
 		}
 		if ((__u64)off + (__u64)n > size) { /* its NUL past the room: cut at size - 1 */

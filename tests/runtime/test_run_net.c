@@ -8,7 +8,8 @@
  *     destination address and port, the connections that reached ESTABLISHED on the client
  *     side, for 127.0.0.1, 127.0.0.2 (a second loopback address) and ::1;
  *   - ntop() and sockport() of syscall:connect's sockaddr (user memory, v4 and v6): one group
- *     per address and port the workload connected to, with its count, and nothing else;
+ *     per address and port the workload connected to, with its count, and nothing else; the
+ *     same from a span of connect(), which saves the address at the start for the end;
  *   - join() of execve's argv: the exact strings of known vectors (empty, one element, an
  *     empty element, a 300-byte element cut with its marker, 21 elements cut at 16);
  *   - `format`: a stream's text rows, exact lines (widths, '-', '0', precision, %%).
@@ -126,8 +127,9 @@ static void test_tracepoint_address_keys(void **state)
 	wr_free(&p);
 }
 
-/* connect()'s sockaddr in user memory: exactly the workload's three addresses and ports. */
-static void test_connect_sockaddr(void **state)
+/* connect()'s sockaddr in user memory: exactly the workload's three addresses and ports
+ * (as a span, the address and port are read at the start and saved for the end). */
+static void check_connects(const char *query)
 {
 	struct wr_proc p;
 	struct wr_json j;
@@ -135,11 +137,7 @@ static void test_connect_sockaddr(void **state)
 	const struct wj *win = NULL;
 	int seen = 0;
 
-	(void)state;
-	run_tcp("json",
-		"from syscall:connect where comm = 'wl_net' group by ntop(args.uservaddr) as addr, "
-		"sockport(args.uservaddr) as port select count() as n",
-		&p, &w);
+	run_tcp("json", query, &p, &w);
 	wr_json_lines(&p.out, &j);
 	wr_check_windows(&j);
 	for (size_t i = 0; i < j.n; i++)
@@ -174,6 +172,21 @@ static void test_connect_sockaddr(void **state)
 	assert_int_equal(seen, 7);
 	wr_json_free(&j);
 	wr_free(&p);
+}
+
+static void test_connect_sockaddr(void **state)
+{
+	(void)state;
+	check_connects("from syscall:connect where comm = 'wl_net' group by ntop(args.uservaddr) "
+		       "as addr, sockport(args.uservaddr) as port select count() as n");
+}
+
+static void test_connect_span_saves_address(void **state)
+{
+	(void)state;
+	check_connects("from span(syscall:connect) where comm = 'wl_net' and retval = 0 "
+		       "group by ntop(args.uservaddr) as addr, sockport(args.uservaddr) as port "
+		       "select count() as n");
 }
 
 /* A stream's `format`: the exact text lines, one per connect(), in the order made. */
@@ -264,6 +277,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tracepoint_address_keys),
 		cmocka_unit_test(test_connect_sockaddr),
+		cmocka_unit_test(test_connect_span_saves_address),
 		cmocka_unit_test(test_format_rows),
 		cmocka_unit_test(test_join_argv),
 	};

@@ -22,8 +22,10 @@
 #include <cmocka.h>
 
 #include "agent/result.h"
+#include "base/rowfmt.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+#include "kernel/weft_abi.h"
 #include "kernel/weft_agg.bpf.h"
 #include "tests/skip.h"
 
@@ -954,6 +956,111 @@ static void test_stream_row(void **state)
 	compiled_free(c);
 }
 
+/* ntop() values as text (v4, v6 as RFC 5952, other families, none), and `format` rows. */
+static void test_stream_format_inet(void **state)
+{
+	struct compiled *c = compile("from syscall:connect select pid, ntop(args.uservaddr) as a, "
+				     "comm, args.addrlen as len, args.addrlen as ch "
+				     "format '[%-6d] %20s|%.2s|%04x|%c%%'");
+	const struct plan *p = c->p;
+	uint64_t rec[16] = { 0 };
+	uint8_t *b = (uint8_t *)rec;
+	uint8_t *a = b + p->fields[1].offset;
+	int64_t v;
+	uint16_t fam;
+	char *out;
+	static const uint8_t v6[16] = {
+		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1
+	};
+
+	(void)state;
+	assert_non_null(p->format);
+	assert_int_equal(p->fields[1].render, RENDER_INET);
+	assert_int_equal(p->fields[1].size, WEFT_INET_SIZE);
+	v = 4242;
+	memcpy(b + p->fields[0].offset, &v, 8);
+	memcpy(b + p->fields[2].offset, "curl", 4);
+	v = 0x41; /* 'A' for %c, 0041 for %04x */
+	memcpy(b + p->fields[3].offset, &v, 8);
+	memcpy(b + p->fields[4].offset, &v, 8);
+	fam = WEFT_AF_INET6;
+	memcpy(a, &fam, 2);
+	memcpy(a + WEFT_INET_ADDR, v6, 16);
+	out = print_row(p, rec, p->event_size, AGENT_FMT_TEXT, NULL, 0);
+	assert_string_equal(out, "[4242  ]          2001:db8::1|cu|0041|A%\n");
+	free(out);
+	/* JSON is unchanged by the format: the address is a string */
+	out = print_row(p, rec, p->event_size, AGENT_FMT_JSON, NULL, 0);
+	assert_string_equal(out, "{\"type\":\"row\",\"pid\":4242,\"a\":\"2001:db8::1\","
+				 "\"comm\":\"curl\",\"len\":65,\"ch\":65}\n");
+	free(out);
+	fam = WEFT_AF_INET;
+	memcpy(a, &fam, 2);
+	memcpy(a + WEFT_INET_ADDR, "\x0a\x00\x00\x01", 4);
+	out = print_row(p, rec, p->event_size, AGENT_FMT_TEXT, NULL, 0);
+	assert_string_equal(out, "[4242  ]             10.0.0.1|cu|0041|A%\n");
+	free(out);
+	fam = 1; /* AF_UNIX */
+	memcpy(a, &fam, 2);
+	out = print_row(p, rec, p->event_size, AGENT_FMT_JSON, NULL, 0);
+	assert_contains(out, "\"a\":\"[family 1]\"");
+	free(out);
+	fam = 0;
+	memcpy(a, &fam, 2);
+	out = print_row(p, rec, p->event_size, AGENT_FMT_JSON, NULL, 0);
+	assert_contains(out, "\"a\":\"[no address]\"");
+	free(out);
+	/* no header for formatted rows */
+	{
+		char *h = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&h, &n);
+
+		agent_row_header(p, AGENT_FMT_TEXT, f);
+		fclose(f);
+		assert_string_equal(h, "");
+		free(h);
+	}
+	compiled_free(c);
+}
+
+/* The format parser: what it accepts, and where it places what it refuses. */
+static void test_rowfmt_parse(void **state)
+{
+	static const struct {
+		const char *fmt;
+		int rc, nconv;
+		uint32_t bad_off, bad_len;
+	} cases[] = {
+		{ "%d %s\n", 0, 2, 0, 0 },    { "%-08d%%", 0, 1, 0, 0 }, { "", 0, 0, 0, 0 },
+		{ "%.5s|%255s", 0, 2, 0, 0 }, { "x %q", -1, 0, 2, 2 },	 { "%lld", -1, 0, 0, 2 },
+		{ "%256d", -1, 0, 0, 4 },     { "%.3d", -1, 0, 0, 4 },	 { "ab%", -1, 0, 2, 1 },
+		{ "%*d", -1, 0, 0, 2 },	      { "%05s", -1, 0, 0, 4 },	 { "%-%", -1, 0, 0, 3 },
+		{ "%.", -1, 0, 0, 2 },
+	};
+	struct rowfmt *f = malloc(sizeof(*f));
+
+	(void)state;
+	assert_non_null(f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint32_t bo = 0, bl = 0;
+		const char *why = NULL;
+		int rc = rowfmt_parse(cases[i].fmt, strlen(cases[i].fmt), f, &bo, &bl, &why);
+
+		if (rc != cases[i].rc)
+			fail_msg("'%s': %d, not %d", cases[i].fmt, rc, cases[i].rc);
+		if (rc == 0) {
+			assert_int_equal(f->nconv, cases[i].nconv);
+		} else {
+			assert_non_null(why);
+			if (bo != cases[i].bad_off || bl != cases[i].bad_len)
+				fail_msg("'%s': bad at %u+%u, not %u+%u", cases[i].fmt, bo, bl,
+					 cases[i].bad_off, cases[i].bad_len);
+		}
+	}
+	free(f);
+}
+
 /* Bad arguments and plans are refused, never followed. */
 static void test_bad_input(void **state)
 {
@@ -1002,6 +1109,8 @@ int main(void)
 		cmocka_unit_test(test_no_key),
 		cmocka_unit_test(test_escaping),
 		cmocka_unit_test(test_stream_row),
+		cmocka_unit_test(test_stream_format_inet),
+		cmocka_unit_test(test_rowfmt_parse),
 		cmocka_unit_test(test_bad_input),
 	};
 
