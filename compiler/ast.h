@@ -118,6 +118,7 @@ enum func {
 	FN_NTOP, /* an IPv4/IPv6 address, shown as text (a TY_INET value) */
 	FN_SOCKPORT, /* the port of a sockaddr, host order */
 	FN_JOIN, /* an argv (pointer to char pointers) joined into one string */
+	FN_EXT, /* a function of the query's `using` file (compiler/ext.h); aux: its index */
 	/* aggregates */
 	FN_COUNT,
 	FN_SUM,
@@ -243,6 +244,12 @@ struct ast_query {
 	/* sema */
 	bool aggregating; /* some select item is an aggregate */
 	struct kbtf *kbtf; /* kernel types, opened when the query reads kernel structs */
+
+	/* `using 'FILE.bpf.c'` (compiler/ext.h): the path as written, its place, and what
+	 * sema loaded from it (in the arena) */
+	char *using_path;
+	struct src_loc using_loc;
+	struct ext_file *ext;
 
 	struct arena *arena;
 };

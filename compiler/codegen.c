@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/codegen.h"
+#include "compiler/ext.h"
 #include "compiler/kbtf.h"
 #include "compiler/sema.h"
 
@@ -876,6 +877,20 @@ static void emit_expr(struct cg *c, const struct expr *e)
 			emit_int(c, e->args[0]);
 			emit(c, "))");
 			return;
+		case FN_EXT: {
+			/* a function of the `using` file, each argument cast to its parameter's
+			 * type as the file writes it (sema checked integer or pointer) */
+			const struct ext_fn *f = &c->q->ext->fns[e->aux];
+
+			emit(c, "((__s64)%s(", f->name);
+			for (int i = 0; i < e->nargs; i++) {
+				emit(c, "%s(%s)(", i ? ", " : "", f->ptype[i]);
+				emit_int(c, e->args[i]);
+				emit(c, ")");
+			}
+			emit(c, "))");
+			return;
+		}
 		default:
 			c->err = -EINVAL;
 			emit(c, "0");
@@ -1457,6 +1472,9 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	if (usdt)
 		emit(c, "#include <stdbool.h>\n#include <bpf/usdt.bpf.h>\n");
 	emit(c, "\n%s\n", prelude);
+	if (c->q->ext) /* `using`: the user's functions, compiled and verified with the query */
+		emit(c, "/* the query's `using` file */\n%s\n/* end of the `using` file */\n\n",
+		     c->q->ext->src);
 	if (kbtf_emit(q->kbtf, c->out) != 0) {
 		fclose(c->out);
 		c->out = NULL;

@@ -1502,6 +1502,23 @@ static int parse_sources(struct parser *p)
 	}
 }
 
+/* `using 'FILE.bpf.c'` before `from`: the extension file (compiler/ext.h). */
+static int parse_using(struct parser *p)
+{
+	if (!parse_advance(p))
+		return -1;
+	if (p->cur.kind != TOK_STR) {
+		struct diag *d = parse_error(p, DIAG_E_EXT_FILE, p->cur.loc,
+					     "`using` needs a file name in quotes");
+
+		diag_fix(d, "e.g. using 'parse_http.bpf.c' from uprobe:...");
+		return -1;
+	}
+	p->q->using_path = p->cur.sval;
+	p->q->using_loc = p->cur.loc;
+	return parse_advance(p) ? 0 : -1;
+}
+
 struct ast_query *parse_query(const char *src, struct diag_list *dl)
 {
 	struct parser p;
@@ -1526,6 +1543,8 @@ struct ast_query *parse_query(const char *src, struct diag_list *dl)
 		diag_fix(d, "e.g. from syscall:read select count()");
 		goto out_free_query;
 	}
+	if (p.cur.kind == TOK_NAME && strcasecmp(p.cur.sval, "using") == 0 && parse_using(&p) < 0)
+		goto out_free_query;
 	if (p.cur.kind != TOK_FROM) {
 		char buf[64];
 

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compiler/ext.h"
 #include "compiler/kbtf.h"
 #include "compiler/sema.h"
 #include "kernel/aggstate.h"
@@ -1186,6 +1187,75 @@ static int check_stack_value(struct sema *s, struct expr *e)
 	return 0;
 }
 
+/* The fix of an unknown function in a query with a `using` file: its near matches among
+ * the file's functions, or the list of them. */
+static void ext_unknown_fix(struct sema *s, struct diag *d, const char *name)
+{
+	const struct ext_file *x = s->q->ext;
+	const char *cands[EXT_MAX_FNS], *near[1];
+	char list[512];
+	size_t len = 0;
+
+	list[0] = 0;
+	for (int i = 0; i < x->nfns; i++) {
+		cands[i] = x->fns[i].name;
+		if (len < sizeof(list))
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s()",
+						i ? ", " : "", x->fns[i].name);
+	}
+	if (diag_near(name, cands, x->nfns, near, 1) == 1)
+		diag_fix(d, "did you mean %s()? %s defines %s", near[0], s->q->using_path, list);
+	else
+		diag_fix(d, "%s defines %s", s->q->using_path, x->nfns ? list : "no functions");
+}
+
+/* A call of a function of the `using` file: its arguments against its signature. */
+static int check_ext_call(struct sema *s, struct expr *e, const struct ext_fn *f, int idx)
+{
+	int rc = 0;
+
+	if (f->unsupported) {
+		diag_fix(diag_error(s->dl, DIAG_E_EXT_TYPE, e->loc,
+				    "%s() of %s cannot be called from a query: %s", f->name,
+				    s->q->using_path, f->unsupported),
+			 "give it integer or pointer parameters and an integer return type");
+		return -EINVAL;
+	}
+	if (e->nargs != f->nparams) {
+		diag_fix(diag_error(s->dl, DIAG_E_FUNC_ARITY, e->loc,
+				    "%s() takes %d argument%s, not %d", f->name, f->nparams,
+				    f->nparams == 1 ? "" : "s", e->nargs),
+			 "as %s declares it", s->q->using_path);
+		return -EINVAL;
+	}
+	for (int i = 0; i < e->nargs; i++) {
+		struct expr *a = e->args[i];
+		bool ok;
+
+		if (check_expr(s, a) != 0) {
+			rc = -EINVAL;
+			continue;
+		}
+		ok = f->pptr[i] ?
+			     (a->ty.kind == TY_PTR || (a->ty.kind == TY_INT && a->ty.size == 8)) :
+			     (is_int(&a->ty) || a->ty.kind == TY_BOOL || a->ty.kind == TY_PTR);
+		if (!ok) {
+			rc = type_error(s, DIAG_E_EXT_TYPE, a,
+					f->pptr[i] ? "this parameter is a pointer" :
+						     "this parameter is an integer",
+					&a->ty);
+			diag_fix(&s->dl->v[s->dl->n - 1], "%s() takes %s as argument %d", f->name,
+				 f->ptype[i], i + 1);
+		}
+	}
+	if (rc)
+		return rc;
+	e->fn = FN_EXT;
+	e->aux = idx;
+	e->ty = f->ret_signed ? ty_s64 : ty_u64;
+	return 0;
+}
+
 static int check_call(struct sema *s, struct expr *e)
 {
 	const struct func_def *f = NULL;
@@ -1202,6 +1272,13 @@ static int check_call(struct sema *s, struct expr *e)
 	for (size_t i = 0; i < ARRAY_SIZE(funcs); i++)
 		if (strcasecmp(funcs[i].name, e->sval) == 0)
 			f = &funcs[i];
+	if (!f && s->q->ext) {
+		int idx;
+		const struct ext_fn *x = ext_find(s->q->ext, e->sval, &idx);
+
+		if (x)
+			return check_ext_call(s, e, x, idx);
+	}
 	if (!f) {
 		const char *cands[ARRAY_SIZE(funcs)], *near[1];
 		struct diag *d;
@@ -1210,7 +1287,9 @@ static int check_call(struct sema *s, struct expr *e)
 			cands[i] = funcs[i].name;
 		d = diag_error(s->dl, DIAG_E_FUNC_UNKNOWN, e->loc, "unknown function '%s'",
 			       e->sval);
-		if (diag_near(e->sval, cands, ARRAY_SIZE(funcs), near, 1) == 1)
+		if (s->q->ext)
+			ext_unknown_fix(s, d, e->sval);
+		else if (diag_near(e->sval, cands, ARRAY_SIZE(funcs), near, 1) == 1)
 			diag_fix(d, "did you mean %s()?", near[0]);
 		return -EINVAL;
 	}
@@ -2206,6 +2285,8 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 
 	if (sema_probes_resolve(q, s.pid, dl) != 0)
 		return -EINVAL; /* names cannot be checked against unknown probes */
+	if (ext_load(q, dl) != 0)
+		return -EINVAL; /* calls cannot be checked against an unread extension */
 	if (check_on(&s) != 0)
 		rc = -EINVAL;
 	s.ctx = CTX_WHERE;

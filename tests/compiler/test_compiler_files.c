@@ -158,7 +158,7 @@ static int tag_file_check(const char *dir, const char *name, enum diag_severity 
 	/* a kernel without BTF: the types are looked for in a file that does not exist */
 	if (has_line(src, "-- btf: missing"))
 		assert_int_equal(setenv("WEFT_BTF", "/nonexistent/weft-test/vmlinux", 1), 0);
-	diag_list_init(&dl, src, name);
+	diag_list_init(&dl, src, path); /* the path: a `using` file resolves next to it */
 	rc = compiler_run(src, &opts, PASS_PLAN, &dl, &res);
 	unsetenv("WEFT_BTF");
 	d = first_of(&dl, sev);
@@ -256,7 +256,7 @@ static int ok_file_check(const char *dir, const char *name)
 	}
 	opts.dump_out = open_memstream(&dump, &dumpsz);
 	assert_non_null(opts.dump_out);
-	diag_list_init(&dl, src, name);
+	diag_list_init(&dl, src, path); /* the path: a `using` file resolves next to it */
 	rc = compiler_run(src, &opts, strstr(src, "\n-- codegen") ? PASS_CODEGEN : PASS_PLAN, &dl,
 			  &res);
 	fclose(opts.dump_out);

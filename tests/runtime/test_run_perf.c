@@ -70,9 +70,10 @@ static void test_page_faults(void **state)
 				  "from software:page-faults:1 where comm = 'wl_touch' "
 				  "select count() as n"),
 			 N_PAGES);
-	assert_int_equal(count_of("faults", 3 * N_PAGES,
-				  "from software:faults:1 where comm = 'wl_touch' select count() as n"),
-			 3 * N_PAGES);
+	assert_int_equal(
+		count_of("faults", 3 * N_PAGES,
+			 "from software:faults:1 where comm = 'wl_touch' select count() as n"),
+		3 * N_PAGES);
 }
 
 static void test_context_switches(void **state)
@@ -82,10 +83,11 @@ static void test_context_switches(void **state)
 				  "from software:context-switches:1 where comm = 'wl_sleep' and "
 				  "curtask.__state != 0 select count() as n"),
 			 N_SLEEPS);
-	assert_int_equal(count_of("sleeps", 2 * N_SLEEPS,
-				  "from software:cs:1 where comm = 'wl_sleep' and curtask.__state != 0 "
-				  "select count() as n"),
-			 2 * N_SLEEPS);
+	assert_int_equal(
+		count_of("sleeps", 2 * N_SLEEPS,
+			 "from software:cs:1 where comm = 'wl_sleep' and curtask.__state != 0 "
+			 "select count() as n"),
+		2 * N_SLEEPS);
 }
 
 /* weft run --format folded -p (wl_perf stackwait n) query: weft's stdout, malloc'd. */
@@ -129,8 +131,8 @@ static void assert_one_line_ending(const char *out, const char *tail)
 	size_t n = strlen(out), t = strlen(tail);
 
 	if (n == 0 || out[n - 1] != '\n' || strchr(out, '\n') != out + n - 1 || n - 1 < t ||
-	    strncmp(out + n - 1 - t, tail, t) != 0 ||
-	    (n - 1 > t && out[n - 2 - t] != ';') || strstr(out, "wl_") < out + n - 1 - t)
+	    strncmp(out + n - 1 - t, tail, t) != 0 || (n - 1 > t && out[n - 2 - t] != ';') ||
+	    strstr(out, "wl_") < out + n - 1 - t)
 		fail_msg("folded output '%s' is not one line ending in '%s'", out, tail);
 }
 
@@ -183,8 +185,8 @@ static void test_folded_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_page_faults),	 cmocka_unit_test(test_context_switches),
-		cmocka_unit_test(test_folded_ustack),	 cmocka_unit_test(test_span_start_stack),
+		cmocka_unit_test(test_page_faults),    cmocka_unit_test(test_context_switches),
+		cmocka_unit_test(test_folded_ustack),  cmocka_unit_test(test_span_start_stack),
 		cmocka_unit_test(test_folded_refused),
 	};
 

@@ -50,7 +50,7 @@ static void test_hardware(void **state)
 		rc = wr_weft_run(&p, "-c", cmd, "from hardware:cycles select count()");
 		assert_int_equal(rc, 3); /* a query error: nothing ran */
 		assert_non_null(strstr(p.err.p, "query:1:6: error: hardware events are not "
-						 "available here"));
+						"available here"));
 		assert_non_null(strstr(p.err.p, "[E_PROBE_FEATURE]"));
 		assert_non_null(strstr(p.err.p, "software:cpu-clock"));
 		assert_null(strstr(p.out.p, "wl_perf:")); /* the workload never started */
@@ -64,8 +64,9 @@ static void test_hardware(void **state)
 		struct wr_json j;
 		const struct wj *w;
 
-		rc = wr_weft_run(&p, "--format", "json", "-c", cmd,
-				 "from hardware:instructions:1000000 group by comm select count() as n");
+		rc = wr_weft_run(
+			&p, "--format", "json", "-c", cmd,
+			"from hardware:instructions:1000000 group by comm select count() as n");
 		if (rc)
 			wr_dump(&p, "hardware");
 		assert_int_equal(rc, 0);

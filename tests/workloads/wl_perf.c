@@ -12,6 +12,8 @@
  *                      starts in wl_c: a libc wrapper without a frame would hide wl_c)
  *   wl_perf stackwait N  the same once a line arrives on its stdin, then reads its stdin until
  *                      EOF (alive until the test has the symbolized output)
+ *   wl_perf requests N calls wl_request(line, len) N times with HTTP request lines: GET for
+ *                      i % 3 == 0, POST for 1, PUT for 2, path /item/i
  *   wl_perf spin N     burns the CPU for N ms in wl_spin (for cpu-clock samples)
  *
  * Each prints "wl_perf: MODE N" at the end.  Built with frame pointers and no inlining
@@ -74,6 +76,7 @@ void wl_sink(long n);
 void wl_b(long n);
 void wl_a(long n);
 void wl_spin(long ms);
+void wl_request(const char *buf, long len);
 
 /* Called by wl_c after its system calls, so that wl_c is no leaf and has a frame of its own
  * (the compiler may leave a leaf without one even with -fno-omit-frame-pointer). */
@@ -125,6 +128,26 @@ __attribute__((noinline)) void wl_spin(long ms)
 	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 }
 
+/* The uprobe site of `requests`: one HTTP request line, its bytes and length. */
+__attribute__((noinline)) void wl_request(const char *buf, long len)
+{
+	__asm__ volatile("" : : "r"(buf), "r"(len) : "memory");
+}
+
+/* N requests: i % 3 == 0 GET, 1 POST, 2 PUT, with the path /item/i. */
+static void requests(long n)
+{
+	static const char *const methods[] = { "GET", "POST", "PUT" };
+	char line[128];
+
+	for (long i = 0; i < n; i++) {
+		int len = snprintf(line, sizeof(line), "%s /item/%ld HTTP/1.1\r\n", methods[i % 3],
+				   i);
+
+		wl_request(line, len);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	long n;
@@ -144,6 +167,8 @@ int main(int argc, char **argv)
 		wl_a(n);
 	else if (strcmp(argv[1], "spin") == 0)
 		wl_spin(n);
+	else if (strcmp(argv[1], "requests") == 0)
+		requests(n);
 	else
 		return 2;
 	printf("wl_perf: %s %ld\n", argv[1], n);

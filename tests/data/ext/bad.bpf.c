@@ -1,0 +1,2 @@
+// not C: for E_EXT_PARSE
+static int broken(int x { return x; }
