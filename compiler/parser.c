@@ -808,7 +808,7 @@ static int probe_split(struct parser *p, const struct token *t, struct probe_spe
 		diag_fix(d,
 			 "a probe is PROVIDER:..., e.g. syscall:%s; providers: tracepoint (tp), "
 			 "syscall, uprobe, uretprobe, usdt, kprobe, kretprobe, profile, interval, "
-			 "software, hardware",
+			 "software, hardware, kernel (graph queries)",
 			 text);
 		return -1;
 	}

@@ -73,6 +73,13 @@ static int kernel_list(const char *const *parts, int nparts, const struct probe_
 	return cb(&t, arg);
 }
 
+/* Where the tracepoints can be read (tracefs), so can the kernel sources: whether the sock
+ * tracepoints themselves exist is for resolve to say, with the reason. */
+static bool kernel_available(struct probe_err *err)
+{
+	return provider_tracepoint.available(err);
+}
+
 const struct probe_provider provider_kernel = {
 	.kind = PROBE_KERNEL,
 	.name = "kernel",
@@ -82,6 +89,6 @@ const struct probe_provider provider_kernel = {
 	.usage = "kernel:sockets",
 	.resolve = kernel_resolve,
 	.list = kernel_list,
-	.available = NULL,
+	.available = kernel_available,
 	.attach = NULL,
 };
