@@ -19,10 +19,10 @@ one tool it:
      and compares bpftrace's rows for the workload (by comm or pid) with weft's.
 
 Substitutions, where an example is written for the whole system and the answer is known only
-for the workload: `weft run -p PID` (cpuwalk, pidpersec), `--scope cgroup:DIR` (runqlen), and
-a `where args.dev = N` added before `select` for the block tools on their loop device
-(biolatency, biosnoop): each is named where it is made. The examples themselves are run as
-they are written.
+for the workload: `weft run -p PID` (cpuwalk, pidpersec, syscount), `--scope cgroup:DIR`
+(runqlen), a `where args.dev = N` added before `group by`/`select` for the block tools on
+their loop device (biolatency, biosnoop, biostacks), and a start-side `where args.pid = PID`
+(runqlat): each is named where it is made. The other examples run as they are written.
 
 Skipped (exit 77, with the reason) when: not root; the example needs a probe type this
 kernel lacks (kprobes: weft refuses it with E_PROBE_FEATURE); the example uses a language
