@@ -379,6 +379,40 @@ static void resolve_path(const char *path, const char *qname, char *out, size_t 
 	}
 }
 
+/* clang's messages about the file, in the user's terms: its name instead of the temporary
+ * copy's, without the lines about the wrapper that includes it. */
+static void clang_msgs(const char *in, const char *name, char *out, size_t outsz)
+{
+	size_t len = 0;
+	int skip = 0; /* the quoted line and caret of a message about the wrapper */
+
+	out[0] = 0;
+	while (*in && len + 1 < outsz) {
+		size_t n = strcspn(in, "\n");
+
+		if (strncmp(in, "wrap.c:", 7) == 0)
+			skip = 3;
+		if (skip > 0) {
+			skip--;
+		} else if (strncmp(in, "In file included from wrap.c", 28) != 0) {
+			const char *l = in;
+
+			if (!strncmp(l, "./user.bpf.c", 12)) {
+				len += (size_t)snprintf(out + len, outsz - len, "%s", name);
+				l += 12;
+			}
+			if (len < outsz)
+				len += (size_t)snprintf(out + len, outsz - len, "%.*s\n",
+							(int)(n - (size_t)(l - in)), l);
+		}
+		in += n + (in[n] == '\n');
+	}
+	if (len >= outsz)
+		len = outsz - 1;
+	while (len > 0 && out[len - 1] == '\n')
+		out[--len] = 0;
+}
+
 int ext_load(struct ast_query *q, struct diag_list *dl)
 {
 	char tmpl[] = "/tmp/weft-ext-XXXXXX", path[4200], file[4096], why[512];
@@ -437,7 +471,16 @@ int ext_load(struct ast_query *q, struct diag_list *dl)
 		if (rc == -EINVAL || rc == -ENOENT) {
 			d = diag_error(dl, DIAG_E_EXT_PARSE, q->using_loc,
 				       "clang cannot compile extension '%s'", q->using_path);
-			diag_fix(d, "%s", errbuf[0] ? errbuf : "(no message)");
+			if (rc == -EINVAL) {
+				char *msgs = malloc(EXT_ERR_MAX);
+
+				if (msgs)
+					clang_msgs(errbuf, q->using_path, msgs, EXT_ERR_MAX);
+				diag_fix(d, "%s", msgs && msgs[0] ? msgs : errbuf);
+				free(msgs);
+			} else {
+				diag_fix(d, "%s", errbuf);
+			}
 			rc = -EINVAL;
 		} else if (!rc) {
 			why[0] = 0;
