@@ -179,6 +179,16 @@ def start_both(tool, weft_extra=(), query=None, bpftrace=True):
     return w, b
 
 
+def bt_wait(b, needle, n):
+    """Waits until bpftrace has printed `needle` n times (its output, raw): it prints from a
+    perf buffer that it stops reading at SIGINT, so rows of the last moment are read first.
+    WAIT is a safety net: rows that never come fail the comparison after it."""
+    deadline = time.monotonic() + WAIT
+    while (b and b.text(b.out).count(needle) < n and b.proc.poll() is None and
+           time.monotonic() < deadline):
+        time.sleep(0.05)
+
+
 def weft_records(text):
     lines = text.split("\n")[:-1]  # complete lines only: weft may be writing the last
     return [json.loads(line) for line in lines if line.strip()]
@@ -315,6 +325,7 @@ def t_opensnoop():
                           "for i in range(3):\n"
                           "    try: os.open(%r, os.O_RDONLY)\n"
                           "    except FileNotFoundError: pass\n" % (path, missing))
+    bt_wait(b, "wl_opensnoop", 7)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     rows = weft_rows(wo, comm="wl_opensnoop", pid=pid)
@@ -344,6 +355,7 @@ def t_statsnoop():
                  "for p in (%r, %r, %r):\n"
                  "    libc.syscall(332, -100, p.encode(), 0, 0x7ff, buf)\n"  # statx
                  "for i in range(3): os.stat(%r)\n" % (path, path, missing, path))
+    bt_wait(b, "wl_statsnoop", 3)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     rows = weft_rows(wo, comm="wl_statsnoop", pid=pid)
@@ -372,6 +384,7 @@ def t_killsnoop():
                  "except ProcessLookupError: pass\n"
                  "os.kill(%d, 15)\n" % (victim.pid, victim.pid))
     victim.wait()
+    bt_wait(b, "wl_killsnoop", 5)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [(r["sig"], r["tpid"], r["result"])
             for r in weft_rows(wo, comm="wl_killsnoop", pid=pid)]
@@ -395,6 +408,7 @@ def t_syncsnoop():
                  "for i in range(2): os.fsync(fd)\n"
                  "for i in range(3): os.fdatasync(fd)\n"
                  "os.sync()\n" % os.path.join(d, "f"))
+    bt_wait(b, "wl_syncsnoop", 6)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     counts = {}
@@ -421,6 +435,7 @@ def t_setuids():
                  "os.setuid(0); os.setuid(0)\n"
                  "libc.setfsuid(0)\n"
                  "os.setresuid(0, 0, 0)\n")
+    bt_wait(b, "wl_setuids", 4)
     wo, wo2, bo = w.stop(), w2.stop(), b.stop() if b else None
     rows = sorted((r["probe"].split("_")[-1].split(":")[-1], r["to_uid"], r["ret"])
                   for r in weft_rows(wo, comm="wl_setuids", pid=pid))
@@ -445,6 +460,7 @@ def t_gethostlatency():
     pid, _ = run_workload("wl_gethost",
                  "import socket\n"
                  "for i in range(4): socket.getaddrinfo('localhost', 80)\n")
+    bt_wait(b, "wl_gethost", 4)
     wo, bo = w.stop(), b.stop() if b else None
     rows = weft_rows(wo, comm="wl_gethost", pid=pid)
     check(len(rows) == 4 and all(r["host"] == "localhost" and r["lat_ms"] >= 0 for r in rows),
@@ -511,6 +527,8 @@ def t_bashreadline():
             break
         out += chunk
     os.waitpid(pid, 0)
+    bt_wait(b, "weft_wl_2", 1)
+    bt_wait(b, "exit", 1)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [r["command"] for r in weft_rows(wo, pid=pid)]
     check(rows == cmds, "the 3 command lines, in order: %s" % rows)
@@ -776,6 +794,8 @@ def t_ssl(tool):
                  " server_hostname='localhost')\n"
                  "    c.close()\n"
                  "t.join()\n" % (crt, key, crt))
+    if tool == "sslsnoop":
+        bt_wait(b, ssl_comm(tool), 6)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     return wo, bo
@@ -964,6 +984,7 @@ def t_execsnoop():
     tag = "weft_wl_exec_%d" % os.getpid()  # this run's, not another's at the same time
     codes = [subprocess.run(["/bin/true", tag, str(i)]).returncode for i in range(3)]
     check(codes == [0, 0, 0], "3 execs of /bin/true")
+    bt_wait(b, tag, 3)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [r["args"] for r in weft_rows(wo) if tag in r["args"]]
     check(sorted(rows) == ["/bin/true %s %d" % (tag, i) for i in range(3)],
@@ -994,6 +1015,7 @@ def t_naptime():
                  "for i in range(2): ctypes.CDLL(None).syscall(35, ts, None)\n"  # nanosleep
                  "for i in range(3): time.sleep(0.001)\n")  # clock_nanosleep
     t1 = time.time_ns()
+    bt_wait(b, "wl_naptime", 2)
     wo, bo = w.stop(), b.stop() if b else None
     rows = weft_rows(wo, comm="wl_naptime", pid=pid)
     kinds = sorted(r["probe"].split("_enter_")[-1].split(":")[-1] for r in rows)
