@@ -53,8 +53,8 @@ static int64_t load_s64(const uint8_t *b)
 bool agent_render_is_text(enum render r)
 {
 	return r == RENDER_STR || r == RENDER_USTACK || r == RENDER_KSTACK || r == RENDER_USYM ||
-	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST || agent_names_is_text(r) ||
-	       r == RENDER_INET;
+	       r == RENDER_KSYM || r == RENDER_PROBE || r == RENDER_HOST ||
+	       agent_names_is_text(r) || r == RENDER_INET;
 }
 
 /* The kernel bytes a slot of this render needs at least. */

@@ -259,8 +259,8 @@ void aggd_gfwd_close(struct aggd *a); /* flushes, waits up to wait_ns, joins the
 /* Takes a stored batch's graph for forwarding: moved, *g is empty after.  Never blocks. */
 void aggd_gfwd_put(struct aggd *a, struct graph *g);
 /* false when not forwarding; url and the last delivery error ("" if none) */
-bool aggd_gfwd_stats(struct aggd *a, struct aggd_gfwd_stats *st, char *url, size_t urlsz,
-		     char *err, size_t errsz);
+bool aggd_gfwd_stats(struct aggd *a, struct aggd_gfwd_stats *st, char *url, size_t urlsz, char *err,
+		     size_t errsz);
 
 /* aggd_web.c: what the web face shows (aggregator/web.h), built on this thread */
 int aggd_web_open(struct aggd *a, char *err, size_t errsz);

@@ -158,7 +158,7 @@ const char *func_name(enum func f)
 		[FN_P90] = "p90",	    [FN_P99] = "p99",		[FN_P999] = "p999",
 		[FN_DISTINCT] = "distinct", [FN_SYSNAME] = "sysname",	[FN_SIGNAME] = "signame",
 		[FN_ERRNAME] = "errname",   [FN_ENUMNAME] = "enumname", [FN_UNIT] = "unit",
-		[FN_NTOP] = "ntop", [FN_SOCKPORT] = "sockport", [FN_JOIN] = "join",
+		[FN_NTOP] = "ntop",	    [FN_SOCKPORT] = "sockport", [FN_JOIN] = "join",
 	};
 
 	if ((unsigned)f >= FN__COUNT || !names[f])

@@ -33,7 +33,7 @@ build() { # dir, cmake args...
 }
 
 echo "== formatting (.clang-format)"
-find base agent aggregator compiler graph kernel probes tests tools -name '*.[ch]' -print0 |
+find base include agent aggregator compiler graph vm kernel probes tests tools -name '*.[ch]' -print0 |
 	xargs -0 clang-format --dry-run -Werror
 
 echo "== layers (includes point down the stack)"

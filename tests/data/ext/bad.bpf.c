@@ -1,2 +1,3 @@
 // not C: for E_EXT_PARSE
-static int broken(int x { return x; }
+static int broken(int x {
+	return x; }
