@@ -32,6 +32,11 @@
 /* Spans that ended this close to the newest record wait for the next drain: an outer span
  * still open may contain them (docs/graphs.md, "Spans as tasks"). */
 #define GRAPHCAP_SPAN_HOLD_NS 1000000000ull
+/* Socket sends and receives buffered at most, per open task allowed (max_open): they wait
+ * for the drain (once a second) plus GRAPHCAP_SPAN_HOLD_NS, four a request/response, so at
+ * the default 65536 x 4 (72 bytes each: about 19 MiB at most) a capture keeps up with 130,000 socket calls
+ * a second, some 30,000 requests; beyond, calls are lost and counted (open_evicted). */
+#define GRAPHCAP_KOPS_PER_OPEN 4
 /* The outlier rules judge a type only once this many of its tasks were seen. */
 #define GRAPHCAP_MIN_TYPE_COUNT 100
 
@@ -653,7 +658,7 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 	    r->a[3] > UINT16_MAX || r->a[0] > UINT32_MAX || r->a[1] > UINT32_MAX ||
 	    r->a[4] > UINT32_MAX)
 		return -EINVAL;
-	if (c->nkops >= c->o.max_open) {
+	if (c->nkops >= (size_t)c->o.max_open * GRAPHCAP_KOPS_PER_OPEN) {
 		c->st.open_evicted++; /* the buffer is full: this send or receive is lost */
 		return 0;
 	}
