@@ -52,6 +52,11 @@ def wq_code(text):
             if ln.strip() and not ln.lstrip().startswith("--")]
 
 
+def ext_files(text):
+    """The extension files a query names (`using 'FILE.bpf.c'`), relative to examples/."""
+    return re.findall(r"^\s*using\s+'([^']+)'", text, re.M)
+
+
 def wq_header(text):
     """The header comment's first part, up to its `Original:` line, without the name."""
     words = []
@@ -86,6 +91,9 @@ def status(name, text, pend):
         return "needs kprobes (skipped here)"
     if name in pend:
         return "pending: " + pend[name]
+    if any("__ksym" in open(os.path.join(ROOT, "examples", f)).read()
+           for f in ext_files(text)):
+        return "needs data symbols in /proc/kallsyms (skipped here: CONFIG_KALLSYMS_ALL is off)"
     return "runs here"
 
 
@@ -102,6 +110,9 @@ def generate():
             sys.exit("examples/%s.wq is missing" % name)
         texts = [open(os.path.join(ROOT, "examples", f)).read() for f in files]
         wq = [ln for t in texts for ln in wq_code(t)]
+        exts = [(x, open(os.path.join(ROOT, "examples", x)).read())
+                for t in texts for x in ext_files(t)]
+        wq += [ln for _, x in exts for ln in bt_code(x)]  # C: counted as bpftrace's are
         tb += len(bt)
         tw += len(wq)
         rows.append("| [%s](#%s) | %s | %d | %d | %s |" % (
@@ -113,6 +124,9 @@ def generate():
         for f, t in zip(files, texts):
             sides.append("`examples/%s`, %d lines:\n" % (f, len(wq_code(t))))
             sides.append("```\n%s```\n" % t)
+        for f, x in exts:
+            sides.append("`examples/%s` (its extension, C), %d lines:\n" % (f, len(bt_code(x))))
+            sides.append("```\n%s```\n" % x)
     rows.append("| all 38 | | %d | %d | |" % (tb, tw))
     return "\n".join(rows) + "\n", "\n".join(sides)
 
