@@ -38,6 +38,12 @@ int tracepoint_target_add(struct probe_set *set, const char *cat, const char *ev
 	snprintf(t->category, sizeof(t->category), "%s", cat);
 	snprintf(t->event, sizeof(t->event), "%s", event);
 	t->tp_id = id;
+	/* a system call's pointer arguments point into the caller's memory, whichever provider
+	 * names the tracepoint (syscall:openat or tracepoint:syscalls:sys_enter_openat) */
+	if (strcmp(cat, "syscalls") == 0)
+		for (int i = 0; i < nfields; i++)
+			if (fields[i].kind == FIELD_PTR)
+				fields[i].user = true;
 	t->fields = fields;
 	t->nfields = nfields;
 	t->pid = ctx ? ctx->pid : 0;

@@ -205,6 +205,25 @@ static void test_sched_switch(void **state)
 	assert_non_null(field(t, "next_comm"));
 	assert_non_null(field(t, "prev_pid"));
 	probe_set_free(&set);
+	/* a kernel pointer of another category stays a kernel pointer */
+	assert_int_equal(resolve("tp:skb:kfree_skb", NULL, &set, &err), 0);
+	f = field(&set.v[0], "skbaddr");
+	assert_non_null(f);
+	assert_int_equal(f->kind, FIELD_PTR);
+	assert_false(f->user);
+	probe_set_free(&set);
+	/* a system call's pointers are user memory under either name of its tracepoint */
+	assert_int_equal(resolve("tracepoint:syscalls:sys_enter_execve", NULL, &set, &err), 0);
+	f = field(&set.v[0], "argv");
+	assert_non_null(f);
+	assert_int_equal(f->kind, FIELD_PTR);
+	assert_true(f->user);
+	f = field(&set.v[0], "filename");
+	assert_non_null(f);
+	assert_true(f->user);
+	assert_int_equal(resolve("syscall:execve", NULL, &set, &err), 0);
+	assert_true(field(&set.v[1], "argv")->user);
+	probe_set_free(&set);
 }
 
 static void test_data_loc_field(void **state)
