@@ -240,6 +240,38 @@ static void explain_verifier(const char *log, struct agent_err *err, bool verbos
  * "failed to resolve CO-RE relocation <byte_off> [ID] struct NAME___wq.FIELD (...)".  Says
  * so in the message (E_BTF_RELOC) instead of a bare verifier error.
  */
+/*
+ * A kernel symbol that an extension (`using 'FILE.bpf.c'`) declares `__ksym` and this kernel
+ * does not name: libbpf says "extern 'NAME' (strong): not resolved".  Data symbols are in
+ * /proc/kallsyms only with CONFIG_KALLSYMS_ALL, so the usual cause is a kernel without it.
+ */
+static bool ksym_unresolved(const char *log, struct agent_err *err)
+{
+	const char *p = strstr(log, "extern '");
+	char name[64];
+	size_t n = 0;
+
+	if (!p || !strstr(p, "not resolved"))
+		return false;
+	p += strlen("extern '");
+	while (p[n] && p[n] != '\'' && n < sizeof(name) - 1) {
+		name[n] = p[n];
+		n++;
+	}
+	name[n] = 0;
+	set_err(err,
+		"the kernel does not name the symbol '%s' that the query's extension reads "
+		"(__ksym)",
+		name);
+	if (err)
+		snprintf(err->detail, sizeof(err->detail),
+			 "libbpf finds a __ksym through /proc/kallsyms, which lists data symbols "
+			 "only on kernels built with CONFIG_KALLSYMS_ALL; check: grep -w %s "
+			 "/proc/kallsyms",
+			 name);
+	return true;
+}
+
 static bool core_reloc_failed(const char *log, struct agent_err *err)
 {
 	const char *p = strstr(log, "failed to resolve CO-RE relocation"), *s, *end, *kw = "";
@@ -429,6 +461,8 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 				set_err(err,
 					"the kernel's verifier rejected the generated program");
 				explain_verifier(load_log, err, o.verbose);
+			} else if (load_log && ksym_unresolved(load_log, err)) {
+				/* said: a kernel symbol of an extension this kernel does not name */
 			} else {
 				set_err(err, "cannot load the query's BPF object: %s",
 					probe_bpf_strerror(rc));

@@ -1049,6 +1049,11 @@ def t_loads():
     def avg():
         return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
     if not any(ln.split()[2:3] == ["avenrun"] for ln in open("/proc/kallsyms")):
+        # what weft says about it is still checked: the symbol named, not libbpf's errno
+        r = subprocess.run([WEFT, "run", "-f", os.path.join(SRC, "examples", "loads.wq")],
+                           capture_output=True, text=True, timeout=WAIT)
+        check(r.returncode != 0 and "does not name the symbol 'avenrun'" in r.stderr and
+              "CONFIG_KALLSYMS_ALL" in r.stderr, "weft's refusal names avenrun: %r" % r.stderr)
         raise Skip("this kernel's /proc/kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is "
                    "off): avenrun cannot be found by name, by weft or by bpftrace's kaddr()")
     before = avg()
