@@ -807,6 +807,49 @@ static bool trace_set(struct graph_id128 t)
 	return t.hi || t.lo;
 }
 
+/* One send or receive as the attributes' array [laddr, lport, raddr, rport, seq_end, len]. */
+static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
+{
+	int n = snprintf(buf, sz, "[%u,%u,%u,%u,%u,%u]", (unsigned)io->laddr, (unsigned)io->lport,
+			 (unsigned)io->raddr, (unsigned)io->rport, (unsigned)io->seq_end,
+			 (unsigned)io->len);
+
+	return n < 0 || (size_t)n >= sz ? 0 : (size_t)n;
+}
+
+/*
+ * The socket data a kernel task ships for matching on another host (docs/graphs.md, "Across
+ * hosts"): a server task its first receive ("kernel.recv"), a client task its first
+ * KEX_ATTR_SENDS sends ("kernel.sends"); numbers only, so written here, not parsed.  Into
+ * c->pend's arena; NULL when out of memory.
+ */
+#define KEX_ATTR_SENDS 8
+static const char *kex_attrs(struct graphcap *c, const struct kex *x)
+{
+	char buf[64 + KEX_ATTR_SENDS * 72];
+	size_t n = 0, ns = 0;
+
+	if (x->server) {
+		n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.recv\":");
+		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
+		buf[n++] = '}';
+		buf[n] = 0;
+		return graph_strdup(&c->pend, buf);
+	}
+	n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.sends\":[");
+	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
+		if (!c->kops[i].send)
+			continue;
+		if (ns++)
+			buf[n++] = ',';
+		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[i].io);
+	}
+	buf[n++] = ']';
+	buf[n++] = '}';
+	buf[n] = 0;
+	return graph_strdup(&c->pend, buf);
+}
+
 /* The kernel task of an exchange into c->pend (and its edges), remembered for spans and
  * its sends for later receives. */
 static int kex_emit(struct graphcap *c, const struct kex *x)
@@ -835,8 +878,8 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	k.end = to_real(c, (uint64_t)l->time);
 	k.status = GRAPH_STATUS_UNSET;
 	k.source = GRAPH_SRC_KERNEL;
-	k.attrs = "{}";
-	if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k))
+	k.attrs = kex_attrs(c, x);
+	if (!k.service || !k.name || !k.host || !k.attrs || !graph_add_task(&c->pend, &k))
 		return -ENOMEM;
 	if (as->parent) {
 		struct graph_edge ed = { .trace = k.trace,

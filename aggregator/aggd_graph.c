@@ -32,6 +32,7 @@
 #include <jansson.h>
 #include "agent/wire_graph.h"
 #include "aggregator/aggd.h"
+#include "aggregator/aggd_kx.h"
 #include "base/log.h"
 #include "graph/aggs.h"
 #include "graph/store.h"
@@ -105,6 +106,25 @@ static int tset_add(struct aggd_tset *t, uint64_t hi, uint64_t lo, bool open)
 	t->e[i] = (struct tent){ .hi = hi, .lo = lo, .used = 1, .open = open };
 	t->n++;
 	return 0;
+}
+
+/* Whether the set holds trace (hi, lo). */
+static bool tset_has(const struct aggd_tset *t, uint64_t hi, uint64_t lo)
+{
+	if (!t || !t->cap)
+		return false;
+	for (size_t i = thash(hi, lo) & (t->cap - 1); t->e[i].used; i = (i + 1) & (t->cap - 1))
+		if (t->e[i].hi == hi && t->e[i].lo == lo)
+			return true;
+	return false;
+}
+
+/* aggd_kx's question: did earlier batches of the query store pieces of trace t? */
+static bool kx_stored(void *arg, struct graph_id128 t)
+{
+	const struct query *q = arg;
+
+	return tset_has(q->touched, t.hi, t.lo);
 }
 
 void aggd_graph_query_free(struct query *q)
@@ -197,11 +217,25 @@ int aggd_graph_open(struct aggd *a, const char *store, char *err, size_t errsz)
 			 why[0] ? why : "cannot open the graph store");
 		return -EINVAL;
 	}
+	a->kx = aggd_kx_new();
+	if (!a->kx) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
 	return 0;
 }
 
 void aggd_graph_close(struct aggd *a)
 {
+	struct aggd_kx_stats ks;
+
+	aggd_kx_stats(a->kx, &ks);
+	if (ks.matched || ks.split || ks.bad || ks.dropped)
+		log_info("aggregator: kernel edges across hosts: %" PRIu64 " matched, %" PRIu64
+			 " split, %" PRIu64 " bad, %" PRIu64 " dropped",
+			 ks.matched, ks.split, ks.bad, ks.dropped);
+	aggd_kx_free(a->kx);
+	a->kx = NULL;
 	graph_store_close(a->gs);
 	a->gs = NULL;
 }
@@ -412,6 +446,9 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 	graph_init(&g);
 	graph_aggs_init(&aggs);
 	rc = wire_graph_unpack(b, p->host, &g, &nopen, why, sizeof(why));
+	/* kernel message edges whose two ends two senders hold (aggd_kx.c) */
+	if (rc == 0 && (rc = aggd_kx_batch(a->kx, q->id, &g, kx_stored, q)))
+		snprintf(why, sizeof(why), "out of memory matching kernel edges");
 	if (rc == 0 && b->has_aggs && b->aggs.len)
 		rc = graph_aggs_decode(&aggs, b->aggs.data, b->aggs.len, why, sizeof(why));
 	if (rc == 0) {
@@ -437,13 +474,14 @@ void aggd_on_graph_batch(struct aggd *a, struct peer *p, const Weft__Envelope *e
 	} else {
 		if (!q->touched)
 			q->touched = calloc(1, sizeof(*q->touched));
-		for (size_t i = 0; q->touched && i < b->n_tasks; i++)
-			tset_add(q->touched, b->tasks[i]->trace_hi, b->tasks[i]->trace_lo,
-				 !b->tasks[i]->has_end_ns);
-		for (size_t i = 0; q->touched && i < b->n_events; i++)
-			tset_add(q->touched, b->events[i]->trace_hi, b->events[i]->trace_lo, false);
-		for (size_t i = 0; q->touched && i < b->n_edges; i++)
-			tset_add(q->touched, b->edges[i]->trace_hi, b->edges[i]->trace_lo, false);
+		/* g's ids, as stored (aggd_kx may have moved some); its tasks are b's, in order */
+		for (size_t i = 0; q->touched && i < g.ntasks; i++)
+			tset_add(q->touched, g.tasks[i].trace.hi, g.tasks[i].trace.lo,
+				 i < b->n_tasks && !b->tasks[i]->has_end_ns);
+		for (size_t i = 0; q->touched && i < g.nevents; i++)
+			tset_add(q->touched, g.events[i].trace.hi, g.events[i].trace.lo, false);
+		for (size_t i = 0; q->touched && i < g.nedges; i++)
+			tset_add(q->touched, g.edges[i].trace.hi, g.edges[i].trace.lo, false);
 		struct aggd_gwin *gw = q->plan->graph ? gwin_get(q, b->window) : NULL;
 
 		if (gw) {

@@ -136,6 +136,7 @@ struct aggd {
 	struct graph_store *gs; /* the graph store (aggd_graph.c) */
 	char gpath[4096];
 	struct aggd_graph_stats gst;
+	struct aggd_kx *kx; /* kernel edges across hosts (aggd_kx.c), with the graph store */
 	uint64_t instance, seq;
 	struct peer *buckets[PEER_BUCKETS];
 	struct peer *peers;

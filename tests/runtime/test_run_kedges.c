@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+#include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
 #include "tests/skip.h"
@@ -98,6 +100,50 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* One [laddr, lport, raddr, rport, seq_end, len] of a kernel task's attributes. */
+static struct kmsg_io kio_of(json_t *a)
+{
+	struct kmsg_io io = { 0 };
+
+	assert_true(json_is_array(a) && json_array_size(a) == 6);
+	for (size_t i = 0; i < 6; i++)
+		assert_true(json_is_integer(json_array_get(a, i)));
+	io.laddr = (uint32_t)json_integer_value(json_array_get(a, 0));
+	io.lport = (uint16_t)json_integer_value(json_array_get(a, 1));
+	io.raddr = (uint32_t)json_integer_value(json_array_get(a, 2));
+	io.rport = (uint16_t)json_integer_value(json_array_get(a, 3));
+	io.seq_end = (uint32_t)json_integer_value(json_array_get(a, 4));
+	io.len = (uint32_t)json_integer_value(json_array_get(a, 5));
+	return io;
+}
+
+/* What the tasks ship for a match on another host (docs/graphs.md, "Across hosts"): the
+ * server task's first receive matches exactly one of the client task's sends by the rule of
+ * graph/kmsg.c, the 4-tuples being the real ones (the server's port 6379). */
+static void check_kattrs(const struct graph_task *cl, const struct graph_task *sv)
+{
+	json_t *ca = json_loads(cl->attrs, 0, NULL), *sa = json_loads(sv->attrs, 0, NULL);
+	json_t *sends = json_object_get(ca, "kernel.sends");
+	struct kmsg_io recv, snd[8];
+	struct kmsg_match *m = NULL;
+	size_t ns, nm = 0;
+
+	assert_true(json_is_array(sends));
+	ns = json_array_size(sends);
+	assert_true(ns >= 1 && ns <= 8);
+	for (size_t i = 0; i < ns; i++) {
+		snd[i] = kio_of(json_array_get(sends, i));
+		assert_int_equal(snd[i].rport, 6379);
+	}
+	recv = kio_of(json_object_get(sa, "kernel.recv"));
+	assert_int_equal(recv.lport, 6379);
+	assert_int_equal(kmsg_match(snd, ns, &recv, 1, &m, &nm), 0);
+	assert_int_equal(nm, 1);
+	free(m);
+	json_decref(ca);
+	json_decref(sa);
+}
+
 /* What one trace is: 0 (not this benchmark's), or the number of processCommand tasks of a
  * trace of exactly the expected shape; fails the test on any other shape. */
 static int classify(const struct graph *g, long bench, long redis, bool *has_redis)
@@ -130,6 +176,7 @@ static int classify(const struct graph *g, long bench, long redis, bool *has_red
 	assert_string_equal(sv->service, "redis-server");
 	assert_int_equal(sv->parent, 0);
 	assert_true(sv->start >= cl->start - 1000000 && sv->end <= cl->end + 1000000);
+	check_kattrs(cl, sv);
 	for (size_t i = 0; i < g->ntasks; i++) {
 		const struct graph_task *k = &g->tasks[i];
 

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Kernel edges across hosts (docs/graphs.md, "Across hosts"): unmodified programs, each end
+ * of a connection seen by another agent, the aggregator matching one agent's send with the
+ * other's receive (aggregator/aggd_kx.c).
+ *
+ * redis-server runs in namespace 1 ("h-server"), `redis-benchmark -c 1 -n N -t set -P 1` in
+ * namespace 2 ("h-client"), joined by a veth pair of their own; each namespace has its own
+ * agent scoped to it (`weft agent --scope netns:PATH`), the aggregator is in the root
+ * namespace, and
+ *   from kernel:sockets, span(uprobe:/usr/bin/redis-server:processCommand)
+ *   where comm = 'redis-server' or comm = 'redis-benchmark' graph every 1s
+ * is submitted with `weft submit`.  Neither agent sees both ends: the client's agent makes
+ * client tasks, the server's agent server tasks (with their processCommand children) rooting
+ * traces of their own.  The aggregator's graph store must then hold, among the traces of
+ * this redis-benchmark, exactly what test_run_kedges asserts of one host:
+ *   - N traces of a SET: a client task (redis-benchmark, "request ADDR:6379", host h-client,
+ *     the root), a message edge from it to a server task (redis-server, "serve :6379", host
+ *     h-server) and one processCommand task, the server task's child;
+ *   - 1 trace of the settings (CONFIG GET save, CONFIG GET appendonly in one write): the
+ *     same with two processCommand children;
+ * and no other trace may hold a task of this redis-server.
+ *
+ * Needs root, ip(8), redis-server, redis-benchmark and redis-cli, and the sock tracepoints;
+ * skipped otherwise.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graph/store.h"
+#include "tests/cluster/cluster_util.h"
+#include "tests/skip.h"
+
+#define NS 2
+#define N_SET 100
+#define REDIS_BIN "/usr/bin/redis-server"
+#define BENCH_BIN "/usr/bin/redis-benchmark"
+
+static const char *const hosts[NS] = { "h-server", "h-client" };
+
+struct fixture {
+	struct cl cl;
+	struct cl_net net;
+	struct cl_proc *agg, *agents[NS];
+	char scope[NS][PATH_MAX];
+	char ip[2][32]; /* the server's and the client's end of their link */
+	char gpath[PATH_MAX];
+	bool failed;
+};
+
+static struct fixture *live;
+
+static void fixture_clean(struct fixture *f)
+{
+	if (f->cl.dir[0]) {
+		f->cl.passed = !f->failed;
+		cl_fini(&f->cl);
+		f->cl.dir[0] = 0;
+	}
+	cl_net_teardown(&f->net);
+}
+
+static void clean_at_exit(void)
+{
+	if (live)
+		fixture_clean(live);
+}
+
+static int group_setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char listen[64], log[32], pre[20], va[16], vb[16];
+	int x;
+
+	if (!f)
+		return -1;
+	*state = f;
+	live = f;
+	atexit(clean_at_exit);
+	f->failed = true;
+	cl_init(&f->cl);
+	cl_net_setup(&f->net, NS);
+	assert_int_equal(sscanf(f->net.root_ip[0], "10.201.%d.", &x), 1);
+	snprintf(pre, sizeof(pre), "10.201.%d", x);
+	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
+	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
+	snprintf(va, sizeof(va), "wft%dxa", (int)getpid());
+	snprintf(vb, sizeof(vb), "wft%dxb", (int)getpid());
+	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
+	assert_int_equal(cl_ip("link set %s netns %s", va, f->net.ns[0]), 0);
+	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[1]), 0);
+	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[0], f->ip[0], va), 0);
+	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[1], f->ip[1], vb), 0);
+	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[0], va), 0);
+	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[1], vb), 0);
+
+	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
+	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	for (int k = 0; k < NS; k++)
+		cl_keygen(&f->cl, "agent", hosts[k], true);
+	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
+	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL,
+			       (char *const[]){ (char *)"--graph-store", f->gpath,
+						(char *)"--lateness", (char *)"15s", NULL });
+	for (int k = 0; k < NS; k++) {
+		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
+		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
+		f->agents[k] =
+			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
+				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
+		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
+	}
+	f->failed = false;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	f->failed |= !f->cl.passed;
+	fixture_clean(f);
+	live = NULL;
+	free(f);
+	return 0;
+}
+
+/* A count of the graph store's object in `weft status --format json`. */
+static long long graph_count(struct cl *cl, const char *name)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *g = wj_get(st, "graph");
+	long long v;
+
+	assert_non_null(g);
+	v = wj_int_of(g, name);
+	wj_free(st);
+	return v;
+}
+
+/* 0 (not this benchmark's trace), or the number of processCommand tasks of a trace of
+ * exactly the expected shape; fails the test on any other shape. */
+static int classify(const struct graph *g, const char *addr_s, long bench, long redis,
+		    bool *has_redis)
+{
+	const struct graph_task *cl = NULL, *sv = NULL;
+	char want[64];
+	int npc = 0, nmsg = 0, npar = 0;
+
+	*has_redis = false;
+	for (size_t i = 0; i < g->ntasks; i++) {
+		*has_redis |= g->tasks[i].pid == redis;
+		if (g->tasks[i].pid == bench)
+			cl = &g->tasks[i];
+	}
+	if (!cl)
+		return 0;
+	snprintf(want, sizeof(want), "request %s:6379", addr_s);
+	assert_string_equal(cl->service, "redis-benchmark");
+	assert_string_equal(cl->name, want);
+	assert_string_equal(cl->host, hosts[1]);
+	assert_int_equal(cl->parent, 0);
+	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
+			assert_null(sv);
+			sv = &g->tasks[i];
+		}
+	if (!sv)
+		fail_msg("a trace of redis-benchmark without a server task");
+	assert_int_equal(sv->pid, redis);
+	assert_string_equal(sv->service, "redis-server");
+	assert_string_equal(sv->host, hosts[0]);
+	assert_int_equal(sv->parent, 0);
+	for (size_t i = 0; i < g->ntasks; i++) {
+		const struct graph_task *k = &g->tasks[i];
+
+		if (k == cl || k == sv)
+			continue;
+		assert_string_equal(k->name, "processCommand");
+		assert_string_equal(k->host, hosts[0]);
+		assert_int_equal(k->parent, sv->id);
+		assert_int_equal(k->tid, sv->tid);
+		assert_true(k->start >= sv->start && k->end <= sv->end);
+		npc++;
+	}
+	for (size_t i = 0; i < g->nedges; i++) {
+		const struct graph_edge *e = &g->edges[i];
+
+		if (e->kind == GRAPH_EDGE_MESSAGE) {
+			assert_int_equal(e->from_task, cl->id);
+			assert_int_equal(e->to_task, sv->id);
+			nmsg++;
+		} else {
+			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
+			assert_int_equal(e->from_task, sv->id);
+			npar++;
+		}
+	}
+	assert_int_equal(nmsg, 1);
+	assert_int_equal(npar, npc);
+	assert_int_equal(g->ntasks, 2 + (size_t)npc);
+	return npc;
+}
+
+static void test_redis_across(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	struct cl_proc *sub, *redis, *bench;
+	struct graph_store *s;
+	struct graph_trace_row *rows = NULL;
+	struct graph_filter fl = { .limit = 1000000 };
+	char query[256], num[32], why[512] = "", cmd[512], n[64];
+	long by_npc[4] = { 0 };
+	uint64_t qid;
+	ssize_t nt;
+	int ready = 0;
+
+	redis = cl_spawn(cl, "redis", f->net.ns[0],
+			 (char *const[]){ (char *)REDIS_BIN, (char *)"--port", (char *)"6379",
+					  (char *)"--bind", f->ip[0], (char *)"--save", (char *)"",
+					  (char *)"--appendonly", (char *)"no",
+					  (char *)"--protected-mode", (char *)"no", NULL });
+	/* up when it answers (before the query runs: these pings are not traced) */
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
+		 f->net.ns[1], f->ip[0]);
+	ready = CL_WAIT(system(cmd) == 0 || !cl_alive(redis), CL_WAIT_MS) && cl_alive(redis);
+	if (!ready)
+		fail_msg("redis-server did not come up: %s", cl_slurp(redis->out));
+
+	snprintf(query, sizeof(query),
+		 "from kernel:sockets, span(uprobe:%s:processCommand) "
+		 "where comm = 'redis-server' or comm = 'redis-benchmark' graph every 1s",
+		 REDIS_BIN);
+	sub = cl_submit(cl, "submit", NULL, query, &qid);
+	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
+	for (int k = 0; k < NS; k++)
+		cl_expect_log(f->agents[k], n, CL_WAIT_MS);
+
+	snprintf(num, sizeof(num), "%d", N_SET);
+	bench = cl_spawn(cl, "bench", f->net.ns[1],
+			 (char *const[]){ (char *)BENCH_BIN, (char *)"-h", f->ip[0], (char *)"-p",
+					  (char *)"6379", (char *)"-c", (char *)"1", (char *)"-n",
+					  num, (char *)"-t", (char *)"set", (char *)"-P",
+					  (char *)"1", (char *)"-q", NULL });
+	if (cl_wait_exit(bench, 120000) != 0)
+		fail_msg("redis-benchmark failed (%d): %s", bench->status, cl_slurp(bench->err));
+	/* an exchange is complete when a record a second newer comes on its host, or the query
+	 * ends: here the end ships them all (each agent's last batch may reach the aggregator
+	 * after its last window: stored then); wait for every task (client, server,
+	 * processCommand) */
+	cl_cancel(cl, NULL, qid);
+	cl_expect_end(sub);
+	if (!CL_WAIT(graph_count(cl, "tasks") >= 3 * N_SET + 4, 60000))
+		fail_msg("%lld tasks stored, not %d", graph_count(cl, "tasks"), 3 * N_SET + 4);
+	cl_stop(redis, SIGTERM, 10000);
+	assert_int_equal(graph_count(cl, "rejected"), 0);
+	assert_int_equal(graph_count(cl, "failed"), 0);
+
+	s = graph_store_open(f->gpath, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", f->gpath, why);
+	nt = graph_store_list(s, &fl, &rows, why, sizeof(why));
+	if (nt < 0)
+		fail_msg("list: %s", why);
+	for (ssize_t i = 0; i < nt; i++) {
+		struct graph g;
+		char hex[33];
+		bool has_redis;
+		int k;
+
+		graph_id128_hex(rows[i].trace, hex);
+		graph_init(&g);
+		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
+			fail_msg("load %s: %s", hex, why);
+		k = classify(&g, f->ip[0], (long)bench->pid, (long)redis->pid, &has_redis);
+		if (k == 0 && has_redis)
+			fail_msg("trace %s holds work of redis-server but no request", hex);
+		if (k > 2)
+			fail_msg("trace %s: %d processCommand tasks", hex, k);
+		by_npc[k]++;
+		graph_free(&g);
+	}
+	free(rows);
+	graph_store_close(s);
+	assert_int_equal(by_npc[1], N_SET); /* the SETs */
+	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
+	cl->passed = true;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_across),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root (network namespaces)\n");
+		return WT_SKIP;
+	}
+	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
+	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
+		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
+		return WT_SKIP;
+	}
+	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
+		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
+		return WT_SKIP;
+	}
+	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
+}
