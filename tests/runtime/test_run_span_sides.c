@@ -43,25 +43,24 @@
  *  - with replaced < 0 (want = R, every start ends): the spans the sleepers are short, summed,
  *    equal the replaced starts exactly, and nothing else is lost.
  *
- * Why not exactly R each: the kernel now and then does not deliver one sched_switch into a
- * sleeper to any BPF program attached to the tracepoint through perf (weft's `tp:` and
- * bpftrace's alike), and counts no miss for it.  Evidence (branch spanfix, 2026-11-26, a
- * loaded 2-core host): weft's runqlat query, bpftrace recording sched_waking/sched_wakeup/
- * sched_switch of the sleepers and a tracefs instance (ftrace: no perf, no BPF) recording the
- * same, side by side over wl_wake 300 3.  In about 1 run in 10 one thread had 299 spans and 1
- * replaced start in weft, with 0 misses; bpftrace's log of that thread showed the same hole:
- * `out st1` (switched out asleep), `wakeup` by the main thread, then a second `out st1` with
- * no `in` between, which cannot happen: the switch-in fired, but neither tracer saw it.  A
- * switch into the sleeper is the switch out of whatever ran before it; perf drops a
- * tracepoint event that recurses into its own per-task recursion context (a task switched out
- * while inside a perf tracepoint handler, e.g. another tracer's syscall tracepoint, whose
- * handlers are preemptible now), before any BPF program runs, so no recursion miss is
- * counted.  Weft's semantics are right: the missed end leaves the start open and the next
- * wakeup replaces it, as bpftrace's runqlat.bt would (it overwrites its start).  The lost
- * event is always a switch-in (the sleeper's own switch-out and its wakeup by the main thread
- * are not in such a handler), so each loss is one span short and one replaced start, except
- * a loss on a sleeper's very last switch-in, whose start no later start replaces: about 1 in
- * 300 losses, which would fail this check.
+ * Why not exactly R each: now and then one sched_switch into a sleeper reaches no consumer of
+ * the tracepoint at all, and no miss is counted.  Evidence (branch spanfix, 2026-11-26, the
+ * shared 2-core host under load 5-6): weft's runqlat query over wl_wake 300 3, side by side
+ * with bpftrace recording the sleepers' sched_waking/sched_wakeup/sched_switch, and in other
+ * runs with a tracefs instance (plain ftrace: no perf, no BPF; entries-written = entries in
+ * buffer, no LOST marker) recording sched_wakeup/sched_switch of the sleepers.  In about 1 run
+ * in 10, one thread had 299 spans and 1 replaced start in weft, with 0 misses, and the other
+ * tracer's log of that thread had the same hole: `prev=wlw_sleep prev_state=S` (switched out
+ * asleep), `sched_wakeup` by the main thread, then `prev=wlw_sleep prev_state=S` again with no
+ * `next=wlw_sleep` between, which cannot happen: the thread ran, so a switch-in took place,
+ * but the tracepoint delivered it to none of weft, bpftrace or ftrace.  So it is below weft
+ * (the tracepoint's dispatch on this kernel, possibly its probe array being swapped as the
+ * other tracers on the host attach and detach sched_switch probes: not proven), and weft's
+ * semantics are right: the missed end leaves the start open and the next wakeup replaces it,
+ * as bpftrace's runqlat.bt would (it overwrites its start).  Every hole seen was a switch-in
+ * (2 of 2); each is one span short and one replaced start, exactly, which is what this checks.
+ * Not covered, and would fail it: a lost switch-in on a sleeper's very last round (no later
+ * start replaces it), or a lost wakeup or switch-out (a start never made).
  */
 static void run_wake(const char *query, long long want, long long replaced)
 {
