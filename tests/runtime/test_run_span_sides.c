@@ -17,7 +17,9 @@
  *    never sleeps in state S): no span at all.
  *  - end.args.F, the end probe's own fields: offcputime grouped by the switch-in's next_pid
  *    and filtered by its next_comm: the same counts.
- *  - Each query is run up to three times and must be exact once (run_wake() says why).
+ *  - Each query is run once, no retry.  Where the query's start is replaced only by a lost
+ *    end, every span a sleeper is short is one replaced start: sum(R - spans) = replaced,
+ *    exactly (run_wake() says why and gives the evidence).
  *  - runqlat written the other way round: a start-side filter in the span itself
  *    (sched_wakeup where args.comm = 'wlw_sleep'), the same counts.
  */
@@ -34,19 +36,40 @@
 
 /*
  * Runs QUERY (grouped by a `tid` key, counting `n`) over `wl_wake ROUNDS THREADS`, released
- * once weft is attached; checks that every sleeper thread has exactly `want` spans (and no
- * other row exists), and that the window lost nothing or, with replaced >= 0, exactly that
- * many span starts replaced by a later start under the same key (spans that never end).
+ * once weft is attached, once (no retry), and checks:
+ *  - no row for any other thread, and no sleeper with more than `want` spans;
+ *  - with replaced >= 0: exactly `want` spans a sleeper and exactly `replaced` span starts
+ *    replaced by a later start under the same key (spans that never end);
+ *  - with replaced < 0 (want = R, every start ends): the spans the sleepers are short, summed,
+ *    equal the replaced starts exactly, and nothing else is lost.
+ *
+ * Why not exactly R each: now and then one sched_switch into a sleeper reaches no consumer of
+ * the tracepoint at all, and no miss is counted.  Evidence (branch spanfix, 2026-11-26, the
+ * shared 2-core host under load 5-6): weft's runqlat query over wl_wake 300 3, side by side
+ * with bpftrace recording the sleepers' sched_waking/sched_wakeup/sched_switch, and in other
+ * runs with a tracefs instance (plain ftrace: no perf, no BPF; entries-written = entries in
+ * buffer, no LOST marker) recording sched_wakeup/sched_switch of the sleepers.  In about 1 run
+ * in 10, one thread had 299 spans and 1 replaced start in weft, with 0 misses, and the other
+ * tracer's log of that thread had the same hole: `prev=wlw_sleep prev_state=S` (switched out
+ * asleep), `sched_wakeup` by the main thread, then `prev=wlw_sleep prev_state=S` again with no
+ * `next=wlw_sleep` between, which cannot happen: the thread ran, so a switch-in took place,
+ * but the tracepoint delivered it to none of weft, bpftrace or ftrace.  So it is below weft
+ * (the tracepoint's dispatch on this kernel, possibly its probe array being swapped as the
+ * other tracers on the host attach and detach sched_switch probes: not proven), and weft's
+ * semantics are right: the missed end leaves the start open and the next wakeup replaces it,
+ * as bpftrace's runqlat.bt would (it overwrites its start).  Every hole seen was a switch-in
+ * (2 of 2); each is one span short and one replaced start, exactly, which is what this checks.
+ * Not covered, and would fail it: a lost switch-in on a sleeper's very last round (no later
+ * start replaces it), or a lost wakeup or switch-out (a start never made).
  */
-static bool run_wake_once(const char *query, long long want, long long replaced)
+static void run_wake(const char *query, long long want, long long replaced)
 {
-	bool ok = true;
 	char r[16], t[16], line[128];
 	char *argv[] = { (char *)wr_workload("wl_wake"), r, t, NULL };
 	struct wr_proc wl, p;
 	struct wr_json j;
 	int tids[THREADS], ntids = 0, rc;
-	long long total;
+	long long total, short_by = 0, nreplaced = 0;
 
 	snprintf(r, sizeof(r), "%d", ROUNDS);
 	snprintf(t, sizeof(t), "%d", THREADS);
@@ -69,10 +92,10 @@ static bool run_wake_once(const char *query, long long want, long long replaced)
 	assert_int_equal(rc, 0);
 	wr_json_lines(&p.out, &j);
 	/*
-	 * One window and no loss, except `misses`: the scheduler's tracepoints fire inside other
-	 * BPF programs too (a ring buffer's wakeup), where the kernel skips ours, and on a shared
-	 * machine other tracers run.  A miss that touched the workload's threads would show in
-	 * the exact counts below; any other is reported, not failed.
+	 * One window and no loss but replaced starts, except `misses`: the scheduler's tracepoints
+	 * fire inside other BPF programs too (a ring buffer's wakeup), where the kernel skips ours,
+	 * and on a shared machine other tracers run.  A miss that touched the workload's threads
+	 * would show in the counts below; any other is reported, not failed.
 	 */
 	{
 		const struct wj *w = NULL, *lost;
@@ -85,18 +108,14 @@ static bool run_wake_once(const char *query, long long want, long long replaced)
 		assert_non_null(w);
 		lost = wj_get(w, "lost");
 		assert_non_null(lost);
-		for (int i = 0; i < THREADS; i++)
-			printf("# thread %d: %lld spans, %lld misses\n", tids[i],
-			       wr_sum_col(&j, "n", "tid", tids[i]), wj_int_of(w, "misses"));
 		for (size_t k = 0; k < lost->nkids; k++) {
-			long long want_lost = replaced >= 0 && strcmp(lost->kids[k].name,
-								      "span_start_replaced") == 0 ?
-						      replaced :
-						      0;
-
-			if (!lost->kids[k].is_int || lost->kids[k].ival != want_lost)
-				fail_msg("lost %s %s, not %lld", lost->kids[k].str,
-					 lost->kids[k].name, want_lost);
+			if (!lost->kids[k].is_int)
+				fail_msg("lost %s: not an integer", lost->kids[k].name);
+			if (strcmp(lost->kids[k].name, "span_start_replaced") == 0)
+				nreplaced = lost->kids[k].ival;
+			else if (lost->kids[k].ival != 0)
+				fail_msg("lost %s %s, not 0", lost->kids[k].str,
+					 lost->kids[k].name);
 		}
 		assert_int_equal(wj_int_of(w, "overflow"), 0);
 		if (wj_int_of(w, "misses"))
@@ -107,33 +126,21 @@ static bool run_wake_once(const char *query, long long want, long long replaced)
 		long long n = wr_sum_col(&j, "n", "tid", tids[i]);
 
 		printf("# %s: thread %d: %lld spans\n", query, tids[i], n);
-		ok &= n == want;
+		assert_true(n <= want);
+		if (replaced >= 0)
+			assert_int_equal(n, want);
+		short_by += want - n;
 	}
+	printf("# %lld spans short, %lld starts replaced\n", short_by, nreplaced);
+	if (replaced >= 0)
+		assert_int_equal(nreplaced, replaced);
+	else
+		assert_int_equal(short_by, nreplaced); /* each lost switch-in: one replaced start */
 	total = wr_sum_col(&j, "n", NULL, 0);
-	ok &= total == want * THREADS; /* no row for any other thread */
+	assert_int_equal(total, want * THREADS - short_by); /* no row for any other thread */
 	wr_json_free(&j);
 	wr_free(&p);
 	wr_free(&wl);
-	return ok;
-}
-
-/*
- * run_wake_once(), which must come out exact in one of WAKE_TRIES runs.  The scheduler's
- * tracepoints are shared with every tracer on the machine (bpftrace's runqlat and offcputime
- * among them on this one), and once in a few runs one switch of a sleeper is not delivered to
- * weft's program although the kernel reports no miss: the count is then one span short and
- * one start is replaced.  A result that is not exact in every one of the runs fails.
- */
-#define WAKE_TRIES 3
-static void run_wake(const char *query, long long want, long long replaced)
-{
-	for (int i = 0; i < WAKE_TRIES; i++) {
-		if (run_wake_once(query, want, replaced))
-			return;
-		printf("# run %d of %d not exact%s\n", i + 1, WAKE_TRIES,
-		       i + 1 < WAKE_TRIES ? ": again" : "");
-	}
-	fail_msg("%s: no run of %d gave exactly %lld spans per thread", query, WAKE_TRIES, want);
 }
 
 static void test_runqlat_wakeup_to_switch_in(void **state)
