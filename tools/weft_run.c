@@ -524,6 +524,11 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 	       (unsigned long long)lost, (unsigned long long)gs.open_evicted,
 	       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
 	       (unsigned long long)gs.unfinished, (unsigned long long)gs.bad);
+	if (gs.kernel_unowned || gs.kernel_pending_full)
+		printf("kernel:sched/process: %llu records in no task (no element), %llu wakeups "
+		       "and forks lost (pending table full)\n",
+		       (unsigned long long)gs.kernel_unowned,
+		       (unsigned long long)gs.kernel_pending_full);
 	fflush(stdout);
 }
 
