@@ -15,6 +15,7 @@
  * is checked before use: it came from the kernel, but a wrong layout must not crash us.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +215,14 @@ struct ktask {
 	struct graph_id128 trace;
 };
 
+/* A wakeup or fork whose target thread had no task open yet: its next task ends the edge. */
+struct kpend {
+	int64_t tid; /* the woken thread, the child */
+	enum graph_edge_kind kind;
+	struct graph_id128 trace;
+	uint64_t from; /* the waker's, the parent's task */
+};
+
 struct ptrace {
 	uint64_t kheld; /* exchanges of the trace still buffered (kernel:sockets) */
 	uint64_t nopen; /* open tasks of the trace */
@@ -257,6 +266,10 @@ struct graphcap {
 	size_t nksent, cap_ksent;
 	struct ktask *ktasks;
 	size_t nktasks, cap_ktasks;
+
+	/* kernel:sched and kernel:process: wakeups and forks waiting for their target's task */
+	struct kpend *kpend;
+	size_t nkpend, cap_kpend;
 
 	struct graph_aggs total; /* every finished trace so far: the outlier rules' view */
 	struct graphcap_stats st;
@@ -335,6 +348,7 @@ void graphcap_free(struct graphcap *c)
 	free(c->kas);
 	free(c->ksent);
 	free(c->ktasks);
+	free(c->kpend);
 	graph_aggs_free(&c->total);
 	free(c);
 }
@@ -436,6 +450,9 @@ static void evict_oldest(struct graphcap *c)
 	c->st.open_evicted++;
 }
 
+static int kpend_resolve(struct graphcap *c, const struct open_task *ot);
+static int grow(void **v, size_t *cap, size_t need, size_t elsz);
+
 static int on_begin(struct graphcap *c, const struct weft_graph_rec *r)
 {
 	struct graph_id128 tr = { r->a[0], r->a[1] };
@@ -507,7 +524,7 @@ static int on_begin(struct graphcap *c, const struct weft_graph_rec *r)
 		}
 		top->v = slot + 1;
 	}
-	return 0;
+	return c->nkpend ? kpend_resolve(c, ot) : 0;
 }
 
 static int on_end(struct graphcap *c, const struct weft_graph_rec *r)
@@ -684,6 +701,176 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 	return 0;
 }
 
+/* ------------------------------------------------------ kernel:sched and kernel:process */
+
+/*
+ * Wakeups, forks, execs and exits (docs/graphs.md, "Scheduler and process edges").  The task
+ * of a thread at a moment is the innermost weft task (weft/trace.h) open on it then
+ * (tid_top).  A wakeup or fork is an edge from the task of the waker (the parent) to the task
+ * of the woken thread (the child): the one open on it at that moment, else the next one it
+ * begins; such a wait is kept in a bounded table (max_open entries; a full table counts the
+ * loss in kernel_pending_full) and forgotten when the thread exits.  An edge joins two tasks
+ * of one trace: a cause with no task open, or ends in different traces, make no edge and are
+ * counted (kernel_unowned).  exec and exit are events of the thread's open task, exec's with
+ * the file executed ({"filename": ...}); an exit then ends the tasks still open on its thread
+ * (innermost first, status unset), which no one else could end.
+ */
+static const struct open_task *tid_open(const struct graphcap *c, int64_t pid, int64_t tid)
+{
+	const struct hent *top = hmap_find(&c->tid_top, (uint64_t)pid, (uint64_t)tid, 0);
+
+	if (!top || !top->v || !c->open[top->v - 1].used)
+		return NULL;
+	return &c->open[top->v - 1];
+}
+
+/* The open task of a thread known by its tid alone (the tracepoints name no process). */
+static const struct open_task *tid_open_any(const struct graphcap *c, int64_t tid)
+{
+	for (size_t i = 0; i < c->nopen_slots; i++)
+		if (c->open[i].used && c->open[i].tid == tid) {
+			const struct open_task *ot = tid_open(c, c->open[i].pid, tid);
+
+			if (ot)
+				return ot;
+		}
+	return NULL;
+}
+
+static int kedge_add(struct graphcap *c, enum graph_edge_kind kind, struct graph_id128 trace,
+		     uint64_t from, const struct open_task *to)
+{
+	struct graph_edge ed = { 0 };
+
+	if (to->trace.hi != trace.hi || to->trace.lo != trace.lo || to->id == from) {
+		c->st.kernel_unowned++;
+		return 0;
+	}
+	ed.trace = trace;
+	ed.kind = kind;
+	ed.from_task = from;
+	ed.to_task = to->id;
+	ed.source = GRAPH_SRC_KERNEL;
+	return graph_add_edge(&c->pend, &ed) ? 0 : -ENOMEM;
+}
+
+static int kpend_resolve(struct graphcap *c, const struct open_task *ot)
+{
+	size_t i = 0;
+	int rc = 0;
+
+	while (i < c->nkpend) {
+		struct kpend *k = &c->kpend[i];
+
+		if (k->tid != ot->tid) {
+			i++;
+			continue;
+		}
+		if (!rc)
+			rc = kedge_add(c, k->kind, k->trace, k->from, ot);
+		*k = c->kpend[--c->nkpend];
+	}
+	return rc;
+}
+
+static void kpend_forget(struct graphcap *c, int64_t tid)
+{
+	size_t i = 0;
+
+	while (i < c->nkpend)
+		if (c->kpend[i].tid == tid)
+			c->kpend[i] = c->kpend[--c->nkpend];
+		else
+			i++;
+}
+
+static int on_kcause(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	const struct open_task *from, *to;
+	int64_t tid = (int64_t)r->a[0];
+	struct kpend *k;
+
+	if (!r->a[0] || r->a[0] > INT32_MAX)
+		return -EINVAL;
+	from = tid_open(c, r->pid, r->tid);
+	if (!from || tid == (int64_t)r->tid) {
+		c->st.kernel_unowned++;
+		return 0;
+	}
+	to = tid_open_any(c, tid);
+	if (to)
+		return kedge_add(c,
+				 r->kind == WEFT_GREC_KFORK ? GRAPH_EDGE_FORK : GRAPH_EDGE_WAKEUP,
+				 from->trace, from->id, to);
+	if (c->nkpend >= c->o.max_open) {
+		c->st.kernel_pending_full++;
+		return 0;
+	}
+	if (grow((void **)&c->kpend, &c->cap_kpend, c->nkpend + 1, sizeof(*c->kpend)))
+		return -ENOMEM;
+	k = &c->kpend[c->nkpend++];
+	k->tid = tid;
+	k->kind = r->kind == WEFT_GREC_KFORK ? GRAPH_EDGE_FORK : GRAPH_EDGE_WAKEUP;
+	k->trace = from->trace;
+	k->from = from->id;
+	return 0;
+}
+
+static int on_kproc_event(struct graphcap *c, const struct weft_graph_rec *r)
+{
+	const struct open_task *ot = tid_open(c, r->pid, r->tid);
+	struct graph_event ev = { 0 };
+	char file[WEFT_GREC_STR];
+
+	if (r->kind == WEFT_GREC_KEXIT)
+		kpend_forget(c, r->tid);
+	if (!ot) {
+		c->st.kernel_unowned++;
+		return 0;
+	}
+	ev.trace = ot->trace;
+	ev.task = ot->id;
+	ev.time = to_real(c, r->time);
+	ev.source = GRAPH_SRC_KERNEL;
+	ev.attrs = "{}";
+	if (r->kind == WEFT_GREC_KEXEC) {
+		json_t *o;
+		char *txt;
+
+		rec_str(file, r->s0, sizeof(r->s0));
+		o = json_pack("{s:s}", "filename", file);
+		if (!o)
+			return -EINVAL; /* not UTF-8: counted in bad */
+		txt = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		if (!txt)
+			return -ENOMEM;
+		ev.attrs = graph_strdup(&c->pend, txt);
+		free(txt);
+		if (!ev.attrs)
+			return -ENOMEM;
+	}
+	ev.name = r->kind == WEFT_GREC_KEXEC ? "exec" : "exit";
+	if (!graph_add_event(&c->pend, &ev))
+		return -ENOMEM;
+	if (r->kind != WEFT_GREC_KEXIT)
+		return 0;
+	/* an exiting thread ends no task any more: its open ones end here, status unset */
+	for (int n = 0; n < WEFT_GREC_STR && (ot = tid_open(c, r->pid, r->tid)); n++) {
+		struct weft_graph_rec end = { .time = r->time, .pid = r->pid, .tid = r->tid };
+		int rc;
+
+		end.kind = WEFT_GREC_TASK_END;
+		end.a[0] = ot->trace.hi;
+		end.a[1] = ot->trace.lo;
+		end.a[2] = ot->id;
+		rc = on_end(c, &end);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int graphcap_record(struct graphcap *c, const void *rec, size_t len)
 {
 	struct weft_graph_rec r;
@@ -716,6 +903,14 @@ int graphcap_record(struct graphcap *c, const void *rec, size_t len)
 	case WEFT_GREC_KSEND:
 	case WEFT_GREC_KRECV:
 		rc = on_kop(c, &r);
+		break;
+	case WEFT_GREC_KWAKE:
+	case WEFT_GREC_KFORK:
+		rc = on_kcause(c, &r);
+		break;
+	case WEFT_GREC_KEXEC:
+	case WEFT_GREC_KEXIT:
+		rc = on_kproc_event(c, &r);
 		break;
 	default:
 		rc = -EINVAL;

@@ -1122,7 +1122,70 @@ static bool plan_keyed(const struct plan *p)
  */
 static bool graph_ksock(const struct cg *c)
 {
-	return c->src && c->src->start.kernel;
+	return c->src && c->src->start.kernel && c->tgt && strcmp(c->tgt->category, "sock") == 0;
+}
+
+/*
+ * kernel:sched and kernel:process (probes/kernel.c): tracepoints of category sched.  The
+ * record's thread is the waker, the parent, the thread that execs or exits; a[0] is the woken
+ * thread (sched_waking, sched_wakeup_new: pid) or the child (sched_process_fork: child_pid);
+ * s0 the file that sched_process_exec ran.  A thread waking itself is not recorded.
+ */
+static bool graph_ksched(const struct cg *c)
+{
+	return c->src && c->src->start.kernel && c->tgt && strcmp(c->tgt->category, "sched") == 0;
+}
+
+static int ksched_kind(const char *event)
+{
+	if (strcmp(event, "sched_waking") == 0 || strcmp(event, "sched_wakeup_new") == 0)
+		return WEFT_GREC_KWAKE;
+	if (strcmp(event, "sched_process_fork") == 0)
+		return WEFT_GREC_KFORK;
+	if (strcmp(event, "sched_process_exec") == 0)
+		return WEFT_GREC_KEXEC;
+	return WEFT_GREC_KEXIT;
+}
+
+static void emit_graph_ksched_filter(struct cg *c)
+{
+	const struct probe_field *pid;
+
+	if (ksched_kind(c->tgt->event) != WEFT_GREC_KWAKE)
+		return;
+	pid = cur_field(c, "pid");
+	if (!pid)
+		return;
+	emit(c,
+	     "\tif ((__u32)WEFT_TP(ctx, %u, __s32) == (__u32)bpf_get_current_pid_tgid())\n"
+	     "\t\treturn 0;\n",
+	     pid->offset);
+}
+
+static void emit_graph_ksched(struct cg *c)
+{
+	int kind = ksched_kind(c->tgt->event);
+	const struct probe_field *f;
+
+	emit(c, "#pragma clang loop unroll(full)\n");
+	emit(c, "\t\tfor (int i = 0; i < WEFT_GREC_NARGS; i++)\n\t\t\tg->a[i] = 0;\n");
+	emit(c, "\t\tg->kind = %d;\n", kind);
+	switch (kind) {
+	case WEFT_GREC_KWAKE:
+	case WEFT_GREC_KFORK:
+		f = cur_field(c, kind == WEFT_GREC_KWAKE ? "pid" : "child_pid");
+		if (f)
+			emit(c, "\t\tg->a[0] = (__u32)WEFT_TP(ctx, %u, __s32);\n", f->offset);
+		break;
+	case WEFT_GREC_KEXEC:
+		f = cur_field(c, "filename");
+		if (f)
+			emit(c, "\t\tweft_tp_str_loc(e, ctx, %u, g->s0, WEFT_GREC_STR);\n",
+			     f->offset);
+		break;
+	default:
+		break;
+	}
 }
 
 static void emit_graph_ksock_filter(struct cg *c)
@@ -1203,6 +1266,8 @@ static void emit_graph_sink(struct cg *c)
 
 	if (graph_ksock(c))
 		emit_graph_ksock_filter(c);
+	if (graph_ksched(c))
+		emit_graph_ksched_filter(c);
 	emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
 	emit(c, "\tif (!r)\n\t\treturn 0;\n");
 	emit(c, "\t{\n\t\tstruct weft_graph_rec *g = (struct weft_graph_rec *)r->b;\n");
@@ -1215,6 +1280,8 @@ static void emit_graph_sink(struct cg *c)
 	emit(c, "\t\tweft_comm(g->comm);\n\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
 	if (graph_ksock(c)) {
 		emit_graph_ksock(c);
+	} else if (graph_ksched(c)) {
+		emit_graph_ksched(c);
 	} else if (c->span_end || !prog_is_usdt(c)) {
 		emit(c, "#pragma clang loop unroll(full)\n");
 		emit(c, "\t\tfor (int i = 0; i < WEFT_GREC_NARGS; i++)\n\t\t\tg->a[i] = 0;\n");

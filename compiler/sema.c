@@ -2284,7 +2284,9 @@ static int check_graph(struct sema *s)
 		if (src->is_span || !sp->set)
 			continue;
 		if (sp->kernel) {
-			if (mark_kernel_edges(s, sp) != 0)
+			/* kernel:sockets reads sockets through BTF; the sched sources read none */
+			if (sp->set->n && strcmp(sp->set->v[0].category, "sock") == 0 &&
+			    mark_kernel_edges(s, sp) != 0)
 				rc = -EINVAL;
 			continue;
 		}
@@ -2348,8 +2350,14 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
 						    "query records",
 						    q->sources[i].start.text),
 					 "end the query with `graph` (from %s graph), or read the "
-					 "tracepoints themselves (tp:sock:sock_send_length)",
-					 q->sources[i].start.text);
+					 "tracepoints themselves (tp:%s:%s)",
+					 q->sources[i].start.text,
+					 q->sources[i].start.set && q->sources[i].start.set->n ?
+						 q->sources[i].start.set->v[0].category :
+						 "sock",
+					 q->sources[i].start.set && q->sources[i].start.set->n ?
+						 q->sources[i].start.set->v[0].event :
+						 "sock_send_length");
 				rc = -EINVAL;
 			}
 		if (check_select(&s) != 0)

@@ -124,7 +124,13 @@ enum weft_scope {
  *                         (tcp_sock.write_seq), bytes, the socket's address (its identity)
  *   WEFT_GREC_KRECV       kernel:sockets, a receive: the same, the sequence number after the
  *                         read (tcp_sock.copied_seq)
- *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources (reserved: wakeups, fork)
+ *   WEFT_GREC_KWAKE       kernel:sched, a wakeup (sched:sched_wakeup, sched_wakeup_new): the
+ *                         waker is the record's thread; a[0] = the woken thread's tid
+ *   WEFT_GREC_KFORK       kernel:process, sched:sched_process_fork: the parent is the record's
+ *                         thread; a[0] = the child's tid (a process's first thread: its pid)
+ *   WEFT_GREC_KEXEC       kernel:process, sched:sched_process_exec: s0 = the file executed
+ *   WEFT_GREC_KEXIT       kernel:process, sched:sched_process_exit: the record's thread exits
+ *   WEFT_GREC_KERNEL_BASE and above: kernel edge sources
  * Strings are read from the traced process, bounded by WEFT_GREC_STR (NUL-terminated, cut).
  */
 #define WEFT_GREC_STR 128
@@ -139,6 +145,10 @@ enum weft_grec_kind {
 	WEFT_GREC_KERNEL_BASE = 16,
 	WEFT_GREC_KSEND = 16,
 	WEFT_GREC_KRECV = 17,
+	WEFT_GREC_KWAKE = 18,
+	WEFT_GREC_KFORK = 19,
+	WEFT_GREC_KEXEC = 20,
+	WEFT_GREC_KEXIT = 21,
 };
 
 struct weft_graph_rec {

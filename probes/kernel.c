@@ -11,19 +11,50 @@
  *                    moved.  The code generator reads the 4-tuple and the stream's sequence
  *                    numbers from the socket through BTF (CO-RE).
  *
+ *   kernel:sched     tracepoint:sched:sched_waking and tracepoint:sched:sched_wakeup_new: a
+ *                    thread wakes another (sched_waking fires in the waker's context, where
+ *                    sched_wakeup may fire on the woken thread's CPU, in whatever runs
+ *                    there), or a new thread's first wakeup (in its parent's context).
+ *   kernel:process   tracepoint:sched:sched_process_fork, sched_process_exec and
+ *                    sched_process_exit: fork (and clone), exec with the file, exit.
+ *
  * The targets are ordinary tracepoint targets (kind PROBE_TRACEPOINT): they attach as
  * tracepoints do and their fields (args.family, args.ret, ...) may be used in `where`.  The
  * compiler knows them for kernel edges by their source's probe kind, PROBE_KERNEL.
  *
  * Limits: only kprobe-free sources; a kernel without the sock tracepoints gets PERR_FEATURE
- * with the reason (the syscalls alone do not give the socket).  `kernel:sched` and
- * `kernel:process` are not provided yet: they are refused with the list of what is.
+ * with the reason (the syscalls alone do not give the socket); the sched tracepoints exist on
+ * every kernel weft supports.
  */
 #include <string.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
 
-static const char *const kernel_groups[] = { "sockets" };
+static const char *const kernel_groups[] = { "sockets", "sched", "process" };
+
+/* The tracepoints (category sched) of kernel:sched and kernel:process. */
+static int kernel_sched_add(const char *group, const struct probe_ctx *ctx, struct probe_set *set,
+			    struct probe_err *err)
+{
+	static const char *const sched[] = { "sched_waking", "sched_wakeup_new" };
+	static const char *const process[] = { "sched_process_fork", "sched_process_exec",
+					       "sched_process_exit" };
+	bool is_sched = strcmp(group, "sched") == 0;
+	const char *const *ev = is_sched ? sched : process;
+	int n = is_sched ? 2 : 3, start = set->n;
+
+	for (int i = 0; i < n; i++)
+		if (tracepoint_target_add(set, "sched", ev[i], ctx, NULL, err) != 0) {
+			probe_set_truncate(set, start);
+			if (err->kind == PERR_UNKNOWN) {
+				err->kind = PERR_FEATURE;
+				snprintf(err->fix, sizeof(err->fix),
+					 "kernel:%s needs the tracepoint sched:%s", group, ev[i]);
+			}
+			return -1;
+		}
+	return 0;
+}
 
 static int kernel_resolve(const char *const *parts, int nparts, uint64_t offset, bool has_offset,
 			  const struct probe_ctx *ctx, struct probe_set *set, struct probe_err *err)
@@ -36,12 +67,15 @@ static int kernel_resolve(const char *const *parts, int nparts, uint64_t offset,
 				"a kernel source has one part, e.g. kernel:sockets");
 	if (has_offset)
 		return perr_set(err, PERR_OFFSET, NULL, "a kernel source takes no +offset");
+	if (strcmp(parts[0], "sched") == 0 || strcmp(parts[0], "process") == 0)
+		return kernel_sched_add(parts[0], ctx, set, err);
 	if (strcmp(parts[0], "sockets") != 0) {
 		perr_set(err, PERR_UNKNOWN, NULL, "no kernel source '%s'", parts[0]);
-		perr_fix_near(err, parts[0], kernel_groups, 1, "kernel:");
+		perr_fix_near(err, parts[0], kernel_groups, 3, "kernel:");
 		if (!err->fix[0])
 			snprintf(err->fix, sizeof(err->fix),
-				 "kernel sources: kernel:sockets (socket sends and receives)");
+				 "kernel sources: kernel:sockets (socket sends and receives), "
+				 "kernel:sched (wakeups), kernel:process (fork, exec, exit)");
 		return -1;
 	}
 	if (tracepoint_target_add(set, "sock", "sock_send_length", ctx, NULL, err) != 0 ||
@@ -61,6 +95,7 @@ static int kernel_resolve(const char *const *parts, int nparts, uint64_t offset,
 static int kernel_list(const char *const *parts, int nparts, const struct probe_ctx *ctx,
 		       probe_list_cb cb, void *arg, struct probe_err *err)
 {
+	static const char *const names[] = { "kernel:sockets", "kernel:sched", "kernel:process" };
 	struct probe_target t;
 
 	(void)parts;
@@ -69,8 +104,15 @@ static int kernel_list(const char *const *parts, int nparts, const struct probe_
 	(void)err;
 	memset(&t, 0, sizeof(t));
 	t.kind = PROBE_KERNEL;
-	snprintf(t.name, sizeof(t.name), "kernel:sockets");
-	return cb(&t, arg);
+	for (int i = 0; i < 3; i++) {
+		int rc;
+
+		snprintf(t.name, sizeof(t.name), "%s", names[i]);
+		rc = cb(&t, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* Where the tracepoints can be read (tracefs), so can the kernel sources: whether the sock
@@ -86,7 +128,7 @@ const struct probe_provider provider_kernel = {
 	.alias = NULL,
 	.min_parts = 1,
 	.max_parts = 1,
-	.usage = "kernel:sockets",
+	.usage = "kernel:GROUP (kernel:sockets, kernel:sched, kernel:process)",
 	.resolve = kernel_resolve,
 	.list = kernel_list,
 	.available = kernel_available,

@@ -490,7 +490,8 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 		       "\"events\":%llu,\"edges\":%llu,\"replaced\":%llu,\"sample\":%g,"
 		       "\"seen\":%llu,\"kept_head\":%llu,\"kept_outlier\":%llu,"
 		       "\"open_evicted\":%llu,\"end_without_begin\":%llu,\"orphans\":%llu,"
-		       "\"unfinished\":%llu,\"bad\":%llu,\"lost\":{",
+		       "\"unfinished\":%llu,\"kernel_unowned\":%llu,\"kernel_pending_full\":%llu,"
+		       "\"bad\":%llu,\"lost\":{",
 		       (unsigned long long)r->rows, (unsigned long long)r->put.traces,
 		       (unsigned long long)r->put.tasks, (unsigned long long)r->put.events,
 		       (unsigned long long)r->put.edges, (unsigned long long)r->put.replaced,
@@ -498,7 +499,8 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 		       (unsigned long long)gs.kept_head, (unsigned long long)gs.kept_outlier,
 		       (unsigned long long)gs.open_evicted,
 		       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
-		       (unsigned long long)gs.unfinished, (unsigned long long)gs.bad);
+		       (unsigned long long)gs.unfinished, (unsigned long long)gs.kernel_unowned,
+		       (unsigned long long)gs.kernel_pending_full, (unsigned long long)gs.bad);
 		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
 			if (WEFT_DROP_IS_LOSS(i))
 				printf("%s\"%s\":%llu", n++ ? "," : "", names[i],
@@ -522,6 +524,11 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 	       (unsigned long long)lost, (unsigned long long)gs.open_evicted,
 	       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
 	       (unsigned long long)gs.unfinished, (unsigned long long)gs.bad);
+	if (gs.kernel_unowned || gs.kernel_pending_full)
+		printf("kernel:sched/process: %llu records in no task (no element), %llu wakeups "
+		       "and forks lost (pending table full)\n",
+		       (unsigned long long)gs.kernel_unowned,
+		       (unsigned long long)gs.kernel_pending_full);
 	fflush(stdout);
 }
 

@@ -473,6 +473,160 @@ static void test_kernel_tiers(void **state)
 	graphcap_free(c);
 }
 
+static void prec(struct graphcap *c, uint32_t kind, uint64_t t, uint32_t pid, uint32_t tid,
+		 const uint64_t *a, int na, const char *s0, const char *s1)
+{
+	struct weft_graph_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.time = t;
+	r.pid = pid;
+	r.tid = tid;
+	r.kind = kind;
+	memcpy(r.comm, "app", 4);
+	for (int i = 0; i < na; i++)
+		r.a[i] = a[i];
+	if (s0)
+		snprintf(r.s0, sizeof(r.s0), "%s", s0);
+	if (s1)
+		snprintf(r.s1, sizeof(r.s1), "%s", s1);
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+}
+
+static const struct graph_task *task_of_id(const struct graph *g, uint64_t id)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].id == id)
+			return &g->tasks[i];
+	fail_msg("no task %llu", (unsigned long long)id);
+	return NULL;
+}
+
+static size_t count_edges(const struct graph *g, enum graph_edge_kind k, uint64_t from, uint64_t to)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < g->nedges; i++)
+		n += g->edges[i].kind == k && g->edges[i].from_task == from &&
+		     g->edges[i].to_task == to;
+	return n;
+}
+
+/*
+ * kernel:sched and kernel:process on weft tasks: a wakeup or fork is an edge from the task
+ * open on the waker's (parent's) thread to the one open on the woken thread (the child), or
+ * to the next one it begins; exec and exit are events of the thread's open task.  What makes
+ * no element is counted: a waker with no task, ends in two traces, a full pending table; an
+ * exit forgets what its thread was waiting for.
+ */
+static void test_kernel_sched(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
+	const uint64_t lo = 77, lo2 = 78;
+	uint64_t b1[] = { HI, lo, 1, 0 }, b2[] = { HI, lo, 2, 1 }, b3[] = { HI, lo, 3, 1 };
+	uint64_t b4[] = { HI, lo, 4, 2 }, b5[] = { HI, lo, 5, 1 }, b9[] = { HI, lo2, 9, 0 };
+	uint64_t w51[] = { 51 }, w52[] = { 52 }, f60[] = { 60 }, w80[] = { 80 }, w90[] = { 90 };
+	struct graphcap_stats st;
+	struct graph kept;
+	struct graphcap *c;
+	char why[256];
+	size_t nexec = 0, nexit = 0;
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	prec(c, WEFT_GREC_TASK_BEGIN, T0, 50, 50, b1, 4, "svc", "root");
+	prec(c, WEFT_GREC_TASK_BEGIN, T0 + 10, 50, 51, b2, 4, "svc", "worker");
+	prec(c, WEFT_GREC_TASK_BEGIN, T0 + 11, 90, 90, b9, 4, "svc", "other");
+	for (int i = 0; i < 3; i++) /* 50 wakes 51, whose task is open: 3 edges 1 -> 2 */
+		prec(c, WEFT_GREC_KWAKE, T0 + 20 + (uint64_t)i, 50, 50, w51, 1, NULL, NULL);
+	prec(c, WEFT_GREC_KWAKE, T0 + 30, 50, 50, w52, 1, NULL, NULL); /* 52: no task yet */
+	prec(c, WEFT_GREC_TASK_BEGIN, T0 + 40, 50, 52, b3, 4, "svc", "late");
+	prec(c, WEFT_GREC_KFORK, T0 + 50, 50, 51, f60, 1, NULL, NULL); /* 2 forks 60 */
+	prec(c, WEFT_GREC_TASK_BEGIN, T0 + 60, 60, 60, b4, 4, "svc", "child");
+	prec(c, WEFT_GREC_KEXEC, T0 + 61, 60, 60, NULL, 0, "/bin/true", NULL);
+	prec(c, WEFT_GREC_KEXIT, T0 + 62, 60, 60, NULL, 0, NULL, NULL);
+	prec(c, WEFT_GREC_KWAKE, T0 + 70, 70, 70, w51, 1, NULL, NULL); /* waker without task */
+	prec(c, WEFT_GREC_KWAKE, T0 + 71, 50, 50, w90, 1, NULL, NULL); /* another trace */
+	prec(c, WEFT_GREC_KWAKE, T0 + 72, 50, 50, w80, 1, NULL, NULL); /* 80 waits ... */
+	prec(c, WEFT_GREC_KEXIT, T0 + 73, 80, 80, NULL, 0, NULL, NULL); /* ... and exits */
+	prec(c, WEFT_GREC_TASK_BEGIN, T0 + 74, 81, 80, b5, 4, "svc", "reused");
+	for (uint64_t id = 5; id >= 1; id--) { /* 4 ended when its thread exited */
+		uint64_t e[] = { HI, lo, id, 1 };
+
+		if (id == 4)
+			continue;
+
+		prec(c, WEFT_GREC_TASK_END, T0 + 100 - id,
+		     id == 4 ? 60 :
+		     id == 5 ? 81 :
+			       50,
+		     id == 1 ? 50 :
+		     id == 2 ? 51 :
+		     id == 3 ? 52 :
+		     id == 4 ? 60 :
+			       80,
+		     e, 4, NULL, NULL);
+	}
+	{
+		uint64_t e[] = { HI, lo2, 9, 1 };
+
+		prec(c, WEFT_GREC_TASK_END, T0 + 200, 90, 90, e, 4, NULL, NULL);
+	}
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(count_edges(&kept, GRAPH_EDGE_WAKEUP, 1, 2), 3);
+	assert_int_equal(count_edges(&kept, GRAPH_EDGE_WAKEUP, 1, 3), 1);
+	assert_int_equal(count_edges(&kept, GRAPH_EDGE_FORK, 2, 4), 1);
+	for (size_t i = 0; i < kept.nedges; i++)
+		if (kept.edges[i].kind == GRAPH_EDGE_WAKEUP ||
+		    kept.edges[i].kind == GRAPH_EDGE_FORK)
+			assert_int_equal(kept.edges[i].source, GRAPH_SRC_KERNEL);
+	assert_int_equal(count_edges(&kept, GRAPH_EDGE_WAKEUP, 1, 5) +
+				 count_edges(&kept, GRAPH_EDGE_WAKEUP, 1, 9),
+			 0);
+	for (size_t i = 0; i < kept.nevents; i++) {
+		const struct graph_event *ev = &kept.events[i];
+
+		assert_int_equal(ev->task, 4);
+		if (strcmp(ev->name, "exec") == 0) {
+			assert_string_equal(ev->attrs, "{\"filename\":\"/bin/true\"}");
+			nexec++;
+		} else {
+			assert_string_equal(ev->name, "exit");
+			nexit++;
+		}
+	}
+	assert_int_equal(nexec, 1);
+	assert_int_equal(nexit, 1);
+	assert_int_equal(task_of_id(&kept, 4)->status, GRAPH_STATUS_UNSET);
+	assert_int_equal(task_of_id(&kept, 4)->end - task_of_id(&kept, 4)->start, 2);
+	assert_int_equal(task_of_id(&kept, 2)->status, GRAPH_STATUS_OK);
+	graphcap_stats(c, &st);
+	/* the taskless waker, the wakeup across traces, the exit of thread 80 (no task) */
+	assert_int_equal(st.kernel_unowned, 3);
+	assert_int_equal(st.kernel_pending_full, 0);
+	assert_int_equal(st.bad, 0);
+	graph_free(&kept);
+	graphcap_free(c);
+
+	/* a bounded wait: 2 open tasks allowed, so 2 pending wakeups; the third is counted */
+	o.max_open = 2;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	prec(c, WEFT_GREC_TASK_BEGIN, T0, 50, 50, b1, 4, "svc", "root");
+	for (uint64_t t = 100; t < 103; t++) {
+		uint64_t w[] = { t };
+
+		prec(c, WEFT_GREC_KWAKE, T0 + t, 50, 50, w, 1, NULL, NULL);
+	}
+	graphcap_stats(c, &st);
+	assert_int_equal(st.kernel_pending_full, 1);
+	graphcap_free(c);
+}
+
 /* Aggregates merge exactly: aggs(a) + aggs(b) = aggs(a u b), in either order. */
 static void test_aggs_merge(void **state)
 {
@@ -627,7 +781,7 @@ int main(void)
 		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
 		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
-		cmocka_unit_test(test_kernel_tiers),
+		cmocka_unit_test(test_kernel_tiers),   cmocka_unit_test(test_kernel_sched),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
