@@ -140,7 +140,7 @@ static int group_setup(void **state)
 		char pf[PATH_MAX], rec[PATH_MAX], rlog[PATH_MAX], rcv[PATH_MAX];
 		const char *src = getenv("WEFT_SOURCE_DIR");
 		struct cl_proc *r;
-		char *pt;
+		char *pt = NULL;
 
 		snprintf(pf, sizeof(pf), "%s/rcv.port", f->cl.dir);
 		snprintf(rec, sizeof(rec), "%s/spans", f->cl.dir);

@@ -126,6 +126,7 @@ __attribute__((noinline)) void wl_spin(long ms)
 			x += (unsigned long)i;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+	__asm__ volatile("" : : "r"(x)); /* read: clang's -Wunused-but-set-variable */
 }
 
 /* The uprobe site of `requests`: one HTTP request line, its bytes and length. */
