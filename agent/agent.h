@@ -78,6 +78,10 @@ struct agent_window_stats {
 	uint64_t drops[WEFT_DROP_NR];
 	uint64_t misses; /* bpf recursion misses (events not seen at all) */
 	uint64_t groups; /* groups read from the kernel */
+	uint64_t spans_open; /* span starts not yet ended when the window was read: spans in
+			      * flight; after agent_query_stop(), spans that never ended */
+	bool spans_known; /* spans_open was read (a local query with spans; a cluster's merged
+			   * window does not know it) */
 };
 
 /* Ends the current window: its groups are merged into `into` (which may hold earlier

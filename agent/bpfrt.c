@@ -683,7 +683,7 @@ static int span_evict_one(int fd, const void *key, const void *val, uint64_t now
 	return bpf_map_delete_elem(fd, key) == 0;
 }
 
-int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
+int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns, uint64_t *open)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, name);
@@ -692,7 +692,7 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 	char *tok_in, *tok_out, *keys, *vals;
 	int fd, err, evicted = 0;
 	bool first = true;
-	uint64_t now;
+	uint64_t now, seen = 0;
 
 	if (!m || bpf_map__type(m) != BPF_MAP_TYPE_HASH || bpf_map__key_size(m) != 8 ||
 	    bpf_map__value_size(m) < sizeof(struct weft_span_hdr))
@@ -726,6 +726,7 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 					   &opts);
 		if (err && err != -ENOENT)
 			break;
+		seen += count;
 		for (uint32_t i = 0; i < count; i++)
 			evicted +=
 				span_evict_one(fd, keys + i * ksz, vals + i * vsz, now, max_age_ns);
@@ -744,8 +745,10 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 		while (!err && steps++ < 2 * max_entries + 1) {
 			bool more = bpf_map_get_next_key(fd, &cur, &next) == 0;
 
-			if (bpf_map_lookup_elem(fd, &cur, vals) == 0)
+			if (bpf_map_lookup_elem(fd, &cur, vals) == 0) {
+				seen++;
 				evicted += span_evict_one(fd, &cur, vals, now, max_age_ns);
+			}
 			if (!more)
 				break;
 			cur = next;
@@ -753,6 +756,8 @@ int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns)
 	}
 out:
 	rt->evicted += (uint64_t)evicted;
+	if (open)
+		*open = seen - (uint64_t)evicted;
 	return evicted;
 }
 

@@ -123,9 +123,11 @@ int bpfrt_stream_fd(const struct bpfrt *rt);
  * Remove the starts of span table `name` older than max_age_ns (CLOCK_MONOTONIC, the clock of
  * bpf_ktime_get_ns()) and count them as WEFT_DROP_SPAN_EVICTED.  A start that an end matches
  * concurrently is either matched or evicted, never both (whoever deletes it owns it).
- * Returns the number evicted, or -errno.
+ * Returns the number evicted, or -errno; *open (if not NULL) the starts left in the table,
+ * spans in flight at the sweep (counted as the walk saw them: a start made or matched while
+ * it walks may or may not be among them).
  */
-int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns);
+int bpfrt_span_sweep(struct bpfrt *rt, const char *name, uint64_t max_age_ns, uint64_t *open);
 
 /*
  * The addresses of stack `id` of the idle epoch (WEFT_WANT_STACKS) into ips[max]; returns the

@@ -292,7 +292,10 @@ static void sb_json_window(struct sbuf *b, const struct agent_table *t,
 		}
 		sb_putc(b, '}');
 	}
-	sb_printf(b, "],\"groups\":%zu,\"lost\":{", agent_table_groups(t));
+	sb_printf(b, "],\"groups\":%zu,", agent_table_groups(t));
+	if (st->spans_known)
+		sb_printf(b, "\"spans_open\":%" PRIu64 ",", st->spans_open);
+	sb_puts(b, "\"lost\":{");
 	for (int d = 0; d < WEFT_DROP_NR; d++)
 		if (WEFT_DROP_IS_LOSS(d)) {
 			sb_printf(b, "%s\"%s\":%" PRIu64, comma ? "," : "", drop_names[d],

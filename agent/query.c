@@ -577,7 +577,7 @@ static int on_entry(void *ctx, const void *key, const void *const *cpu_vals, uns
 int agent_query_window(struct agent_query *q, struct agent_table *into,
 		       struct agent_window_stats *st)
 {
-	uint64_t misses = 0;
+	uint64_t misses = 0, spans_open = 0, open;
 	int rc, n = 0;
 
 	if (st) {
@@ -602,14 +602,17 @@ int agent_query_window(struct agent_query *q, struct agent_table *into,
 			char name[32];
 
 			snprintf(name, sizeof(name), "weft_span%d", s);
-			if (bpf_object__find_map_by_name(q->obj, name))
-				bpfrt_span_sweep(q->rt, name, SPAN_MAX_AGE_NS);
+			if (bpf_object__find_map_by_name(q->obj, name) &&
+			    bpfrt_span_sweep(q->rt, name, SPAN_MAX_AGE_NS, &open) >= 0)
+				spans_open += open;
 		}
 	if (st) {
 		bpfrt_drops_read(q->rt, st->drops);
 		if (bpfrt_prog_misses(q->rt, &misses) == 0)
 			st->misses = misses;
 		st->groups = n > 0 ? (uint64_t)n : 0;
+		st->spans_open = spans_open;
+		st->spans_known = q->plan->has_spans;
 		st->end_ns = q->window_start;
 	}
 	return q->drain_err ? q->drain_err : 0;

@@ -833,6 +833,8 @@ int cmd_run(int argc, char **argv)
 					acc.drops[i] += st.drops[i];
 				acc.misses += st.misses;
 				acc.groups += st.groups;
+				acc.spans_open = st.spans_open; /* a state, not a count */
+				acc.spans_known = st.spans_known;
 			}
 			if (budget_tick(&r))
 				break;
@@ -913,6 +915,8 @@ out_stop:
 				acc.drops[i] += st.drops[i];
 			acc.misses += st.misses;
 			acc.groups += st.groups;
+			acc.spans_open = st.spans_open; /* after the detach: never ended */
+			acc.spans_known = st.spans_known;
 		}
 		acc.index = sched.window;
 		acc.end_ns = now_ns();

@@ -162,12 +162,12 @@ static void run_span(__u32 table, int attach_end, int squat, struct result *r)
 		running = rt_wl_poll(&wl, 0);
 		collect(&p, r);
 		/* a sweep with a generous bound must not take starts of running spans */
-		assert_true(bpfrt_span_sweep(p.rt, "spans", 10ull * 1000000000ull) == 0);
+		assert_true(bpfrt_span_sweep(p.rt, "spans", 10ull * 1000000000ull, NULL) == 0);
 	} while (running == 1);
 	assert_int_equal(running, 0);
 	collect(&p, r);
 	/* the workload is gone: whatever start is left can never be matched */
-	assert_true(bpfrt_span_sweep(p.rt, "spans", 0) >= 0);
+	assert_true(bpfrt_span_sweep(p.rt, "spans", 0, NULL) >= 0);
 	collect(&p, r);
 	printf("# table %u%s: %llu matched, mean %.0f ns, min %lld ns, max %lld ns; full %llu, "
 	       "no start %llu, replaced %llu, evicted %llu\n",
