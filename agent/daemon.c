@@ -731,7 +731,9 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 	agent_sched_init(&q->s, m->epoch_realtime_ns, q->plan->every_ns, end, false, now,
 			 mono_ns());
 	if (q->plan->graph) {
-		struct graphcap_opts go = { .sz = sizeof(go), .host = d->host, .sample = -1 };
+		struct graphcap_opts go = {
+			.sz = sizeof(go), .host = d->host, .sample = -1, .live_clock = true
+		};
 
 		plan_graph_windows(q->plan, &q->wplan);
 		q->gc = graphcap_new(q->plan, &go);

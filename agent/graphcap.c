@@ -931,8 +931,9 @@ int graphcap_record(struct graphcap *c, const void *rec, size_t len)
  * by graph/kmsg.c: mirrored 4-tuple, overlapping bytes of the stream), with a message edge
  * from it; a client's is the child of the server task it runs in on the same thread (a tier
  * calling the next one), else the root of a trace of its own.  An exchange is complete when
- * its last op is GRAPHCAP_SPAN_HOLD_NS older than the newest record (or at the end): the
- * spans of its thread nest inside it then, as they end before it does.
+ * its last op is GRAPHCAP_SPAN_HOLD_NS older than the newest record, or than the clock for a
+ * live capture (live_clock: a host gone idle), or at the end: the spans of its thread nest
+ * inside it then, as they end before it does.
  */
 #define KSENT_KEEP_NS (10 * GRAPHCAP_SPAN_HOLD_NS) /* sends of emitted tasks kept to match */
 
@@ -1685,6 +1686,16 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	size_t ndone = 0;
 	int rc;
 
+	if (c->o.live_clock) {
+		struct timespec ts;
+
+		if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+			uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+
+			if (now > c->newest)
+				c->newest = now;
+		}
+	}
 	if ((rc = ksock_drain(c, final)) || (rc = spans_drain(c, final)))
 		return rc;
 	/* which traces are finished: no open task; or final; or too old; or too many */

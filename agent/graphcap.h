@@ -59,6 +59,12 @@ struct graphcap_opts {
 	uint32_t max_traces; /* 0: GRAPHCAP_DEFAULT_TRACES */
 	uint64_t max_age_ns; /* 0: GRAPHCAP_DEFAULT_MAX_AGE_NS */
 	bool keep_all; /* keep every finished trace (no sampling decision at all) */
+	/* Time moves by CLOCK_MONOTONIC too, not only by the records: at a drain, "now" is at
+	 * least the clock, so on a host gone idle the last exchanges and spans complete once
+	 * they are GRAPHCAP_SPAN_HOLD_NS old instead of waiting for a newer record or the end.
+	 * For live captures (the caller consumed the ring buffer just before the drain); a
+	 * test feeding records of its own times leaves it off. */
+	bool live_clock;
 };
 
 /* Totals since graphcap_new(). */

@@ -450,6 +450,9 @@ static void graph_flush(struct run *r, bool final)
 	char why[512] = "";
 	int rc;
 
+	/* every record there first: the capture's live clock says that whatever was written
+	 * before now has been seen (graph records are submitted without a wakeup) */
+	agent_query_poll(r->q, 0);
 	graph_init(&kept);
 	graph_aggs_init(&aggs);
 	rc = graphcap_drain(r->gc, final, &kept, &aggs);
@@ -711,7 +714,9 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (res.plan->graph) {
-		struct graphcap_opts gopts = { .sz = sizeof(gopts), .sample = -1 };
+		struct graphcap_opts gopts = { .sz = sizeof(gopts),
+					       .sample = -1,
+					       .live_clock = true };
 		char why[512] = "";
 
 		if (graph_store) {

@@ -16,6 +16,9 @@
  *     processCommand task, the server task's child on its thread (with a parent edge);
  *   - 1 trace of the settings: the same, with two processCommand children;
  * and no other trace may hold a task of this redis-server (all of its work is accounted).
+ * They must be stored while weft still runs, with redis-server stopped (SIGSTOP) after the
+ * benchmark so that no record comes (the last exchanges complete by the clock), and the store
+ * must hold exactly the same after the end.
  * Other processes called redis-benchmark on the machine (other tests) may add traces of
  * their own: they are told apart by pid and ignored.
  *
@@ -207,9 +210,47 @@ static int classify(const struct graph *g, long bench, long redis, bool *has_red
 	return npc;
 }
 
+/* The traces of store by their number of processCommand tasks (classify()) into by_npc[3]. */
+static void count_traces(const char *store, long bench, long redis, long by_npc[3])
+{
+	struct graph_filter f = { .limit = 1000000 };
+	struct graph_trace_row *rows = NULL;
+	struct graph_store *s;
+	char why[512] = "";
+	ssize_t n;
+
+	memset(by_npc, 0, 3 * sizeof(*by_npc));
+	s = graph_store_open(store, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", store, why);
+	n = graph_store_list(s, &f, &rows, why, sizeof(why));
+	if (n < 0)
+		fail_msg("list: %s", why);
+	for (ssize_t i = 0; i < n; i++) {
+		struct graph g;
+		char hex[33];
+		bool has_redis;
+		int k;
+
+		graph_id128_hex(rows[i].trace, hex);
+		graph_init(&g);
+		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
+			fail_msg("load %s: %s", hex, why);
+		k = classify(&g, bench, redis, &has_redis);
+		if (k == 0 && has_redis)
+			fail_msg("trace %s holds work of redis-server but no request", hex);
+		if (k > 2)
+			fail_msg("trace %s: %d processCommand tasks", hex, k);
+		by_npc[k]++;
+		graph_free(&g);
+	}
+	free(rows);
+	graph_store_close(s);
+}
+
 static void test_redis_local(void **state)
 {
-	char store[PATH_MAX], query[256], num[32], why[512] = "", cmd[512];
+	char store[PATH_MAX], query[256], num[32], cmd[512];
 	char *rargv[] = { (char *)"ip",
 			  (char *)"netns",
 			  (char *)"exec",
@@ -234,11 +275,7 @@ static void test_redis_local(void **state)
 			  (char *)"-P", (char *)"1",	   (char *)"-q",
 			  NULL };
 	struct wr_proc redis, weft, bench;
-	struct graph_store *s;
-	struct graph_trace_row *rows = NULL;
-	struct graph_filter f = { .limit = 1000000 };
-	ssize_t n;
-	long by_npc[4] = { 0 };
+	long by_npc[3] = { 0 };
 	int ready = 0;
 
 	(void)state;
@@ -281,6 +318,28 @@ static void test_redis_local(void **state)
 			fail_msg("redis-benchmark failed");
 		}
 	}
+	/*
+	 * While weft still runs and the traced processes are idle (redis-benchmark gone,
+	 * redis-server stopped: no record passes the filter any more): every request is stored
+	 * within a few seconds, as the last exchanges complete by the clock (their last op a
+	 * second old, then the next drain), not only when the query ends.
+	 */
+	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
+	{
+		uint64_t t0 = wr_now_ms(), end = t0 + 15000; /* a drain a second: ~2 s */
+
+		for (;;) {
+			wr_pump(&weft, 200);
+			count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
+			if ((by_npc[1] == N_SET && by_npc[2] == 1) || wr_now_ms() >= end)
+				break;
+		}
+		printf("# while weft ran: %ld SET traces, %ld settings traces after %llu ms\n",
+		       by_npc[1], by_npc[2], (unsigned long long)(wr_now_ms() - t0));
+		assert_int_equal(by_npc[1], N_SET);
+		assert_int_equal(by_npc[2], 1);
+	}
+	assert_int_equal(kill(redis.pid, SIGCONT), 0);
 	kill(weft.pid, SIGINT);
 	if (wr_finish(&weft, WR_TIMEOUT_MS) != 0) {
 		wr_dump(&weft, "weft run");
@@ -290,32 +349,8 @@ static void test_redis_local(void **state)
 	wr_finish(&redis, WR_TIMEOUT_MS);
 	redis_pid = 0;
 
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
-	for (ssize_t i = 0; i < n; i++) {
-		struct graph g;
-		char hex[33];
-		bool has_redis;
-		int k;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, (long)bench.pid, (long)redis.pid, &has_redis);
-		if (k == 0 && has_redis)
-			fail_msg("trace %s holds work of redis-server but no request", hex);
-		if (k > 2)
-			fail_msg("trace %s: %d processCommand tasks", hex, k);
-		by_npc[k]++;
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
+	/* and after it ended, still exactly those: nothing stored twice, nothing late */
+	count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
 	wr_free(&weft);
