@@ -572,4 +572,15 @@ void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s)
 	GSET(incomplete);
 	GSET(checked);
 #undef GSET
+	if (a->kx) {
+		struct aggd_kx_stats ks;
+
+		aggd_kx_stats(a->kx, &ks);
+		s->has_kernel_matched = s->has_kernel_split = true;
+		s->has_kernel_bad = s->has_kernel_dropped = true;
+		s->kernel_matched = ks.matched;
+		s->kernel_split = ks.split;
+		s->kernel_bad = ks.bad;
+		s->kernel_dropped = ks.dropped;
+	}
 }

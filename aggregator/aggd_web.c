@@ -23,6 +23,7 @@
 #include "aggregator/aggd.h"
 #include "agent/result.h"
 #include "aggregator/aggd_int.h"
+#include "aggregator/aggd_kx.h"
 #include "aggregator/web.h"
 #include "base/log.h"
 #include "kernel/aggkind.h"
@@ -289,6 +290,20 @@ static char *metrics(struct aggd *a)
 				"# TYPE weft_graph_forward_pending gauge\n"
 				"weft_graph_forward_pending %" PRIu64 "\n",
 				fs.sent, fs.dropped, fs.rejected, fs.queued, fs.pending);
+	}
+	if (a->kx) {
+		struct aggd_kx_stats ks;
+
+		aggd_kx_stats(a->kx, &ks);
+		fprintf(f,
+			"# HELP weft_graph_kernel_edges_total Kernel message edges across hosts "
+			"(a send matched with another agent's receive), by outcome.\n"
+			"# TYPE weft_graph_kernel_edges_total counter\n"
+			"weft_graph_kernel_edges_total{outcome=\"matched\"} %" PRIu64 "\n"
+			"weft_graph_kernel_edges_total{outcome=\"split\"} %" PRIu64 "\n"
+			"weft_graph_kernel_edges_total{outcome=\"bad\"} %" PRIu64 "\n"
+			"weft_graph_kernel_edges_total{outcome=\"dropped\"} %" PRIu64 "\n",
+			ks.matched, ks.split, ks.bad, ks.dropped);
 	}
 	if (a->has_parent)
 		fprintf(f,

@@ -194,6 +194,15 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			r->graph->path, r->graph->batches, r->graph->tasks, r->graph->events,
 			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
 			r->graph->lost, r->graph->checked, r->graph->incomplete);
+	if (r->graph && !one_query &&
+	    (r->graph->kernel_matched || r->graph->kernel_split || r->graph->kernel_bad ||
+	     r->graph->kernel_dropped))
+		fprintf(f,
+			"kernel edges across hosts: %" PRIu64 " matched, %" PRIu64
+			" not joined (trace stored already), %" PRIu64 " malformed, %" PRIu64
+			" forgotten early\n",
+			r->graph->kernel_matched, r->graph->kernel_split, r->graph->kernel_bad,
+			r->graph->kernel_dropped);
 	if (r->graph && r->graph->forward && !one_query) {
 		const Weft__GraphForwardStatus *w = r->graph->forward;
 
