@@ -14,6 +14,12 @@
 #                                          jq)
 #   BENCH_KEDGES_N: requests per run (default 20000)
 #   BENCH_KEDGES_SPAN=1: also nest processCommand spans (a uprobe per request besides)
+#   BENCH_KEDGES_PEERS=1: three more configurations in every round, in rotating order, to
+#     tell what the drop is made of: "empty" (bpftrace with empty programs on the same two
+#     tracepoints: what any BPF tracer pays for them to fire), "bt" (bpftrace doing the
+#     kernel side of the same job: the same filter, the 4-tuple read through BTF, counted
+#     in a map instead of recorded) and "nobudget" (weft with --cpu-budget 0: no per-program
+#     run-time statistics)
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -66,6 +72,16 @@ done
 query="from kernel:sockets"
 [ "${BENCH_KEDGES_SPAN:-0}" = 1 ] && query="$query, span(uprobe:$(command -v redis-server):processCommand)"
 query="$query where pid = $redis_pid or comm = 'redis-benchmark' graph"
+bt_empty='tracepoint:sock:sock_send_length,tracepoint:sock:sock_recv_length { }'
+bt_same="tracepoint:sock:sock_send_length,tracepoint:sock:sock_recv_length
+/ (pid == $redis_pid || comm == \"redis-benchmark\") && args->family == 2 &&
+  args->protocol == 6 && args->ret > 0 /
+{
+	\$sk = (struct sock *)args->sk;
+	@calls[tid, \$sk->__sk_common.skc_rcv_saddr, \$sk->__sk_common.skc_daddr,
+	       \$sk->__sk_common.skc_num, \$sk->__sk_common.skc_dport] = count();
+	@bytes = sum(args->ret);
+}"
 
 # bench_run NAME: one redis-benchmark run; prints its requests per second
 bench_run() {
@@ -78,7 +94,8 @@ bench_run() {
 run_on() {
 	local store=$log/$1.db wpid rps n
 	rm -f "$store"
-	"$WEFT" run -S "$store" "$query" >"$log/$1.weft.out" 2>"$log/$1.weft.err" &
+	# shellcheck disable=SC2086 # options, one word each
+	"$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$query" >"$log/$1.weft.out" 2>"$log/$1.weft.err" &
 	wpid=$!
 	for _ in $(seq 1200); do
 		grep -q attached "$log/$1.weft.err" && break
@@ -97,18 +114,51 @@ run_on() {
 	echo "$rps"
 }
 
+# run_bt NAME PROGRAM: bench_run with bpftrace running PROGRAM on the two tracepoints
+run_bt() {
+	local bpid rps
+	"$BPFTRACE" -e "$2" >"$log/$1.bt.out" 2>"$log/$1.bt.err" &
+	bpid=$!
+	wait_probes "$bpid" 2 60 || { cat "$log/$1.bt.err" >&2; exit 1; }
+	rps=$(bench_run "$1")
+	stop_pid "$bpid"
+	echo "$rps"
+}
+
+# one NAME ROUND: one run of a configuration; prints its requests per second
+one() {
+	case $1 in
+	off) bench_run "off-$2" ;;
+	on) run_on "on-$2" ;;
+	nobudget) WEFT_RUN_OPTS="--cpu-budget 0" run_on "nobudget-$2" ;;
+	empty) run_bt "empty-$2" "$bt_empty" ;;
+	bt) run_bt "bt-$2" "$bt_same" ;;
+	esac
+}
+
+configs="off on"
+[ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
+for c in $configs; do : >"$log/$c.txt"; done
 : >"$log/off.txt"
 : >"$log/on.txt"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
+# shellcheck disable=SC2086 # configs is a list of words
+set -- $configs
 for r in $(seq "$ROUNDS"); do
-	if [ $((r % 2)) = 1 ]; then
-		off=$(bench_run "off-$r"); on=$(run_on "on-$r")
-	else
-		on=$(run_on "on-$r"); off=$(bench_run "off-$r")
-	fi
-	echo "$off" >>"$log/off.txt"
-	echo "$on" >>"$log/on.txt"
-	printf 'round %d: off %s rps, on %s rps\n' "$r" "$off" "$on"
+	# rotate the order each round (off first, then on first, ...): drift spreads over all
+	order=
+	k=$(((r - 1) % $#))
+	for i in $(seq 0 $(($# - 1))); do
+		eval "c=\${$(((i + k) % $# + 1))}"
+		order="$order $c"
+	done
+	line="round $r:"
+	for c in $order; do
+		v=$(one "$c" "$r")
+		echo "$v" >>"$log/$c.txt"
+		line="$line $c $v"
+	done
+	echo "$line rps"
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r moff _ _ < <(stats 1 <"$log/off.txt")
@@ -118,5 +168,11 @@ drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }'
 	echo "kernel edges: redis-benchmark -c 1 -n $N -t set -P 1 over a veth pair, $ROUNDS rounds"
 	echo "query: $query"
 	echo "median off $moff rps, on $mon rps: drop $drop%"
+	for c in $configs; do
+		case $c in off | on) continue ;; esac
+		read -r m _ _ < <(stats 1 <"$log/$c.txt")
+		echo "median $c $m rps: drop $(awk -v a="$moff" -v b="$m" \
+			'BEGIN { printf "%.1f", (a - b) * 100 / a }')%"
+	done
 	echo "load average before $load0, after $load1 ($(nproc) CPUs)"
 } | tee "$log/result.txt"
