@@ -42,6 +42,7 @@
 #include "agent/wire.h"
 #include "agent/wire_graph.h"
 #include "compiler/plan.h"
+#include "graph/aggs.h"
 #include "probes/probes.h"
 #include "base/log.h"
 #include "base/text.h"
@@ -339,34 +340,157 @@ static const struct session_spool_ops agent_spool_ops = {
 	.dropped = spool_dropped,
 };
 
-int agent_daemon_graph_batch(struct agent_daemon *d, const struct wire_graph_meta *m,
-			     const struct graph *g)
+/* Which half of a split trace t goes to at split `depth`: a bit of a hash of its id. */
+static bool trace_side(struct graph_id128 t, unsigned depth)
 {
-	struct wire_graph_meta mm;
+	uint64_t x = t.hi ^ (t.lo * 0x9e3779b97f4a7c15ull);
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 29;
+	return (x >> (depth % 64)) & 1;
+}
+
+/*
+ * g's elements into a and b (graph_init()ed; their strings stay g's): by trace (depth's bit of
+ * the trace id's hash) when that puts something on each side, else by position (one trace too
+ * big for a batch).  The open flags of the tasks follow them (*ao, *bo: NULL when open is).
+ */
+static int graph_halve(const struct graph *g, const bool *open, unsigned depth, struct graph *a,
+		       bool **ao, struct graph *b, bool **bo)
+{
+	size_t na = 0, nta = 0, ntb = 0;
+	bool by_trace;
+
+	for (size_t i = 0; i < g->ntasks; i++)
+		na += !trace_side(g->tasks[i].trace, depth);
+	for (size_t i = 0; i < g->nevents; i++)
+		na += !trace_side(g->events[i].trace, depth);
+	for (size_t i = 0; i < g->nedges; i++)
+		na += !trace_side(g->edges[i].trace, depth);
+	by_trace = na > 0 && na < g->ntasks + g->nevents + g->nedges;
+	*ao = *bo = NULL;
+	if (open) {
+		*ao = calloc(g->ntasks + 1, sizeof(**ao));
+		*bo = calloc(g->ntasks + 1, sizeof(**bo));
+		if (!*ao || !*bo)
+			return -ENOMEM;
+	}
+#define SIDE_A(el, i, n) (by_trace ? !trace_side((el).trace, depth) : (i) < (n) / 2)
+	for (size_t i = 0; i < g->ntasks; i++) {
+		bool to_a = SIDE_A(g->tasks[i], i, g->ntasks);
+
+		if (!graph_add_task(to_a ? a : b, &g->tasks[i]))
+			return -ENOMEM;
+		if (open)
+			(to_a ? *ao : *bo)[to_a ? nta++ : ntb++] = open[i];
+	}
+	for (size_t i = 0; i < g->nevents; i++)
+		if (!graph_add_event(SIDE_A(g->events[i], i, g->nevents) ? a : b, &g->events[i]))
+			return -ENOMEM;
+	for (size_t i = 0; i < g->nedges; i++)
+		if (!graph_add_edge(SIDE_A(g->edges[i], i, g->nedges) ? a : b, &g->edges[i]))
+			return -ENOMEM;
+#undef SIDE_A
+	return 0;
+}
+
+/*
+ * The aggregates of a window ride on its first batch; the others carry an encoded empty set
+ * (none), which tells the aggregator that their traces are counted already: a batch without
+ * any is aggregated from its elements (senders that do not pre-aggregate).
+ */
+static int graph_batch_ship(struct agent_daemon *d, const struct wire_graph_meta *m,
+			    const struct graph *g, unsigned depth, const void *none,
+			    size_t none_len)
+{
+	size_t n = g->ntasks + g->nevents + g->nedges;
+	uint32_t max = d->o.graph_batch_max ? d->o.graph_batch_max : AGENT_GRAPH_BATCH_DEFAULT;
+	struct wire_graph_meta ma, mb;
+	struct graph a, b;
+	bool *ao = NULL, *bo = NULL;
 	char why[256];
 	void *buf;
 	size_t len;
 	unsigned dropped;
 	int rc;
 
+	if (n <= max || n < 2 || depth >= 128) {
+		rc = wire_graph_pack(m, g, &buf, &len, why, sizeof(why));
+		if (rc == 0) {
+			dropped = agent_spool_add_kind(d->spool, WEFT__ENVELOPE__BODY_GRAPH_BATCH,
+						       buf, len);
+			d->st.graph_batches++;
+			if (dropped)
+				log_warn("agent: the spool is full: %u oldest entries dropped",
+					 dropped);
+			return 0;
+		}
+		if (rc != -EMSGSIZE || n < 2 || depth >= 128) {
+			d->st.graph_lost += n;
+			log_err("agent: query %" PRIu64 " window %" PRIu64
+				": a graph batch cannot be sent: %s",
+				m->query_id, m->window, why);
+			return rc;
+		}
+	}
+	/* too many elements or bytes for one batch: two halves, each split again if need be */
+	graph_init(&a);
+	graph_init(&b);
+	rc = graph_halve(g, m->open, depth, &a, &ao, &b, &bo);
+	if (rc == 0) {
+		ma = *m;
+		ma.last = false;
+		ma.open = ao;
+		mb = *m;
+		if (m->aggs) {
+			mb.aggs = none;
+			mb.aggs_len = none_len;
+		}
+		mb.lost = 0;
+		mb.open = bo;
+		rc = graph_batch_ship(d, &ma, &a, depth + 1, none, none_len);
+		if (rc == 0)
+			rc = graph_batch_ship(d, &mb, &b, depth + 1, none, none_len);
+		else
+			d->st.graph_lost += b.ntasks + b.nevents + b.nedges;
+	} else {
+		d->st.graph_lost += n;
+		log_err("agent: query %" PRIu64 " window %" PRIu64
+			": a graph batch cannot be split: %s",
+			m->query_id, m->window, strerror(-rc));
+	}
+	free(ao);
+	free(bo);
+	graph_free(&a);
+	graph_free(&b);
+	return rc;
+}
+
+int agent_daemon_graph_batch(struct agent_daemon *d, const struct wire_graph_meta *m,
+			     const struct graph *g)
+{
+	struct wire_graph_meta mm;
+	struct graph_aggs empty;
+	void *none = NULL;
+	size_t none_len = 0;
+	int rc;
+
 	if (!d || !m || !g)
 		return -EINVAL;
 	mm = *m;
 	mm.host = d->host;
-	rc = wire_graph_pack(&mm, g, &buf, &len, why, sizeof(why));
-	if (rc) {
+	graph_aggs_init(&empty);
+	if (m->aggs && (rc = graph_aggs_encode(&empty, &none, &none_len))) {
+		graph_aggs_free(&empty);
 		d->st.graph_lost += g->ntasks + g->nevents + g->nedges;
-		log_err("agent: query %" PRIu64 " window %" PRIu64
-			": a graph batch cannot be sent: %s",
-			m->query_id, m->window, why);
 		return rc;
 	}
-	dropped = agent_spool_add_kind(d->spool, WEFT__ENVELOPE__BODY_GRAPH_BATCH, buf, len);
-	d->st.graph_batches++;
-	if (dropped)
-		log_warn("agent: the spool is full: %u oldest entries dropped", dropped);
+	rc = graph_batch_ship(d, &mm, g, 0, none, none_len);
+	free(none);
+	graph_aggs_free(&empty);
 	session_flush(d->sess);
-	return 0;
+	return rc;
 }
 
 static void send_query_error(struct agent_daemon *d, uint64_t id, const char *msg,

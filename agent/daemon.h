@@ -31,6 +31,9 @@
 
 #define AGENT_SPOOL_MAX_DEFAULT 4096u
 #define AGENT_SPOOL_BYTES_DEFAULT (64ull << 20)
+/* Graph elements (tasks, events and edges) one GraphBatch carries at most: a window with more
+ * is sent as several batches, whole traces together where they fit. */
+#define AGENT_GRAPH_BATCH_DEFAULT 20000u
 
 struct agent_daemon_opts {
 	size_t sz; /* sizeof(struct agent_daemon_opts) */
@@ -41,6 +44,7 @@ struct agent_daemon_opts {
 	const char *host; /* the name results are keyed by; NULL: gethostname() */
 	uint32_t spool_max; /* partials kept until acknowledged; 0: 4096 */
 	uint64_t spool_max_bytes; /* and their bytes; 0: 64 MiB */
+	uint32_t graph_batch_max; /* graph elements a batch carries; 0: AGENT_GRAPH_BATCH_DEFAULT */
 	int stop_fd; /* becomes readable: shut down (a signalfd); -1: none */
 	bool verbose; /* full verifier logs in QueryError.detail */
 	double cpu_budget; /* % of one CPU each query's probes may cost (agent/agent.h);
@@ -83,10 +87,12 @@ struct graph;
 struct wire_graph_meta;
 /*
  * Ships graph elements of a graph query (agent/graphcap.c calls it per window): packed into
- * a GraphBatch (agent/wire_graph.h; m->host is set to the agent's --host) and spooled like a
- * Partial, so that it is resent after a reconnect until acknowledged, and stored once.  0, or
- * -errno (-EINVAL, -EMSGSIZE: the batch cannot be packed; nothing is spooled, and its
- * elements are counted in the daemon's graph_lost).
+ * GraphBatches (agent/wire_graph.h; m->host is set to the agent's --host) and spooled like a
+ * Partial, so that they are resent after a reconnect until acknowledged, and stored once.
+ * More than graph_batch_max elements, or more bytes than one message may carry, are sent as
+ * several batches in order: split by trace (a trace's elements stay together unless one trace
+ * alone is too big), the aggregates and `lost` on the first, `last` on the last.  0, or -errno
+ * (-EINVAL: a batch cannot be packed; its elements are counted in the daemon's graph_lost).
  */
 int agent_daemon_graph_batch(struct agent_daemon *d, const struct wire_graph_meta *m,
 			     const struct graph *g);

@@ -55,6 +55,10 @@ static const char agent_help[] =
 	"      --spool-max N       partials kept while unacknowledged (default 4096); when the\n"
 	"                          spool is full the oldest is dropped, counted and logged\n"
 	"      --spool-bytes SIZE  and their total size (default 64MiB; units B KiB MiB GiB TiB)\n"
+	"      --graph-batch-max N graph elements (tasks, events, edges) one batch to the\n"
+	"                          aggregator carries (default 20000, at most 1000000): a\n"
+	"                          graph query's window with more is sent as several batches,\n"
+	"                          a trace's elements together where they fit\n"
 	"      --cpu-budget PCT    the share of one CPU each query's probes may cost on this\n"
 	"                          host (default 5; 0: no limit); a query over it three\n"
 	"                          seconds in a row is stopped here, and the aggregator told\n"
@@ -102,6 +106,7 @@ int cmd_agent(int argc, char **argv)
 		{ "spool-max", required_argument, NULL, 'S' },
 		{ "spool-bytes", required_argument, NULL, 'B' },
 		{ "cpu-budget", required_argument, NULL, 'U' },
+		{ "graph-batch-max", required_argument, NULL, 'G' },
 		{ "scope", required_argument, NULL, 'P' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -165,6 +170,20 @@ int cmd_agent(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			}
 			o.spool_max = (uint32_t)v;
+			break;
+		}
+		case 'G': {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 || v > WIRE_MAX_ELEMS) {
+				fprintf(stderr, "weft: --graph-batch-max takes 1 to %u\n",
+					WIRE_MAX_ELEMS);
+				return WEFT_EXIT_USAGE;
+			}
+			o.graph_batch_max = (uint32_t)v;
 			break;
 		}
 		case 'B':

@@ -34,6 +34,8 @@
  *               graph_wl.h), its per-type aggregates count all N_REQ, and the windows that
  *               `weft submit --format json` printed sum to exactly those traces and
  *               elements, the last one saying none is incomplete.
+ *   agent_small_batches the same with the agent's `--graph-batch-max 7`: a window's elements
+ *               go as many batches, every request still stored exactly once.
  *   agent_sampled the same with `sample 10%`: exactly the traces the hash selects plus the
  *               agent's outliers are stored, and the aggregates count all N_REQ.
  *
@@ -575,7 +577,8 @@ static long long graph_windows_sum(const char *path, const char *name, long long
  * agent's last batch drains everything it holds); returns the aggregator's graph store,
  * open, and the follower's stdout path in out.
  */
-static struct graph_store *agent_run(struct cl *cl, const char *sample, char *out, size_t outsz)
+static struct graph_store *agent_run(struct cl *cl, const char *sample, const char *batch_max,
+				     char *out, size_t outsz)
 {
 	char gpath[PATH_MAX], query[PATH_MAX + 64], n[64], why[256];
 	struct graph_store *s;
@@ -592,7 +595,10 @@ static struct graph_store *agent_run(struct cl *cl, const char *sample, char *ou
 		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--lateness",
 				       (char *)"15s", NULL });
 	agent = cl_agent_with(cl, "h1", "h1", NULL, NULL, true,
-			      (char *const[]){ (char *)"-v", NULL });
+			      batch_max ?
+				      (char *const[]){ (char *)"-v", (char *)"--graph-batch-max",
+						       (char *)batch_max, NULL } :
+				      (char *const[]){ (char *)"-v", NULL });
 	snprintf(query, sizeof(query), "from usdt:%s:weft:* graph %s every 1s",
 		 wr_workload("wl_graph"), sample);
 	sub = cl_submit(cl, "submit", NULL, query, &qid);
@@ -621,17 +627,15 @@ static struct graph_store *agent_run(struct cl *cl, const char *sample, char *ou
 	return s;
 }
 
-/* Every trace kept: exactly N_REQ traces of exactly wl_graph's structure. */
-static void test_agent(void **state)
+/* Every trace kept: exactly N_REQ traces of exactly wl_graph's structure; batch_max: the
+ * agent's --graph-batch-max (NULL: its default). */
+static void agent_all(struct cl *cl, const char *batch_max)
 {
-	struct cl *cl = *state;
 	struct graph_store *s;
 	char out[PATH_MAX];
 	long long inc;
 
-	if (!cl->dir[0])
-		skip();
-	s = agent_run(cl, "", out, sizeof(out));
+	s = agent_run(cl, "", batch_max, out, sizeof(out));
 	assert_int_equal(graph_count(cl, "tasks"), 2 * N_REQ);
 	assert_int_equal(graph_count(cl, "events"), N_REQ + N_REQ / 100);
 	assert_int_equal(graph_count(cl, "edges"), N_REQ);
@@ -650,6 +654,32 @@ static void test_agent(void **state)
 	cl->passed = true;
 }
 
+static void test_agent(void **state)
+{
+	struct cl *cl = *state;
+
+	if (!cl->dir[0])
+		skip();
+	agent_all(cl, NULL);
+}
+
+/*
+ * The same with `--graph-batch-max 7`: each window's elements (some 4 a request) are sent as
+ * many batches of at most 7, a trace's elements together (a trace is 4 or 5): every request
+ * still stored exactly once, and at least one batch per 7 elements arrived.
+ */
+static void test_agent_small_batches(void **state)
+{
+	struct cl *cl = *state;
+	long long elems = 2 * N_REQ + (N_REQ + N_REQ / 100) + N_REQ;
+
+	if (!cl->dir[0])
+		skip();
+	agent_all(cl, "7");
+	assert_true(graph_count(cl, "batches") >= (elems + 6) / 7);
+	print_message("%lld batches for %lld elements\n", graph_count(cl, "batches"), elems);
+}
+
 /*
  * `sample 10%`: the aggregator's store holds exactly the traces the hash selects plus the
  * agent's outliers (every error trace among them), and the aggregates the agent shipped
@@ -666,7 +696,7 @@ static void test_agent_sampled(void **state)
 
 	if (!cl->dir[0])
 		skip();
-	s = agent_run(cl, "sample 10%", out, sizeof(out));
+	s = agent_run(cl, "sample 10%", NULL, out, sizeof(out));
 	for (long i = 0; i < N_REQ; i++) {
 		bool h = graph_sample_head(
 			(struct graph_id128){ WL_GRAPH_TRACE_HI, (uint64_t)i + 1 }, 0.10);
@@ -699,6 +729,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stitch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_small_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent_sampled, setup, teardown),
 	};
 
