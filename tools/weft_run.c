@@ -557,6 +557,10 @@ int cmd_run(int argc, char **argv)
 		{ "graph-store", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		/* clauses of the query, not options: named so that getopt does not take `--for`
+		 * for an abbreviation of --format, and so that the error says where they go */
+		{ "for", required_argument, NULL, 1 },
+		{ "every", required_argument, NULL, 2 },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct compile_opts copts = { .sz = sizeof(copts) };
@@ -605,6 +609,16 @@ int cmd_run(int argc, char **argv)
 		case 'c':
 			cmd = optarg;
 			break;
+		case 1:
+		case 2: {
+			const char *cl = c == 1 ? "for" : "every";
+
+			fprintf(stderr,
+				"weft: `%s` is a clause of the query, not an option: weft run "
+				"'from ... %s %s'\n",
+				cl, cl, optarg);
+			return WEFT_EXIT_USAGE;
+		}
 		case 'F':
 			if (strcmp(optarg, "json") == 0)
 				r.fmt = AGENT_FMT_JSON;

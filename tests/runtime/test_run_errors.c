@@ -96,6 +96,11 @@ static void test_usage_errors(void **state)
 	EXPECT(2, "-p", (char *)"-p", (char *)"1", (char *)"-c", (char *)"true",
 	       (char *)"from syscall:getppid select count() for 1s");
 	EXPECT(2, "", (char *)"--no-such-option", (char *)"from syscall:getppid select count()");
+	/* `for` and `every` are clauses: said so, not taken for an abbreviation of --format */
+	EXPECT(2, "`for` is a clause of the query", (char *)"--for", (char *)"9s",
+	       (char *)"from syscall:getppid select count()");
+	EXPECT(2, "`every` is a clause of the query", (char *)"--every=1s",
+	       (char *)"from syscall:getppid select count()");
 }
 
 /* A program the verifier refuses: it writes through a map lookup it did not check. */
