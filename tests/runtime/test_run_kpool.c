@@ -3,9 +3,10 @@
  * End to end, scheduler edges into kernel and span tasks (docs/graphs.md, "Scheduler and
  * process edges"): a thread pool of an unmodified program.  `weft run` of
  *   from kernel:sockets, kernel:sched, span(uprobe:WL:handle) where comm = 'wl_pool' graph
- * over tests/workloads/wl_pool W N (a reader thread hands each of N requests of its client,
+ * over tests/workloads/wl_pool W N 40 (a reader thread hands each of N requests of its client,
  * over TCP on 127.0.0.1, to one of W worker threads through a mutex and a condition variable;
- * the worker's handle() makes the reply, which the reader writes).  The store must hold
+ * the worker's handle() makes the reply, which the reader writes; the client pauses 40 ms
+ * between requests, so that they spread over several drains).  The store must hold
  * exactly N traces, each exactly:
  *   - a client task ("request 127.0.0.1:PORT", the client process, the root), a `message`
  *     edge to the server task ("serve :PORT", the reader: the server's main thread);
@@ -17,6 +18,8 @@
  * the store keeps each (kind, from, to) once a trace: one wakeup a hand-off), nothing bad, no wakeup lost
  * to a full table, no record lost.  Wakeups that name no task (thread creation, the accept,
  * the client's exit, interrupts) are counted in kernel_unowned and make nothing.
+ * They must be stored while weft still runs (each trace whole whenever the store is read),
+ * and the store hold exactly the same after the end.
  * Needs root and the sock tracepoints (Linux 6.3); skipped otherwise.
  */
 #include <setjmp.h>
@@ -34,6 +37,7 @@
 
 #define N_REQ 60
 #define N_WORKERS 3
+#define PAUSE_MS "40" /* between requests: 60 of them over some 2.5 s, several drains */
 
 static char wl_path[PATH_MAX], dir[PATH_MAX];
 
@@ -110,19 +114,52 @@ static void check_trace(const struct graph *g, long server, int64_t *wtid)
 	*wtid = wk->tid;
 }
 
-static void test_pool(void **state)
+/* The traces of the store, each checked exactly (check_trace); their number. */
+static ssize_t check_store(const char *store, long server)
 {
-	char store[PATH_MAX + 16], query[2 * PATH_MAX], line[4096], nw[16], nr[16];
-	char why[512] = "", hex[33];
-	char *argv[] = { wl_path, nw, nr, NULL };
 	struct graph_filter f = { .limit = 1000000 };
 	struct graph_trace_row *rows = NULL;
 	int64_t wtids[N_WORKERS] = { 0 };
 	int nwtids = 0;
 	struct graph_store *s;
+	char why[512] = "", hex[33];
+	ssize_t n;
+
+	s = graph_store_open(store, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", store, why);
+	n = graph_store_list(s, &f, &rows, why, sizeof(why));
+	if (n < 0)
+		fail_msg("list: %s", why);
+	for (ssize_t i = 0; i < n; i++) {
+		struct graph g;
+		int64_t wt = 0;
+		bool known = false;
+
+		graph_id128_hex(rows[i].trace, hex);
+		graph_init(&g);
+		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
+			fail_msg("load %s: %s", hex, why);
+		check_trace(&g, server, &wt);
+		for (int k = 0; k < nwtids; k++)
+			known |= wtids[k] == wt;
+		if (!known) {
+			assert_true(nwtids < N_WORKERS); /* W workers at most */
+			wtids[nwtids++] = wt;
+		}
+		graph_free(&g);
+	}
+	free(rows);
+	graph_store_close(s);
+	return n;
+}
+
+static void test_pool(void **state)
+{
+	char store[PATH_MAX + 16], query[2 * PATH_MAX], line[4096], nw[16], nr[16];
+	char *argv[] = { wl_path, nw, nr, (char *)PAUSE_MS, NULL };
 	struct wr_proc p, wl;
 	long server;
-	ssize_t n;
 	struct wj *v;
 
 	(void)state;
@@ -150,6 +187,21 @@ static void test_pool(void **state)
 		fail_msg("wl_pool failed");
 	}
 	wr_free(&wl);
+	/* while weft still runs, the workload gone: every request is stored within a few
+	 * seconds (its exchanges complete by the clock, then the next drain), each trace whole
+	 * at every look (a worker's span joining a trace stored already would show here) */
+	{
+		uint64_t t0 = wr_now_ms(), end = t0 + 15000; /* a drain a second: ~2 s */
+		ssize_t n = 0;
+
+		while (n < N_REQ && wr_now_ms() < end) {
+			wr_pump(&p, 200);
+			n = check_store(store, server);
+		}
+		printf("# while weft ran: %zd traces after %llu ms\n", n,
+		       (unsigned long long)(wr_now_ms() - t0));
+		assert_int_equal(n, N_REQ);
+	}
 	kill(p.pid, SIGINT);
 	if (wr_finish(&p, WR_TIMEOUT_MS) != 0) {
 		wr_dump(&p, query);
@@ -173,33 +225,7 @@ static void test_pool(void **state)
 	wj_free(v);
 	wr_free(&p);
 
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
-	assert_int_equal(n, N_REQ);
-	for (ssize_t i = 0; i < n; i++) {
-		struct graph g;
-		int64_t wt = 0;
-		bool known = false;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		check_trace(&g, server, &wt);
-		for (int k = 0; k < nwtids; k++)
-			known |= wtids[k] == wt;
-		if (!known) {
-			assert_true(nwtids < N_WORKERS); /* W workers at most */
-			wtids[nwtids++] = wt;
-		}
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
+	assert_int_equal(check_store(store, server), N_REQ);
 }
 
 int main(void)

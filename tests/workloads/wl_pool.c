@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * wl_pool W N: an unmodified thread-pool server and its client, for the scheduler edges of
+ * wl_pool W N [PAUSE_MS]: an unmodified thread-pool server and its client, for the scheduler edges of
  * tests/runtime/test_run_kpool.c (docs/graphs.md, "Scheduler and process edges").  No
  * weft/trace.h: what connects the work is the kernel's.
  *
  * The process listens on 127.0.0.1 (a port the kernel picks), forks a client and starts W
  * worker threads.  The client connects and makes N requests one at a time: it sends 16
- * bytes, then reads the 16-byte reply.  The main thread is the reader: it accepts, reads each
+ * bytes, then reads the 16-byte reply (and sleeps PAUSE_MS before the next, so that the requests
+ * spread over several drains of the capture).  The main thread is the reader: it accepts, reads each
  * request and hands it to a worker through a queue guarded by a mutex and a condition
  * variable (pthread_cond_signal: the futex wakeup that is the edge); the worker calls
  * handle() (the span of the query) and gives the reply back; the reader writes it on the
@@ -130,7 +131,7 @@ static int send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-static int client(int port, int n)
+static int client(int port, int n, int pause_ms)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -144,6 +145,8 @@ static int client(int port, int n)
 		snprintf(q, sizeof(q), "req %d", i);
 		if (send_all(fd, q, MSG) || recv_all(fd, r, MSG) || strncmp(r, "rep ", 4) != 0)
 			return 1;
+		if (pause_ms > 0)
+			usleep((useconds_t)pause_ms * 1000);
 	}
 	close(fd);
 	return 0;
@@ -159,7 +162,7 @@ int main(int argc, char **argv)
 	pid_t kid;
 
 	if (w < 1 || w > MAXW || n < 1) {
-		fprintf(stderr, "usage: wl_pool WORKERS(1-%d) REQUESTS\n", MAXW);
+		fprintf(stderr, "usage: wl_pool WORKERS(1-%d) REQUESTS [PAUSE_MS]\n", MAXW);
 		return 2;
 	}
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -173,7 +176,7 @@ int main(int argc, char **argv)
 	if (kid < 0)
 		return 1;
 	if (kid == 0)
-		_exit(client(ntohs(a.sin_port), n));
+		_exit(client(ntohs(a.sin_port), n, argc > 3 ? atoi(argv[3]) : 0));
 	for (long i = 0; i < w; i++)
 		if (pthread_create(&th[i], NULL, worker, (void *)i) != 0)
 			return 1;
