@@ -6,12 +6,18 @@
  *            open task becomes a finished task of its trace's pending elements; event and
  *            edge -> pending elements of their trace; span -> buffered per thread until the
  *            drain nests it (spans end inner first, so nesting waits for the outer one).
- *   drain    spans nested and given ids; then every trace with no open task is finished:
+ *            kernel:sockets sends and receives -> buffered until their exchange is complete;
+ *            a kernel:sched or kernel:process wakeup or fork -> an edge between weft tasks
+ *            at once, or, when its waker has none, buffered for the drain.
+ *   drain    exchanges made kernel tasks; spans nested and given ids, the wakeups into them
+ *            resolved against the kernel and span tasks (a root span woken by a task joins
+ *            its trace); then every trace with no open task and nothing held is finished:
  *            added to the aggregates (all of them), then kept whole when the head sample or
  *            an outlier rule selects it.
  *
  * Bounds: open tasks (max_open; the oldest evicted), traces waiting (max_traces; the oldest
- * drained as they are), buffered spans (max_open), strings (WEFT_GREC_STR).  Every record
+ * drained as they are), buffered spans (max_open), buffered wakeups (max_open, counted in
+ * kernel_pending_full), strings (WEFT_GREC_STR).  Every record
  * is checked before use: it came from the kernel, but a wrong layout must not crash us.
  */
 #include <errno.h>
@@ -730,8 +736,10 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
  * of the woken thread (the child): the one open on it at that moment, else the next one it
  * begins; such a wait is kept in a bounded table (max_open entries; a full table counts the
  * loss in kernel_pending_full) and forgotten when the thread exits.  An edge joins two tasks
- * of one trace: a cause with no task open, or ends in different traces, make no edge and are
- * counted (kernel_unowned).  exec and exit are events of the thread's open task, exec's with
+ * of one trace: ends in different traces make no edge and are counted (kernel_unowned).  A
+ * cause whose waker has no weft task open is buffered (kw) for the drain, where its waker's
+ * span or kernel task and its woken thread's span are known (spans_drain, below); with none,
+ * it is counted there.  exec and exit are events of the thread's open task, exec's with
  * the file executed ({"filename": ...}); an exit then ends the tasks still open on its thread
  * (innermost first, status unset), which no one else could end.
  */
@@ -1699,8 +1707,7 @@ static int sgroup_ready(const struct graphcap *c, struct sgroup *gs, size_t ng,
 }
 
 /* Emits the spans of one thread (their wakeups resolved). */
-static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct sgroup *g,
-		       bool final)
+static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct sgroup *g)
 {
 	size_t top = 0;
 	int64_t pe = INT64_MIN;
@@ -1914,7 +1921,7 @@ static int spans_drain(struct graphcap *c, bool final)
 				gs[g].state = SG_HELD;
 			else if (r == -2)
 				again = true;
-			else if (!(rc = sgroup_emit(c, gs, ng, &gs[g], final)))
+			else if (!(rc = sgroup_emit(c, gs, ng, &gs[g])))
 				gs[g].state = SG_DONE;
 		}
 		if (c->nstasks)
