@@ -293,6 +293,10 @@ struct graphcap {
 	size_t nkw, cap_kw;
 	struct ktask *stasks, *kheldx;
 	size_t nstasks, cap_stasks, nkheldx, cap_kheldx;
+	/* during spans_drain: per buffered span, the latest end of its thread's spans up to it
+	 * (by start), and the pass of the drain going on */
+	int64_t *span_pmax;
+	int span_pass;
 
 	struct graph_aggs total; /* every finished trace so far: the outlier rules' view */
 	struct graphcap_stats st;
@@ -1546,6 +1550,7 @@ static int span_cmp(const void *pa, const void *pb)
 struct sgroup {
 	size_t i, j; /* the thread's spans: [i, j) of c->spans */
 	int state; /* SG_* */
+	int pass; /* SG_DONE: in which pass (its span tasks are sorted into stasks after it) */
 };
 enum { SG_WAIT, SG_DONE, SG_HELD };
 
@@ -1631,10 +1636,21 @@ static int kwake_from(const struct graphcap *c, struct sgroup *gs, size_t ng, co
 	const struct sgroup *g = sgroup_of(c, gs, ng, w->pid, w->tid);
 	const struct ktask *k;
 
-	if (g && g->state != SG_DONE)
-		for (size_t i = g->i; i < g->j; i++)
-			if (c->spans[i].start <= w->time && w->time <= c->spans[i].end)
-				return g->state == SG_WAIT ? -2 : -1;
+	if (g && (g->state != SG_DONE || g->pass == c->span_pass)) {
+		/* a span of it around the time: the last begun by then ends after it */
+		size_t lo = g->i, hi = g->j;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (c->spans[mid].start <= w->time)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > g->i && c->span_pmax[lo - 1] >= w->time)
+			return g->state == SG_HELD ? -1 : -2;
+	}
 	k = stask_at(c, w->pid, w->tid, w->time);
 	if (!k)
 		k = ktask_around(c, w->pid, w->tid, w->time, w->time);
@@ -1905,12 +1921,23 @@ static int spans_drain(struct graphcap *c, bool final)
 			free(gs);
 			return -ENOMEM;
 		}
-		gs[ng++] = (struct sgroup){ i, j, hold ? SG_HELD : SG_WAIT };
+		gs[ng++] = (struct sgroup){ i, j, hold ? SG_HELD : SG_WAIT, -1 };
 	}
+	c->span_pmax = malloc((c->nspans + 1) * sizeof(*c->span_pmax));
+	if (!c->span_pmax) {
+		free(gs);
+		return -ENOMEM;
+	}
+	for (size_t g = 0; g < ng; g++)
+		for (size_t i = gs[g].i; i < gs[g].j; i++)
+			c->span_pmax[i] = i > gs[g].i && c->span_pmax[i - 1] > c->spans[i].end ?
+						  c->span_pmax[i - 1] :
+						  c->spans[i].end;
 	/* in passes: a thread woken from a span of another thread waits for it */
 	for (int pass = 0; pass < 3 && !rc; pass++) {
 		bool again = false;
 
+		c->span_pass = pass;
 		for (size_t g = 0; g < ng && !rc; g++) {
 			int r;
 
@@ -1921,8 +1948,10 @@ static int spans_drain(struct graphcap *c, bool final)
 				gs[g].state = SG_HELD;
 			else if (r == -2)
 				again = true;
-			else if (!(rc = sgroup_emit(c, gs, ng, &gs[g])))
+			else if (!(rc = sgroup_emit(c, gs, ng, &gs[g]))) {
 				gs[g].state = SG_DONE;
+				gs[g].pass = pass;
+			}
 		}
 		if (c->nstasks)
 			qsort(c->stasks, c->nstasks, sizeof(*c->stasks), ktask_cmp);
@@ -1933,6 +1962,7 @@ static int spans_drain(struct graphcap *c, bool final)
 		if (gs[g].state == SG_WAIT)
 			gs[g].state = SG_HELD; /* cannot happen (the last pass decides); safe */
 	}
+	c->span_pass = -1; /* every span task emitted is sorted into stasks now */
 	if (!rc)
 		rc = kwake_settle(c, gs, ng, final);
 	if (!rc) {
@@ -1946,6 +1976,8 @@ static int spans_drain(struct graphcap *c, bool final)
 		}
 		c->nspans = kept;
 	}
+	free(c->span_pmax);
+	c->span_pmax = NULL;
 	free(gs);
 	return rc;
 }
