@@ -656,7 +656,7 @@ static const struct graph_task *task_of_tid(const struct graph *g, int64_t tid, 
  * request to the reader thread 21 of server 20, which wakes worker 25 inside its exchange;
  * 25's span, which would root a trace, joins the server task's trace with a wakeup edge; 25
  * wakes helper 23 from inside its span, and 23's span joins too (23 sorts before 25: the
- * second pass of the drain).  Thread 26 is woken by the server task while inside a root span
+ * second pass of the drain); thread 27, forked by the reader then, joins by a fork edge.  Thread 26 is woken by the server task while inside a root span
  * of its own (two traces: counted), thread 30 has no task (counted).  A first drain, the
  * exchanges complete but worker 25's spans held by a later one of it: the server's trace
  * waits for them (only 26's trace comes out); the end: the rest, exactly.
@@ -668,7 +668,7 @@ static void test_kernel_pool(void **state)
 	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 9 };
 	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
 	const uint64_t S = 1000000000ull;
-	const struct graph_task *cl, *sv, *wk, *hp, *w2;
+	const struct graph_task *cl, *sv, *wk, *hp, *w2, *fk;
 	struct graphcap_stats st;
 	struct graphcap *c;
 	struct graph kept;
@@ -683,6 +683,8 @@ static void test_kernel_pool(void **state)
 	krec(c, false, T0 + 105, 20, 21, 0xf1, a2, 80, a1, 5000, 110, 10);
 	prec(c, WEFT_GREC_KWAKE, T0 + 110, 20, 21, (uint64_t[]){ 25 }, 1, NULL, NULL);
 	prec(c, WEFT_GREC_KWAKE, T0 + 115, 20, 21, (uint64_t[]){ 26 }, 1, NULL, NULL);
+	prec(c, WEFT_GREC_KFORK, T0 + 116, 20, 21, (uint64_t[]){ 27 }, 1, NULL, NULL);
+	srec(c, 20, 27, T0 + 160, T0 + 170); /* the new thread's span: joins by the fork */
 	srec(c, 20, 26, T0 + 112, T0 + 118);
 	prec(c, WEFT_GREC_KWAKE, T0 + 130, 20, 25, (uint64_t[]){ 23 }, 1, NULL, NULL);
 	srec(c, 20, 23, T0 + 140, T0 + 145);
@@ -704,7 +706,7 @@ static void test_kernel_pool(void **state)
 	assert_true(st.traces_held > 0);
 	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
 	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
-	assert_int_equal(kept.ntasks, 5);
+	assert_int_equal(kept.ntasks, 6);
 	cl = task_named(&kept, "request 10.0.0.2:80");
 	sv = task_named(&kept, "serve :80");
 	wk = task_of_tid(&kept, 25,
@@ -719,7 +721,11 @@ static void test_kernel_pool(void **state)
 	assert_true(graph_id128_eq(wk->trace, cl->trace));
 	assert_true(graph_id128_eq(hp->trace, cl->trace));
 	assert_false(graph_id128_eq(w2->trace, cl->trace));
-	assert_int_equal(kept.nedges, 3);
+	fk = task_of_tid(&kept, 27, -1);
+	assert_int_equal(fk->parent, 0);
+	assert_true(graph_id128_eq(fk->trace, cl->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_FORK, sv->id, fk->id));
+	assert_int_equal(kept.nedges, 4);
 	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl->id, sv->id));
 	assert_true(has_edge(&kept, GRAPH_EDGE_WAKEUP, sv->id, wk->id));
 	assert_true(has_edge(&kept, GRAPH_EDGE_WAKEUP, wk->id, hp->id));
