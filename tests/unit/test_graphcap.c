@@ -656,8 +656,9 @@ static const struct graph_task *task_of_tid(const struct graph *g, int64_t tid, 
  * request to the reader thread 21 of server 20, which wakes worker 25 inside its exchange;
  * 25's span, which would root a trace, joins the server task's trace with a wakeup edge; 25
  * wakes helper 23 from inside its span, and 23's span joins too (23 sorts before 25: the
- * second pass of the drain); thread 27, forked by the reader then, joins by a fork edge.  Thread 26 is woken by the server task while inside a root span
- * of its own (two traces: counted), thread 30 has no task (counted).  A first drain, the
+ * second pass of the drain); thread 27, forked by the reader then, joins by a fork edge.
+ * Thread 26 is woken by the server task while inside a root span of its own (two traces:
+ * counted), thread 30 has no task (counted).  A first drain, the
  * exchanges complete but worker 25's spans held by a later one of it: the server's trace
  * waits for them (only 26's trace comes out); the end: the rest, exactly.
  */
