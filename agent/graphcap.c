@@ -1866,7 +1866,8 @@ static int kwake_settle(struct graphcap *c, struct sgroup *gs, size_t ng, bool f
 			continue;
 		}
 		if (r == 1 && hmap_find(&held, (uint64_t)k->to, 0, 0)) {
-			struct ptrace *t = trace_get(c, tr, (uint64_t)k->time, true);
+			/* (a trace finished already has nothing left to hold) */
+			struct ptrace *t = trace_get(c, tr, (uint64_t)k->time, false);
 
 			if (t)
 				t->kheld++;
