@@ -6,12 +6,18 @@
  *            open task becomes a finished task of its trace's pending elements; event and
  *            edge -> pending elements of their trace; span -> buffered per thread until the
  *            drain nests it (spans end inner first, so nesting waits for the outer one).
- *   drain    spans nested and given ids; then every trace with no open task is finished:
+ *            kernel:sockets sends and receives -> buffered until their exchange is complete;
+ *            a kernel:sched or kernel:process wakeup or fork -> an edge between weft tasks
+ *            at once, or, when its waker has none, buffered for the drain.
+ *   drain    exchanges made kernel tasks; spans nested and given ids, the wakeups into them
+ *            resolved against the kernel and span tasks (a root span woken by a task joins
+ *            its trace); then every trace with no open task and nothing held is finished:
  *            added to the aggregates (all of them), then kept whole when the head sample or
  *            an outlier rule selects it.
  *
  * Bounds: open tasks (max_open; the oldest evicted), traces waiting (max_traces; the oldest
- * drained as they are), buffered spans (max_open), strings (WEFT_GREC_STR).  Every record
+ * drained as they are), buffered spans (max_open), buffered wakeups (max_open, counted in
+ * kernel_pending_full), strings (WEFT_GREC_STR).  Every record
  * is checked before use: it came from the kernel, but a wrong layout must not crash us.
  */
 #include <errno.h>
@@ -223,6 +229,17 @@ struct kpend {
 	uint64_t from; /* the waker's, the parent's task */
 };
 
+/* A wakeup or fork whose waker had no weft task open: resolved at drain time, when the
+ * kernel and span tasks of both threads are known (docs/graphs.md, "Scheduler and process
+ * edges"). */
+struct kwake {
+	int64_t time; /* monotonic ns */
+	int64_t pid, tid; /* the waker, the parent */
+	int64_t to; /* the woken thread, the child */
+	enum graph_edge_kind kind;
+	bool used; /* consumed by a task of the woken thread */
+};
+
 struct ptrace {
 	uint64_t kheld; /* exchanges of the trace still buffered (kernel:sockets) */
 	uint64_t nopen; /* open tasks of the trace */
@@ -270,6 +287,16 @@ struct graphcap {
 	/* kernel:sched and kernel:process: wakeups and forks waiting for their target's task */
 	struct kpend *kpend;
 	size_t nkpend, cap_kpend;
+	/* ... and those whose waker had none, for the drain; with the tasks they may name: the
+	 * span tasks emitted lately and the exchanges still buffered (id and trace as assigned) */
+	struct kwake *kw;
+	size_t nkw, cap_kw;
+	struct ktask *stasks, *kheldx;
+	size_t nstasks, cap_stasks, nkheldx, cap_kheldx;
+	/* during spans_drain: per buffered span, the latest end of its thread's spans up to it
+	 * (by start), and the pass of the drain going on */
+	int64_t *span_pmax;
+	int span_pass;
 
 	struct graph_aggs total; /* every finished trace so far: the outlier rules' view */
 	struct graphcap_stats st;
@@ -349,6 +376,9 @@ void graphcap_free(struct graphcap *c)
 	free(c->ksent);
 	free(c->ktasks);
 	free(c->kpend);
+	free(c->kw);
+	free(c->stasks);
+	free(c->kheldx);
 	graph_aggs_free(&c->total);
 	free(c);
 }
@@ -710,8 +740,10 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
  * of the woken thread (the child): the one open on it at that moment, else the next one it
  * begins; such a wait is kept in a bounded table (max_open entries; a full table counts the
  * loss in kernel_pending_full) and forgotten when the thread exits.  An edge joins two tasks
- * of one trace: a cause with no task open, or ends in different traces, make no edge and are
- * counted (kernel_unowned).  exec and exit are events of the thread's open task, exec's with
+ * of one trace: ends in different traces make no edge and are counted (kernel_unowned).  A
+ * cause whose waker has no weft task open is buffered (kw) for the drain, where its waker's
+ * span or kernel task and its woken thread's span are known (spans_drain, below); with none,
+ * it is counted there.  exec and exit are events of the thread's open task, exec's with
  * the file executed ({"filename": ...}); an exit then ends the tasks still open on its thread
  * (innermost first, status unset), which no one else could end.
  */
@@ -793,8 +825,28 @@ static int on_kcause(struct graphcap *c, const struct weft_graph_rec *r)
 	if (!r->a[0] || r->a[0] > INT32_MAX)
 		return -EINVAL;
 	from = tid_open(c, r->pid, r->tid);
-	if (!from || tid == (int64_t)r->tid) {
+	if (tid == (int64_t)r->tid) {
 		c->st.kernel_unowned++;
+		return 0;
+	}
+	if (!from) {
+		/* the waker may lie in a kernel or span task: known at the drain */
+		struct kwake *w;
+
+		if (c->nkw >= c->o.max_open) {
+			c->st.kernel_pending_full++;
+			return 0;
+		}
+		if (grow((void **)&c->kw, &c->cap_kw, c->nkw + 1, sizeof(*c->kw)))
+			return -ENOMEM;
+		w = &c->kw[c->nkw++];
+		*w = (struct kwake){ (int64_t)r->time,
+				     r->pid,
+				     r->tid,
+				     tid,
+				     r->kind == WEFT_GREC_KFORK ? GRAPH_EDGE_FORK :
+								  GRAPH_EDGE_WAKEUP,
+				     false };
 		return 0;
 	}
 	to = tid_open_any(c, tid);
@@ -1134,6 +1186,11 @@ static void ksock_prune(struct graphcap *c, bool final)
 		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest)
 			c->ktasks[w++] = c->ktasks[i];
 	c->nktasks = w;
+	w = 0;
+	for (size_t i = 0; i < c->nstasks; i++)
+		if (!final && (uint64_t)c->stasks[i].end + KSENT_KEEP_NS > c->newest)
+			c->stasks[w++] = c->stasks[i];
+	c->nstasks = w;
 }
 
 static int ksock_drain(struct graphcap *c, bool final)
@@ -1154,6 +1211,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 		c->tr[i].kheld = 0;
 	ksock_prune(c, false);
 	hmap_free(&c->tid_khold);
+	c->nkheldx = 0;
 	if (!c->nkops)
 		goto sort_tasks;
 	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
@@ -1356,6 +1414,14 @@ static int ksock_drain(struct graphcap *c, bool final)
 		}
 		nkas[nnkas] = c->kas[x->as];
 		e->v = ++nnkas;
+		/* for the wakeups of its thread (kwake_from): who it is so far */
+		if (grow((void **)&c->kheldx, &c->cap_kheldx, c->nkheldx + 1, sizeof(*c->kheldx))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		c->kheldx[c->nkheldx++] = (struct ktask){ f->pid,	    f->tid,
+							  f->time,	    c->kops[w - 1].time,
+							  c->kas[x->as].id, c->kas[x->as].trace };
 		e = hmap_get(&c->tid_khold, (uint64_t)f->pid, (uint64_t)f->tid, 0, &isnew);
 		if (!e) {
 			rc = -ENOMEM;
@@ -1376,6 +1442,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 sort_tasks:
 	if (c->nktasks)
 		qsort(c->ktasks, c->nktasks, sizeof(*c->ktasks), ktask_cmp);
+	if (c->nkheldx)
+		qsort(c->kheldx, c->nkheldx, sizeof(*c->kheldx), ktask_cmp);
 out:
 	hmap_free(&nkix);
 	free(nkas);
@@ -1462,32 +1530,382 @@ static int span_cmp(const void *pa, const void *pb)
 #define SPAN_DEPTH 64
 
 /*
+ * Wakeups and forks whose waker had no weft task open (struct kwake; docs/graphs.md,
+ * "Scheduler and process edges") are resolved here, when the tasks they may name exist: the
+ * waker's task is the innermost span task of its thread around the wakeup's time (emitted:
+ * stasks), else its kernel task (emitted: ktasks; still buffered: kheldx, with the id and
+ * trace assigned so far).  The woken thread's task is its outermost span that contains the
+ * moment or begins next (the wakeups of a thread between the end of one outermost span and
+ * the end of the next are that next one's).  A span that would root a trace of its own joins
+ * the trace of the latest such wakeup (or fork) before it, with that edge: a thread pool's
+ * worker in the trace of the server task that handed it the request.  Any other wakeup is an
+ * edge when its two tasks are in one trace, else counted (kernel_unowned), as is one whose
+ * waker was in no task.  A wakeup waits (kw, at most max_open, beyond that counted in
+ * kernel_pending_full) while its waker's task is not known yet (an exchange or span of that
+ * thread still buffered, or it is younger than GRAPHCAP_SPAN_HOLD_NS: a span around it may not
+ * have ended) and, its waker's task known, up to KSENT_KEEP_NS for a span of the woken thread;
+ * while the woken thread has spans held, the waker's trace is held with them, so that it is
+ * not finished before they join it.
+ */
+struct sgroup {
+	size_t i, j; /* the thread's spans: [i, j) of c->spans */
+	int state; /* SG_* */
+	int pass; /* SG_DONE: in which pass (its span tasks are sorted into stasks after it) */
+};
+enum { SG_WAIT, SG_DONE, SG_HELD };
+
+static int kwake_cmp(const void *pa, const void *pb)
+{
+	const struct kwake *a = pa, *b = pb;
+
+	if (a->to != b->to)
+		return a->to < b->to ? -1 : 1;
+	return (a->time > b->time) - (a->time < b->time);
+}
+
+/* The innermost emitted span task of the thread around t, or NULL (nested SPAN_DEPTH deep at
+ * most). */
+static const struct ktask *stask_at(const struct graphcap *c, int64_t pid, int64_t tid, int64_t t)
+{
+	size_t lo = 0, hi = c->nstasks;
+	struct ktask key = { .pid = pid, .tid = tid, .start = t };
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ktask_cmp(&c->stasks[mid], &key) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int n = 0; lo > 0 && n < SPAN_DEPTH; n++) {
+		const struct ktask *k = &c->stasks[--lo];
+
+		if (k->pid != pid || k->tid != tid)
+			return NULL;
+		if (k->start <= t && t <= k->end)
+			return k;
+	}
+	return NULL;
+}
+
+/* The buffered exchange of the thread begun last at or before t, or NULL. */
+static const struct ktask *kheld_at(const struct graphcap *c, int64_t pid, int64_t tid, int64_t t)
+{
+	size_t lo = 0, hi = c->nkheldx;
+	struct ktask key = { .pid = pid, .tid = tid, .start = t };
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ktask_cmp(&c->kheldx[mid], &key) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || c->kheldx[lo - 1].pid != pid || c->kheldx[lo - 1].tid != tid)
+		return NULL;
+	return &c->kheldx[lo - 1];
+}
+
+/* The span group of a thread, or NULL. */
+static struct sgroup *sgroup_of(const struct graphcap *c, struct sgroup *gs, size_t ng, int64_t pid,
+				int64_t tid)
+{
+	size_t lo = 0, hi = ng;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct span_rec *s = &c->spans[gs[mid].i];
+
+		if (s->pid == pid && s->tid == tid)
+			return &gs[mid];
+		if (s->pid < pid || (s->pid == pid && s->tid < tid))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The task the waker of w was in: 1 (*from, *trace), 0 none, -1 not known before a later
+ * drain, -2 not known before its thread's spans of this drain are emitted. */
+static int kwake_from(const struct graphcap *c, struct sgroup *gs, size_t ng, const struct kwake *w,
+		      bool final, uint64_t *from, struct graph_id128 *trace)
+{
+	const struct sgroup *g = sgroup_of(c, gs, ng, w->pid, w->tid);
+	const struct ktask *k;
+
+	if (g && (g->state != SG_DONE || g->pass == c->span_pass)) {
+		/* a span of it around the time: the last begun by then ends after it */
+		size_t lo = g->i, hi = g->j;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (c->spans[mid].start <= w->time)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > g->i && c->span_pmax[lo - 1] >= w->time)
+			return g->state == SG_HELD ? -1 : -2;
+	}
+	k = stask_at(c, w->pid, w->tid, w->time);
+	if (!k)
+		k = ktask_around(c, w->pid, w->tid, w->time, w->time);
+	if (!k && (k = kheld_at(c, w->pid, w->tid, w->time)) && w->time > k->end) {
+		if (!final)
+			return -1; /* the exchange may go on past it */
+		k = NULL;
+	}
+	if (k) {
+		if (!trace_set(k->trace))
+			return final ? 0 : -1;
+		*from = k->id;
+		*trace = k->trace;
+		return 1;
+	}
+	if (!final && (uint64_t)w->time + GRAPHCAP_SPAN_HOLD_NS > c->newest)
+		return -1; /* a span around it may not have ended yet */
+	return 0;
+}
+
+/* The first wakeup of c->kw (sorted) to thread `to` after time `after`. */
+static size_t kwake_first(const struct graphcap *c, int64_t to, int64_t after)
+{
+	size_t lo = 0, hi = c->nkw;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct kwake *w = &c->kw[mid];
+
+		if (w->to < to || (w->to == to && w->time <= after))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether the thread's spans can be emitted now as far as wakeups go: 0 yes, -1 hold them
+ * (their wakers' tasks are not known yet), -2 after this pass. */
+static int sgroup_ready(const struct graphcap *c, struct sgroup *gs, size_t ng,
+			const struct sgroup *g, bool final, bool last_pass)
+{
+	int64_t ends[SPAN_DEPTH], pe = INT64_MIN;
+	size_t top = 0;
+	int ready = 0;
+
+	for (size_t i = g->i; i < g->j && c->nkw; i++) {
+		const struct span_rec *s = &c->spans[i];
+
+		while (top && ends[top - 1] < s->end)
+			top--;
+		if (!top) {
+			for (size_t k = kwake_first(c, s->tid, pe);
+			     k < c->nkw && c->kw[k].to == s->tid && c->kw[k].time <= s->end; k++) {
+				uint64_t from;
+				struct graph_id128 tr;
+				int r = kwake_from(c, gs, ng, &c->kw[k], final, &from, &tr);
+
+				if (r == -1 || (r == -2 && last_pass && !final))
+					return -1;
+				if (r == -2 && !last_pass)
+					ready = -2;
+			}
+			pe = s->end;
+		}
+		if (top < SPAN_DEPTH)
+			ends[top++] = s->end;
+	}
+	return ready;
+}
+
+/* Emits the spans of one thread (their wakeups resolved). */
+static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct sgroup *g)
+{
+	size_t top = 0;
+	int64_t pe = INT64_MIN;
+	int rc = 0;
+	struct {
+		int64_t end;
+		uint64_t id;
+		struct graph_id128 trace;
+	} st[SPAN_DEPTH];
+
+	for (size_t i = g->i; i < g->j && !rc; i++) {
+		const struct span_rec *s = &c->spans[i];
+		const struct ktask *kt;
+		struct graph_task k = { 0 };
+		size_t w0 = 0, w1 = 0;
+
+		while (top && st[top - 1].end < s->end)
+			top--;
+		k.id = make_id(c);
+		if (!top) {
+			/* its wakeups: from the end of the previous outermost span to its end */
+			w0 = c->nkw ? kwake_first(c, s->tid, pe) : 0;
+			for (w1 = w0;
+			     w1 < c->nkw && c->kw[w1].to == s->tid && c->kw[w1].time <= s->end;
+			     w1++)
+				;
+			pe = s->end;
+		}
+		if (top) {
+			k.trace = st[top - 1].trace;
+			k.parent = st[top - 1].id;
+		} else if (s->wtask && s->wstart <= s->start) {
+			k.trace = s->wtrace;
+			k.parent = s->wtask;
+		} else if ((kt = ktask_around(c, s->pid, s->tid, s->start, s->end))) {
+			k.trace = kt->trace;
+			k.parent = kt->id;
+		} else {
+			/* a root, unless woken into a trace: the latest wakeup before it */
+			for (size_t w = w1; w > w0 && !trace_set(k.trace); w--) {
+				uint64_t from;
+
+				if (c->kw[w - 1].time <= s->start &&
+				    kwake_from(c, gs, ng, &c->kw[w - 1], true, &from, &k.trace) !=
+					    1)
+					k.trace = (struct graph_id128){ 0, 0 };
+			}
+			if (!trace_set(k.trace)) {
+				k.trace.hi = mix64(c->o.instance);
+				k.trace.lo = make_id(c);
+			}
+		}
+		k.service = graph_strdup(&c->pend, s->comm);
+		k.name = graph_strdup(&c->pend, span_name(c, s->cookie));
+		k.host = graph_strdup(&c->pend, c->host);
+		k.pid = s->pid;
+		k.tid = s->tid;
+		k.start = to_real(c, (uint64_t)s->start);
+		k.end = to_real(c, (uint64_t)s->end);
+		k.status = GRAPH_STATUS_UNSET;
+		k.source = GRAPH_SRC_KERNEL;
+		k.attrs = "{}";
+		if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k))
+			return -ENOMEM;
+		if (k.parent) {
+			struct graph_edge ed = { .trace = k.trace,
+						 .kind = GRAPH_EDGE_PARENT,
+						 .from_task = k.parent,
+						 .to_task = k.id,
+						 .source = GRAPH_SRC_KERNEL };
+
+			if (!graph_add_edge(&c->pend, &ed))
+				return -ENOMEM;
+		}
+		/* the wakeups and forks into it: edges within its trace; the rest counted */
+		for (size_t w = w0; w < w1; w++) {
+			struct graph_edge ed = { .trace = k.trace,
+						 .kind = c->kw[w].kind,
+						 .to_task = k.id,
+						 .source = GRAPH_SRC_KERNEL };
+			struct graph_id128 tr;
+
+			c->kw[w].used = true;
+			if (kwake_from(c, gs, ng, &c->kw[w], true, &ed.from_task, &tr) != 1 ||
+			    tr.hi != k.trace.hi || tr.lo != k.trace.lo || ed.from_task == k.id) {
+				c->st.kernel_unowned++;
+				continue;
+			}
+			if (!graph_add_edge(&c->pend, &ed))
+				return -ENOMEM;
+		}
+		if (!trace_get(c, k.trace, (uint64_t)s->start, true))
+			c->st.bad++; /* the trace table is full: drained by age */
+		if (top < SPAN_DEPTH) {
+			st[top].end = s->end;
+			st[top].id = k.id;
+			st[top].trace = k.trace;
+			top++;
+		}
+		/* remembered for the wakeups its thread makes, as many as open tasks at most */
+		if (c->nstasks < c->o.max_open) {
+			if (grow((void **)&c->stasks, &c->cap_stasks, c->nstasks + 1,
+				 sizeof(*c->stasks)))
+				return -ENOMEM;
+			c->stasks[c->nstasks++] =
+				(struct ktask){ s->pid, s->tid, s->start, s->end, k.id, k.trace };
+		} else if (c->nkw) {
+			c->st.open_evicted++;
+		}
+	}
+	return rc;
+}
+
+/* The wakeups no span took: those whose waker was in no task are counted now; those whose
+ * waker's task is known hold its trace while their thread has spans held, and wait up to
+ * KSENT_KEEP_NS (the end: counted). */
+static int kwake_settle(struct graphcap *c, struct sgroup *gs, size_t ng, bool final)
+{
+	struct hmap held = { 0 };
+	size_t w = 0;
+	bool isnew;
+
+	for (size_t i = 0; i < ng; i++)
+		if (gs[i].state != SG_DONE &&
+		    !hmap_get(&held, (uint64_t)c->spans[gs[i].i].tid, 0, 0, &isnew)) {
+			hmap_free(&held);
+			return -ENOMEM;
+		}
+	for (size_t i = 0; i < c->nkw; i++) {
+		struct kwake *k = &c->kw[i];
+		uint64_t from;
+		struct graph_id128 tr;
+		int r;
+
+		if (k->used)
+			continue;
+		r = kwake_from(c, gs, ng, k, final, &from, &tr);
+		if (final || r == 0 || (uint64_t)k->time + KSENT_KEEP_NS < c->newest) {
+			c->st.kernel_unowned++;
+			continue;
+		}
+		if (r == 1 && hmap_find(&held, (uint64_t)k->to, 0, 0)) {
+			/* (a trace finished already has nothing left to hold) */
+			struct ptrace *t = trace_get(c, tr, (uint64_t)k->time, false);
+
+			if (t)
+				t->kheld++;
+		}
+		c->kw[w++] = *k;
+	}
+	c->nkw = w;
+	hmap_free(&held);
+	return 0;
+}
+
+/*
  * The buffered spans of each thread, by start: a stack of the spans that contain the next
  * one gives its parent; an outermost span is the child of the weft task open around it on its
- * thread (then of its trace), or the root of a trace of its own.  Spans that ended less than
- * GRAPHCAP_SPAN_HOLD_NS before the newest record wait (unless final): their outer span may
- * not have ended yet.  A thread's spans are held together when any of them must wait.
+ * thread, else of the kernel task around it, else joins the trace of the task that woke it
+ * (above), else roots a trace of its own.  Spans that ended less than GRAPHCAP_SPAN_HOLD_NS
+ * before the newest record wait (unless final): their outer span may not have ended yet.  A
+ * thread's spans are held together when any of them must wait, or when the task of a thread
+ * that woke it is not known yet; they are emitted in passes, so that a span woken by a span
+ * of another thread of the same drain follows it.
  */
 static int spans_drain(struct graphcap *c, bool final)
 {
-	size_t i = 0, kept = 0;
+	struct sgroup *gs = NULL;
+	size_t ng = 0, capg = 0, kept = 0;
 	int rc = 0;
 
-	if (!c->nspans)
-		return 0;
-	qsort(c->spans, c->nspans, sizeof(*c->spans), span_cmp);
-	while (i < c->nspans) {
-		size_t j = i, top = 0;
+	if (c->nkw)
+		qsort(c->kw, c->nkw, sizeof(*c->kw), kwake_cmp);
+	if (c->nspans)
+		qsort(c->spans, c->nspans, sizeof(*c->spans), span_cmp);
+	for (size_t i = 0, j; i < c->nspans; i = j) {
 		bool hold = false;
-		struct {
-			int64_t end;
-			uint64_t id;
-			struct graph_id128 trace;
-		} st[SPAN_DEPTH];
 
-		while (j < c->nspans && c->spans[j].pid == c->spans[i].pid &&
-		       c->spans[j].tid == c->spans[i].tid)
-			j++;
+		for (j = i; j < c->nspans && c->spans[j].pid == c->spans[i].pid &&
+			    c->spans[j].tid == c->spans[i].tid;
+		     j++)
+			;
 		for (size_t k = i; k < j && !final; k++)
 			if ((uint64_t)c->spans[k].end + GRAPHCAP_SPAN_HOLD_NS > c->newest)
 				hold = true;
@@ -1500,72 +1918,68 @@ static int spans_drain(struct graphcap *c, bool final)
 			for (size_t k = i; k < j && kh && !hold; k++)
 				hold = c->spans[k].end >= (int64_t)kh->v;
 		}
-		if (hold) {
-			memmove(&c->spans[kept], &c->spans[i], (j - i) * sizeof(*c->spans));
-			kept += j - i;
-			i = j;
-			continue;
+		if (grow((void **)&gs, &capg, ng + 1, sizeof(*gs))) {
+			free(gs);
+			return -ENOMEM;
 		}
-		for (; i < j && !rc; i++) {
-			const struct span_rec *s = &c->spans[i];
-			const struct ktask *kt;
-			struct graph_task k = { 0 };
-
-			while (top && st[top - 1].end < s->end)
-				top--;
-			k.id = make_id(c);
-			if (top) {
-				k.trace = st[top - 1].trace;
-				k.parent = st[top - 1].id;
-			} else if (s->wtask && s->wstart <= s->start) {
-				k.trace = s->wtrace;
-				k.parent = s->wtask;
-			} else if ((kt = ktask_around(c, s->pid, s->tid, s->start, s->end))) {
-				k.trace = kt->trace;
-				k.parent = kt->id;
-			} else {
-				k.trace.hi = mix64(c->o.instance);
-				k.trace.lo = make_id(c);
-			}
-			k.service = graph_strdup(&c->pend, s->comm);
-			k.name = graph_strdup(&c->pend, span_name(c, s->cookie));
-			k.host = graph_strdup(&c->pend, c->host);
-			k.pid = s->pid;
-			k.tid = s->tid;
-			k.start = to_real(c, (uint64_t)s->start);
-			k.end = to_real(c, (uint64_t)s->end);
-			k.status = GRAPH_STATUS_UNSET;
-			k.source = GRAPH_SRC_KERNEL;
-			k.attrs = "{}";
-			if (!k.service || !k.name || !k.host || !graph_add_task(&c->pend, &k)) {
-				rc = -ENOMEM;
-				break;
-			}
-			if (k.parent) {
-				struct graph_edge ed = { .trace = k.trace,
-							 .kind = GRAPH_EDGE_PARENT,
-							 .from_task = k.parent,
-							 .to_task = k.id,
-							 .source = GRAPH_SRC_KERNEL };
-
-				if (!graph_add_edge(&c->pend, &ed)) {
-					rc = -ENOMEM;
-					break;
-				}
-			}
-			if (!trace_get(c, k.trace, (uint64_t)s->start, true))
-				c->st.bad++; /* the trace table is full: drained by age */
-			if (top < SPAN_DEPTH) {
-				st[top].end = s->end;
-				st[top].id = k.id;
-				st[top].trace = k.trace;
-				top++;
-			}
-		}
-		i = j;
+		gs[ng++] = (struct sgroup){ i, j, hold ? SG_HELD : SG_WAIT, -1 };
 	}
+	c->span_pmax = malloc((c->nspans + 1) * sizeof(*c->span_pmax));
+	if (!c->span_pmax) {
+		free(gs);
+		return -ENOMEM;
+	}
+	for (size_t g = 0; g < ng; g++)
+		for (size_t i = gs[g].i; i < gs[g].j; i++)
+			c->span_pmax[i] = i > gs[g].i && c->span_pmax[i - 1] > c->spans[i].end ?
+						  c->span_pmax[i - 1] :
+						  c->spans[i].end;
+	/* in passes: a thread woken from a span of another thread waits for it */
+	for (int pass = 0; pass < 3 && !rc; pass++) {
+		bool again = false;
+
+		c->span_pass = pass;
+		for (size_t g = 0; g < ng && !rc; g++) {
+			int r;
+
+			if (gs[g].state != SG_WAIT)
+				continue;
+			r = sgroup_ready(c, gs, ng, &gs[g], final, pass == 2);
+			if (r == -1 && !final)
+				gs[g].state = SG_HELD;
+			else if (r == -2)
+				again = true;
+			else if (!(rc = sgroup_emit(c, gs, ng, &gs[g]))) {
+				gs[g].state = SG_DONE;
+				gs[g].pass = pass;
+			}
+		}
+		if (c->nstasks)
+			qsort(c->stasks, c->nstasks, sizeof(*c->stasks), ktask_cmp);
+		if (!again)
+			break;
+	}
+	for (size_t g = 0; g < ng && !rc; g++) {
+		if (gs[g].state == SG_WAIT)
+			gs[g].state = SG_HELD; /* cannot happen (the last pass decides); safe */
+	}
+	c->span_pass = -1; /* every span task emitted is sorted into stasks now */
 	if (!rc)
+		rc = kwake_settle(c, gs, ng, final);
+	if (!rc) {
+		for (size_t g = 0; g < ng; g++) {
+			size_t n = gs[g].j - gs[g].i;
+
+			if (gs[g].state != SG_HELD)
+				continue;
+			memmove(&c->spans[kept], &c->spans[gs[g].i], n * sizeof(*c->spans));
+			kept += n;
+		}
 		c->nspans = kept;
+	}
+	free(c->span_pmax);
+	c->span_pmax = NULL;
+	free(gs);
 	return rc;
 }
 

@@ -79,8 +79,10 @@ struct graphcap_stats {
 		unfinished; /* tasks still open when their trace was drained by age or at the end */
 	uint64_t traces_seen, kept_head, kept_outlier; /* the sampling decisions */
 	uint64_t traces_held; /* traces waiting for open tasks now */
-	/* kernel:sched and kernel:process records that made no element: no weft task open on
-	 * the cause's (or the event's) thread, or the two ends in different traces */
+	/* kernel:sched and kernel:process records that made no element: no task on the cause's
+	 * thread (weft; for a wakeup or fork also span or kernel task, found at the drain) or
+	 * none on the event's, no task of the woken thread within 10 s, or the two ends in
+	 * different traces */
 	uint64_t kernel_unowned;
 	uint64_t kernel_pending_full; /* wakeups and forks lost: the pending table was full */
 };

@@ -627,6 +627,119 @@ static void test_kernel_sched(void **state)
 	graphcap_free(c);
 }
 
+/* A span record of thread (pid, tid) over [t0, t1] (cookie 0). */
+static void srec(struct graphcap *c, uint32_t pid, uint32_t tid, uint64_t t0, uint64_t t1)
+{
+	struct weft_graph_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.kind = WEFT_GREC_SPAN;
+	r.pid = pid;
+	r.tid = tid;
+	snprintf(r.comm, sizeof(r.comm), "p%u", pid);
+	r.time = t1;
+	r.dur = t1 - t0;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+}
+
+static const struct graph_task *task_of_tid(const struct graph *g, int64_t tid, int64_t start)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].tid == tid && (start < 0 || g->tasks[i].start == start))
+			return &g->tasks[i];
+	fail_msg("no task of thread %lld", (long long)tid);
+	return NULL;
+}
+
+/*
+ * kernel:sched at drain time, a thread pool of an unmodified program: client C (10) sends a
+ * request to the reader thread 21 of server 20, which wakes worker 25 inside its exchange;
+ * 25's span, which would root a trace, joins the server task's trace with a wakeup edge; 25
+ * wakes helper 23 from inside its span, and 23's span joins too (23 sorts before 25: the
+ * second pass of the drain); thread 27, forked by the reader then, joins by a fork edge.
+ * Thread 26 is woken by the server task while inside a root span of its own (two traces:
+ * counted), thread 30 has no task (counted).  A first drain, the
+ * exchanges complete but worker 25's spans held by a later one of it: the server's trace
+ * waits for them (only 26's trace comes out); the end: the rest, exactly.
+ */
+static void test_kernel_pool(void **state)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 9 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const uint64_t S = 1000000000ull;
+	const struct graph_task *cl, *sv, *wk, *hp, *w2, *fk;
+	struct graphcap_stats st;
+	struct graphcap *c;
+	struct graph kept;
+	char why[256];
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "handle");
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, true, T0 + 100, 10, 10, 0xc1, a1, 5000, a2, 80, 110, 10);
+	krec(c, false, T0 + 105, 20, 21, 0xf1, a2, 80, a1, 5000, 110, 10);
+	prec(c, WEFT_GREC_KWAKE, T0 + 110, 20, 21, (uint64_t[]){ 25 }, 1, NULL, NULL);
+	prec(c, WEFT_GREC_KWAKE, T0 + 115, 20, 21, (uint64_t[]){ 26 }, 1, NULL, NULL);
+	prec(c, WEFT_GREC_KFORK, T0 + 116, 20, 21, (uint64_t[]){ 27 }, 1, NULL, NULL);
+	srec(c, 20, 27, T0 + 160, T0 + 170); /* the new thread's span: joins by the fork */
+	srec(c, 20, 26, T0 + 112, T0 + 118);
+	prec(c, WEFT_GREC_KWAKE, T0 + 130, 20, 25, (uint64_t[]){ 23 }, 1, NULL, NULL);
+	srec(c, 20, 23, T0 + 140, T0 + 145);
+	srec(c, 20, 25, T0 + 120, T0 + 150);
+	krec(c, true, T0 + 200, 20, 21, 0xf1, a2, 80, a1, 5000, 7007, 7);
+	krec(c, false, T0 + 210, 10, 10, 0xc1, a1, 5000, a2, 80, 7007, 7);
+	prec(c, WEFT_GREC_KWAKE, T0 + 300, 30, 30, (uint64_t[]){ 25 }, 1, NULL, NULL);
+	srec(c, 20, 25, T0 + 12 * S / 10, T0 + 13 * S / 10); /* holds 25's spans */
+	prec(c, WEFT_GREC_KWAKE, T0 + 15 * S / 10, 30, 30, (uint64_t[]){ 99 }, 1, NULL, NULL);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 1);
+	assert_int_equal(kept.ntasks, 1);
+	assert_int_equal(kept.tasks[0].tid, 26);
+	assert_int_equal(kept.tasks[0].parent, 0);
+	assert_int_equal(kept.nedges, 0);
+	graph_clear(&kept);
+	graphcap_stats(c, &st);
+	assert_int_equal(st.kernel_unowned, 2); /* 26 (two traces), 30 -> 25 (no task) */
+	assert_true(st.traces_held > 0);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 6);
+	cl = task_named(&kept, "request 10.0.0.2:80");
+	sv = task_named(&kept, "serve :80");
+	wk = task_of_tid(&kept, 25,
+			 (int64_t)(T0 + 120) +
+				 (task_named(&kept, "serve :80")->start - (int64_t)(T0 + 105)));
+	hp = task_of_tid(&kept, 23, -1);
+	w2 = task_of_tid(&kept, 25, wk->start + (int64_t)(12 * S / 10) - 120);
+	assert_int_equal(wk->end - wk->start, 30);
+	assert_int_equal(wk->parent, 0);
+	assert_int_equal(hp->parent, 0);
+	assert_true(graph_id128_eq(sv->trace, cl->trace));
+	assert_true(graph_id128_eq(wk->trace, cl->trace));
+	assert_true(graph_id128_eq(hp->trace, cl->trace));
+	assert_false(graph_id128_eq(w2->trace, cl->trace));
+	fk = task_of_tid(&kept, 27, -1);
+	assert_int_equal(fk->parent, 0);
+	assert_true(graph_id128_eq(fk->trace, cl->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_FORK, sv->id, fk->id));
+	assert_int_equal(kept.nedges, 4);
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl->id, sv->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_WAKEUP, sv->id, wk->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_WAKEUP, wk->id, hp->id));
+	for (size_t i = 0; i < kept.nedges; i++)
+		assert_int_equal(kept.edges[i].source, GRAPH_SRC_KERNEL);
+	graphcap_stats(c, &st);
+	assert_int_equal(st.kernel_unowned, 3); /* and 30 -> 99 at the end */
+	assert_int_equal(st.kernel_pending_full, 0);
+	assert_int_equal(st.bad, 0);
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 /* Aggregates merge exactly: aggs(a) + aggs(b) = aggs(a u b), in either order. */
 static void test_aggs_merge(void **state)
 {
@@ -782,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
 		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
 		cmocka_unit_test(test_kernel_tiers),   cmocka_unit_test(test_kernel_sched),
+		cmocka_unit_test(test_kernel_pool),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
