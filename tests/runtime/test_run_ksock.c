@@ -230,12 +230,12 @@ static void check_direction(const struct ev *snd, int ns, const struct ev *rcv, 
 
 static struct kmsg_io kmsg_io_of(const struct ev *e)
 {
-	return (struct kmsg_io){ (uint32_t)e->laddr,
-				 (uint32_t)e->raddr,
-				 (uint16_t)e->lport,
-				 (uint16_t)e->rport,
-				 (uint32_t)(e->send ? e->wseq : e->cseq),
-				 (uint32_t)e->len };
+	return (struct kmsg_io){ .laddr = (uint32_t)e->laddr,
+				 .raddr = (uint32_t)e->raddr,
+				 .lport = (uint16_t)e->lport,
+				 .rport = (uint16_t)e->rport,
+				 .seq_end = (uint32_t)(e->send ? e->wseq : e->cseq),
+				 .len = (uint32_t)e->len };
 }
 
 /*

@@ -21,7 +21,9 @@
 static struct kmsg_io io(uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp, uint32_t end,
 			 uint32_t len)
 {
-	return (struct kmsg_io){ la, ra, lp, rp, end, len };
+	return (struct kmsg_io){
+		.laddr = la, .raddr = ra, .lport = lp, .rport = rp, .seq_end = end, .len = len
+	};
 }
 
 static void test_whole_messages_across_wrap(void **state)
