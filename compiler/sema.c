@@ -2257,21 +2257,15 @@ bool sema_ksock_ipv6(struct kbtf *k)
 	uint32_t in6 = kbtf_find(k, "in6_addr", false);
 	struct kbtf_member m;
 
-	if (!sc || !in6)
+	/* in6_addr's member first: a struct in6_addr emitted is never empty */
+	if (!sc || !in6 || kbtf_member(k, in6, "in6_u", &m) != 0 || m.kind != KBTF_COMPOSITE ||
+	    kbtf_member(k, m.type_id, "u6_addr8", &m) != 0 || m.kind != KBTF_CHARS || m.size != 16)
 		return false;
 	for (size_t i = 0; i < 2; i++)
 		if (kbtf_member(k, sc, v6[i], &m) != 0 || m.kind != KBTF_COMPOSITE ||
 		    m.type_id != in6)
 			return false;
-	if (kbtf_member(k, in6, "in6_u", &m) != 0 || m.kind != KBTF_COMPOSITE)
-		return false;
-	return kbtf_member(k, m.type_id, "u6_addr8", &m) == 0 && m.kind == KBTF_CHARS &&
-	       m.size == 16;
-}
-
-static void ksock_mark_ipv6(struct kbtf *k)
-{
-	(void)sema_ksock_ipv6(k);
+	return true;
 }
 
 static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
@@ -2295,7 +2289,7 @@ static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
 			return -EINVAL;
 		}
 	}
-	ksock_mark_ipv6(k);
+	(void)sema_ksock_ipv6(k); /* marks the IPv6 members where the kernel has them */
 	return 0;
 }
 

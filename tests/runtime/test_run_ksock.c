@@ -16,7 +16,10 @@
  *     graph/kmsg.c's matcher pairs every message with exactly the receive that read it;
  *   - a six-step chain to a char pointer, read by str(): the root's filesystem type;
  *   - compile once, run everywhere: compiled against another kernel's BTF (WEFT_BTF), a read
- *     of curtask.tgid is relocated by libbpf to this kernel's offset.
+ *     of curtask.tgid is relocated by libbpf to this kernel's offset;
+ *   - the graph source kernel:sockets over IPv6 (both ends on ::1) and v4-mapped IPv4 (an
+ *     IPv6 server, an IPv4 client): exact traces of client -> message -> server, and the
+ *     program it generates with and without IPv6 in the kernel's BTF.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -421,6 +424,87 @@ static void test_kernel_sockets_v4mapped(void **state)
 	check_family("mapped");
 }
 
+/* The BTF of a made-up kernel without IPv6 (no CONFIG_IPV6): sock_common has its IPv4
+ * members only, tcp_sock its sequence numbers. */
+static void btf_without_ipv6(const char *path)
+{
+	struct btf *b = btf__new_empty();
+	const void *raw;
+	__u32 sz;
+	FILE *f;
+	int u16, u32;
+
+	assert_non_null(b);
+	u32 = btf__add_int(b, "unsigned int", 4, 0);
+	u16 = btf__add_int(b, "short unsigned int", 2, 0);
+	assert_true(u32 > 0 && u16 > 0);
+	assert_true(btf__add_struct(b, "sock_common", 12) > 0);
+	assert_int_equal(btf__add_field(b, "skc_daddr", u32, 0, 0), 0);
+	assert_int_equal(btf__add_field(b, "skc_rcv_saddr", u32, 32, 0), 0);
+	assert_int_equal(btf__add_field(b, "skc_dport", u16, 64, 0), 0);
+	assert_int_equal(btf__add_field(b, "skc_num", u16, 80, 0), 0);
+	assert_true(btf__add_struct(b, "tcp_sock", 8) > 0);
+	assert_int_equal(btf__add_field(b, "write_seq", u32, 0, 0), 0);
+	assert_int_equal(btf__add_field(b, "copied_seq", u32, 32, 0), 0);
+	raw = btf__raw_data(b, &sz);
+	assert_non_null(raw);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(raw, 1, sz, f), sz);
+	assert_int_equal(fclose(f), 0);
+	btf__free(b);
+}
+
+/* `weft explain --dump=codegen Q`: the BPF C of the query, on stdout. */
+static int explain_codegen(struct wr_proc *p, const char *q)
+{
+	char *argv[] = { getenv("WEFT_BIN"), (char *)"explain", (char *)"--dump=codegen", (char *)q,
+			 NULL };
+	int rc = wr_start(p, argv);
+
+	return rc ? rc : wr_finish(p, WR_TIMEOUT_MS);
+}
+
+/*
+ * What kernel:sockets generates: on this kernel (IPv6 in its BTF) IPv4 and IPv6 sockets, the
+ * 16-byte reads under the family test; on a kernel without IPv6 (WEFT_BTF) the IPv4-only
+ * program, which names no IPv6 member.
+ */
+static void test_kernel_sockets_codegen(void **state)
+{
+	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX], cmd[PATH_MAX + 32];
+	const char *q = "from kernel:sockets graph";
+	struct wr_proc p;
+	int rc;
+
+	(void)state;
+	rc = explain_codegen(&p, q);
+	if (rc != 0)
+		wr_dump(&p, "weft explain");
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(p.out.p, "!= 2 && WEFT_TP("));
+	assert_non_null(strstr(p.out.p, "if (g->family == 2) {"));
+	assert_non_null(strstr(p.out.p, "->skc_v6_daddr"));
+	wr_free(&p);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux.btf", dir);
+	btf_without_ipv6(path);
+	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
+	rc = explain_codegen(&p, q);
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	if (rc != 0)
+		wr_dump(&p, "weft explain");
+	assert_int_equal(rc, 0);
+	assert_null(strstr(p.out.p, "skc_v6"));
+	assert_null(strstr(p.out.p, "!= 10"));
+	assert_null(strstr(p.out.p, "if (g->family"));
+	assert_non_null(strstr(p.out.p, "g->family = WEFT_TP(")); /* 2: the agent's IPv4 */
+	assert_non_null(strstr(p.out.p, "->skc_daddr"));
+	wr_free(&p);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /*
  * Compile once, run everywhere: a query compiled against the BTF of a made-up kernel whose
  * task_struct has tgid at offset 0 (WEFT_BTF) reads the right tgid on this kernel, where it
@@ -515,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_stream_sequence_numbers),
 		cmocka_unit_test(test_kernel_sockets_ipv6),
 		cmocka_unit_test(test_kernel_sockets_v4mapped),
+		cmocka_unit_test(test_kernel_sockets_codegen),
 		cmocka_unit_test(test_core_relocates),
 		cmocka_unit_test(test_str_through_chain),
 	};
