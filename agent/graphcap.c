@@ -41,8 +41,9 @@
 #define GRAPHCAP_SPAN_HOLD_NS 1000000000ull
 /* Socket sends and receives buffered at most, per open task allowed (max_open): they wait
  * for the drain (once a second) plus GRAPHCAP_SPAN_HOLD_NS, four a request/response, so at
- * the default 65536 x 4 (72 bytes each: about 19 MiB at most) a capture keeps up with 130,000 socket calls
- * a second, some 30,000 requests; beyond, calls are lost and counted (open_evicted). */
+ * the default 65536 x 4 (112 bytes each, room for IPv6 addresses included: 28 MiB at most)
+ * a capture keeps up with 130,000 socket calls a second, some 30,000 requests; beyond,
+ * calls are lost and counted (open_evicted). */
 #define GRAPHCAP_KOPS_PER_OPEN 4
 /* The outlier rules judge a type only once this many of its tasks were seen. */
 #define GRAPHCAP_MIN_TYPE_COUNT 100
@@ -703,7 +704,8 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 
 	if (!r->a[6] || !r->a[5] || r->a[5] > UINT32_MAX || r->a[2] > UINT16_MAX ||
 	    r->a[3] > UINT16_MAX || r->a[0] > UINT32_MAX || r->a[1] > UINT32_MAX ||
-	    r->a[4] > UINT32_MAX)
+	    r->a[4] > UINT32_MAX ||
+	    (r->family && r->family != WEFT_AF_INET && r->family != WEFT_AF_INET6))
 		return -EINVAL;
 	if (c->nkops >= (size_t)c->o.max_open * GRAPHCAP_KOPS_PER_OPEN) {
 		c->st.open_evicted++; /* the buffer is full: this send or receive is lost */
@@ -725,8 +727,14 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 	k->tid = r->tid;
 	k->sk = r->a[6];
 	k->send = r->kind == WEFT_GREC_KSEND;
-	k->io = (struct kmsg_io){ (uint32_t)r->a[0], (uint32_t)r->a[1], (uint16_t)r->a[2],
-				  (uint16_t)r->a[3], (uint32_t)r->a[4], (uint32_t)r->a[5] };
+	k->io = (struct kmsg_io){ .laddr = (uint32_t)r->a[0],
+				  .raddr = (uint32_t)r->a[1],
+				  .lport = (uint16_t)r->a[2],
+				  .rport = (uint16_t)r->a[3],
+				  .seq_end = (uint32_t)r->a[4],
+				  .len = (uint32_t)r->a[5] };
+	if (r->family == WEFT_AF_INET6) /* v4-mapped ones become IPv4 there (graph/kmsg.h) */
+		kmsg_io_set6(&k->io, r->in6, r->in6 + 16);
 	rec_str(k->comm, r->comm, sizeof(r->comm));
 	return 0;
 }
@@ -1055,13 +1063,23 @@ static bool trace_set(struct graph_id128 t)
 	return t.hi || t.lo;
 }
 
-/* One send or receive as the attributes' array [laddr, lport, raddr, rport, seq_end, len]. */
+/* One send or receive as the attributes' array [laddr, lport, raddr, rport, seq_end, len]:
+ * IPv4 addresses as numbers (host order), IPv6 ones as their RFC 5952 text (inet_ntop(): hex
+ * digits, ':' and '.', nothing to escape). */
 static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 {
-	int n = snprintf(buf, sz, "[%u,%u,%u,%u,%u,%u]", (unsigned)io->laddr, (unsigned)io->lport,
-			 (unsigned)io->raddr, (unsigned)io->rport, (unsigned)io->seq_end,
-			 (unsigned)io->len);
+	char la[KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
+	int n;
 
+	if (io->v6)
+		n = snprintf(buf, sz, "[\"%s\",%u,\"%s\",%u,%u,%u]",
+			     kmsg_addr_text(io, false, la, sizeof(la)), (unsigned)io->lport,
+			     kmsg_addr_text(io, true, ra, sizeof(ra)), (unsigned)io->rport,
+			     (unsigned)io->seq_end, (unsigned)io->len);
+	else
+		n = snprintf(buf, sz, "[%u,%u,%u,%u,%u,%u]", (unsigned)io->laddr,
+			     (unsigned)io->lport, (unsigned)io->raddr, (unsigned)io->rport,
+			     (unsigned)io->seq_end, (unsigned)io->len);
 	return n < 0 || (size_t)n >= sz ? 0 : (size_t)n;
 }
 
@@ -1074,7 +1092,7 @@ static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 #define KEX_ATTR_SENDS 8
 static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 {
-	char buf[64 + KEX_ATTR_SENDS * 72];
+	char buf[64 + KEX_ATTR_SENDS * (72 + 2 * KMSG_ADDR_TEXT)];
 	size_t n = 0, ns = 0;
 
 	if (x->server) {
@@ -1105,15 +1123,14 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	const struct kop *f = &c->kops[x->first], *l = &c->kops[x->end - 1];
 	const struct kassign *as = &c->kas[x->as];
 	struct graph_task k = { 0 };
-	char name[64];
+	char name[32 + KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
 	struct ktask *kt;
 
 	if (x->server)
 		snprintf(name, sizeof(name), "serve :%u", (unsigned)f->io.lport);
-	else
-		snprintf(name, sizeof(name), "request %u.%u.%u.%u:%u", f->io.raddr >> 24,
-			 (f->io.raddr >> 16) & 255, (f->io.raddr >> 8) & 255, f->io.raddr & 255,
-			 (unsigned)f->io.rport);
+	else /* "request 10.0.0.1:6379", "request [2001:db8::1]:6379" */
+		snprintf(name, sizeof(name), f->io.v6 ? "request [%s]:%u" : "request %s:%u",
+			 kmsg_addr_text(&f->io, true, ra, sizeof(ra)), (unsigned)f->io.rport);
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;

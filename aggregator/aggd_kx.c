@@ -6,7 +6,7 @@
  * What the agents ship (agent/graphcap.c): every kernel task of kernel:sockets carries its
  * socket data in its attributes: a server task its first receive ("kernel.recv"), a client
  * task its first sends ("kernel.sends"), each [laddr, lport, raddr, rport, seq_end, len] (host
- * order, graph/kmsg.h).  An agent that saw both ends already joined them: the server task
+ * order, graph/kmsg.h; IPv6 addresses as text, "2001:db8::1").  An agent that saw both ends already joined them: the server task
  * has a message edge into it.  One that saw only the receive made the server task the root of
  * a trace of its own (with its spans and the client tasks it ran as children).
  *
@@ -105,24 +105,43 @@ static bool fresh(uint64_t at, uint64_t now)
 	return at + KX_KEEP_NS > now;
 }
 
-/* One [laddr, lport, raddr, rport, seq_end, len]; false if it is not one. */
+/*
+ * One [laddr, lport, raddr, rport, seq_end, len]; false if it is not one.  The addresses are
+ * both numbers (IPv4, host order: what every agent writes for IPv4) or both IPv6 text
+ * ("2001:db8::1"), normalised by kmsg_io_set6() (a v4-mapped text is its IPv4 address).
+ */
 static bool kio_parse(json_t *a, struct kmsg_io *io)
 {
-	json_int_t v[6];
+	json_int_t v[6] = { 0 };
+	uint8_t a6[2][16];
+	bool v6;
 
 	if (!json_is_array(a) || json_array_size(a) != 6)
 		return false;
+	v6 = json_is_string(json_array_get(a, 0));
 	for (size_t i = 0; i < 6; i++) {
 		json_t *x = json_array_get(a, i);
 
+		if (v6 && (i == 0 || i == 2)) {
+			if (!json_is_string(x) ||
+			    !kmsg_addr6_parse(json_string_value(x), a6[i / 2]))
+				return false;
+			continue;
+		}
 		if (!json_is_integer(x))
 			return false;
 		v[i] = json_integer_value(x);
 		if (v[i] < 0 || v[i] > ((i == 1 || i == 3) ? 65535 : (json_int_t)UINT32_MAX))
 			return false;
 	}
-	*io = (struct kmsg_io){ (uint32_t)v[0], (uint32_t)v[2], (uint16_t)v[1],
-				(uint16_t)v[3], (uint32_t)v[4], (uint32_t)v[5] };
+	*io = (struct kmsg_io){ .laddr = (uint32_t)v[0],
+				.raddr = (uint32_t)v[2],
+				.lport = (uint16_t)v[1],
+				.rport = (uint16_t)v[3],
+				.seq_end = (uint32_t)v[4],
+				.len = (uint32_t)v[5] };
+	if (v6)
+		kmsg_io_set6(io, a6[0], a6[1]);
 	return io->len != 0;
 }
 
@@ -131,8 +150,7 @@ static bool matches(const struct kmsg_io *send, const struct kmsg_io *recv)
 	struct kmsg_match *m = NULL;
 	size_t n = 0;
 
-	if (send->laddr != recv->raddr || send->lport != recv->rport ||
-	    send->raddr != recv->laddr || send->rport != recv->lport)
+	if (!kmsg_mirrored(send, recv))
 		return false; /* the cheap test first: kmsg_match() says the same */
 	if (kmsg_match(send, 1, recv, 1, &m, &n))
 		return false;

@@ -1114,11 +1114,15 @@ static bool plan_keyed(const struct plan *p)
  */
 /*
  * kernel:sockets (probes/kernel.c): the tracepoints sock:sock_send_length and
- * sock:sock_recv_length.  Only what moved bytes on an IPv4 TCP socket is recorded (family 2,
- * protocol 6, ret > 0, a receive without MSG_PEEK); the record then carries
- *   a[0] laddr, a[1] raddr (host order), a[2] lport, a[3] rport, a[4] the stream's sequence
- *   number after the send (tcp_sock.write_seq) or receive (copied_seq), a[5] bytes, a[6] sk,
- * read through BTF (CO-RE: the members sema marked, mark_kernel_edges()).
+ * sock:sock_recv_length.  Only what moved bytes on a TCP socket over IPv4 or IPv6 is recorded
+ * (family 2 or 10, protocol 6, ret > 0, a receive without MSG_PEEK); the record then carries
+ *   a[0] laddr, a[1] raddr (IPv4, host order; 0 on IPv6), a[2] lport, a[3] rport, a[4] the
+ *   stream's sequence number after the send (tcp_sock.write_seq) or receive (copied_seq),
+ *   a[5] bytes, a[6] sk, family, and on IPv6 in6: skc_v6_rcv_saddr then skc_v6_daddr as
+ *   they are (network order; an IPv4 peer v4-mapped: graph/kmsg.c normalises),
+ * read through BTF (CO-RE: the members sema marked, mark_kernel_edges()).  The IPv4 path
+ * reads what it always did; the 16-byte reads are on IPv6 only.  A kernel whose BTF has no
+ * IPv6 members (no CONFIG_IPV6) gets the IPv4-only program.
  */
 static bool graph_ksock(const struct cg *c)
 {
@@ -1195,25 +1199,36 @@ static void emit_graph_ksock_filter(struct cg *c)
 
 	if (!fam || !proto || !ret || !flags)
 		return;
-	emit(c,
-	     "\tif (WEFT_TP(ctx, %u, __u16) != 2 || WEFT_TP(ctx, %u, __u16) != 6 ||\n"
-	     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
-	     "\t\treturn 0;\n",
-	     fam->offset, proto->offset, ret->offset, flags->offset);
+	if (c->q->kbtf && sema_ksock_ipv6(c->q->kbtf))
+		emit(c,
+		     "\tif ((WEFT_TP(ctx, %u, __u16) != 2 && WEFT_TP(ctx, %u, __u16) != 10) ||\n"
+		     "\t    WEFT_TP(ctx, %u, __u16) != 6 ||\n"
+		     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
+		     "\t\treturn 0;\n",
+		     fam->offset, fam->offset, proto->offset, ret->offset, flags->offset);
+	else
+		emit(c,
+		     "\tif (WEFT_TP(ctx, %u, __u16) != 2 || WEFT_TP(ctx, %u, __u16) != 6 ||\n"
+		     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
+		     "\t\treturn 0;\n",
+		     fam->offset, proto->offset, ret->offset, flags->offset);
 }
 
 static void emit_graph_ksock(struct cg *c)
 {
 	const struct plan *p = c->p;
-	const struct probe_field *sk = cur_field(c, "sk"), *ret = cur_field(c, "ret");
+	const struct probe_field *sk = cur_field(c, "sk"), *ret = cur_field(c, "ret"),
+				 *fam = cur_field(c, "family");
 	struct kbtf *k = c->q->kbtf;
 	char sc[160], ts[160];
 	int prog = (int)(c->prog - p->progs);
+	bool v6;
 
-	if (!sk || !ret || !k) {
+	if (!sk || !ret || !fam || !k) {
 		c->err = -EINVAL;
 		return;
 	}
+	v6 = sema_ksock_ipv6(k);
 	kbtf_cname(k, kbtf_find(k, "sock_common", false), sc, sizeof(sc));
 	kbtf_cname(k, kbtf_find(k, "tcp_sock", false), ts, sizeof(ts));
 	emit(c, "\t\tg->kind = 0;\n\t\tswitch (g->cookie) {\n");
@@ -1227,14 +1242,31 @@ static void emit_graph_ksock(struct cg *c)
 	emit(c, "\t\t}\n");
 	emit(c, "\t\t{\n\t\t\t__u64 _sk = WEFT_TP(ctx, %u, __u64);\n", sk->offset);
 	emit(c, "\t\t\t__u32 _la = 0, _ra = 0, _seq = 0;\n\t\t\t__u16 _lp = 0, _rp = 0;\n\n");
+	emit(c, "\t\t\tg->family = WEFT_TP(ctx, %u, __u16);\n\t\t\tg->reserved = 0;\n",
+	     fam->offset);
+	/* the IPv4 path reads what it did before; the 16-byte reads only on IPv6 */
+	if (v6)
+		emit(c, "\t\t\tif (g->family == %d) {\n", WEFT_AF_INET);
 	emit(c,
-	     "\t\t\tbpf_probe_read_kernel(&_la, 4, __builtin_preserve_access_index("
+	     "%s\t\t\tbpf_probe_read_kernel(&_la, 4, __builtin_preserve_access_index("
 	     "&((%s *)_sk)->skc_rcv_saddr));\n",
-	     sc);
+	     v6 ? "\t" : "", sc);
 	emit(c,
-	     "\t\t\tbpf_probe_read_kernel(&_ra, 4, __builtin_preserve_access_index("
+	     "%s\t\t\tbpf_probe_read_kernel(&_ra, 4, __builtin_preserve_access_index("
 	     "&((%s *)_sk)->skc_daddr));\n",
-	     sc);
+	     v6 ? "\t" : "", sc);
+	if (v6) {
+		emit(c, "\t\t\t} else {\n");
+		emit(c,
+		     "\t\t\t\tbpf_probe_read_kernel(&g->in6[0], 16, "
+		     "__builtin_preserve_access_index(&((%s *)_sk)->skc_v6_rcv_saddr));\n",
+		     sc);
+		emit(c,
+		     "\t\t\t\tbpf_probe_read_kernel(&g->in6[16], 16, "
+		     "__builtin_preserve_access_index(&((%s *)_sk)->skc_v6_daddr));\n",
+		     sc);
+		emit(c, "\t\t\t}\n");
+	}
 	emit(c,
 	     "\t\t\tbpf_probe_read_kernel(&_lp, 2, __builtin_preserve_access_index("
 	     "&((%s *)_sk)->skc_num));\n",

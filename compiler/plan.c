@@ -421,14 +421,15 @@ static int plan_graph(struct plan *p, const struct ast_query *q)
 	} f[] = {
 #define GF(n, r, m) \
 	{ n, r, offsetof(struct weft_graph_rec, m), sizeof(((struct weft_graph_rec *)0)->m) }
-		GF("time", RENDER_UINT, time), GF("dur", RENDER_UINT, dur),
-		GF("pid", RENDER_INT, pid),    GF("tid", RENDER_INT, tid),
-		GF("kind", RENDER_UINT, kind), GF("probe", RENDER_PROBE, cookie),
-		GF("a0", RENDER_HEX, a[0]),    GF("a1", RENDER_HEX, a[1]),
-		GF("a2", RENDER_HEX, a[2]),    GF("a3", RENDER_HEX, a[3]),
-		GF("a4", RENDER_HEX, a[4]),    GF("a5", RENDER_HEX, a[5]),
-		GF("a6", RENDER_HEX, a[6]),    GF("comm", RENDER_STR, comm),
-		GF("s0", RENDER_STR, s0),      GF("s1", RENDER_STR, s1),
+		GF("time", RENDER_UINT, time),	   GF("dur", RENDER_UINT, dur),
+		GF("pid", RENDER_INT, pid),	   GF("tid", RENDER_INT, tid),
+		GF("kind", RENDER_UINT, kind),	   GF("probe", RENDER_PROBE, cookie),
+		GF("a0", RENDER_HEX, a[0]),	   GF("a1", RENDER_HEX, a[1]),
+		GF("a2", RENDER_HEX, a[2]),	   GF("a3", RENDER_HEX, a[3]),
+		GF("a4", RENDER_HEX, a[4]),	   GF("a5", RENDER_HEX, a[5]),
+		GF("a6", RENDER_HEX, a[6]),	   GF("comm", RENDER_STR, comm),
+		GF("s0", RENDER_STR, s0),	   GF("s1", RENDER_STR, s1),
+		GF("family", RENDER_UINT, family),
 #undef GF
 	};
 	int n = (int)(sizeof(f) / sizeof(f[0]));

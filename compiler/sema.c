@@ -2244,6 +2244,30 @@ static const struct {
 	{ "tcp_sock", "write_seq" },	    { "tcp_sock", "copied_seq" },
 };
 
+/*
+ * IPv6 sockets (family 10) too, where the kernel has IPv6 (CONFIG_IPV6): their 16-byte
+ * addresses, sock_common's skc_v6_rcv_saddr and skc_v6_daddr (struct in6_addr, read whole
+ * through its in6_u.u6_addr8).  Marked when all are there; codegen.c records IPv6 sockets
+ * only then (sema_ksock_ipv6()), a kernel without them keeps to IPv4.
+ */
+bool sema_ksock_ipv6(struct kbtf *k)
+{
+	static const char *const v6[] = { "skc_v6_rcv_saddr", "skc_v6_daddr" };
+	uint32_t sc = kbtf_find(k, "sock_common", false);
+	uint32_t in6 = kbtf_find(k, "in6_addr", false);
+	struct kbtf_member m;
+
+	/* in6_addr's member first: a struct in6_addr emitted is never empty */
+	if (!sc || !in6 || kbtf_member(k, in6, "in6_u", &m) != 0 || m.kind != KBTF_COMPOSITE ||
+	    kbtf_member(k, m.type_id, "u6_addr8", &m) != 0 || m.kind != KBTF_CHARS || m.size != 16)
+		return false;
+	for (size_t i = 0; i < 2; i++)
+		if (kbtf_member(k, sc, v6[i], &m) != 0 || m.kind != KBTF_COMPOSITE ||
+		    m.type_id != in6)
+			return false;
+	return true;
+}
+
 static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
 {
 	struct kbtf *k = sema_kbtf(s, sp->loc);
@@ -2261,10 +2285,11 @@ static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
 					    "kernel's BTF lacks",
 					    sp->text, ksock_members[i].type,
 					    ksock_members[i].member),
-				 "kernel:sockets reads IPv4 TCP sockets of Linux 6.3 or later");
+				 "kernel:sockets reads TCP sockets of Linux 6.3 or later");
 			return -EINVAL;
 		}
 	}
+	(void)sema_ksock_ipv6(k); /* marks the IPv6 members where the kernel has them */
 	return 0;
 }
 

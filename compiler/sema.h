@@ -21,6 +21,10 @@ int sema_check(struct ast_query *q, const struct sema_opts *opts, struct diag_li
  * WEFT_GREC_EDGE (kernel/weft_abi.h), or -1 for any other probe. */
 struct probe_target;
 int sema_graph_probe_kind(const struct probe_target *t);
+/* Whether kernel:sockets can read IPv6 sockets' addresses from this kernel's BTF (sock_common's
+ * skc_v6_rcv_saddr and skc_v6_daddr); marks them for kbtf_emit() when it can. */
+struct kbtf;
+bool sema_ksock_ipv6(struct kbtf *k);
 /* Frees what sema attached to the tree (probe sets).  Safe on an unchecked tree. */
 void sema_release(struct ast_query *q);
 

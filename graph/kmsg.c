@@ -3,15 +3,71 @@
  * Kernel message edges (kmsg.h): sends and receives sorted by the direction of their
  * connection (the sender's address and port, then the receiver's), then by where their bytes
  * start in its stream, and swept once: the receives that overlap a send follow it in that
- * order.  O((s + r) log (s + r)) plus the matches.
+ * order.  O((s + r) log (s + r)) plus the matches.  IPv6 directions sort after IPv4 ones and
+ * compare their 16-byte addresses; kmsg_io_set6() is where v4-mapped ones become IPv4.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "graph/kmsg.h"
 
+static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+void kmsg_io_set6(struct kmsg_io *io, const uint8_t laddr[16], const uint8_t raddr[16])
+{
+	if (memcmp(laddr, v4mapped, 12) == 0 && memcmp(raddr, v4mapped, 12) == 0) {
+		io->v6 = false;
+		io->laddr = (uint32_t)laddr[12] << 24 | (uint32_t)laddr[13] << 16 |
+			    (uint32_t)laddr[14] << 8 | laddr[15];
+		io->raddr = (uint32_t)raddr[12] << 24 | (uint32_t)raddr[13] << 16 |
+			    (uint32_t)raddr[14] << 8 | raddr[15];
+		memset(io->laddr6, 0, 16);
+		memset(io->raddr6, 0, 16);
+		return;
+	}
+	io->v6 = true;
+	io->laddr = io->raddr = 0;
+	memcpy(io->laddr6, laddr, 16);
+	memcpy(io->raddr6, raddr, 16);
+}
+
+bool kmsg_mirrored(const struct kmsg_io *send, const struct kmsg_io *recv)
+{
+	if (send->v6 != recv->v6 || send->lport != recv->rport || send->rport != recv->lport)
+		return false;
+	if (send->v6)
+		return memcmp(send->laddr6, recv->raddr6, 16) == 0 &&
+		       memcmp(send->raddr6, recv->laddr6, 16) == 0;
+	return send->laddr == recv->raddr && send->raddr == recv->laddr;
+}
+
+const char *kmsg_addr_text(const struct kmsg_io *io, bool remote, char *buf, size_t sz)
+{
+	uint32_t a = remote ? io->raddr : io->laddr;
+
+	if (!sz)
+		return buf;
+	if (!io->v6)
+		snprintf(buf, sz, "%u.%u.%u.%u", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
+	else if (!inet_ntop(AF_INET6, remote ? io->raddr6 : io->laddr6, buf, (socklen_t)sz))
+		buf[0] = 0;
+	return buf;
+}
+
+bool kmsg_addr6_parse(const char *text, uint8_t out[16])
+{
+	return inet_pton(AF_INET6, text, out) == 1;
+}
+
 struct ent {
-	uint32_t saddr, daddr; /* the direction: from (saddr, sport) to (daddr, dport) */
+	/* the direction: from (saddr, sport) to (daddr, dport); v6: from s6 to d6 (pointers
+	 * into the caller's arrays) */
+	uint32_t saddr, daddr;
+	const uint8_t *s6, *d6;
+	bool v6;
 	uint16_t sport, dport;
 	uint32_t start, rel; /* first byte's sequence number; relative to its direction's base */
 	uint32_t len;
@@ -21,10 +77,18 @@ struct ent {
 
 static int key_cmp(const struct ent *a, const struct ent *b)
 {
+	int c;
+
+	if (a->v6 != b->v6)
+		return a->v6 ? 1 : -1;
+	if (a->v6 && (c = memcmp(a->s6, b->s6, 16)) != 0)
+		return c;
 	if (a->saddr != b->saddr)
 		return a->saddr < b->saddr ? -1 : 1;
 	if (a->sport != b->sport)
 		return a->sport < b->sport ? -1 : 1;
+	if (a->v6 && (c = memcmp(a->d6, b->d6, 16)) != 0)
+		return c;
 	if (a->daddr != b->daddr)
 		return a->daddr < b->daddr ? -1 : 1;
 	if (a->dport != b->dport)
@@ -130,20 +194,34 @@ int kmsg_match(const struct kmsg_io *sends, size_t nsends, const struct kmsg_io 
 		const struct kmsg_io *s = &sends[i];
 
 		if (s->len)
-			e[n++] = (struct ent){
-				s->laddr, s->raddr, s->lport, s->rport, s->seq_end - s->len,
-				0,	  s->len,   i,	      true
-			};
+			e[n++] = (struct ent){ .saddr = s->laddr,
+					       .daddr = s->raddr,
+					       .s6 = s->laddr6,
+					       .d6 = s->raddr6,
+					       .v6 = s->v6,
+					       .sport = s->lport,
+					       .dport = s->rport,
+					       .start = s->seq_end - s->len,
+					       .len = s->len,
+					       .idx = i,
+					       .send = true };
 	}
 	for (size_t i = 0; i < nrecvs; i++) {
 		const struct kmsg_io *r = &recvs[i];
 
 		/* a receive sees the direction from the other end: its 4-tuple mirrored */
 		if (r->len)
-			e[n++] = (struct ent){
-				r->raddr, r->laddr, r->rport, r->lport, r->seq_end - r->len,
-				0,	  r->len,   i,	      false
-			};
+			e[n++] = (struct ent){ .saddr = r->raddr,
+					       .daddr = r->laddr,
+					       .s6 = r->raddr6,
+					       .d6 = r->laddr6,
+					       .v6 = r->v6,
+					       .sport = r->rport,
+					       .dport = r->lport,
+					       .start = r->seq_end - r->len,
+					       .len = r->len,
+					       .idx = i,
+					       .send = false };
 	}
 	qsort(e, n, sizeof(*e), ent_key_cmp);
 	for (size_t g = 0; g < n && !rc;) {

@@ -119,9 +119,12 @@ enum weft_scope {
  *                         from_event, to_task, to_event; s0 = kind ("parent", "message", ...)
  *   WEFT_GREC_SPAN        an instance of span(...): time is its end, dur its duration; the
  *                         probe is the cookie (the span's start attach point)
- *   WEFT_GREC_KSEND       kernel:sockets, a send on an IPv4 TCP socket: a = laddr, raddr (host
- *                         order), lport, rport, the stream's sequence number after the send
- *                         (tcp_sock.write_seq), bytes, the socket's address (its identity)
+ *   WEFT_GREC_KSEND       kernel:sockets, a send on a TCP socket: a = laddr, raddr (IPv4, host
+ *                         order; 0 on IPv6), lport, rport, the stream's sequence number after
+ *                         the send (tcp_sock.write_seq), bytes, the socket's address (its
+ *                         identity); family = WEFT_AF_INET or WEFT_AF_INET6, and on IPv6 in6 =
+ *                         the local then the remote address (16 bytes each, network order, as
+ *                         the socket has them: an IPv4 peer v4-mapped, ::ffff:a.b.c.d)
  *   WEFT_GREC_KRECV       kernel:sockets, a receive: the same, the sequence number after the
  *                         read (tcp_sock.copied_seq)
  *   WEFT_GREC_KWAKE       kernel:sched, a wakeup (sched:sched_wakeup, sched_wakeup_new): the
@@ -161,6 +164,12 @@ struct weft_graph_rec {
 	char comm[16];
 	char s0[WEFT_GREC_STR];
 	char s1[WEFT_GREC_STR];
+	/* WEFT_GREC_KSEND and KRECV only (other kinds leave them unwritten): the socket's
+	 * family (WEFT_AF_INET, or 0 as the agent reads it: the addresses are a[0], a[1];
+	 * WEFT_AF_INET6: they are in6; any other: a bad record) */
+	__u32 family;
+	__u32 reserved;
+	__u8 in6[32];
 };
 
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */

@@ -20,6 +20,10 @@
  *   - 1 trace of the settings (CONFIG GET save, CONFIG GET appendonly in one write): the
  *     same with two processCommand children;
  * and no other trace may hold a task of this redis-server.
+ * Then the same over IPv6 (test_redis_across_ipv6, a cluster of its own): the link's ends
+ * also have fd00:201:X::101 and ::102 (nodad), redis-server binds the first, the client tasks
+ * are named "request [fd00:201:X::101]:6379" and ship their IPv6 addresses as text, which the
+ * aggregator matches as it does IPv4 numbers: N + 1 matches, the same traces.
  *
  * Needs root, ip(8), redis-server, redis-benchmark and redis-cli, and the sock tracepoints;
  * skipped otherwise.
@@ -52,6 +56,7 @@ struct fixture {
 	struct cl_proc *agg, *agents[NS];
 	char scope[NS][PATH_MAX];
 	char ip[2][32]; /* the server's and the client's end of their link */
+	char ip6[2][48]; /* the same ends' IPv6 addresses */
 	char gpath[PATH_MAX];
 	bool failed;
 };
@@ -76,6 +81,7 @@ static void clean_at_exit(void)
 
 static int group_setup(void **state)
 {
+	static bool registered; /* clean_at_exit, once for every fixture */
 	struct fixture *f = calloc(1, sizeof(*f));
 	char listen[64], log[32], pre[20], va[16], vb[16];
 	int x;
@@ -84,7 +90,9 @@ static int group_setup(void **state)
 		return -1;
 	*state = f;
 	live = f;
-	atexit(clean_at_exit);
+	if (!registered)
+		atexit(clean_at_exit);
+	registered = true;
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
@@ -92,6 +100,8 @@ static int group_setup(void **state)
 	snprintf(pre, sizeof(pre), "10.201.%d", x);
 	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
 	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
+	snprintf(f->ip6[0], sizeof(f->ip6[0]), "fd00:201:%d::101", x);
+	snprintf(f->ip6[1], sizeof(f->ip6[1]), "fd00:201:%d::102", x);
 	snprintf(va, sizeof(va), "wft%dxa", (int)getpid());
 	snprintf(vb, sizeof(vb), "wft%dxb", (int)getpid());
 	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
@@ -99,6 +109,10 @@ static int group_setup(void **state)
 	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[1]), 0);
 	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[0], f->ip[0], va), 0);
 	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[1], f->ip[1], vb), 0);
+	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[0], f->ip6[0], va),
+			 0);
+	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[1], f->ip6[1], vb),
+			 0);
 	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[0], va), 0);
 	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[1], vb), 0);
 
@@ -148,7 +162,7 @@ static long long graph_count(struct cl *cl, const char *name)
 
 /* 0 (not this benchmark's trace), or the number of processCommand tasks of a trace of
  * exactly the expected shape; fails the test on any other shape. */
-static int classify(const struct graph *g, const char *addr_s, long bench, long redis,
+static int classify(const struct graph *g, const char *addr_s, bool v6, long bench, long redis,
 		    bool *has_redis)
 {
 	const struct graph_task *cl = NULL, *sv = NULL;
@@ -163,7 +177,7 @@ static int classify(const struct graph *g, const char *addr_s, long bench, long 
 	}
 	if (!cl)
 		return 0;
-	snprintf(want, sizeof(want), "request %s:6379", addr_s);
+	snprintf(want, sizeof(want), v6 ? "request [%s]:6379" : "request %s:6379", addr_s);
 	assert_string_equal(cl->service, "redis-benchmark");
 	assert_string_equal(cl->name, want);
 	assert_string_equal(cl->host, hosts[1]);
@@ -211,9 +225,10 @@ static int classify(const struct graph *g, const char *addr_s, long bench, long 
 	return npc;
 }
 
-static void test_redis_across(void **state)
+/* redis-server in h-server bound to addr (f->ip[0] or f->ip6[0]), redis-benchmark from
+ * h-client; the aggregator's counts are checked against what they were before. */
+static void run_across(struct fixture *f, const char *addr, bool v6)
 {
-	struct fixture *f = *state;
 	struct cl *cl = &f->cl;
 	struct cl_proc *sub, *redis, *bench;
 	struct graph_store *s;
@@ -224,15 +239,19 @@ static void test_redis_across(void **state)
 	uint64_t qid;
 	ssize_t nt;
 	int ready = 0;
+	long long tasks0 = graph_count(cl, "tasks"), matched0 = graph_count(cl, "kernel_matched");
 
+	assert_int_equal(graph_count(cl, "kernel_split") + graph_count(cl, "kernel_bad") +
+				 graph_count(cl, "kernel_dropped"),
+			 0);
 	redis = cl_spawn(cl, "redis", f->net.ns[0],
 			 (char *const[]){ (char *)REDIS_BIN, (char *)"--port", (char *)"6379",
-					  (char *)"--bind", f->ip[0], (char *)"--save", (char *)"",
-					  (char *)"--appendonly", (char *)"no",
+					  (char *)"--bind", (char *)addr, (char *)"--save",
+					  (char *)"", (char *)"--appendonly", (char *)"no",
 					  (char *)"--protected-mode", (char *)"no", NULL });
 	/* up when it answers (before the query runs: these pings are not traced) */
 	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 f->net.ns[1], f->ip[0]);
+		 f->net.ns[1], addr);
 	ready = CL_WAIT(system(cmd) == 0 || !cl_alive(redis), CL_WAIT_MS) && cl_alive(redis);
 	if (!ready)
 		fail_msg("redis-server did not come up: %s", cl_slurp(redis->out));
@@ -248,19 +267,19 @@ static void test_redis_across(void **state)
 
 	snprintf(num, sizeof(num), "%d", N_SET);
 	bench = cl_spawn(cl, "bench", f->net.ns[1],
-			 (char *const[]){ (char *)BENCH_BIN, (char *)"-h", f->ip[0], (char *)"-p",
-					  (char *)"6379", (char *)"-c", (char *)"1", (char *)"-n",
-					  num, (char *)"-t", (char *)"set", (char *)"-P",
-					  (char *)"1", (char *)"-q", NULL });
+			 (char *const[]){ (char *)BENCH_BIN, (char *)"-h", (char *)addr,
+					  (char *)"-p", (char *)"6379", (char *)"-c", (char *)"1",
+					  (char *)"-n", num, (char *)"-t", (char *)"set",
+					  (char *)"-P", (char *)"1", (char *)"-q", NULL });
 	if (cl_wait_exit(bench, 120000) != 0)
 		fail_msg("redis-benchmark failed (%d): %s", bench->status, cl_slurp(bench->err));
 	/* an exchange is complete a second after its last call, by the agent's clock: with
 	 * redis-server stopped (no record comes on either host), every task (client, server,
 	 * processCommand) is stored while the query still runs */
 	assert_int_equal(kill(redis->pid, SIGSTOP), 0);
-	if (!CL_WAIT(graph_count(cl, "tasks") >= 3 * N_SET + 4, 60000))
-		fail_msg("%lld tasks stored while the query ran, not %d", graph_count(cl, "tasks"),
-			 3 * N_SET + 4);
+	if (!CL_WAIT(graph_count(cl, "tasks") - tasks0 >= 3 * N_SET + 4, 60000))
+		fail_msg("%lld tasks stored while the query ran, not %d",
+			 graph_count(cl, "tasks") - tasks0, 3 * N_SET + 4);
 	assert_int_equal(kill(redis->pid, SIGCONT), 0);
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
@@ -270,7 +289,7 @@ static void test_redis_across(void **state)
 	/* the aggregator's matching, as `weft status` says it: one message edge a request
 	 * (and one for the settings), each a send of h-client's agent matched with a receive
 	 * of h-server's; nothing refused, forgotten or left unjoined */
-	assert_int_equal(graph_count(cl, "kernel_matched"), N_SET + 1);
+	assert_int_equal(graph_count(cl, "kernel_matched") - matched0, N_SET + 1);
 	assert_int_equal(graph_count(cl, "kernel_split"), 0);
 	assert_int_equal(graph_count(cl, "kernel_bad"), 0);
 	assert_int_equal(graph_count(cl, "kernel_dropped"), 0);
@@ -291,7 +310,7 @@ static void test_redis_across(void **state)
 		graph_init(&g);
 		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
 			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, f->ip[0], (long)bench->pid, (long)redis->pid, &has_redis);
+		k = classify(&g, addr, v6, (long)bench->pid, (long)redis->pid, &has_redis);
 		if (k == 0 && has_redis)
 			fail_msg("trace %s holds work of redis-server but no request", hex);
 		if (k > 2)
@@ -303,13 +322,31 @@ static void test_redis_across(void **state)
 	graph_store_close(s);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
-	cl->passed = true;
+}
+
+static void test_redis_across(void **state)
+{
+	struct fixture *f = *state;
+
+	run_across(f, f->ip[0], false);
+	f->cl.passed = true;
+}
+
+static void test_redis_across_ipv6(void **state)
+{
+	struct fixture *f = *state;
+
+	run_across(f, f->ip6[0], true);
+	f->cl.passed = true;
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_redis_across),
+		/* each its own cluster: a second query of one cluster stored nothing here */
+		cmocka_unit_test_setup_teardown(test_redis_across, group_setup, group_teardown),
+		cmocka_unit_test_setup_teardown(test_redis_across_ipv6, group_setup,
+						group_teardown),
 	};
 
 	if (!wr_ready())
@@ -328,5 +365,5 @@ int main(void)
 		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
 		return WT_SKIP;
 	}
-	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
+	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -16,6 +16,11 @@
  *     processCommand task, the server task's child on its thread (with a parent edge);
  *   - 1 trace of the settings: the same, with two processCommand children;
  * and no other trace may hold a task of this redis-server (all of its work is accounted).
+ * Then the same over IPv6 (test_redis_ipv6): the veth ends also have fd00:231:P::1 and ::2
+ * (added with nodad: no duplicate address detection to wait for), redis-server binds the
+ * first, and the same N + 1 traces must be stored, the client task named
+ * "request [fd00:231:P::1]:6379" (RFC 5952 text) and the tasks' kernel.sends and kernel.recv
+ * carrying the IPv6 addresses as text.
  * They must be stored while weft still runs, with redis-server stopped (SIGSTOP) after the
  * benchmark so that no record comes (the last exchanges complete by the clock), and the store
  * must hold exactly the same after the end.
@@ -41,6 +46,10 @@
 #define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static char ns_s[64], ns_c[64], veth[16], addr_s[32], addr_c[32], dir[64];
+static char addr6_s[48], addr6_c[48];
+/* the server address of the test running: what the client task names, the attributes' form */
+static const char *want_addr = addr_s;
+static bool want_v6;
 static pid_t redis_pid; /* killed at exit if a failure left it running */
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -79,6 +88,8 @@ static int group_setup(void **state)
 	snprintf(veth, sizeof(veth), "wke%d", p % 10000000);
 	snprintf(addr_s, sizeof(addr_s), "10.231.%d.1", p % 250);
 	snprintf(addr_c, sizeof(addr_c), "10.231.%d.2", p % 250);
+	snprintf(addr6_s, sizeof(addr6_s), "fd00:231:%d::1", p % 250);
+	snprintf(addr6_c, sizeof(addr6_c), "fd00:231:%d::2", p % 250);
 	snprintf(dir, sizeof(dir), "/tmp/weft-test-kedges-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
@@ -91,7 +102,10 @@ static int group_setup(void **state)
 	       ns_s, addr_s, veth, ns_s, veth, ns_s) ||
 	    sh("ip -n %s addr add %s/24 dev %sb && ip -n %s link set %sb up && "
 	       "ip -n %s link set lo up",
-	       ns_c, addr_c, veth, ns_c, veth, ns_c))
+	       ns_c, addr_c, veth, ns_c, veth, ns_c) ||
+	    sh("ip -n %s -6 addr add %s/64 dev %sa nodad && "
+	       "ip -n %s -6 addr add %s/64 dev %sb nodad",
+	       ns_s, addr6_s, veth, ns_c, addr6_c, veth))
 		return -1;
 	return 0;
 }
@@ -103,17 +117,33 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-/* One [laddr, lport, raddr, rport, seq_end, len] of a kernel task's attributes. */
-static struct kmsg_io kio_of(json_t *a)
+/* One [laddr, lport, raddr, rport, seq_end, len] of a kernel task's attributes: IPv4
+ * addresses numbers, IPv6 ones RFC 5952 text (want_v6), the server's want_addr. */
+static struct kmsg_io kio_of(json_t *a, bool server)
 {
 	struct kmsg_io io = { 0 };
+	uint8_t a6[2][16];
 
 	assert_true(json_is_array(a) && json_array_size(a) == 6);
 	for (size_t i = 0; i < 6; i++)
-		assert_true(json_is_integer(json_array_get(a, i)));
-	io.laddr = (uint32_t)json_integer_value(json_array_get(a, 0));
+		if (want_v6 && (i == 0 || i == 2))
+			assert_true(json_is_string(json_array_get(a, i)));
+		else
+			assert_true(json_is_integer(json_array_get(a, i)));
+	if (want_v6) {
+		const char *la = json_string_value(json_array_get(a, 0));
+		const char *ra = json_string_value(json_array_get(a, 2));
+
+		assert_string_equal(server ? la : ra, addr6_s);
+		assert_string_equal(server ? ra : la, addr6_c);
+		assert_true(kmsg_addr6_parse(la, a6[0]) && kmsg_addr6_parse(ra, a6[1]));
+		kmsg_io_set6(&io, a6[0], a6[1]);
+		assert_true(io.v6);
+	} else {
+		io.laddr = (uint32_t)json_integer_value(json_array_get(a, 0));
+		io.raddr = (uint32_t)json_integer_value(json_array_get(a, 2));
+	}
 	io.lport = (uint16_t)json_integer_value(json_array_get(a, 1));
-	io.raddr = (uint32_t)json_integer_value(json_array_get(a, 2));
 	io.rport = (uint16_t)json_integer_value(json_array_get(a, 3));
 	io.seq_end = (uint32_t)json_integer_value(json_array_get(a, 4));
 	io.len = (uint32_t)json_integer_value(json_array_get(a, 5));
@@ -135,10 +165,10 @@ static void check_kattrs(const struct graph_task *cl, const struct graph_task *s
 	ns = json_array_size(sends);
 	assert_true(ns >= 1 && ns <= 8);
 	for (size_t i = 0; i < ns; i++) {
-		snd[i] = kio_of(json_array_get(sends, i));
+		snd[i] = kio_of(json_array_get(sends, i), false);
 		assert_int_equal(snd[i].rport, 6379);
 	}
-	recv = kio_of(json_object_get(sa, "kernel.recv"));
+	recv = kio_of(json_object_get(sa, "kernel.recv"), true);
 	assert_int_equal(recv.lport, 6379);
 	assert_int_equal(kmsg_match(snd, ns, &recv, 1, &m, &nm), 0);
 	assert_int_equal(nm, 1);
@@ -163,7 +193,7 @@ static int classify(const struct graph *g, long bench, long redis, bool *has_red
 	}
 	if (!cl)
 		return 0;
-	snprintf(want, sizeof(want), "request %s:6379", addr_s);
+	snprintf(want, sizeof(want), want_v6 ? "request [%s]:6379" : "request %s:6379", want_addr);
 	assert_string_equal(cl->service, "redis-benchmark");
 	assert_string_equal(cl->name, want);
 	assert_int_equal(cl->parent, 0);
@@ -248,28 +278,21 @@ static void count_traces(const char *store, long bench, long redis, long by_npc[
 	graph_store_close(s);
 }
 
-static void test_redis_local(void **state)
+/* redis-server bound to `bind` in S, redis-benchmark against it from C, under weft run. */
+static void run_redis(const char *bind)
 {
 	char store[PATH_MAX], query[256], num[32], cmd[512];
-	char *rargv[] = { (char *)"ip",
-			  (char *)"netns",
-			  (char *)"exec",
-			  ns_s,
-			  (char *)REDIS_BIN,
-			  (char *)"--port",
-			  (char *)"6379",
-			  (char *)"--bind",
-			  addr_s,
-			  (char *)"--save",
-			  (char *)"",
-			  (char *)"--appendonly",
-			  (char *)"no",
-			  (char *)"--protected-mode",
-			  (char *)"no",
-			  NULL };
+	char *rargv[] = { (char *)"ip",	     (char *)"netns",
+			  (char *)"exec",    ns_s,
+			  (char *)REDIS_BIN, (char *)"--port",
+			  (char *)"6379",    (char *)"--bind",
+			  (char *)bind,	     (char *)"--save",
+			  (char *)"",	     (char *)"--appendonly",
+			  (char *)"no",	     (char *)"--protected-mode",
+			  (char *)"no",	     NULL };
 	char *bargv[] = { (char *)"ip", (char *)"netns",   (char *)"exec",
 			  ns_c,		(char *)BENCH_BIN, (char *)"-h",
-			  addr_s,	(char *)"-p",	   (char *)"6379",
+			  (char *)bind, (char *)"-p",	   (char *)"6379",
 			  (char *)"-c", (char *)"1",	   (char *)"-n",
 			  num,		(char *)"-t",	   (char *)"set",
 			  (char *)"-P", (char *)"1",	   (char *)"-q",
@@ -278,15 +301,14 @@ static void test_redis_local(void **state)
 	long by_npc[3] = { 0 };
 	int ready = 0;
 
-	(void)state;
-	snprintf(store, sizeof(store), "%s/kedges.db", dir);
+	snprintf(store, sizeof(store), "%s/kedges-%s.db", dir, want_v6 ? "6" : "4");
 	snprintf(num, sizeof(num), "%d", N_SET);
 	assert_int_equal(wr_start(&redis, rargv), 0);
 	redis_pid = redis.pid;
 	wr_close_stdin(&redis);
 	/* up when it answers (before weft attaches: these pings are not traced) */
 	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 ns_c, addr_s);
+		 ns_c, bind);
 	for (uint64_t end = wr_now_ms() + WR_TIMEOUT_MS; !ready && wr_now_ms() < end;) {
 		ready = system(cmd) == 0;
 		wr_pump(&redis, ready ? 0 : 50);
@@ -358,10 +380,27 @@ static void test_redis_local(void **state)
 	wr_free(&redis);
 }
 
+static void test_redis_local(void **state)
+{
+	(void)state;
+	want_addr = addr_s;
+	want_v6 = false;
+	run_redis(addr_s);
+}
+
+static void test_redis_ipv6(void **state)
+{
+	(void)state;
+	want_addr = addr6_s;
+	want_v6 = true;
+	run_redis(addr6_s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_redis_local),
+		cmocka_unit_test(test_redis_ipv6),
 	};
 
 	if (!wr_ready())

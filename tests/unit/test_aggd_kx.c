@@ -5,7 +5,8 @@
  * in "kernel.sends", a server task rooting its own trace with its first receive in
  * "kernel.recv" and a child span.  Either order of arrival joins them into one trace with one
  * message edge; later pieces of a moved trace follow it; a move that would split a stored
- * trace is not made; attributes that are not an agent's are counted, never trusted.  (The
+ * trace is not made; attributes that are not an agent's are counted, never trusted; IPv6
+ * addresses (text) match as IPv4 ones do, v4-mapped ones as IPv4.  (The
  * real two-host run is tests/cluster/test_cluster_kedges.c.)
  */
 #include <setjmp.h>
@@ -23,10 +24,9 @@
 
 static const struct graph_id128 TC = { 1, 100 }, TS = { 2, 200 };
 
-/* The client's batch: one task (id 11) that sent [seq - len, seq) from port cport. */
-static void client(struct graph *g, unsigned cport, unsigned seq, unsigned len)
+/* The client's batch: one task (id 11) with the attributes a. */
+static void client_attrs(struct graph *g, const char *a)
 {
-	char a[160];
 	struct graph_task t = { .trace = TC,
 				.id = 11,
 				.service = "bench",
@@ -38,16 +38,23 @@ static void client(struct graph *g, unsigned cport, unsigned seq, unsigned len)
 				.end = 20,
 				.source = GRAPH_SRC_KERNEL };
 
-	snprintf(a, sizeof(a), "{\"kernel.sends\":[[%u,%u,%u,6379,%u,%u]]}", CADDR, cport, SADDR,
-		 seq, len);
 	t.attrs = graph_strdup(g, a);
 	assert_non_null(graph_add_task(g, &t));
 }
 
-/* The server's batch: a server task (id 21) that read [seq - len, seq) and a child span. */
-static void server(struct graph *g, unsigned cport, unsigned seq, unsigned len)
+/* The client's batch: one task (id 11) that sent [seq - len, seq) from port cport. */
+static void client(struct graph *g, unsigned cport, unsigned seq, unsigned len)
 {
 	char a[160];
+
+	snprintf(a, sizeof(a), "{\"kernel.sends\":[[%u,%u,%u,6379,%u,%u]]}", CADDR, cport, SADDR,
+		 seq, len);
+	client_attrs(g, a);
+}
+
+/* The server's batch: a server task (id 21) with the attributes a and a child span. */
+static void server_attrs(struct graph *g, const char *a)
+{
 	struct graph_task t = { .trace = TS,
 				.id = 21,
 				.service = "redis",
@@ -74,12 +81,20 @@ static void server(struct graph *g, unsigned cport, unsigned seq, unsigned len)
 		.trace = TS, .kind = GRAPH_EDGE_PARENT, .from_task = 21, .to_task = 22
 	};
 
-	snprintf(a, sizeof(a), "{\"kernel.recv\":[%u,6379,%u,%u,%u,%u]}", SADDR, CADDR, cport, seq,
-		 len);
 	t.attrs = graph_strdup(g, a);
 	assert_non_null(graph_add_task(g, &t));
 	assert_non_null(graph_add_task(g, &c));
 	assert_non_null(graph_add_edge(g, &e));
+}
+
+/* The server's batch: a server task (id 21) that read [seq - len, seq) and a child span. */
+static void server(struct graph *g, unsigned cport, unsigned seq, unsigned len)
+{
+	char a[160];
+
+	snprintf(a, sizeof(a), "{\"kernel.recv\":[%u,6379,%u,%u,%u,%u]}", SADDR, CADDR, cport, seq,
+		 len);
+	server_attrs(g, a);
 }
 
 static bool never(void *arg, struct graph_id128 t)
@@ -218,6 +233,55 @@ static void test_split(void **state)
 	aggd_kx_free(k);
 }
 
+/*
+ * IPv6: the addresses as text match as numbers do, whatever the text's form (the server's
+ * written in full, upper case); a v4-mapped text is its IPv4 address and matches an IPv4
+ * client's numbers; an IPv6 client never matches an IPv4 server with the same ports.
+ */
+static void test_ipv6(void **state)
+{
+	struct aggd_kx *k = aggd_kx_new();
+	struct aggd_kx_stats st;
+	struct graph c, s;
+
+	(void)state;
+	graph_init(&c);
+	graph_init(&s);
+	client_attrs(&c,
+		     "{\"kernel.sends\":[[\"2001:db8::2\",40000,\"2001:db8::1\",6379,1027,27]]}");
+	assert_int_equal(aggd_kx_batch(k, 7, &c, never, NULL), 0);
+	server(&s, 40000, 1027, 27); /* IPv4, same ports and bytes: not the sender's peer */
+	assert_int_equal(aggd_kx_batch(k, 7, &s, never, NULL), 0);
+	assert_int_equal(s.nedges, 1);
+	assert_true(graph_id128_eq(s.tasks[0].trace, TS));
+	graph_free(&s);
+	graph_init(&s);
+	server_attrs(&s, "{\"kernel.recv\":[\"2001:DB8:0:0:0:0:0:1\",6379,\"2001:db8::2\",40000,"
+			 "1027,27]}");
+	assert_int_equal(aggd_kx_batch(k, 7, &s, never, NULL), 0);
+	all_in(&s, TC);
+	assert_int_equal(msg_edges(&s, 11, 21, TC), 1);
+	graph_free(&c);
+	graph_free(&s);
+	/* v4-mapped: the server's IPv6 socket talking IPv4 (10.0.0.1 <- 10.0.0.2); query 8,
+	 * where TS was not moved */
+	graph_init(&c);
+	graph_init(&s);
+	server_attrs(&s, "{\"kernel.recv\":[\"::ffff:10.0.0.1\",6379,\"::ffff:10.0.0.2\",40003,"
+			 "300,30]}");
+	assert_int_equal(aggd_kx_batch(k, 8, &s, never, NULL), 0);
+	client(&c, 40003, 300, 30);
+	assert_int_equal(aggd_kx_batch(k, 8, &c, never, NULL), 0);
+	all_in(&c, TS);
+	assert_int_equal(msg_edges(&c, 11, 21, TS), 1);
+	aggd_kx_stats(k, &st);
+	assert_int_equal(st.matched, 2);
+	assert_int_equal(st.bad + st.split, 0);
+	graph_free(&c);
+	graph_free(&s);
+	aggd_kx_free(k);
+}
+
 /* Attributes that are not what an agent writes: counted, the batch left as it came. */
 static void test_hostile(void **state)
 {
@@ -232,6 +296,13 @@ static void test_hostile(void **state)
 		"{\"kernel.sends\":{}}",
 		"{\"kernel.sends\":[[1,1,3,4,5,6],7]}",
 		"{\"kernel.sends\":[null]}",
+		"{\"kernel.recv\":[\"::1\",1,3,4,5,6]}", /* one address text, one number */
+		"{\"kernel.recv\":[1,1,\"::1\",4,5,6]}",
+		"{\"kernel.recv\":[\"::1::2\",1,\"::1\",4,5,6]}",
+		"{\"kernel.recv\":[\"10.0.0.1\",1,\"::1\",4,5,6]}", /* IPv4 is a number */
+		"{\"kernel.recv\":[\"::1\",\"1\",\"::1\",4,5,6]}",
+		"{\"kernel.recv\":[\"\",1,\"::1\",4,5,6]}",
+		"{\"kernel.sends\":[[\"::1\",1,\"::2\",4,5,0]]}",
 	};
 	struct aggd_kx *k = aggd_kx_new();
 	struct aggd_kx_stats st;
@@ -274,9 +345,8 @@ static void test_hostile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_send_first),
-		cmocka_unit_test(test_recv_first),
-		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_send_first), cmocka_unit_test(test_recv_first),
+		cmocka_unit_test(test_split),	   cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_hostile),
 	};
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -473,6 +474,113 @@ static void test_kernel_tiers(void **state)
 	graphcap_free(c);
 }
 
+/* A kernel:sockets record of an IPv6 socket: in6 = local, remote (16 bytes each). */
+static int krec6(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint64_t sk,
+		 const char *la, uint16_t lp, const char *ra, uint16_t rp, uint32_t seq_end,
+		 uint32_t len, uint32_t family)
+{
+	struct weft_graph_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.kind = send ? WEFT_GREC_KSEND : WEFT_GREC_KRECV;
+	r.time = t;
+	r.pid = pid;
+	r.tid = pid;
+	snprintf(r.comm, sizeof(r.comm), "p%u", pid);
+	r.family = family;
+	assert_int_equal(inet_pton(AF_INET6, la, r.in6), 1);
+	assert_int_equal(inet_pton(AF_INET6, ra, r.in6 + 16), 1);
+	r.a[2] = lp;
+	r.a[3] = rp;
+	r.a[4] = seq_end;
+	r.a[5] = len;
+	r.a[6] = sk;
+	return graphcap_record(c, &r, sizeof(r));
+}
+
+static const struct graph_task *task_of(const struct graph *g, uint32_t pid)
+{
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (g->tasks[i].pid == pid)
+			return &g->tasks[i];
+	fail_msg("no task of pid %u", pid);
+	return NULL;
+}
+
+/*
+ * kernel:sockets over IPv6: client C (2001:db8::1:5000) asks server F (2001:db8::2:80),
+ * matched as IPv4 is: one trace, "request [2001:db8::2]:80" -> message -> "serve :80", the
+ * attributes carrying the addresses as RFC 5952 text.  An IPv4 client D (10.0.0.1:5001) asks
+ * server G, whose socket is IPv6 with v4-mapped addresses (::ffff:10.0.0.2:81): normalised to
+ * IPv4, they match, and G ships its receive as IPv4 numbers.  A record of another family
+ * (7) is bad: refused and counted, nothing else happens.
+ */
+static void test_kernel_ipv6(void **state)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
+	const struct graph_task *cl, *sv, *d, *g;
+	struct graphcap_stats st;
+	struct graphcap *c;
+	struct graph kept;
+	char why[256];
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	assert_int_equal(krec6(c, true, T0 + 100, 10, 0xc1, "2001:db8::1", 5000, "2001:db8::2", 80,
+			       110, 10, WEFT_AF_INET6),
+			 0);
+	assert_int_equal(krec6(c, false, T0 + 110, 20, 0xf1, "2001:db8::2", 80, "2001:db8::1", 5000,
+			       110, 10, WEFT_AF_INET6),
+			 0);
+	assert_int_equal(krec6(c, true, T0 + 120, 20, 0xf1, "2001:db8::2", 80, "2001:db8::1", 5000,
+			       7007, 7, WEFT_AF_INET6),
+			 0);
+	assert_int_equal(krec6(c, false, T0 + 130, 10, 0xc1, "2001:db8::1", 5000, "2001:db8::2", 80,
+			       7007, 7, WEFT_AF_INET6),
+			 0);
+	krec(c, true, T0 + 200, 30, 30, 0xd1, 0x0a000001, 5001, 0x0a000002, 81, 50, 5);
+	assert_int_equal(krec6(c, false, T0 + 210, 40, 0x91, "::ffff:10.0.0.2", 81,
+			       "::ffff:10.0.0.1", 5001, 50, 5, WEFT_AF_INET6),
+			 0);
+	assert_int_equal(krec6(c, true, T0 + 220, 40, 0x91, "::ffff:10.0.0.2", 81,
+			       "::ffff:10.0.0.1", 5001, 90, 9, WEFT_AF_INET6),
+			 0);
+	krec(c, false, T0 + 230, 30, 30, 0xd1, 0x0a000001, 5001, 0x0a000002, 81, 90, 9);
+	assert_int_equal(
+		krec6(c, true, T0 + 240, 50, 0x51, "2001:db8::5", 1, "2001:db8::6", 2, 9, 9, 7),
+		-EINVAL);
+	graphcap_stats(c, &st);
+	assert_int_equal(st.bad, 1);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 4);
+	cl = task_of(&kept, 10);
+	sv = task_of(&kept, 20);
+	d = task_of(&kept, 30);
+	g = task_of(&kept, 40);
+	assert_string_equal(cl->name, "request [2001:db8::2]:80");
+	assert_string_equal(sv->name, "serve :80");
+	assert_string_equal(
+		cl->attrs, "{\"kernel.sends\":[[\"2001:db8::1\",5000,\"2001:db8::2\",80,110,10]]}");
+	assert_string_equal(sv->attrs,
+			    "{\"kernel.recv\":[\"2001:db8::2\",80,\"2001:db8::1\",5000,110,10]}");
+	assert_true(graph_id128_eq(cl->trace, sv->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl->id, sv->id));
+	assert_string_equal(d->name, "request 10.0.0.2:81");
+	assert_string_equal(g->name, "serve :81");
+	assert_string_equal(g->attrs, "{\"kernel.recv\":[167772162,81,167772161,5001,50,5]}");
+	assert_true(graph_id128_eq(d->trace, g->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, d->id, g->id));
+	assert_int_equal(kept.nedges, 2);
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void prec(struct graphcap *c, uint32_t kind, uint64_t t, uint32_t pid, uint32_t tid,
 		 const uint64_t *a, int na, const char *s0, const char *s1)
 {
@@ -894,8 +1002,8 @@ int main(void)
 		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
 		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
-		cmocka_unit_test(test_kernel_tiers),   cmocka_unit_test(test_kernel_sched),
-		cmocka_unit_test(test_kernel_pool),
+		cmocka_unit_test(test_kernel_tiers),   cmocka_unit_test(test_kernel_ipv6),
+		cmocka_unit_test(test_kernel_sched),   cmocka_unit_test(test_kernel_pool),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

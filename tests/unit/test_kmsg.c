@@ -4,7 +4,10 @@
  * overlapping sequence ranges.  Hand-made conversations check the cases (whole messages
  * across the 2^32 wrap, a message read in pieces, messages read together, the other direction,
  * another connection with the same numbers, a 4-tuple not mirrored); random conversations are
- * checked against the quadratic definition.
+ * checked against the quadratic definition.  IPv6: 4-tuples of 16-byte addresses match as
+ * IPv4 ones do, an IPv6 address never equals an IPv4 one, v4-mapped addresses
+ * (::ffff:a.b.c.d) are normalised to IPv4 by kmsg_io_set6() and match IPv4 peers; the text
+ * forms (RFC 5952) round-trip.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +24,9 @@
 static struct kmsg_io io(uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp, uint32_t end,
 			 uint32_t len)
 {
-	return (struct kmsg_io){ la, ra, lp, rp, end, len };
+	return (struct kmsg_io){
+		.laddr = la, .raddr = ra, .lport = lp, .rport = rp, .seq_end = end, .len = len
+	};
 }
 
 static void test_whole_messages_across_wrap(void **state)
@@ -152,10 +157,100 @@ static void test_random_against_definition(void **state)
 	}
 }
 
+static const uint8_t V6A[16] = { 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+static const uint8_t V6B[16] = { 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2 };
+/* ::ffff:10.0.0.1 and ::ffff:10.0.0.2: A and B v4-mapped */
+static const uint8_t MA[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1 };
+static const uint8_t MB[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2 };
+
+static struct kmsg_io io6(const uint8_t *la, uint16_t lp, const uint8_t *ra, uint16_t rp,
+			  uint32_t end, uint32_t len)
+{
+	struct kmsg_io x = io(0, lp, 0, rp, end, len);
+
+	kmsg_io_set6(&x, la, ra);
+	return x;
+}
+
+static void test_ipv6(void **state)
+{
+	/* V6A:1000 -> V6B:80, two messages read whole; the same ports and numbers on IPv4
+	 * (A, B) and between other IPv6 hosts (V6B -> V6B) must not match them */
+	struct kmsg_io s[3] = { io6(V6A, 1000, V6B, 80, 110, 10), io6(V6A, 1000, V6B, 80, 130, 20),
+				io(A, 1000, B, 80, 110, 10) };
+	struct kmsg_io r[4] = { io6(V6B, 80, V6A, 1000, 130, 20), io6(V6B, 80, V6A, 1000, 110, 10),
+				io(B, 80, A, 1000, 130, 20), io6(V6B, 80, V6B, 1000, 110, 10) };
+	char t[KMSG_ADDR_TEXT];
+	uint8_t back[16];
+	struct kmsg_match *m;
+	size_t n;
+
+	(void)state;
+	assert_true(s[0].v6 && !s[2].v6 && s[0].laddr == 0 && s[0].raddr == 0);
+	assert_int_equal(kmsg_match(s, 3, r, 4, &m, &n), 0);
+	assert_int_equal(n, 2);
+	assert_true(m[0].send == 0 && m[0].recv == 1 && m[0].bytes == 10);
+	assert_true(m[1].send == 1 && m[1].recv == 0 && m[1].bytes == 20);
+	free(m);
+	assert_true(kmsg_mirrored(&s[0], &r[0]));
+	assert_false(kmsg_mirrored(&s[0], &r[2])); /* IPv4 with the same ports */
+	assert_false(kmsg_mirrored(&s[0], &r[3])); /* another IPv6 peer */
+	assert_false(kmsg_mirrored(&s[2], &r[0]));
+	assert_true(kmsg_mirrored(&s[2], &r[2]));
+	/* RFC 5952 text, and back */
+	assert_string_equal(kmsg_addr_text(&s[0], false, t, sizeof(t)), "2001:db8::1");
+	assert_string_equal(kmsg_addr_text(&s[0], true, t, sizeof(t)), "2001:db8::2");
+	assert_string_equal(kmsg_addr_text(&s[2], true, t, sizeof(t)), "10.0.0.2");
+	assert_true(kmsg_addr6_parse("2001:DB8:0:0::2", back));
+	assert_memory_equal(back, V6B, 16);
+	assert_false(kmsg_addr6_parse("10.0.0.2", back));
+	assert_false(kmsg_addr6_parse("2001:db8::1::2", back));
+	assert_false(kmsg_addr6_parse("", back));
+}
+
+static void test_v4_mapped(void **state)
+{
+	/* an IPv6 socket talking IPv4 (server, ::ffff:10.0.0.2:80) with an IPv4 client
+	 * (10.0.0.1:1000): the request and the reply both match across the families */
+	struct kmsg_io s[2] = { io(A, 1000, B, 80, 100, 100), io6(MB, 80, MA, 1000, 50, 50) };
+	struct kmsg_io r[2] = { io6(MB, 80, MA, 1000, 100, 100), io(A, 1000, B, 80, 50, 50) };
+	uint8_t half[16];
+	char t[KMSG_ADDR_TEXT];
+	struct kmsg_match *m;
+	size_t n;
+
+	(void)state;
+	/* normalised: IPv4 in host order, no 16-byte addresses left */
+	assert_false(r[0].v6);
+	assert_int_equal(r[0].laddr, B);
+	assert_int_equal(r[0].raddr, A);
+	for (int i = 0; i < 16; i++)
+		assert_true(r[0].laddr6[i] == 0 && r[0].raddr6[i] == 0);
+	assert_string_equal(kmsg_addr_text(&r[0], true, t, sizeof(t)), "10.0.0.1");
+	assert_int_equal(kmsg_match(s, 2, r, 2, &m, &n), 0);
+	assert_int_equal(n, 2);
+	assert_true(m[0].send == 0 && m[0].recv == 0 && m[0].bytes == 100);
+	assert_true(m[1].send == 1 && m[1].recv == 1 && m[1].bytes == 50);
+	free(m);
+	assert_true(kmsg_mirrored(&s[0], &r[0]));
+	/* the text form of a v4-mapped address normalises the same */
+	assert_true(kmsg_addr6_parse("::ffff:10.0.0.2", half));
+	assert_memory_equal(half, MB, 16);
+	/* one end v4-mapped, the other not (no kernel socket has that): stays IPv6, and so
+	 * matches no IPv4 peer */
+	s[0] = io6(MA, 1000, V6B, 80, 100, 100);
+	assert_true(s[0].v6);
+	assert_int_equal(kmsg_match(s, 1, r, 2, &m, &n), 0);
+	assert_int_equal(n, 0);
+	assert_null(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_whole_messages_across_wrap),
+		cmocka_unit_test(test_ipv6),
+		cmocka_unit_test(test_v4_mapped),
 		cmocka_unit_test(test_pieces_and_batches),
 		cmocka_unit_test(test_directions_and_connections),
 		cmocka_unit_test(test_random_against_definition),
