@@ -453,7 +453,7 @@ static int plan_graph(struct plan *p, const struct ast_query *q)
 	}
 	p->nfields = p->ncols = n;
 	p->event_size = sizeof(struct weft_graph_rec);
-	p->ringbuf_bytes = PLAN_DEFAULT_RINGBUF;
+	p->ringbuf_bytes = PLAN_DEFAULT_GRAPH_RINGBUF;
 	return 0;
 }
 

@@ -32,6 +32,11 @@
 #define PLAN_DEFAULT_SPANS 10240
 #define PLAN_MAX_SPANS (1u << 24)
 #define PLAN_DEFAULT_RINGBUF (4u << 20)
+/* A graph query's: its records are submitted without a wakeup (WEFT_REC_SUBMIT_LAZY) and the
+ * capture drains once a second, so the buffer must hold what comes while the agent stores a
+ * second's traces: at 20,000 requests a second of kernel:sockets (80,000 records of 408
+ * bytes), 4 MiB lost records on an idle 2-CPU machine and 16 MiB did not (docs/graphs.md). */
+#define PLAN_DEFAULT_GRAPH_RINGBUF (16u << 20)
 #define PLAN_MIN_RINGBUF 4096u /* weft run --ringbuf-size, and what a manifest may ask */
 #define PLAN_MAX_RINGBUF (1u << 30)
 #define PLAN_MAX_KEY_SIZE 256

@@ -82,7 +82,8 @@ static const char run_help[] =
 	"                        aggregating query with group by; docs/output.md)\n"
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
-	"                        4MiB); rows that find it full are counted and reported\n"
+	"                        4MiB; a graph query's 16MiB); rows that find it full are\n"
+	"                        counted and reported\n"
 	"  -S, --graph-store PATH  a graph query (`from ... graph`) stores its traces in PATH, an\n"
 	"                        SQLite file (created if absent); default: weft graph's store\n"
 	"                        ($WEFT_GRAPH_STORE, else graph.sqlite next to the\n"
@@ -108,7 +109,9 @@ static const char run_help[] =
 	"probes were detached, the last window is lost.\n";
 
 /* the numbers the help and the messages state */
-_Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20, "run_help");
+_Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20 &&
+		       PLAN_DEFAULT_GRAPH_RINGBUF == 16u << 20,
+	       "run_help");
 _Static_assert(PLAN_MIN_RINGBUF == 4096 && PLAN_MAX_RINGBUF == 1u << 30, "--ringbuf-size");
 
 struct run {
