@@ -284,6 +284,10 @@ struct graphcap {
 	size_t nksent, cap_ksent;
 	struct ktask *ktasks;
 	size_t nktasks, cap_ktasks;
+	/* kernel tasks not remembered (ktasks full) span [kforgot_from, kforgot_to]: a span in
+	 * that time that finds no kernel task may have lost its own (counted then) */
+	bool kforgot;
+	int64_t kforgot_from, kforgot_to;
 
 	/* kernel:sched and kernel:process: wakeups and forks waiting for their target's task */
 	struct kpend *kpend;
@@ -1169,14 +1173,19 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	if (!trace_get(c, k.trace, (uint64_t)f->time, true))
 		c->st.bad++; /* the trace table is full: drained by age */
 	/* remembered for the spans of its thread, as many as open tasks at most: past that, a
-	 * span inside it stays a root (counted) */
+	 * span inside it stays a root, counted when a span of that time finds no kernel task
+	 * (kforgot; not here: without spans nothing is lost) */
 	if (c->nktasks < c->o.max_open) {
 		if (grow((void **)&c->ktasks, &c->cap_ktasks, c->nktasks + 1, sizeof(*c->ktasks)))
 			return -ENOMEM;
 		kt = &c->ktasks[c->nktasks++];
 		*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
 	} else {
-		c->st.open_evicted++;
+		if (!c->kforgot || f->time < c->kforgot_from)
+			c->kforgot_from = f->time;
+		if (!c->kforgot || l->time > c->kforgot_to)
+			c->kforgot_to = l->time;
+		c->kforgot = true;
 	}
 	for (size_t i = x->first; i < x->end; i++) {
 		if (!c->kops[i].send || c->nksent >= c->o.max_open)
@@ -1203,6 +1212,8 @@ static void ksock_prune(struct graphcap *c, bool final)
 		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest)
 			c->ktasks[w++] = c->ktasks[i];
 	c->nktasks = w;
+	if (c->kforgot && (final || (uint64_t)c->kforgot_to + KSENT_KEEP_NS <= c->newest))
+		c->kforgot = false;
 	w = 0;
 	for (size_t i = 0; i < c->nstasks; i++)
 		if (!final && (uint64_t)c->stasks[i].end + KSENT_KEEP_NS > c->newest)
@@ -1779,6 +1790,9 @@ static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct 
 			k.trace = kt->trace;
 			k.parent = kt->id;
 		} else {
+			/* its kernel task may be one that was not remembered: counted, a root */
+			if (c->kforgot && s->start <= c->kforgot_to && s->end >= c->kforgot_from)
+				c->st.open_evicted++;
 			/* a root, unless woken into a trace: the latest wakeup before it */
 			for (size_t w = w1; w > w0 && !trace_set(k.trace); w--) {
 				uint64_t from;

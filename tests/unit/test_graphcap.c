@@ -770,6 +770,68 @@ static const struct graph_task *task_of_tid(const struct graph *g, int64_t tid, 
  * exchanges complete but worker 25's spans held by a later one of it: the server's trace
  * waits for them (only 26's trace comes out); the end: the rest, exactly.
  */
+/*
+ * Kernel tasks beyond the memory for spans (max_open of them): three server exchanges of one
+ * thread with max_open 2, the third not remembered.  Without spans nothing is lost and
+ * nothing counted; a span inside the third exchange stays a root and is counted
+ * (open_evicted), a span inside the second nests in it.
+ */
+static void forgotten_run(bool spans, uint64_t *evicted, struct graph *kept)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 5, .max_open = 2 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	struct graphcap_stats st;
+	struct graphcap *c;
+
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "handle");
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	for (uint32_t i = 1; i <= 3; i++) {
+		krec(c, false, T0 + 100 * i, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
+		krec(c, true, T0 + 100 * i + 50, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
+	}
+	if (spans) {
+		srec(c, 20, 21, T0 + 210, T0 + 240); /* in the second exchange */
+		srec(c, 20, 21, T0 + 310, T0 + 340); /* in the third, not remembered */
+		/* (two spans: max_open bounds the buffered spans too) */
+	}
+	graph_init(kept);
+	assert_true(graphcap_drain(c, true, kept, NULL) >= 3);
+	graphcap_stats(c, &st);
+	*evicted = st.open_evicted;
+	graphcap_free(c);
+}
+
+static void test_kernel_forgotten(void **state)
+{
+	struct graph kept;
+	uint64_t ev;
+	int roots = 0, nested = 0;
+
+	(void)state;
+	forgotten_run(false, &ev, &kept);
+	assert_int_equal(kept.ntasks, 3); /* three server tasks, nothing lost */
+	assert_int_equal(ev, 0);
+	graph_free(&kept);
+
+	forgotten_run(true, &ev, &kept);
+	assert_int_equal(kept.ntasks, 5);
+	assert_int_equal(ev, 1); /* the span in the third exchange */
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "handle") == 0) {
+			if (kept.tasks[i].parent)
+				nested++;
+			else
+				roots++;
+		}
+	assert_int_equal(nested, 1);
+	assert_int_equal(roots, 1);
+	graph_free(&kept);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -999,11 +1061,17 @@ static void test_head_sample(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sampling_exact), cmocka_unit_test(test_bounds),
-		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_aggs_merge),
-		cmocka_unit_test(test_head_sample),    cmocka_unit_test(test_aggs_wire),
-		cmocka_unit_test(test_kernel_tiers),   cmocka_unit_test(test_kernel_ipv6),
-		cmocka_unit_test(test_kernel_sched),   cmocka_unit_test(test_kernel_pool),
+		cmocka_unit_test(test_sampling_exact),
+		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_aggs_merge),
+		cmocka_unit_test(test_head_sample),
+		cmocka_unit_test(test_aggs_wire),
+		cmocka_unit_test(test_kernel_tiers),
+		cmocka_unit_test(test_kernel_ipv6),
+		cmocka_unit_test(test_kernel_sched),
+		cmocka_unit_test(test_kernel_pool),
+		cmocka_unit_test(test_kernel_forgotten),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

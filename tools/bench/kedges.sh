@@ -20,6 +20,9 @@
 #     kernel side of the same job: the same filter, the 4-tuple read through BTF, counted
 #     in a map instead of recorded) and "nobudget" (weft with --cpu-budget 0: no per-program
 #     run-time statistics)
+#   BENCH_KEDGES_SAMPLE=P: one more configuration, "sampled": the same query with
+#     `graph sample P%` (the aggregates of every request, whole graphs of P% and the
+#     outliers); its check: every request seen (N + 1 traces), nothing lost in the kernel
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -90,12 +93,13 @@ bench_run() {
 	awk -F'"' '$2 == "SET" { print $4 }' "$log/$1.csv"
 }
 
-# run_on NAME: bench_run with weft attached; checks the store
+# run_on NAME [QUERY]: bench_run with weft attached; checks the store (or, for a sampled
+# query, that every request was seen and nothing lost)
 run_on() {
-	local store=$log/$1.db wpid rps n
+	local store=$log/$1.db wpid rps n q=${2:-$query}
 	rm -f "$store"
 	# shellcheck disable=SC2086 # options, one word each
-	"$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$query" >"$log/$1.weft.out" 2>"$log/$1.weft.err" &
+	"$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$q" >"$log/$1.weft.out" 2>"$log/$1.weft.err" &
 	wpid=$!
 	for _ in $(seq 1200); do
 		grep -q attached "$log/$1.weft.err" && break
@@ -105,6 +109,15 @@ run_on() {
 	rps=$(bench_run "$1")
 	kill -INT "$wpid"
 	wait "$wpid"
+	if [ -n "${2:-}" ]; then
+		n=$(sed -n 's/.*; \([0-9]*\) traces seen.*/\1/p' "$log/$1.weft.out")
+		if [ "$n" != $((N + 1)) ] || ! grep -q '^dropped: 0 records lost' "$log/$1.weft.out"; then
+			echo "bench: $1: $n traces seen, not $((N + 1)), or records lost" >&2
+			exit 1
+		fi
+		echo "$rps"
+		return
+	fi
 	n=$("$WEFT" graph -S "$store" list --service redis-benchmark --limit 100000 --format json |
 		jq length)
 	if [ "$n" != $((N + 1)) ]; then
@@ -131,6 +144,7 @@ one() {
 	off) bench_run "off-$2" ;;
 	on) run_on "on-$2" ;;
 	nobudget) WEFT_RUN_OPTS="--cpu-budget 0" run_on "nobudget-$2" ;;
+	sampled) run_on "sampled-$2" "${query% graph} graph sample ${BENCH_KEDGES_SAMPLE}%" ;;
 	empty) run_bt "empty-$2" "$bt_empty" ;;
 	bt) run_bt "bt-$2" "$bt_same" ;;
 	esac
@@ -138,6 +152,7 @@ one() {
 
 configs="off on"
 [ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
+[ -n "${BENCH_KEDGES_SAMPLE:-}" ] && configs="$configs sampled"
 for c in $configs; do : >"$log/$c.txt"; done
 : >"$log/off.txt"
 : >"$log/on.txt"
