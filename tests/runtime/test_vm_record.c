@@ -12,8 +12,9 @@
  *   - the discovery on stderr names the VMM pid and "vCPU thread TID (wl_fake_vcpu0): N
  *     KVM_RUN calls";
  *   - the merge is in time order and its sched events are that thread's: between two of its
- *     KVM_RUN calls it was switched out blocked (its nanosleep) and switched back in at
- *     least once, so at least N - 1 blocked switch-outs lie between its calls;
+ *     KVM_RUN calls it was switched out blocked (its nanosleep) and switched back in: N - 1
+ *     such intervals, but for at most two where the kernel's tracepoint did not deliver one
+ *     of the two switches (counted; see the assertion);
  *   - every kvm query of the set attached (the tracepoints exist here, they never fire: the
  *     stream has no kvm_* event) and `weft vm analyze` reads the stream: no vCPU, no exit.
  * Every thread's sched_switch of this loaded machine goes through one ring buffer: 32 MiB of
@@ -62,6 +63,7 @@ static void test_record_discovery(void **state)
 	char cmd[4096], path[256], *out, *err, *line, *save = NULL;
 	long tid = -1, pid = -1, runs = -1, enotty = -1;
 	long ioctls = 0, others = 0, kvm = 0, between_out = 0, outs_since = 0, ins_since = 0;
+	long holes = 0;
 	long long last_time = -1;
 	bool seen_first = false;
 
@@ -138,9 +140,13 @@ static void test_record_discovery(void **state)
 				assert_int_equal(json_integer_value(json_object_get(o, "pid")),
 						 pid);
 				if (seen_first) {
-					/* since the previous call: out blocked (the sleep), back in */
+					/* since the previous call: out blocked (the sleep), back in;
+					 * or one of the two only: a switch the tracepoint did not
+					 * deliver (below) */
 					if (outs_since > 0 && ins_since > 0)
 						between_out++;
+					else if ((outs_since > 0) != (ins_since > 0))
+						holes++;
 				}
 				seen_first = true;
 				outs_since = ins_since = 0;
@@ -160,7 +166,18 @@ static void test_record_discovery(void **state)
 	free(out);
 	assert_int_equal(ioctls, N_RUNS);
 	assert_int_equal(others, 0);
-	assert_int_equal(between_out, N_RUNS - 1);
+	/*
+	 * Every interval between two calls holds the thread's blocked switch-out and its switch-in
+	 * back; on this kernel, now and then one sched_switch reaches no consumer of the
+	 * tracepoint at all (seen by weft, bpftrace and a plain ftrace instance alike, with
+	 * nothing counted lost: tests/runtime/test_run_span_sides.c has the evidence), which
+	 * leaves an interval with one of the two: counted as a hole, at most 2 in 199 intervals
+	 * (one seen in a CI run).  An interval with neither fails the test.
+	 */
+	if (holes)
+		printf("# %ld intervals with one of their two switches missing\n", holes);
+	assert_true(holes <= 2);
+	assert_int_equal(between_out + holes, N_RUNS - 1);
 	assert_int_equal(kvm, 0);
 
 	/* and the analysis reads it: no kvm event, so no vCPU and no exit */
