@@ -42,7 +42,8 @@ struct agent_err {
 	bool reloc; /* a kernel struct field the query reads is not in this kernel (E_BTF_RELOC) */
 };
 
-/* Called for each stream record (after the weft_rec_hdr) by agent_query_poll(). */
+/* Called for each stream record (after the weft_rec_hdr) by agent_query_poll(); a negative
+ * return ends that poll after this record (which is consumed), and the poll returns it. */
 typedef int (*agent_row_fn)(void *ctx, const struct plan *p, const void *rec, size_t len);
 
 /* The one line that reports a failed agent_query_start() (rc): e's message, or strerror(-rc)

@@ -379,12 +379,13 @@ static int scope_fill(struct bpf_object *obj, const struct agent_scope *s, struc
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct agent_query *q = ctx;
+	int rc;
 
 	if (size < sizeof(struct weft_rec_hdr) || !q->on_row)
 		return 0;
-	q->on_row(q->row_ctx, q->plan, (const char *)data + sizeof(struct weft_rec_hdr),
-		  size - sizeof(struct weft_rec_hdr));
-	return 0;
+	rc = q->on_row(q->row_ctx, q->plan, (const char *)data + sizeof(struct weft_rec_hdr),
+		       size - sizeof(struct weft_rec_hdr));
+	return rc < 0 ? rc : 0; /* < 0: the poll stops after this record (it is consumed) */
 }
 
 int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,

@@ -119,6 +119,7 @@ struct run {
 	const struct plan *p;
 	enum agent_format fmt;
 	uint64_t rows;
+	uint32_t batch; /* rows since the main loop last had a turn */
 	bool stop;
 	bool header_done;
 	bool out_pollable; /* stdout is a pipe or socket: poll tells when its reader is gone */
@@ -147,6 +148,12 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+static int out_check(struct run *r);
+
+/* Rows a poll of the ring buffer delivers at most before the main loop has a turn: a producer
+ * faster than the writing must not keep weft from its signals and a closed output. */
+#define RUN_ROWS_PER_POLL 65536u
+
 static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 {
 	struct run *r = ctx;
@@ -160,7 +167,7 @@ static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 		return 0;
 	}
 	if (r->stop || r->out_err)
-		return 0;
+		return -ECANCELED; /* the ring buffer's poll stops: nothing more is written */
 	if (!r->header_done) {
 		agent_row_header(p, r->fmt, stdout);
 		r->header_done = true;
@@ -169,6 +176,10 @@ static int on_row(void *ctx, const struct plan *p, const void *rec, size_t len)
 	r->rows++;
 	if (p->limit && r->rows >= (uint64_t)p->limit)
 		r->stop = true;
+	if (++r->batch >= RUN_ROWS_PER_POLL) {
+		r->batch = 0;
+		return out_check(r) ? -ECANCELED : -EAGAIN; /* the main loop's turn */
+	}
 	return 0;
 }
 
@@ -951,7 +962,8 @@ out_stop:
 		if (r.graph_err && status == WEFT_EXIT_OK)
 			status = WEFT_EXIT_FAIL;
 	} else if (!res.plan->aggregating) {
-		agent_query_poll(r.q, 0);
+		while (agent_query_poll(r.q, 0) == -EAGAIN) /* all that was recorded */
+			;
 		if (r.fmt == AGENT_FMT_TEXT && r.rows == 0 && !r.out_err)
 			fprintf(stderr, "weft: no events\n");
 		stream_drops(&r, &acc, false);
