@@ -15,11 +15,16 @@
  * pointer array, the mapping of the control word and the ring buffer manager.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +60,10 @@ struct bpfrt {
 	int drops_fd;
 	int stacks_fd[2];
 	struct ring_buffer *rb;
+	int rb_fd; /* weft_events */
+	ring_buffer_sample_fn rb_fn; /* the caller's */
+	void *rb_ctx;
+	struct bpfrt_reader *reader; /* NULL: the caller's thread reads the ring itself */
 	uint64_t evicted; /* span sweeps' evictions not yet reported */
 
 	struct bpfrt_agg *aggs;
@@ -64,6 +73,29 @@ struct bpfrt {
 	size_t buf_len;
 	const void **cpu_vals; /* ncpu pointers handed to the callbacks */
 	uint64_t *cpu_u64; /* ncpu counters, for the drop counters */
+};
+
+/* The reader thread's queue (bpfrt_stream_reader_start(), below). */
+#define BPFRT_CHUNK_BYTES (256u << 10)
+#define BPFRT_READER_WAIT_MS 50 /* records submitted without a wakeup wait at most this */
+
+struct bpfrt_chunk {
+	struct bpfrt_chunk *next;
+	size_t len, rd, cap;
+	unsigned char data[];
+};
+
+struct bpfrt_reader {
+	pthread_t th;
+	bool running;
+	atomic_bool stop;
+	pthread_mutex_t mu;
+	struct bpfrt_chunk *head, *tail; /* under mu */
+	atomic_size_t bytes; /* queued and in the thread's chunk, bytes of chunks */
+	size_t max_bytes;
+	struct bpfrt_chunk *cur; /* the filler's chunk: the thread's, or the caller's after stop */
+	atomic_uint_fast64_t lost;
+	int efd;
 };
 
 /* --- libbpf glue --------------------------------------------------------------------------- */
@@ -295,10 +327,13 @@ out_free:
 	return NULL;
 }
 
+static void reader_free(struct bpfrt *rt);
+
 void bpfrt_close(struct bpfrt *rt)
 {
 	if (!rt)
 		return;
+	reader_free(rt);
 	ring_buffer__free(rt->rb);
 	if (rt->ctl)
 		munmap(rt->ctl, rt->ctl_len);
@@ -637,6 +672,8 @@ int bpfrt_drops_read(struct bpfrt *rt, uint64_t counts[WEFT_DROP_NR])
 	}
 	counts[WEFT_DROP_SPAN_EVICTED] += rt->evicted;
 	rt->evicted = 0;
+	if (rt->reader) /* records the reader's queue had no room for */
+		counts[WEFT_DROP_RINGBUF_FULL] += atomic_exchange(&rt->reader->lost, 0);
 	return 0;
 }
 
@@ -651,13 +688,266 @@ int bpfrt_stream_open(struct bpfrt *rt, ring_buffer_sample_fn fn, void *ctx)
 	if (rt->rb)
 		return -EBUSY;
 	rt->rb = ring_buffer__new(fd, fn, ctx, NULL);
-	return rt->rb ? 0 : -errno;
+	if (!rt->rb)
+		return -errno;
+	rt->rb_fd = fd;
+	rt->rb_fn = fn;
+	rt->rb_ctx = ctx;
+	return 0;
+}
+
+/*
+ * The reader thread (bpfrt_stream_reader_start()).  Why it exists: on the development VM a
+ * ring-buffer record costs the traced program about twice as much in a 16 MiB ring as in a
+ * 1-2 MiB one (docs/performance.md, "Kernel edges": a large ring's pages are cold each time
+ * the writer comes round), but a small ring holds only tens of milliseconds of a busy
+ * capture, while the caller's thread may be away for far longer (a graph capture stores a
+ * second's traces at once).  So a thread of its own empties the ring into a queue in memory,
+ * and the caller's thread takes records from the queue, with the same callback and the same
+ * order as if it read the ring.
+ *
+ * The queue is a list of chunks of records (each a u32 size, the bytes, padding to 8), bounded
+ * by max_bytes: a record that finds it full is dropped and counted with the ring's own losses
+ * (WEFT_DROP_RINGBUF_FULL, through bpfrt_drops_read()).  The thread fills a chunk of its own
+ * and appends it under the mutex after each pass; an eventfd says records wait (the caller's
+ * bpfrt_stream_fd()).  Its signals are all blocked (callers take theirs with signalfd).  After
+ * bpfrt_stream_reader_stop() the thread is gone and bpfrt_stream_poll() empties the ring
+ * into the queue itself before handing the queue out: the final drain misses nothing.
+ */
+static void reader_publish(struct bpfrt_reader *r)
+{
+	struct bpfrt_chunk *c = r->cur;
+	bool was_empty;
+
+	if (!c || c->len == 0)
+		return;
+	r->cur = NULL;
+	if (c->len < c->cap / 2) { /* a quiet pass: give back what it did not fill */
+		struct bpfrt_chunk *s = realloc(c, sizeof(*c) + c->len);
+
+		if (s) {
+			c = s;
+			atomic_fetch_sub(&r->bytes, c->cap - c->len);
+			c->cap = c->len;
+		}
+	}
+	pthread_mutex_lock(&r->mu);
+	was_empty = !r->head;
+	if (r->tail)
+		r->tail->next = c;
+	else
+		r->head = c;
+	r->tail = c;
+	pthread_mutex_unlock(&r->mu);
+	if (was_empty)
+		(void)eventfd_write(r->efd, 1);
+}
+
+/* The ring's callback while a reader exists: the record into the filler's chunk. */
+static int reader_append(void *ctx, void *data, size_t size)
+{
+	struct bpfrt_reader *r = ctx;
+	size_t need = sizeof(uint64_t) + ((size + 7) & ~(size_t)7);
+	struct bpfrt_chunk *c = r->cur;
+	uint32_t sz = (uint32_t)size;
+
+	if (!c || c->len + need > c->cap) {
+		size_t cap = need > BPFRT_CHUNK_BYTES ? need : BPFRT_CHUNK_BYTES;
+		size_t used;
+
+		reader_publish(r);
+		used = atomic_load(&r->bytes);
+		if (used + cap > r->max_bytes) /* the room left, if a record fits */
+			cap = used < r->max_bytes ? r->max_bytes - used : 0;
+		if (cap < need || !(c = malloc(sizeof(*c) + cap))) {
+			atomic_fetch_add(&r->lost, 1);
+			return 0;
+		}
+		c->next = NULL;
+		c->len = c->rd = 0;
+		c->cap = cap;
+		atomic_fetch_add(&r->bytes, cap);
+		r->cur = c;
+	}
+	memcpy(c->data + c->len, &sz, sizeof(sz));
+	memcpy(c->data + c->len + sizeof(uint64_t), data, size);
+	c->len += need;
+	return 0;
+}
+
+static void *reader_main(void *arg)
+{
+	struct bpfrt *rt = arg;
+	struct bpfrt_reader *r = rt->reader;
+
+	while (!atomic_load(&r->stop)) {
+		int rc = ring_buffer__poll(rt->rb, BPFRT_READER_WAIT_MS);
+
+		/* a wakeup also comes for records not yet committed: take what is there */
+		if (rc >= 0)
+			rc = ring_buffer__consume(rt->rb);
+		reader_publish(r);
+		if (rc < 0 && rc != -EINTR) {
+			weft_log(WEFT_LOG_WARN, "stream reader: %s", strerror(-rc));
+			break;
+		}
+	}
+	return NULL;
+}
+
+int bpfrt_stream_reader_start(struct bpfrt *rt, size_t max_bytes)
+{
+	struct bpfrt_reader *r;
+	struct ring_buffer *rb;
+	sigset_t all, old;
+	int rc;
+
+	if (!rt->rb)
+		return -ENOENT;
+	if (rt->reader)
+		return -EBUSY;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->max_bytes = max_bytes ? max_bytes : BPFRT_QUEUE_MAX_BYTES;
+	r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->efd < 0) {
+		rc = -errno;
+		free(r);
+		return rc;
+	}
+	pthread_mutex_init(&r->mu, NULL);
+	rb = ring_buffer__new(rt->rb_fd, reader_append, r, NULL);
+	if (!rb) {
+		rc = -errno;
+		close(r->efd);
+		pthread_mutex_destroy(&r->mu);
+		free(r);
+		return rc;
+	}
+	/* nothing was read yet through the caller's manager: swap it for the queue's */
+	ring_buffer__free(rt->rb);
+	rt->rb = rb;
+	rt->reader = r;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&r->th, NULL, reader_main, rt);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc; /* the caller's thread reads the queue's manager itself */
+	r->running = true;
+	return 0;
+}
+
+void bpfrt_stream_reader_stop(struct bpfrt *rt)
+{
+	struct bpfrt_reader *r = rt->reader;
+
+	if (!r || !r->running)
+		return;
+	atomic_store(&r->stop, true);
+	pthread_join(r->th, NULL);
+	r->running = false;
+}
+
+static void reader_free(struct bpfrt *rt)
+{
+	struct bpfrt_reader *r = rt->reader;
+
+	if (!r)
+		return;
+	bpfrt_stream_reader_stop(rt);
+	for (struct bpfrt_chunk *c = r->head, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	free(r->cur);
+	close(r->efd);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+	rt->reader = NULL;
+}
+
+/* Hand the queued records to the caller's callback, in order; stops at its first error. */
+static int reader_dispatch(struct bpfrt *rt)
+{
+	struct bpfrt_reader *r = rt->reader;
+	struct bpfrt_chunk *c;
+	eventfd_t v;
+	int n = 0;
+
+	(void)eventfd_read(r->efd, &v);
+	pthread_mutex_lock(&r->mu);
+	c = r->head;
+	r->head = r->tail = NULL;
+	pthread_mutex_unlock(&r->mu);
+	while (c) {
+		struct bpfrt_chunk *next = c->next;
+
+		while (c->rd < c->len) {
+			uint32_t sz;
+			int rc;
+
+			memcpy(&sz, c->data + c->rd, sizeof(sz));
+			rc = rt->rb_fn(rt->rb_ctx, c->data + c->rd + sizeof(uint64_t), sz);
+			c->rd += sizeof(uint64_t) + ((sz + 7) & ~(size_t)7);
+			n++;
+			if (rc < 0) {
+				/* the rest waits for the next poll, ahead of anything newer */
+				if (c->rd == c->len) {
+					atomic_fetch_sub(&r->bytes, c->cap);
+					free(c);
+					c = next;
+				}
+				if (c) {
+					struct bpfrt_chunk *last = c;
+
+					while (last->next)
+						last = last->next;
+					pthread_mutex_lock(&r->mu);
+					last->next = r->head;
+					r->head = c;
+					if (!r->tail)
+						r->tail = last;
+					pthread_mutex_unlock(&r->mu);
+					(void)eventfd_write(r->efd, 1);
+				}
+				return rc;
+			}
+		}
+		atomic_fetch_sub(&r->bytes, c->cap);
+		free(c);
+		c = next;
+	}
+	return n;
 }
 
 int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 {
 	if (!rt->rb)
 		return -ENOENT;
+	if (rt->reader) {
+		struct bpfrt_reader *r = rt->reader;
+
+		if (!r->running) {
+			/* the thread is gone (or never ran): this thread reads the ring */
+			int rc = ring_buffer__consume(rt->rb);
+
+			if (rc < 0)
+				return rc;
+			reader_publish(r);
+		} else if (timeout_ms != 0) {
+			struct pollfd p = { .fd = r->efd, .events = POLLIN };
+			bool empty;
+
+			pthread_mutex_lock(&r->mu);
+			empty = !r->head;
+			pthread_mutex_unlock(&r->mu);
+			if (empty && poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+				return -errno;
+		}
+		return reader_dispatch(rt);
+	}
 	/* without waiting: every record there, whether or not the writer woke us (graph
 	 * records are submitted without a wakeup: WEFT_REC_SUBMIT_LAZY) */
 	if (timeout_ms == 0)
@@ -667,6 +957,8 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 
 int bpfrt_stream_fd(const struct bpfrt *rt)
 {
+	if (rt->reader)
+		return rt->reader->efd;
 	return rt->rb ? ring_buffer__epoll_fd(rt->rb) : -ENOENT;
 }
 

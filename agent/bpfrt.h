@@ -16,6 +16,7 @@
  *         bpfrt_agg_drain(rt, map, fn, ctx)    for every aggregation map: idle half read+cleared
  *         bpfrt_drops_read(rt, counts)         idle half's drop counters, read+cleared
  *         bpfrt_span_sweep(rt, map, max_age)   now and then
+ *   bpfrt_stream_reader_start(rt, max)         optional: a thread empties the ring into a queue
  *   bpfrt_stream_poll(rt, timeout)             whenever (another thread may poll)
  *   bpfrt_live_set(rt, false); detach; two last flips with drains collect everything;
  *   bpfrt_close(rt).
@@ -118,6 +119,19 @@ int bpfrt_drops_read(struct bpfrt *rt, uint64_t counts[WEFT_DROP_NR]);
 int bpfrt_stream_open(struct bpfrt *rt, ring_buffer_sample_fn fn, void *ctx);
 int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms);
 int bpfrt_stream_fd(const struct bpfrt *rt);
+
+/*
+ * After bpfrt_stream_open(): a thread of bpfrt's own empties the ring as it fills (a small
+ * ring then suffices however long the caller's thread is busy) into a queue of at most
+ * max_bytes (0: BPFRT_QUEUE_MAX_BYTES; records beyond are counted as WEFT_DROP_RINGBUF_FULL).
+ * The callback still runs in the caller's thread, in bpfrt_stream_poll(), in ring order, and
+ * bpfrt_stream_fd() becomes an eventfd readable while records wait.  bpfrt_stream_reader_stop()
+ * (after the detach) ends the thread; later polls read the ring themselves, so a poll after
+ * it gets everything recorded.  bpfrt_close() stops it too.
+ */
+#define BPFRT_QUEUE_MAX_BYTES (64u << 20)
+int bpfrt_stream_reader_start(struct bpfrt *rt, size_t max_bytes);
+void bpfrt_stream_reader_stop(struct bpfrt *rt);
 
 /*
  * Remove the starts of span table `name` older than max_age_ns (CLOCK_MONOTONIC, the clock of

@@ -941,11 +941,13 @@ int graphcap_record(struct graphcap *c, const void *rec, size_t len)
 	int rc;
 
 	c->st.records++;
-	if (len < sizeof(r)) {
+	if (len < WEFT_GREC_SHORT) {
 		c->st.bad++;
 		return -EINVAL;
 	}
-	memcpy(&r, rec, sizeof(r));
+	/* a short record (kernel sockets) has no strings: they read as empty */
+	memset(r.s0, 0, sizeof(r.s0) + sizeof(r.s1));
+	memcpy(&r, rec, len < sizeof(r) ? len : sizeof(r));
 	if (r.time > c->newest)
 		c->newest = r.time;
 	switch (r.kind) {

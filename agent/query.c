@@ -501,6 +501,12 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			set_err(err, "cannot open the ring buffer: %s", probe_bpf_strerror(rc));
 			goto fail;
 		}
+		/* a graph query's records are read by a thread of their own: its ring can be
+		 * small, which makes each record cheaper for the traced program (bpfrt.c) */
+		if (p->graph && (rc = bpfrt_stream_reader_start(q->rt, 0)))
+			weft_log(WEFT_LOG_WARN,
+				 "no reader thread (%s): the ring is read between windows",
+				 strerror(-rc));
 	}
 	/*
 	 * Starts (and plain probes) first, then span ends; the span programs stay quiet until
@@ -646,6 +652,8 @@ void agent_query_stop(struct agent_query *q)
 		bpfrt_live_set(q->rt, false);
 	probe_links_destroy(&q->end_links);
 	probe_links_destroy(&q->links);
+	if (q->rt) /* from now on the caller's polls read what is left in the ring */
+		bpfrt_stream_reader_stop(q->rt);
 	q->stopped = true;
 }
 

@@ -1300,7 +1300,13 @@ static void emit_graph_sink(struct cg *c)
 		emit_graph_ksock_filter(c);
 	if (graph_ksched(c))
 		emit_graph_ksched_filter(c);
-	emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
+	if (graph_ksock(c)) /* no strings: the record ends before them (WEFT_GREC_SHORT) */
+		emit(c,
+		     "\tr = (struct wrec *)weft_rec_reserve_sz(sizeof(struct weft_rec_hdr) + "
+		     "WEFT_GREC_SHORT, %d, e);\n",
+		     c->prog->source);
+	else
+		emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
 	emit(c, "\tif (!r)\n\t\treturn 0;\n");
 	emit(c, "\t{\n\t\tstruct weft_graph_rec *g = (struct weft_graph_rec *)r->b;\n");
 	emit(c, "\t\t__u64 pt = bpf_get_current_pid_tgid();\n\n");
@@ -1309,7 +1315,9 @@ static void emit_graph_sink(struct cg *c)
 	emit(c, "\t\tg->pid = (__u32)(pt >> 32);\n\t\tg->tid = (__u32)pt;\n");
 	emit(c, "\t\tg->cookie = (__u32)%s;\n",
 	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
-	emit(c, "\t\tweft_comm(g->comm);\n\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
+	emit(c, "\t\tweft_comm(g->comm);\n");
+	if (!graph_ksock(c))
+		emit(c, "\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
 	if (graph_ksock(c)) {
 		emit_graph_ksock(c);
 	} else if (graph_ksched(c)) {

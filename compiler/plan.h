@@ -32,11 +32,13 @@
 #define PLAN_DEFAULT_SPANS 10240
 #define PLAN_MAX_SPANS (1u << 24)
 #define PLAN_DEFAULT_RINGBUF (4u << 20)
-/* A graph query's: its records are submitted without a wakeup (WEFT_REC_SUBMIT_LAZY) and the
- * capture drains once a second, so the buffer must hold what comes while the agent stores a
- * second's traces: at 20,000 requests a second of kernel:sockets (80,000 records of 408
- * bytes), 4 MiB lost records on an idle 2-CPU machine and 16 MiB did not (docs/graphs.md). */
-#define PLAN_DEFAULT_GRAPH_RINGBUF (16u << 20)
+/* A graph query's: its records are submitted without a wakeup (WEFT_REC_SUBMIT_LAZY) and a
+ * thread of the agent's empties the ring into memory as it fills (bpfrt_stream_reader_start()),
+ * so the ring need only hold what comes while that thread waits (at most 50 ms, or until a
+ * quarter of the ring waits); small, because on the development VM each record costs the
+ * traced program about twice as much in a 16 MiB ring as in a 2 MiB one (docs/performance.md,
+ * "Kernel edges"). */
+#define PLAN_DEFAULT_GRAPH_RINGBUF (2u << 20)
 #define PLAN_MIN_RINGBUF 4096u /* weft run --ringbuf-size, and what a manifest may ask */
 #define PLAN_MAX_RINGBUF (1u << 30)
 #define PLAN_MAX_KEY_SIZE 256

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define WEFT_ABI_VERSION 2
+#define WEFT_ABI_VERSION 3
 
 /*
  * Map and section names the agent looks up (docs/runtime.md, "Map layouts").  An aggregation
@@ -162,15 +162,21 @@ struct weft_graph_rec {
 	__u32 cookie; /* the attach point (the manifest's probe numbering) */
 	__u64 a[WEFT_GREC_NARGS];
 	char comm[16];
-	char s0[WEFT_GREC_STR];
-	char s1[WEFT_GREC_STR];
 	/* WEFT_GREC_KSEND and KRECV only (other kinds leave them unwritten): the socket's
 	 * family (WEFT_AF_INET, or 0 as the agent reads it: the addresses are a[0], a[1];
 	 * WEFT_AF_INET6: they are in6; any other: a bad record) */
 	__u32 family;
 	__u32 reserved;
 	__u8 in6[32];
+	/* the strings last: a record of a kind without strings (KSEND, KRECV) ends here,
+	 * WEFT_GREC_SHORT bytes, and the agent reads the strings as empty */
+	char s0[WEFT_GREC_STR];
+	char s1[WEFT_GREC_STR];
 };
+
+/* The size of a record without its strings: kernel socket records are this long, since a
+ * record costs the traced program by its bytes too (docs/performance.md, "Kernel edges"). */
+#define WEFT_GREC_SHORT __builtin_offsetof(struct weft_graph_rec, s0)
 
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127

@@ -82,7 +82,7 @@ static const char run_help[] =
 	"                        aggregating query with group by; docs/output.md)\n"
 	"      --max-groups N    bound of groups per window in the kernel (default 10240)\n"
 	"      --ringbuf-size S  ring buffer of a stream, a power of two from 4KiB (default\n"
-	"                        4MiB; a graph query's 16MiB); rows that find it full are\n"
+	"                        4MiB; a graph query's 2MiB); rows that find it full are\n"
 	"                        counted and reported\n"
 	"  -S, --graph-store PATH  a graph query (`from ... graph`) stores its traces in PATH, an\n"
 	"                        SQLite file (created if absent); default: weft graph's store\n"
@@ -110,7 +110,7 @@ static const char run_help[] =
 
 /* the numbers the help and the messages state */
 _Static_assert(PLAN_DEFAULT_GROUPS == 10240 && PLAN_DEFAULT_RINGBUF == 4u << 20 &&
-		       PLAN_DEFAULT_GRAPH_RINGBUF == 16u << 20,
+		       PLAN_DEFAULT_GRAPH_RINGBUF == 2u << 20,
 	       "run_help");
 _Static_assert(PLAN_MIN_RINGBUF == 4096 && PLAN_MAX_RINGBUF == 1u << 30, "--ringbuf-size");
 

@@ -8,9 +8,15 @@
  * workload's (thread, sequence) pair.  The test receives them through bpfrt while flipping
  * windows, and checks each (thread, sequence) at most once:
  *  - a ring buffer larger than all rows: received == N, dropped == 0, every pair seen;
- *  - a one-page ring buffer polled every millisecond: dropped > 0 and received + dropped == N.
+ *  - a one-page ring buffer polled every millisecond: dropped > 0 and received + dropped == N;
+ *  - bpfrt's reader thread (bpfrt_stream_reader_start(), what graph queries use) with a 64 KiB
+ *    ring and a caller that does not poll at all until the workload has ended: more rows
+ *    received than the ring holds, received + dropped == N; with the thread's queue bounded
+ *    to one chunk, the rows neither ring nor queue could hold are counted, received +
+ *    dropped == N exactly.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -89,7 +95,10 @@ static int setup(struct bpf_object *obj, void *arg)
 	return err ? err : bpfrt_map_resize(obj, "weft_events", a->ring_bytes);
 }
 
-static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 *missing)
+/* reader: 0 the caller reads the ring; else bpfrt's reader thread with a queue of at most
+ * queue_max bytes (0: the default), and the caller polls only once the workload has ended */
+static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 *received,
+			 __u64 *dropped, __u64 *missing)
 {
 	struct rt_prog p = { 0 };
 	struct rx rx = { 0 };
@@ -110,20 +119,28 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 	arg.pid = wl.pid;
 	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
 	assert_int_equal(bpfrt_stream_open(p.rt, on_row, &rx), 0);
+	if (reader)
+		assert_int_equal(bpfrt_stream_reader_start(p.rt, queue_max), 0);
 	assert_int_equal(rt_wl_go(&wl), 0);
 	do {
-		running = rt_wl_poll(&wl, 0);
-		assert_true(bpfrt_stream_poll(p.rt, 1) >= 0);
+		running = rt_wl_poll(&wl, reader ? 10 : 0);
+		if (!reader) /* with the reader, the caller is away: only the thread reads */
+			assert_true(bpfrt_stream_poll(p.rt, 1) >= 0);
 		assert_int_equal(bpfrt_window_flip(p.rt), 0);
 		assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
 	} while (running == 1);
 	assert_int_equal(running, 0);
+	if (reader) /* nothing reaches the callback outside a poll */
+		assert_int_equal(rx.received, 0);
+	if (reader)
+		bpfrt_stream_reader_stop(p.rt); /* the polls below read the ring themselves */
 	assert_int_equal(bpfrt_window_flip(p.rt), 0);
 	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
 	do
 		n = bpfrt_stream_poll(p.rt, 0);
 	while (n > 0);
 	assert_int_equal(n, 0);
+	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0); /* the queue's last losses */
 
 	*missing = 0;
 	for (unsigned long k = 0; k < N_THREADS; k++) {
@@ -131,8 +148,9 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 			*missing += !rx.seen[k][i];
 		free(rx.seen[k]);
 	}
-	printf("# ring %u bytes: %llu received, %llu dropped\n", ring_bytes,
-	       (unsigned long long)rx.received, (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
+	printf("# ring %u bytes%s: %llu received, %llu dropped\n", ring_bytes,
+	       reader ? " read by a thread" : "", (unsigned long long)rx.received,
+	       (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
 	assert_int_equal(rx.bad, 0);
 	assert_int_equal(rx.dup, 0);
 	for (int r = 0; r < WEFT_DROP_NR; r++)
@@ -141,6 +159,11 @@ static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 
 	*received = rx.received;
 	*dropped = drops[WEFT_DROP_RINGBUF_FULL];
 	rt_unload(&p);
+}
+
+static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 *missing)
+{
+	run_stream_r(ring_bytes, false, 0, received, dropped, missing);
 }
 
 static void test_stream_large_ring_loses_nothing(void **state)
@@ -167,11 +190,45 @@ static void test_stream_small_ring_counts_drops(void **state)
 	assert_int_equal(missing, dropped);
 }
 
+/* 40 bytes a row in the ring (32 + its 8-byte header) */
+#define RING_ROWS(bytes) ((bytes) / 40)
+
+static void test_stream_reader_reads_while_caller_away(void **state)
+{
+	__u64 received, dropped, missing;
+
+	(void)state;
+	run_stream_r(64u << 10, true, 0, &received, &dropped, &missing);
+	/* without the thread at most a ring's worth could arrive: the caller never polled
+	 * while the workload ran (the thread's share of the CPU decides the rest: counted) */
+	assert_true(received > RING_ROWS(64u << 10));
+	assert_int_equal(received + dropped, N_CALLS);
+	assert_int_equal(missing, dropped);
+}
+
+static void test_stream_reader_queue_bound_counts(void **state)
+{
+	__u64 received, dropped, missing;
+
+	(void)state;
+	/* one 256 KiB chunk of queue (6,553 rows of 40 bytes) and a 64 KiB ring: of 200,000
+	 * rows at most ~8,200 fit while the caller is away; the rest are counted */
+	run_stream_r(64u << 10, true, 256u << 10, &received, &dropped, &missing);
+	assert_true(received > 0);
+	/* ring and queue together hold at most 320 KiB of 40-byte rows */
+	assert_true(received <= RING_ROWS((64u << 10) + (256u << 10)) + 1);
+	assert_true(dropped > 0);
+	assert_int_equal(received + dropped, N_CALLS);
+	assert_int_equal(missing, dropped);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stream_large_ring_loses_nothing),
 		cmocka_unit_test(test_stream_small_ring_counts_drops),
+		cmocka_unit_test(test_stream_reader_reads_while_caller_away),
+		cmocka_unit_test(test_stream_reader_queue_bound_counts),
 	};
 
 	if (!wt_root("it loads and attaches BPF programs"))
