@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -95,7 +96,13 @@ struct bpfrt_reader {
 	size_t max_bytes;
 	struct bpfrt_chunk *cur; /* the filler's chunk: the thread's, or the caller's after stop */
 	atomic_uint_fast64_t lost;
-	int efd;
+	int efd; /* records wait (the caller's fd) */
+	/* a sync (bpfrt_stream_poll(rt, 0)): the caller raises want and wakes the thread through
+	 * wake_fd; the thread reads want, empties the ring, publishes, sets done and signals */
+	int wake_fd, ep;
+	pthread_cond_t cv; /* under mu */
+	uint64_t want, done; /* under mu */
+	bool dead; /* the thread stopped on an error (under mu) */
 };
 
 /* --- libbpf glue --------------------------------------------------------------------------- */
@@ -781,18 +788,53 @@ static void *reader_main(void *arg)
 	struct bpfrt_reader *r = rt->reader;
 
 	while (!atomic_load(&r->stop)) {
-		int rc = ring_buffer__poll(rt->rb, BPFRT_READER_WAIT_MS);
+		struct epoll_event ev[2];
+		uint64_t want;
+		eventfd_t v;
+		int rc;
 
-		/* a wakeup also comes for records not yet committed: take what is there */
-		if (rc >= 0)
-			rc = ring_buffer__consume(rt->rb);
-		reader_publish(r);
-		if (rc < 0 && rc != -EINTR) {
-			weft_log(WEFT_LOG_WARN, "stream reader: %s", strerror(-rc));
-			break;
+		if (epoll_wait(r->ep, ev, 2, BPFRT_READER_WAIT_MS) < 0 && errno != EINTR) {
+			rc = -errno;
+			goto fail;
 		}
+		(void)eventfd_read(r->wake_fd, &v);
+		pthread_mutex_lock(&r->mu);
+		want = r->want;
+		pthread_mutex_unlock(&r->mu);
+		/* everything committed by now, whether or not the writer woke us */
+		rc = ring_buffer__consume(rt->rb);
+		reader_publish(r);
+		if (rc < 0 && rc != -EINTR)
+			goto fail;
+		pthread_mutex_lock(&r->mu);
+		r->done = want;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		continue;
+fail:
+		weft_log(WEFT_LOG_WARN, "stream reader: %s", strerror(-rc));
+		pthread_mutex_lock(&r->mu);
+		r->dead = true;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		break;
 	}
 	return NULL;
+}
+
+/* Wait until the thread has read everything committed before this call (and queued it). */
+static void reader_sync(struct bpfrt_reader *r)
+{
+	uint64_t my;
+
+	pthread_mutex_lock(&r->mu);
+	my = ++r->want;
+	pthread_mutex_unlock(&r->mu);
+	(void)eventfd_write(r->wake_fd, 1);
+	pthread_mutex_lock(&r->mu);
+	while (r->done < my && !r->dead)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
 }
 
 int bpfrt_stream_reader_start(struct bpfrt *rt, size_t max_bytes)
@@ -817,10 +859,23 @@ int bpfrt_stream_reader_start(struct bpfrt *rt, size_t max_bytes)
 		return rc;
 	}
 	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r->ep = epoll_create1(EPOLL_CLOEXEC);
 	rb = ring_buffer__new(rt->rb_fd, reader_append, r, NULL);
-	if (!rb) {
-		rc = -errno;
+	if (!rb || r->wake_fd < 0 || r->ep < 0 ||
+	    epoll_ctl(r->ep, EPOLL_CTL_ADD, r->wake_fd,
+		      &(struct epoll_event){ .events = EPOLLIN }) ||
+	    epoll_ctl(r->ep, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rb),
+		      &(struct epoll_event){ .events = EPOLLIN })) {
+		rc = errno ? -errno : -ENOMEM;
+		ring_buffer__free(rb);
+		if (r->ep >= 0)
+			close(r->ep);
+		if (r->wake_fd >= 0)
+			close(r->wake_fd);
 		close(r->efd);
+		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->mu);
 		free(r);
 		return rc;
@@ -846,6 +901,7 @@ void bpfrt_stream_reader_stop(struct bpfrt *rt)
 	if (!r || !r->running)
 		return;
 	atomic_store(&r->stop, true);
+	(void)eventfd_write(r->wake_fd, 1);
 	pthread_join(r->th, NULL);
 	r->running = false;
 }
@@ -863,6 +919,9 @@ static void reader_free(struct bpfrt *rt)
 	}
 	free(r->cur);
 	close(r->efd);
+	close(r->wake_fd);
+	close(r->ep);
+	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
 	rt->reader = NULL;
@@ -928,7 +987,13 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 		return -ENOENT;
 	if (rt->reader) {
 		struct bpfrt_reader *r = rt->reader;
+		bool dead;
 
+		pthread_mutex_lock(&r->mu);
+		dead = r->dead;
+		pthread_mutex_unlock(&r->mu);
+		if (dead) /* it said why: this thread reads the ring from now on */
+			bpfrt_stream_reader_stop(rt);
 		if (!r->running) {
 			/* the thread is gone (or never ran): this thread reads the ring */
 			int rc = ring_buffer__consume(rt->rb);
@@ -936,7 +1001,11 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 			if (rc < 0)
 				return rc;
 			reader_publish(r);
-		} else if (timeout_ms != 0) {
+		} else if (timeout_ms == 0) {
+			/* what was committed before this call, all of it (a graph capture's
+			 * live clock relies on that): the thread empties the ring first */
+			reader_sync(r);
+		} else {
 			struct pollfd p = { .fd = r->efd, .events = POLLIN };
 			bool empty;
 

@@ -92,10 +92,17 @@ static struct hent *hmap_find(const struct hmap *m, uint64_t a, uint64_t b, uint
 	}
 }
 
-static int hmap_grow(struct hmap *m)
+/* Rehash into a table of at least 64 and at least 2 * n slots, a power of two. */
+static int hmap_resize(struct hmap *m, size_t n)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 64;
-	struct hent *ne = calloc(ncap, sizeof(*ne));
+	size_t ncap = 64;
+	struct hent *ne;
+
+	while (ncap < 2 * n)
+		ncap *= 2;
+	if (ncap <= m->cap)
+		return 0;
+	ne = calloc(ncap, sizeof(*ne));
 
 	if (!ne)
 		return -ENOMEM;
@@ -113,6 +120,18 @@ static int hmap_grow(struct hmap *m)
 	m->e = ne;
 	m->cap = ncap;
 	return 0;
+}
+
+static int hmap_grow(struct hmap *m)
+{
+	return hmap_resize(m, m->cap ? m->cap : 32);
+}
+
+/* Room for n more entries without a rehash on the way (one allocation, not one per doubling:
+ * a drain's table of exchanges is built anew each time). */
+static int hmap_reserve(struct hmap *m, size_t n)
+{
+	return hmap_resize(m, m->n + n + 1);
 }
 
 /* The entry of the key, created (used, v = 0) if absent; NULL when out of memory. */
@@ -1246,7 +1265,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 		goto sort_tasks;
 	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
 	opx = malloc(c->nkops * sizeof(*opx));
-	if (!opx) {
+	/* at most an exchange per op: in the table now, and among those that stay */
+	if (!opx || hmap_reserve(&c->kix, c->nkops) || hmap_reserve(&nkix, c->nkops)) {
 		rc = -ENOMEM;
 		goto out;
 	}

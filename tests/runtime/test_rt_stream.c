@@ -13,7 +13,8 @@
  *    ring and a caller that does not poll at all until the workload has ended: more rows
  *    received than the ring holds, received + dropped == N; with the thread's queue bounded
  *    to one chunk, the rows neither ring nor queue could hold are counted, received +
- *    dropped == N exactly.
+ *    dropped == N exactly; with a ring that holds every row, the caller's first poll after
+ *    the workload gets all N (the poll waits for the thread to empty the ring).
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -98,7 +99,7 @@ static int setup(struct bpf_object *obj, void *arg)
 /* reader: 0 the caller reads the ring; else bpfrt's reader thread with a queue of at most
  * queue_max bytes (0: the default), and the caller polls only once the workload has ended */
 static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 *received,
-			 __u64 *dropped, __u64 *missing)
+			 __u64 *dropped, __u64 *missing, __u64 *at_first_poll)
 {
 	struct rt_prog p = { 0 };
 	struct rx rx = { 0 };
@@ -130,10 +131,14 @@ static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 
 		assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
 	} while (running == 1);
 	assert_int_equal(running, 0);
-	if (reader) /* nothing reaches the callback outside a poll */
+	if (reader) { /* nothing reaches the callback outside a poll */
 		assert_int_equal(rx.received, 0);
-	if (reader)
+		/* one poll without waiting: everything committed before it, whatever the
+		 * thread had read so far (bpfrt_stream_poll() syncs with the thread) */
+		assert_true(bpfrt_stream_poll(p.rt, 0) >= 0);
+		*at_first_poll = rx.received;
 		bpfrt_stream_reader_stop(p.rt); /* the polls below read the ring themselves */
+	}
 	assert_int_equal(bpfrt_window_flip(p.rt), 0);
 	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
 	do
@@ -163,7 +168,9 @@ static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 
 
 static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 *missing)
 {
-	run_stream_r(ring_bytes, false, 0, received, dropped, missing);
+	__u64 first;
+
+	run_stream_r(ring_bytes, false, 0, received, dropped, missing, &first);
 }
 
 static void test_stream_large_ring_loses_nothing(void **state)
@@ -198,7 +205,9 @@ static void test_stream_reader_reads_while_caller_away(void **state)
 	__u64 received, dropped, missing;
 
 	(void)state;
-	run_stream_r(64u << 10, true, 0, &received, &dropped, &missing);
+	__u64 first;
+
+	run_stream_r(64u << 10, true, 0, &received, &dropped, &missing, &first);
 	/* without the thread at most a ring's worth could arrive: the caller never polled
 	 * while the workload ran (the thread's share of the CPU decides the rest: counted) */
 	assert_true(received > RING_ROWS(64u << 10));
@@ -213,13 +222,29 @@ static void test_stream_reader_queue_bound_counts(void **state)
 	(void)state;
 	/* one 256 KiB chunk of queue (6,553 rows of 40 bytes) and a 64 KiB ring: of 200,000
 	 * rows at most ~8,200 fit while the caller is away; the rest are counted */
-	run_stream_r(64u << 10, true, 256u << 10, &received, &dropped, &missing);
+	__u64 first;
+
+	run_stream_r(64u << 10, true, 256u << 10, &received, &dropped, &missing, &first);
 	assert_true(received > 0);
 	/* ring and queue together hold at most 320 KiB of 40-byte rows */
 	assert_true(received <= RING_ROWS((64u << 10) + (256u << 10)) + 1);
 	assert_true(dropped > 0);
 	assert_int_equal(received + dropped, N_CALLS);
 	assert_int_equal(missing, dropped);
+}
+
+/* A ring that holds every row, read by the thread: the caller's first poll after the workload
+ * gets all of them, exactly, and nothing is lost. */
+static void test_stream_reader_first_poll_has_all(void **state)
+{
+	__u64 received, dropped, missing, first;
+
+	(void)state;
+	run_stream_r(16u << 20, true, 0, &received, &dropped, &missing, &first);
+	assert_int_equal(first, N_CALLS);
+	assert_int_equal(received, N_CALLS);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(missing, 0);
 }
 
 int main(void)
@@ -229,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_stream_small_ring_counts_drops),
 		cmocka_unit_test(test_stream_reader_reads_while_caller_away),
 		cmocka_unit_test(test_stream_reader_queue_bound_counts),
+		cmocka_unit_test(test_stream_reader_first_poll_has_all),
 	};
 
 	if (!wt_root("it loads and attaches BPF programs"))
