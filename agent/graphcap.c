@@ -1266,7 +1266,9 @@ static int ksock_drain(struct graphcap *c, bool final)
 	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
 	opx = malloc(c->nkops * sizeof(*opx));
 	/* at most an exchange per op: in the table now, and among those that stay */
-	if (!opx || hmap_reserve(&c->kix, c->nkops) || hmap_reserve(&nkix, c->nkops)) {
+	if (!opx || hmap_reserve(&c->kix, c->nkops) || hmap_reserve(&nkix, c->nkops) ||
+	    grow((void **)&xs, &capx, c->nkops, sizeof(*xs)) ||
+	    grow((void **)&c->kas, &c->cap_kas, c->nkas + c->nkops, sizeof(*c->kas))) {
 		rc = -ENOMEM;
 		goto out;
 	}
