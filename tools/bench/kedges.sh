@@ -8,7 +8,9 @@
 # where every request pays for its four socket calls) in namespace C, joined by a veth pair,
 # as in tests/runtime/test_run_kedges.c.  Each "on" run's store is checked: exactly N + 1
 # traces whose client task is redis-benchmark (N SETs and the settings it fetches first).
-# Prints one line per run, then the medians and the drop, with the machine's load average.
+# Prints one line per run, then the medians and the drop, with the machine's load average; for
+# the weft configurations whose CPU budget has the kernel's BPF statistics on, also the median
+# cost of weft's program per call (run_time_ns / run_cnt, read with bpftool before detaching).
 #
 # Usage: tools/bench/kedges.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          jq)
@@ -20,6 +22,13 @@
 #     kernel side of the same job: the same filter, the 4-tuple read through BTF, counted
 #     in a map instead of recorded) and "nobudget" (weft with --cpu-budget 0: no per-program
 #     run-time statistics)
+#   BENCH_KEDGES_PIN=1: the workload on CPU 0 (redis-server and redis-benchmark, and so the
+#     probes, which run in their threads) and the tracer's own process on CPU 1 (weft, whose
+#     agent side pairs and stores the records, or bpftrace), for every configuration alike:
+#     what kernel edges cost the traced program where the tracer has a core of its own, as
+#     on a server with more than the development VM's two; without it all share both CPUs
+#   BENCH_KEDGES_RINGS="S ...": one more configuration per ring-buffer size S (a
+#     `weft run --ringbuf-size` value), "ring-S": the default query with that ring
 #   BENCH_KEDGES_SAMPLE=P: one more configuration, "sampled": the same query with
 #     `graph sample P%` (the aggregates of every request, whole graphs of P% and the
 #     outliers); its check: every request seen (N + 1 traces), nothing lost in the kernel
@@ -64,7 +73,14 @@ done
 ip -n "$ns_s" link set "${veth}a" up
 ip -n "$ns_c" link set "${veth}b" up
 
-ip netns exec "$ns_s" redis-server --port 6379 --bind "$addr" --save '' --appendonly no \
+wl_cpu=
+tracer_cpu=
+if [ "${BENCH_KEDGES_PIN:-0}" = 1 ]; then
+	wl_cpu="taskset -c 0"
+	tracer_cpu="taskset -c 1"
+fi
+# shellcheck disable=SC2086 # wl_cpu: a command prefix or nothing
+$wl_cpu ip netns exec "$ns_s" redis-server --port 6379 --bind "$addr" --save '' --appendonly no \
 	--protected-mode no >"$log/redis.log" 2>&1 &
 redis_pid=$!
 for _ in $(seq 600); do
@@ -88,7 +104,8 @@ bt_same="tracepoint:sock:sock_send_length,tracepoint:sock:sock_recv_length
 
 # bench_run NAME: one redis-benchmark run; prints its requests per second
 bench_run() {
-	ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" -t set -P 1 --csv \
+	# shellcheck disable=SC2086 # wl_cpu: a command prefix or nothing
+	$wl_cpu ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" -t set -P 1 --csv \
 		>"$log/$1.csv" 2>"$log/$1.err"
 	awk -F'"' '$2 == "SET" { print $4 }' "$log/$1.csv"
 }
@@ -99,7 +116,9 @@ run_on() {
 	local store=$log/$1.db wpid rps n q=${2:-$query}
 	rm -f "$store"
 	# shellcheck disable=SC2086 # options, one word each
-	"$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$q" >"$log/$1.weft.out" 2>"$log/$1.weft.err" &
+	# shellcheck disable=SC2086 # tracer_cpu: a command prefix or nothing
+	$tracer_cpu "$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$q" >"$log/$1.weft.out" \
+		2>"$log/$1.weft.err" &
 	wpid=$!
 	for _ in $(seq 1200); do
 		grep -q attached "$log/$1.weft.err" && break
@@ -107,6 +126,11 @@ run_on() {
 		sleep 0.05
 	done
 	rps=$(bench_run "$1")
+	# the program's cost per call, while it is loaded (0 when the statistics are off)
+	# (the newest program of that name: the one this run loaded)
+	bpftool prog show -j | jq -r '[.[] | select(.name == "wp0")] | max_by(.id) |
+		if . and (.run_cnt // 0) > 0 then .run_time_ns / .run_cnt | floor else 0 end' \
+		>"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
 	kill -INT "$wpid"
 	wait "$wpid"
 	if [ -n "${2:-}" ]; then
@@ -130,7 +154,8 @@ run_on() {
 # run_bt NAME PROGRAM: bench_run with bpftrace running PROGRAM on the two tracepoints
 run_bt() {
 	local bpid rps
-	"$BPFTRACE" -e "$2" >"$log/$1.bt.out" 2>"$log/$1.bt.err" &
+	# shellcheck disable=SC2086 # tracer_cpu: a command prefix or nothing
+	$tracer_cpu "$BPFTRACE" -e "$2" >"$log/$1.bt.out" 2>"$log/$1.bt.err" &
 	bpid=$!
 	wait_probes "$bpid" 2 60 || { cat "$log/$1.bt.err" >&2; exit 1; }
 	rps=$(bench_run "$1")
@@ -147,12 +172,16 @@ one() {
 	sampled) run_on "sampled-$2" "${query% graph} graph sample ${BENCH_KEDGES_SAMPLE}%" ;;
 	empty) run_bt "empty-$2" "$bt_empty" ;;
 	bt) run_bt "bt-$2" "$bt_same" ;;
+	ring-*) WEFT_RUN_OPTS="--ringbuf-size ${1#ring-}" run_on "$1-$2" ;;
 	esac
 }
 
 configs="off on"
 [ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
 [ -n "${BENCH_KEDGES_SAMPLE:-}" ] && configs="$configs sampled"
+for r in ${BENCH_KEDGES_RINGS:-}; do
+	configs="$configs ring-$r"
+done
 for c in $configs; do : >"$log/$c.txt"; done
 : >"$log/off.txt"
 : >"$log/on.txt"
@@ -189,5 +218,14 @@ drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }'
 		echo "median $c $m rps: drop $(awk -v a="$moff" -v b="$m" \
 			'BEGIN { printf "%.1f", (a - b) * 100 / a }')%"
 	done
+	for c in $configs; do
+		ns=$(cat "$log/$c"-*.ns 2>/dev/null | grep -v '^0$' | stats 1 | cut -d' ' -f1) || ns=
+		if [ -n "$ns" ] && [ "$ns" != - ]; then
+			echo "median $c program cost: $ns ns a call"
+		fi
+	done
+	if [ -n "$wl_cpu" ]; then
+		echo "placement: workload on CPU 0, tracer on CPU 1"
+	fi
 	echo "load average before $load0, after $load1 ($(nproc) CPUs)"
 } | tee "$log/result.txt"
