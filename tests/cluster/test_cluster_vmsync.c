@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft vm sync` live (docs/vm.md "Live: guest and host agents"): a real aggregator, two real
+ * agents over CURVE ZeroMQ ("vmhost" plays the host, "vmguest" the guest, both on this
+ * machine under different --host names), and tests/workloads/wl_vmsync_fake playing a guest
+ * whose clock is CLOCK_MONOTONIC + K.  This machine has no /dev/kvm, so the hypercall is a
+ * FAKE: the workload fires the USDT probe weft_fake:fake_kvm_hypercall(nr, id) where a guest
+ * would make the hypercall, and `--hypercall-source` puts that probe in the host query in
+ * place of kvm:kvm_hypercall (everything else is the product's query).  The guest side is
+ * the real one: include/weft/vmsync.h's weft:vm_sync(id, before, after).
+ *
+ *   synced        N points: each side's query ran on its agent alone (the stderr of `weft vm
+ *                 sync` names one agent each; the other agent never started it); the last
+ *                 state joins exactly N points, refuses none, and its interval [lo, hi] is
+ *                 exactly the intersection the test recomputes from the workload's own
+ *                 before/after (its file) and the host's h of each id (the host query's
+ *                 windows, followed with `weft submit --attach`); the offset is its middle,
+ *                 the bound half its width; the true offset -K lies inside; `weft status
+ *                 --format json` shows the pair's state on both queries.
+ *   unsynced      the guest makes N readings, the fake hypercall never fires: the state is
+ *                 "synced": false with a null offset (never 0), N guest readings waiting,
+ *                 exit status 4; the text form says "unsynchronised".
+ *   contradict    the last point reports readings a second late: refused and counted (1),
+ *                 the other N - 1 make the offset (-K inside); text output.
+ *
+ * Nothing is asserted about timing: the workload runs after both agents run their queries,
+ * and `weft vm sync` is stopped (Ctrl-C: it cancels both and waits for the last windows)
+ * after the workload exited.  Needs root (eBPF); skipped otherwise.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/cluster/cluster_util.h"
+#include "tests/skip.h"
+#include "vm/sync.h"
+
+#define K_NS 7000000123LL
+#define NPOINTS 40
+
+struct fixture {
+	struct cl cl;
+	struct cl_proc *agg, *host, *guest;
+	char wl[PATH_MAX], source[PATH_MAX + 64];
+	int runs;
+	bool failed;
+};
+
+static struct fixture *live;
+
+static void clean_at_exit(void)
+{
+	if (live && live->cl.dir[0]) {
+		live->cl.passed = !live->failed;
+		cl_fini(&live->cl);
+		live->cl.dir[0] = 0;
+	}
+}
+
+static int group_setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char buf[65536];
+	ssize_t n;
+	int in, out;
+
+	if (!f)
+		return -1;
+	*state = f;
+	live = f;
+	atexit(clean_at_exit);
+	f->failed = true;
+	cl_init(&f->cl);
+	cl_keygen(&f->cl, "agent", "vmhost", true);
+	cl_keygen(&f->cl, "agent", "vmguest", true);
+	f->agg = cl_aggregator(&f->cl, "agg", NULL, NULL, NULL);
+	f->host = cl_agent(&f->cl, "vmhost", "agent-vmhost", NULL, NULL, true);
+	f->guest = cl_agent(&f->cl, "vmguest", "agent-vmguest", NULL, NULL, true);
+	/* a copy of its own: no other test's process fires its probes (uprobes are by inode) */
+	snprintf(f->wl, sizeof(f->wl), "%s", cl_path(&f->cl, "wl_vmsync"));
+	in = open(wr_workload("wl_vmsync_fake"), O_RDONLY | O_CLOEXEC);
+	assert_true(in >= 0);
+	out = open(f->wl, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+	snprintf(f->source, sizeof(f->source), "usdt:%s:weft_fake:fake_kvm_hypercall", f->wl);
+	f->failed = false;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	f->failed |= !f->cl.passed;
+	clean_at_exit();
+	live = NULL;
+	free(f);
+	return 0;
+}
+
+/* The id after "weft vm sync: SIDE query " on p's stderr, and the agent it was sent to. */
+static uint64_t side_id(struct cl_proc *p, const char *side, const char *agent)
+{
+	char needle[64], want[64], *err, *s;
+	uint64_t id;
+
+	snprintf(needle, sizeof(needle), "weft vm sync: %s query ", side);
+	cl_expect_log(p, needle, CL_WAIT_MS);
+	err = cl_slurp(p->err);
+	s = strstr(err, needle);
+	assert_non_null(s);
+	id = strtoull(s + strlen(needle), NULL, 10);
+	assert_true(id >= 1);
+	/* limited to its agent: sent to exactly one, the one named */
+	snprintf(want, sizeof(want), " sent to 1 agent (%s)", agent);
+	if (!strstr(s, want))
+		fail_msg("the %s query was not sent to %s alone: %s", side, agent, s);
+	free(err);
+	return id;
+}
+
+struct run {
+	uint64_t hid, gid;
+	struct cl_proc *vs;
+	int status;
+	char points[PATH_MAX];
+};
+
+/* One `weft vm sync` over a run of the workload in `mode`; stopped with Ctrl-C after it. */
+static void run_sync(struct fixture *f, struct run *r, const char *mode, bool json)
+{
+	struct cl *cl = &f->cl;
+	char log[32], wlog[32], needle[64], n[16], k[32];
+	struct cl_proc *wl;
+
+	f->runs++;
+	snprintf(log, sizeof(log), "vmsync-%d", f->runs);
+	snprintf(wlog, sizeof(wlog), "wl-%d", f->runs);
+	snprintf(r->points, sizeof(r->points), "%s/points-%d.txt", cl->dir, f->runs);
+	r->vs = cl_spawn(cl, log, NULL,
+			 (char *const[]){ getenv("WEFT_BIN"),
+					  (char *)"vm",
+					  (char *)"sync",
+					  (char *)"--to",
+					  cl->endpoint,
+					  (char *)"--server-key",
+					  (char *)cl_pub(cl, cl->client_server),
+					  (char *)"--key",
+					  (char *)cl_path(cl, "me.key"),
+					  (char *)"--host-agent",
+					  (char *)"vmhost",
+					  (char *)"--guest-agent",
+					  (char *)"vmguest",
+					  (char *)"--guest-binary",
+					  f->wl,
+					  (char *)"--hypercall-source",
+					  f->source,
+					  (char *)"--every",
+					  (char *)"1s",
+					  (char *)"--format",
+					  (char *)(json ? "json" : "text"),
+					  NULL });
+	r->hid = side_id(r->vs, "host", "vmhost");
+	r->gid = side_id(r->vs, "guest", "vmguest");
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
+	cl_expect_log(f->host, needle, CL_WAIT_MS);
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
+	cl_expect_log(f->guest, needle, CL_WAIT_MS);
+
+	snprintf(n, sizeof(n), "%d", NPOINTS);
+	snprintf(k, sizeof(k), "%lld", K_NS);
+	wl = cl_spawn(cl, wlog, NULL,
+		      (char *const[]){ f->wl, n, k, r->points, (char *)mode, NULL });
+	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+
+	kill(r->vs->pid, SIGINT); /* cancels both queries, waits for their last windows */
+	r->status = cl_wait_exit(r->vs, CL_WAIT_MS);
+	if (r->status < 0)
+		fail_msg("weft vm sync did not end: %s", cl_slurp(r->vs->err));
+	/* the other agent never ran the other side's query */
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
+	assert_false(cl_file_has(f->guest->err, needle));
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
+	assert_false(cl_file_has(f->host->err, needle));
+}
+
+struct point {
+	long long id, before, after;
+	int honest;
+};
+
+/* The workload's points file: exactly NPOINTS lines, then "done NPOINTS". */
+static void points_load(const char *path, struct point *pt)
+{
+	FILE *in = fopen(path, "r");
+	long done = 0;
+
+	assert_non_null(in);
+	for (int i = 0; i < NPOINTS; i++) {
+		assert_int_equal(fscanf(in, "%lld %lld %lld %d", &pt[i].id, &pt[i].before,
+					&pt[i].after, &pt[i].honest),
+				 4);
+		assert_int_equal(pt[i].id, i + 1);
+	}
+	assert_int_equal(fscanf(in, " done %ld", &done), 1);
+	assert_int_equal(done, NPOINTS);
+	fclose(in);
+}
+
+/* The last vm_sync object `weft vm sync --format json` printed, with every line checked. */
+static const struct wj *last_state(const struct wr_json *j, const struct run *r)
+{
+	const struct wj *last = NULL;
+	bool hlast = false, glast = false;
+
+	assert_true(j->n >= 2);
+	for (size_t i = 0; i < j->n; i++) {
+		const struct wj *w = j->v[i], *s = wj_get(w, "sync");
+		long long q = wj_int_of(w, "query_id");
+		const char *side = wj_str(wj_get(w, "side"));
+
+		assert_true(wr_is_type(w, "vm_sync"));
+		assert_non_null(s);
+		assert_non_null(side);
+		assert_true(q == (long long)r->hid || q == (long long)r->gid);
+		assert_string_equal(side, q == (long long)r->hid ? "host" : "guest");
+		assert_int_equal(wj_int_of(s, "host_query"), r->hid);
+		assert_int_equal(wj_int_of(s, "guest_query"), r->gid);
+		if (cl_json_true(w, "last"))
+			*(q == (long long)r->hid ? &hlast : &glast) = true;
+		last = s;
+	}
+	assert_true(hlast && glast);
+	assert_true(cl_json_true(last, "host_done"));
+	assert_true(cl_json_true(last, "guest_done"));
+	return last;
+}
+
+static void test_synced(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	struct point pt[NPOINTS];
+	long long h[NPOINTS + 1];
+	struct vm_sync_acc acc;
+	int64_t off, err;
+	struct run r;
+	struct wr_buf b = { 0 };
+	struct wr_json j = { 0 };
+	struct cl_proc *att;
+	struct cl_res hr;
+	const struct wj *s;
+	struct wj *st;
+	char *out;
+
+	cl->passed = false;
+	run_sync(f, &r, "ok", true);
+	assert_int_equal(r.status, 0);
+	points_load(r.points, pt);
+
+	/* the host's h of every id, from the host query's own windows */
+	for (int i = 0; i <= NPOINTS; i++)
+		h[i] = -1;
+	att = cl_attach(cl, "attach-host", NULL, r.hid);
+	cl_expect_end(att);
+	cl_res_load(&hr, att->out);
+	for (size_t w = 0; w < hr.nwin; w++)
+		for (size_t k = 0; k < wr_nrows(hr.final[w]); k++) {
+			const struct wj *row = wr_row(hr.final[w], k);
+			long long id = wj_int_of(row, "id");
+
+			assert_true(id >= 1 && id <= NPOINTS);
+			assert_int_equal(h[id], -1); /* once */
+			assert_int_equal(wj_int_of(row, "n"), 1);
+			h[id] = wj_int_of(row, "host_ns");
+		}
+	cl_res_free(&hr);
+	vm_sync_acc_init(&acc);
+	for (int i = 0; i < NPOINTS; i++) {
+		int64_t lo = 0, hi = 0;
+
+		assert_true(h[i + 1] > 0);
+		assert_int_equal(vm_sync_point(h[i + 1], pt[i].before, pt[i].after, &lo, &hi), 0);
+		assert_true(vm_sync_acc_add(&acc, lo, hi));
+	}
+	vm_sync_middle(acc.lo, acc.hi, &off, &err);
+
+	out = cl_slurp(r.vs->out);
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, &j);
+	free(b.p);
+	s = last_state(&j, &r);
+	assert_true(cl_json_true(s, "synced"));
+	assert_int_equal(wj_int_of(s, "points"), NPOINTS);
+	assert_int_equal(wj_int_of(s, "refused"), 0);
+	assert_int_equal(wj_int_of(s, "malformed"), 0);
+	assert_int_equal(wj_int_of(s, "duplicates"), 0);
+	assert_int_equal(wj_int_of(s, "guest_waiting"), 0);
+	assert_int_equal(wj_int_of(s, "host_waiting"), 0);
+	assert_int_equal(wj_int_of(s, "lo_ns"), acc.lo);
+	assert_int_equal(wj_int_of(s, "hi_ns"), acc.hi);
+	assert_int_equal(wj_int_of(s, "offset_ns"), off);
+	assert_int_equal(wj_int_of(s, "error_ns"), err);
+	/* the true offset: host = guest - K */
+	assert_true(acc.lo <= -K_NS && -K_NS <= acc.hi);
+	assert_true(off - err <= -K_NS && -K_NS <= off + err);
+	wr_json_free(&j);
+
+	/* weft status shows the pair on both queries */
+	st = cl_status(cl, NULL);
+	{
+		const struct wj *qs = wj_get(st, "queries");
+		int seen = 0;
+
+		assert_non_null(qs);
+		for (size_t i = 0; i < qs->nkids; i++) {
+			const struct wj *q = &qs->kids[i], *v = wj_get(q, "vm_sync");
+			long long id = wj_int_of(q, "id");
+
+			if (id != (long long)r.hid && id != (long long)r.gid)
+				continue;
+			seen++;
+			assert_non_null(v);
+			assert_int_equal(wj_int_of(v, "points"), NPOINTS);
+			assert_int_equal(wj_int_of(v, "lo_ns"), acc.lo);
+			assert_int_equal(wj_int_of(v, "hi_ns"), acc.hi);
+			assert_true(cl_json_has_str(q, "only_hosts",
+						    id == (long long)r.hid ? "vmhost" : "vmguest"));
+		}
+		assert_int_equal(seen, 2);
+	}
+	wj_free(st);
+	cl->passed = true;
+}
+
+static void test_unsynced(void **state)
+{
+	struct fixture *f = *state;
+	struct point pt[NPOINTS];
+	struct run r;
+	struct wr_buf b = { 0 };
+	struct wr_json j = { 0 };
+	const struct wj *s, *o;
+	char *out;
+
+	f->cl.passed = false;
+	run_sync(f, &r, "guest-only", true);
+	assert_int_equal(r.status, 4); /* ended unsynchronised */
+	points_load(r.points, pt);
+	out = cl_slurp(r.vs->out);
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, &j);
+	free(b.p);
+	s = last_state(&j, &r);
+	assert_false(cl_json_true(s, "synced"));
+	assert_int_equal(wj_int_of(s, "points"), 0);
+	assert_int_equal(wj_int_of(s, "guest_waiting"), NPOINTS);
+	assert_int_equal(wj_int_of(s, "host_waiting"), 0);
+	o = wj_get(s, "offset_ns");
+	assert_non_null(o);
+	assert_int_equal(o->kind, WJ_NULL); /* no offset, never 0 */
+	o = wj_get(s, "error_ns");
+	assert_non_null(o);
+	assert_int_equal(o->kind, WJ_NULL);
+	/* every state of the run said so */
+	for (size_t i = 0; i < j.n; i++)
+		assert_false(cl_json_true(wj_get(j.v[i], "sync"), "synced"));
+	wr_json_free(&j);
+	f->cl.passed = true;
+}
+
+static void test_contradict(void **state)
+{
+	struct fixture *f = *state;
+	struct point pt[NPOINTS];
+	struct run r;
+	char *out, *last, want[96];
+
+	f->cl.passed = false;
+	run_sync(f, &r, "contradict", false);
+	assert_int_equal(r.status, 0);
+	points_load(r.points, pt);
+	assert_int_equal(pt[NPOINTS - 1].honest, 0);
+	out = cl_slurp(r.vs->out);
+	/* the last line is the last state (text) */
+	last = out + strlen(out);
+	assert_true(last > out && last[-1] == '\n');
+	last[-1] = 0;
+	last = strrchr(out, '\n');
+	last = last ? last + 1 : out;
+	snprintf(want, sizeof(want), "(%d points; offset in [", NPOINTS - 1);
+	if (!strstr(last, "host = guest - ") || !strstr(last, want) ||
+	    !strstr(last, "; 1 contradicting point refused") || !strstr(last, "(last)"))
+		fail_msg("the last state is not %d points with 1 refused: %s", NPOINTS - 1, last);
+	{
+		/* -K within the interval printed: "offset in [LO, HI]" */
+		long long lo, hi;
+		const char *p = strstr(last, "offset in [");
+
+		assert_non_null(p);
+		assert_int_equal(sscanf(p, "offset in [%lld, %lld]", &lo, &hi), 2);
+		assert_true(lo <= -K_NS && -K_NS <= hi);
+	}
+	free(out);
+	f->cl.passed = true;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_synced),
+		cmocka_unit_test(test_unsynced),
+		cmocka_unit_test(test_contradict),
+	};
+
+	if (!wr_ready())
+		return WT_SKIP;
+	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
+}
