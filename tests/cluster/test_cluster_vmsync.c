@@ -22,6 +22,8 @@
  *                 exit status 4; the text form says "unsynchronised".
  *   contradict    the last point reports readings a second late: refused and counted (1),
  *                 the other N - 1 make the offset (-K inside); text output.
+ *   only_host     `weft submit --only-host vmguest`: of the two agents that could run the
+ *                 query, only vmguest does; its N counts are exact, no row of vmhost.
  *
  * Nothing is asserted about timing: the workload runs after both agents run their queries,
  * and `weft vm sync` is stopped (Ctrl-C: it cancels both and waits for the last windows)
@@ -345,6 +347,27 @@ static void test_synced(void **state)
 		assert_int_equal(seen, 2);
 	}
 	wj_free(st);
+	{
+		/* and the text: the agents each side is limited to, the pair's state */
+		struct wr_proc text;
+		char want[96];
+
+		assert_int_equal(cl_weft(&text, (char *)"status", (char *)"--to", cl->endpoint,
+					 (char *)"--server-key",
+					 (char *)cl_pub(cl, cl->client_server), (char *)"--key",
+					 (char *)cl_path(cl, "me.key")),
+				 0);
+		snprintf(want, sizeof(want),
+			 "vm sync (host query %llu, guest query %llu): host = guest - ",
+			 (unsigned long long)r.hid, (unsigned long long)r.gid);
+		assert_non_null(strstr(text.out.p, want));
+		snprintf(want, sizeof(want), "(%d points; offset in [%lld, %lld])", NPOINTS,
+			 (long long)acc.lo, (long long)acc.hi);
+		assert_non_null(strstr(text.out.p, want));
+		assert_non_null(strstr(text.out.p, "only on: vmhost\n"));
+		assert_non_null(strstr(text.out.p, "only on: vmguest\n"));
+		wr_free(&text);
+	}
 	cl->passed = true;
 }
 
@@ -421,12 +444,60 @@ static void test_contradict(void **state)
 	f->cl.passed = true;
 }
 
+/* `weft submit --only-host`: a query that only one agent runs, though both could. */
+static void test_only_host(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	char q[PATH_MAX + 128], needle[64], pts[PATH_MAX], n[16];
+	const char *const guest_only[] = { "vmguest", NULL };
+	struct cl_proc *sub, *wl;
+	struct cl_res r;
+	uint64_t id;
+
+	cl->passed = false;
+	snprintf(q, sizeof(q),
+		 "from usdt:%s:weft:vm_sync group by host select count() as n every 1s", f->wl);
+	sub = cl_spawn(cl, "only-host", NULL,
+		       (char *const[]){
+			       getenv("WEFT_BIN"), (char *)"submit", (char *)"--to", cl->endpoint,
+			       (char *)"--server-key", (char *)cl_pub(cl, cl->client_server),
+			       (char *)"--key", (char *)cl_path(cl, "me.key"), (char *)"--format",
+			       (char *)"json", (char *)"--only-host", (char *)"vmguest", q, NULL });
+	cl_expect_log(sub, " runs on ", CL_WAIT_MS);
+	{
+		char *err = cl_slurp(sub->err), *s = strstr(err, "weft: query ");
+
+		assert_non_null(s);
+		id = strtoull(s + strlen("weft: query "), NULL, 10);
+		assert_non_null(strstr(s, "sent to 1 agent (vmguest)"));
+		free(err);
+	}
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)id);
+	cl_expect_log(f->guest, needle, CL_WAIT_MS);
+	snprintf(pts, sizeof(pts), "%s/points-only.txt", cl->dir);
+	snprintf(n, sizeof(n), "%d", NPOINTS);
+	wl = cl_spawn(cl, "wl-only", NULL,
+		      (char *const[]){ f->wl, n, (char *)"0", pts, (char *)"ok", NULL });
+	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	assert_true(CL_WAIT(cl_file_sum(sub->out, "n", "vmguest", NULL) == NPOINTS, CL_WAIT_MS));
+	cl_cancel(cl, NULL, id);
+	cl_expect_end(sub);
+	cl_res_load(&r, sub->out);
+	assert_int_equal(cl_res_sum(&r, "n", "vmguest", NULL), NPOINTS);
+	cl_res_rows_only(&r, guest_only);
+	cl_res_free(&r);
+	assert_false(cl_file_has(f->host->err, needle)); /* vmhost never started it */
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_synced),
 		cmocka_unit_test(test_unsynced),
 		cmocka_unit_test(test_contradict),
+		cmocka_unit_test(test_only_host),
 	};
 
 	if (!wr_ready())
