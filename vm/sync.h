@@ -72,15 +72,15 @@ static inline bool vm_sync_acc_add(struct vm_sync_acc *s, int64_t lo, int64_t hi
 	return true;
 }
 
-/* The offset (the middle of [lo, hi]) and its error bound; lo <= hi. */
+/* The offset (the middle of [lo, hi]) and its error bound; lo <= hi.  The bound saturates
+ * at INT64_MAX (an interval over half the 64-bit range, which no real point gives). */
 static inline void vm_sync_middle(int64_t lo, int64_t hi, int64_t *offset, int64_t *error)
 {
-	/* (hi - lo) may exceed INT64_MAX only for intervals no real point gives; unsigned
-	 * arithmetic keeps it defined */
-	uint64_t w = (uint64_t)hi - (uint64_t)lo;
+	/* unsigned: hi - lo may exceed INT64_MAX */
+	uint64_t w = (uint64_t)hi - (uint64_t)lo, e = w - w / 2;
 
 	*offset = (int64_t)((uint64_t)lo + w / 2);
-	*error = (int64_t)(w - w / 2);
+	*error = e > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)e;
 }
 
 #endif
