@@ -650,6 +650,23 @@ int cmd_submit(int argc, char **argv)
 		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
 
 		id = qs->query_id;
+		if (qs->n_only_hosts != nonly) {
+			/* an aggregator older than Submit.only_hosts runs it on every agent */
+			Weft__QueryStop st;
+
+			fprintf(stderr,
+				"weft: %s does not limit queries to agents (an older weft?): "
+				"query %" PRIu64 " cancelled\n",
+				tc.to, id);
+			weft__query_stop__init(&st);
+			st.query_id = id;
+			weft__envelope__init(&e);
+			e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
+			e.query_stop = &st;
+			aggd_client_send(cl, &e);
+			status = WEFT_EXIT_FAIL;
+			goto out;
+		}
 		fprintf(stderr, "weft: query %" PRIu64 " runs on %s: sent to %zu agent%s", id,
 			reply->status_reply->aggregator, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
 		for (size_t i = 0; i < qs->n_hosts; i++)

@@ -195,6 +195,21 @@ static int compile_side(struct side *s, int verbose)
 	return WEFT_EXIT_OK;
 }
 
+static void cancel(struct aggd_client *cl, uint64_t id)
+{
+	Weft__Envelope e;
+	Weft__QueryStop st;
+
+	if (!id)
+		return;
+	weft__query_stop__init(&st);
+	st.query_id = id;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
+	e.query_stop = &st;
+	aggd_client_send(cl, &e);
+}
+
 /* Submits one side, limited to its agents; its id into s->id.  A WEFT_EXIT_* status. */
 static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct side *s,
 		       char **agents, size_t nagents, uint64_t pair_host)
@@ -246,6 +261,17 @@ static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct s
 		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
 
 		s->id = qs->query_id;
+		if (qs->n_only_hosts != nagents || (pair_host && !qs->vm_sync)) {
+			/* an aggregator older than Submit.only_hosts would run it everywhere */
+			fprintf(stderr,
+				"weft vm sync: %s does not limit queries to agents or pair them "
+				"(an older weft?): query %" PRIu64 " cancelled\n",
+				tc->to, s->id);
+			cancel(cl, s->id);
+			s->id = 0;
+			wire_free(reply);
+			return WEFT_EXIT_FAIL;
+		}
 		fprintf(stderr, "weft vm sync: %s query %" PRIu64 " sent to %zu agent%s", s->what,
 			s->id, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
 		for (size_t i = 0; i < qs->n_hosts; i++)
@@ -254,21 +280,6 @@ static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct s
 	}
 	wire_free(reply);
 	return status;
-}
-
-static void cancel(struct aggd_client *cl, uint64_t id)
-{
-	Weft__Envelope e;
-	Weft__QueryStop st;
-
-	if (!id)
-		return;
-	weft__query_stop__init(&st);
-	st.query_id = id;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
-	e.query_stop = &st;
-	aggd_client_send(cl, &e);
 }
 
 static void print_state(const Weft__Result *r, const char *side, bool json)
