@@ -24,6 +24,9 @@
  *                 the other N - 1 make the offset (-K inside); text output.
  *   only_host     `weft submit --only-host vmguest`: of the two agents that could run the
  *                 query, only vmguest does; its N counts are exact, no row of vmhost.
+ *   restart       the aggregator restarts while a pair runs: both queries resume on their
+ *                 agents alone, the pair is rebuilt from the retained windows (the same
+ *                 points and interval in `weft status`), the follower ends with them.
  *
  * Nothing is asserted about timing: the workload runs after both agents run their queries,
  * and `weft vm sync` is stopped (Ctrl-C: it cancels both and waits for the last windows)
@@ -444,6 +447,122 @@ static void test_contradict(void **state)
 	f->cl.passed = true;
 }
 
+/* The last line of path holding needle, into line (false if none). */
+static bool last_line_with(const char *path, const char *needle, char *line, size_t sz)
+{
+	char *s = cl_slurp(path), *p = s, *nl, *found = NULL;
+
+	for (; (nl = strchr(p, '\n')); p = nl + 1) {
+		*nl = 0;
+		if (strstr(p, needle))
+			found = p;
+	}
+	if (found)
+		snprintf(line, sz, "%s", found);
+	free(s);
+	return found != NULL;
+}
+
+/*
+ * An aggregator restart while a pair runs: both queries resume limited to their agents (the
+ * store keeps only_hosts and the pairing), and the pair is rebuilt from the windows the
+ * aggregator retains: `weft status` shows the same points and interval as before the
+ * restart, and the follower, reconnected, ends with them.
+ */
+static void test_restart(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	char want[64], before[4096], needle[64], n[16], k[32], pts[PATH_MAX];
+	struct cl_proc *vs, *wl;
+	uint64_t hid, gid;
+	struct wj *st, *line;
+	const struct wj *s0;
+	long long lo, hi;
+
+	cl->passed = false;
+	vs = cl_spawn(cl, "vmsync-restart", NULL,
+		      (char *const[]){ getenv("WEFT_BIN"),
+				       (char *)"vm",
+				       (char *)"sync",
+				       (char *)"--to",
+				       cl->endpoint,
+				       (char *)"--server-key",
+				       (char *)cl_pub(cl, cl->client_server),
+				       (char *)"--key",
+				       (char *)cl_path(cl, "me.key"),
+				       (char *)"--host-agent",
+				       (char *)"vmhost",
+				       (char *)"--guest-agent",
+				       (char *)"vmguest",
+				       (char *)"--guest-binary",
+				       f->wl,
+				       (char *)"--hypercall-source",
+				       f->source,
+				       (char *)"--format",
+				       (char *)"json",
+				       NULL });
+	hid = side_id(vs, "host", "vmhost");
+	gid = side_id(vs, "guest", "vmguest");
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
+	cl_expect_log(f->host, needle, CL_WAIT_MS);
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
+	cl_expect_log(f->guest, needle, CL_WAIT_MS);
+	snprintf(n, sizeof(n), "%d", NPOINTS);
+	snprintf(k, sizeof(k), "%lld", K_NS);
+	snprintf(pts, sizeof(pts), "%s/points-restart.txt", cl->dir);
+	wl = cl_spawn(cl, "wl-restart", NULL,
+		      (char *const[]){ f->wl, n, k, pts, (char *)"ok", NULL });
+	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
+	assert_true(CL_WAIT(last_line_with(vs->out, want, before, sizeof(before)), CL_WAIT_MS));
+	line = wj_parse(before, strlen(before));
+	assert_non_null(line);
+	s0 = wj_get(line, "sync");
+	lo = wj_int_of(s0, "lo_ns");
+	hi = wj_int_of(s0, "hi_ns");
+	assert_true(lo <= -K_NS && -K_NS <= hi);
+	wj_free(line);
+
+	assert_int_equal(cl_stop(f->agg, SIGTERM, CL_WAIT_MS), 0);
+	f->agg = cl_aggregator(cl, "agg", NULL, "agg-restart", NULL);
+	assert_true(CL_WAIT(cl_agent_runs(cl, NULL, "vmguest", gid) &&
+				    cl_agent_runs(cl, NULL, "vmhost", hid),
+			    CL_WAIT_MS));
+	st = cl_status(cl, NULL);
+	{
+		const struct wj *qs = wj_get(st, "queries");
+		int seen = 0;
+
+		for (size_t i = 0; qs && i < qs->nkids; i++) {
+			const struct wj *q = &qs->kids[i], *v = wj_get(q, "vm_sync");
+			long long id = wj_int_of(q, "id");
+
+			if (id != (long long)hid && id != (long long)gid)
+				continue;
+			seen++;
+			assert_true(cl_json_has_str(q, "only_hosts",
+						    id == (long long)hid ? "vmhost" : "vmguest"));
+			assert_non_null(v);
+			assert_int_equal(wj_int_of(v, "points"), NPOINTS);
+			assert_int_equal(wj_int_of(v, "lo_ns"), lo);
+			assert_int_equal(wj_int_of(v, "hi_ns"), hi);
+		}
+		assert_int_equal(seen, 2);
+	}
+	wj_free(st);
+	kill(vs->pid, SIGINT);
+	assert_int_equal(cl_wait_exit(vs, CL_WAIT_MS), 0);
+	assert_true(last_line_with(vs->out, "\"guest_done\":true}", before, sizeof(before)));
+	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
+	assert_non_null(strstr(before, want));
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
+	assert_false(cl_file_has(f->host->err, needle));
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
+	assert_false(cl_file_has(f->guest->err, needle));
+	cl->passed = true;
+}
+
 /* `weft submit --only-host`: a query that only one agent runs, though both could. */
 static void test_only_host(void **state)
 {
@@ -494,10 +613,9 @@ static void test_only_host(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_synced),
-		cmocka_unit_test(test_unsynced),
-		cmocka_unit_test(test_contradict),
-		cmocka_unit_test(test_only_host),
+		cmocka_unit_test(test_synced),	   cmocka_unit_test(test_unsynced),
+		cmocka_unit_test(test_contradict), cmocka_unit_test(test_only_host),
+		cmocka_unit_test(test_restart),
 	};
 
 	if (!wr_ready())
