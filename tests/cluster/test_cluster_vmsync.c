@@ -24,6 +24,8 @@
  *                 the other N - 1 make the offset (-K inside); text output.
  *   only_host     `weft submit --only-host vmguest`: of the two agents that could run the
  *                 query, only vmguest does; its N counts are exact, no row of vmhost.
+ *   pair_refused  the aggregator refuses to pair with a host query that is not there, plans
+ *                 of another shape, or a query that is a side of a pair already.
  *   restart       the aggregator restarts while a pair runs: both queries resume on their
  *                 agents alone, the pair is rebuilt from the retained windows (the same
  *                 points and interval in `weft status`), the follower ends with them.
@@ -46,6 +48,8 @@
 
 #include <cmocka.h>
 
+#include "compiler/compiler.h"
+#include "compiler/plan.h"
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 #include "vm/sync.h"
@@ -563,6 +567,139 @@ static void test_restart(void **state)
 	cl->passed = true;
 }
 
+/* A query compiled here as `weft submit` compiles it: manifest and object. */
+struct compiled {
+	struct compile_result res;
+	char *manifest;
+	size_t len;
+};
+
+static void compile_here(const char *src, struct compiled *c)
+{
+	struct compile_opts o = { .sz = sizeof(o) };
+	struct diag_list dl;
+	FILE *m;
+
+	memset(c, 0, sizeof(*c));
+	diag_list_init(&dl, src, "query");
+	if (compiler_run(src, &o, PASS_CLANG, &dl, &c->res)) {
+		diag_print(&dl, stderr, false);
+		fail_msg("does not compile: %s", src);
+	}
+	diag_list_free(&dl);
+	m = open_memstream(&c->manifest, &c->len);
+	assert_non_null(m);
+	assert_int_equal(manifest_write(c->res.plan, m), 0);
+	assert_int_equal(fclose(m), 0);
+}
+
+static void compiled_free(struct compiled *c)
+{
+	compile_result_free(&c->res);
+	free(c->manifest);
+}
+
+/* Submits c (paired with host query pair, if not 0) as a raw client: the reply. */
+static Weft__Envelope *raw_submit(struct cl_raw *raw, const char *src, struct compiled *c,
+				  uint64_t pair)
+{
+	Weft__Envelope e, *m = NULL;
+	Weft__Submit sub;
+
+	weft__submit__init(&sub);
+	sub.query = (char *)src;
+	sub.manifest.data = (uint8_t *)c->manifest;
+	sub.manifest.len = c->len;
+	sub.object.data = c->res.object;
+	sub.object.len = c->res.object_sz;
+	sub.has_vm_sync_host = pair != 0;
+	sub.vm_sync_host = pair;
+	cl_raw_env(raw, &e, WEFT__ENVELOPE__BODY_SUBMIT, &sub);
+	cl_raw_send(raw, &e);
+	for (uint64_t end = wr_now_ms() + CL_WAIT_MS; !m && wr_now_ms() < end;) {
+		m = cl_raw_recv(raw, 200);
+		if (m && m->body_case != WEFT__ENVELOPE__BODY_ERROR &&
+		    m->body_case != WEFT__ENVELOPE__BODY_STATUS_REPLY) {
+			wire_free(m);
+			m = NULL;
+		}
+	}
+	assert_non_null(m);
+	return m;
+}
+
+static void expect_refusal(Weft__Envelope *m, const char *want)
+{
+	if (m->body_case != WEFT__ENVELOPE__BODY_ERROR)
+		fail_msg("a pair the aggregator should refuse was accepted (%s)", want);
+	assert_true(m->error->has_in_reply_to);
+	if (!strstr(m->error->message, want))
+		fail_msg("the refusal '%s' does not say '%s'", m->error->message, want);
+	wire_free(m);
+}
+
+static uint64_t expect_query(Weft__Envelope *m)
+{
+	uint64_t id;
+
+	if (m->body_case != WEFT__ENVELOPE__BODY_STATUS_REPLY)
+		fail_msg("refused: %s", m->error->message);
+	assert_int_equal(m->status_reply->n_queries, 1);
+	id = m->status_reply->queries[0]->query_id;
+	wire_free(m);
+	return id;
+}
+
+/*
+ * What the aggregator refuses to pair (each an Error in reply to the Submit, no query made):
+ * a host query that is not there, plans of another shape, a host query paired already.
+ */
+static void test_pair_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	char hq[PATH_MAX + 256], gq[PATH_MAX + 256], bad[PATH_MAX + 256];
+	struct compiled h, g, b;
+	struct cl_raw raw;
+	uint64_t hid, gid, bid;
+
+	cl->passed = false;
+	snprintf(hq, sizeof(hq),
+		 "from %s where arg0 = 0x77656674 group by arg1 as id select min(time) as host_ns, "
+		 "count() as n every 1s",
+		 f->source);
+	snprintf(gq, sizeof(gq),
+		 "from usdt:%s:weft:vm_sync group by arg0 as id select min(arg1) as before, "
+		 "max(arg2) as after, count() as n every 1s",
+		 f->wl);
+	snprintf(bad, sizeof(bad),
+		 "from usdt:%s:weft:vm_sync group by arg0 as id select count() as n every 1s",
+		 f->wl);
+	compile_here(hq, &h);
+	compile_here(gq, &g);
+	compile_here(bad, &b);
+	cl_raw_open(&raw, cl, cl->endpoint, "me");
+	cl_raw_hello(&raw, "client", "");
+
+	expect_refusal(raw_submit(&raw, gq, &g, 999999),
+		       "the VM synchronisation's host query 999999 is not here");
+	hid = expect_query(raw_submit(&raw, hq, &h, 0));
+	expect_refusal(raw_submit(&raw, bad, &b, hid), "a VM synchronisation pairs a host query");
+	bid = expect_query(raw_submit(&raw, bad, &b, 0));
+	expect_refusal(raw_submit(&raw, gq, &g, bid), "a VM synchronisation pairs a host query");
+	gid = expect_query(raw_submit(&raw, gq, &g, hid)); /* the right shapes: paired */
+	expect_refusal(raw_submit(&raw, gq, &g, hid), "is a side of another VM synchronisation");
+	expect_refusal(raw_submit(&raw, gq, &g, gid), "is a side of another VM synchronisation");
+	cl_raw_close(&raw);
+	cl_cancel(cl, NULL, hid);
+	cl_cancel(cl, NULL, bid);
+	cl_cancel(cl, NULL, gid);
+	compiled_free(&h);
+	compiled_free(&g);
+	compiled_free(&b);
+	cl->passed = true;
+}
+
 /* `weft submit --only-host`: a query that only one agent runs, though both could. */
 static void test_only_host(void **state)
 {
@@ -615,7 +752,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_synced),	   cmocka_unit_test(test_unsynced),
 		cmocka_unit_test(test_contradict), cmocka_unit_test(test_only_host),
-		cmocka_unit_test(test_restart),
+		cmocka_unit_test(test_restart),	   cmocka_unit_test(test_pair_refused),
 	};
 
 	if (!wr_ready())
