@@ -24,7 +24,6 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "agent/agent.h"
-#include "agent/result.h"
 #include "aggregator/aggd.h"
 #include "base/units.h"
 #include "compiler/compiler.h"
@@ -32,7 +31,6 @@
 #include "tools/weft.h"
 #include "tools/weft_cluster.h"
 #include "tools/weft_vm.h"
-#include "vm/vm.h"
 
 /* clang-format off */
 static const char sync_help[] =
