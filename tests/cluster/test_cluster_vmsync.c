@@ -22,6 +22,8 @@
  *                 exit status 4; the text form says "unsynchronised".
  *   contradict    the last point reports readings a second late: refused and counted (1),
  *                 the other N - 1 make the offset (-K inside); text output.
+ *   dirty         point N - 1's hypercall seen twice (a duplicate) and point N's readings
+ *                 backwards (malformed): both counted, neither a point; N - 2 points.
  *   only_host     `weft submit --only-host vmguest`: of the two agents that could run the
  *                 query, only vmguest does; its N counts are exact, no row of vmhost.
  *   pair_refused  the aggregator refuses to pair with a host query that is not there, plans
@@ -567,6 +569,40 @@ static void test_restart(void **state)
 	cl->passed = true;
 }
 
+/* Neither a hypercall seen twice for one id nor readings that go backwards make a point. */
+static void test_dirty(void **state)
+{
+	struct fixture *f = *state;
+	struct point pt[NPOINTS];
+	struct run r;
+	struct wr_buf b = { 0 };
+	struct wr_json j = { 0 };
+	const struct wj *s;
+	char *out;
+
+	f->cl.passed = false;
+	run_sync(f, &r, "dirty", true);
+	assert_int_equal(r.status, 0);
+	points_load(r.points, pt);
+	assert_true(pt[NPOINTS - 1].after < pt[NPOINTS - 1].before);
+	out = cl_slurp(r.vs->out);
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, &j);
+	free(b.p);
+	s = last_state(&j, &r);
+	assert_true(cl_json_true(s, "synced"));
+	assert_int_equal(wj_int_of(s, "points"), NPOINTS - 2);
+	assert_int_equal(wj_int_of(s, "duplicates"), 1); /* id N - 1: n = 2 on the host */
+	assert_int_equal(wj_int_of(s, "malformed"), 1); /* id N: after < before */
+	assert_int_equal(wj_int_of(s, "refused"), 0);
+	assert_int_equal(wj_int_of(s, "host_waiting"), 1); /* id N's hypercall, alone */
+	assert_int_equal(wj_int_of(s, "guest_waiting"), 0);
+	assert_true(wj_int_of(s, "lo_ns") <= -K_NS && -K_NS <= wj_int_of(s, "hi_ns"));
+	wr_json_free(&j);
+	f->cl.passed = true;
+}
+
 /* A query compiled here as `weft submit` compiles it: manifest and object. */
 struct compiled {
 	struct compile_result res;
@@ -750,9 +786,10 @@ static void test_only_host(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_synced),	   cmocka_unit_test(test_unsynced),
-		cmocka_unit_test(test_contradict), cmocka_unit_test(test_only_host),
-		cmocka_unit_test(test_restart),	   cmocka_unit_test(test_pair_refused),
+		cmocka_unit_test(test_synced),	     cmocka_unit_test(test_unsynced),
+		cmocka_unit_test(test_contradict),   cmocka_unit_test(test_dirty),
+		cmocka_unit_test(test_only_host),    cmocka_unit_test(test_restart),
+		cmocka_unit_test(test_pair_refused),
 	};
 
 	if (!wr_ready())

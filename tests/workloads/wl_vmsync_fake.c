@@ -4,7 +4,7 @@
  * hypercall, for `weft vm sync` on a machine without KVM (this project's development machine
  * has no /dev/kvm: kvm:kvm_hypercall never fires there).
  *
- *   wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only]
+ *   wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only|dirty]
  *
  * Its "guest clock" is CLOCK_MONOTONIC + K_NS.  For id = 1..N: it reads the guest clock
  * (before), fires the USDT probe weft_fake:fake_kvm_hypercall(nr 0x77656674, a0 id) -- THE
@@ -17,7 +17,9 @@
  *
  * Modes: ok (the default); contradict: the last point (id N) reports before and after one
  * second later than read (a wrong point: its interval misses the true offset by about a
- * second); guest-only: no fake hypercall at all (the host side sees nothing).
+ * second); guest-only: no fake hypercall at all (the host side sees nothing); dirty (N >= 3):
+ * point N - 1's fake hypercall fires twice (which one was the point cannot be told) and point
+ * N reports an after one ns before its before (malformed).
  *
  * OUT gets one line per point: "id before after honest", the values the probe reported and
  * whether they are the ones read (1) or the contradict mode's (0); then "done N".
@@ -46,11 +48,13 @@ int main(int argc, char **argv)
 	long long k = argc > 2 ? strtoll(argv[2], NULL, 10) : 0;
 	const char *mode = argc > 4 ? argv[4] : "ok";
 	bool contradict = strcmp(mode, "contradict") == 0, fake = strcmp(mode, "guest-only") != 0;
+	bool dirty = strcmp(mode, "dirty") == 0;
 	FILE *out;
 
-	if (argc < 4 || n <= 0 || k < 0 ||
-	    (strcmp(mode, "ok") && !contradict && strcmp(mode, "guest-only"))) {
-		fprintf(stderr, "usage: wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only]\n");
+	if (argc < 4 || n <= 0 || k < 0 || (dirty && n < 3) ||
+	    (strcmp(mode, "ok") && !contradict && strcmp(mode, "guest-only") && !dirty)) {
+		fprintf(stderr,
+			"usage: wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only|dirty]\n");
 		return 2;
 	}
 	out = fopen(argv[3], "w");
@@ -64,7 +68,14 @@ int main(int argc, char **argv)
 		if (fake) /* THE FAKE hypercall: what the host would see as kvm:kvm_hypercall */
 			DTRACE_PROBE2(weft_fake, fake_kvm_hypercall, WEFT_VMSYNC_HYPERCALL,
 				      (uint64_t)id);
+		if (dirty && id == n - 1) /* twice: not a point */
+			DTRACE_PROBE2(weft_fake, fake_kvm_hypercall, WEFT_VMSYNC_HYPERCALL,
+				      (uint64_t)id);
 		after = guest_clock(k);
+		if (dirty && id == n) {
+			after = before - 1;
+			honest = 0;
+		}
 		if (contradict && id == n) {
 			before += 1000000000LL;
 			after += 1000000000LL;
