@@ -117,6 +117,15 @@ void agent_groups_free(Weft__Group **groups, size_t n);
  */
 int agent_table_add_groups(struct agent_table *t, Weft__Group *const *groups, size_t n);
 
+/*
+ * Group i (< agent_table_groups()) of t, when every key column is an integer and every
+ * aggregate finalizes to an exact integer (count, sum, min, max): keys into keys[] (the
+ * plan's nkeys), aggregates into aggs[] (its naggs), empty[a] for a min or max that saw no
+ * value.  0, -EINVAL (a text key or an aggregate that is not an integer) or -ENOMEM.
+ */
+int agent_table_row_ints(const struct agent_table *t, size_t i, int64_t *keys, int64_t *aggs,
+			 bool *empty);
+
 /* s as a JSON string literal, escaped as every JSON line weft prints is (docs/output.md:
  * quotes, backslashes and controls escaped, bytes that are not UTF-8 as U+FFFD). */
 void agent_json_str(FILE *out, const char *s);

@@ -829,3 +829,35 @@ int agent_table_row(const struct agent_table *t, size_t i, struct kv *kv, struct
 	}
 	return rc;
 }
+
+int agent_table_row_ints(const struct agent_table *t, size_t i, int64_t *keys, int64_t *aggs,
+			 bool *empty)
+{
+	const struct plan *p = t->p;
+	struct kv *kv;
+	struct agg_result *res;
+	int rc;
+
+	if (i >= agent_table_groups(t))
+		return -EINVAL;
+	kv = calloc((size_t)p->nkeys + 1, sizeof(*kv));
+	res = calloc((size_t)p->naggs + 1, sizeof(*res));
+	rc = kv && res ? agent_table_row(t, i, kv, res) : -ENOMEM;
+	for (int k = 0; !rc && k < p->nkeys; k++) {
+		if (kv[k].text)
+			rc = -EINVAL;
+		else
+			keys[k] = kv[k].i;
+	}
+	for (int a = 0; !rc && a < p->naggs; a++) {
+		if (!res[a].integer && !res[a].empty)
+			rc = -EINVAL;
+		aggs[a] = res[a].ival;
+		empty[a] = res[a].empty;
+	}
+	for (int a = 0; res && a < p->naggs; a++)
+		agg_result_release(&res[a]);
+	free(kv);
+	free(res);
+	return rc;
+}

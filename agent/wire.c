@@ -367,9 +367,30 @@ static bool check_partial(struct why *w, const Weft__Partial *m)
 		bad(w, "Partial.stopped: set without last"));
 }
 
+/* A VM synchronisation's state (docs/vm.md "Live"): both ids, and an offset only with its
+ * bound and an intersection that holds it. */
+static bool check_vm_sync(struct why *w, const char *field, const Weft__VmSync *v)
+{
+	if (!v)
+		return true;
+	if (!check_query_id(w, field, v->host_query) || !check_query_id(w, field, v->guest_query))
+		return false;
+	if (v->has_synced && v->synced) {
+		if (!v->points || !v->has_offset_ns || !v->has_error_ns || !v->has_lo_ns ||
+		    !v->has_hi_ns || v->error_ns < 0 || v->lo_ns > v->hi_ns ||
+		    v->offset_ns < v->lo_ns || v->offset_ns > v->hi_ns)
+			return bad(w, "%s: synced without a consistent offset, bound and interval",
+				   field);
+	} else if (v->has_offset_ns || v->has_error_ns) {
+		return bad(w, "%s: an offset without synchronisation", field);
+	}
+	return true;
+}
+
 static bool check_result(struct why *w, const Weft__Result *m)
 {
 	return check_query_id(w, "Result", m->query_id) &&
+	       check_vm_sync(w, "Result.vm_sync", m->vm_sync) &&
 	       check_groups(w, "Result", m->groups, m->n_groups) &&
 	       check_drops(w, "Result", m->n_drops, m->drops) &&
 	       check_strs(w, "Result.hosts", m->hosts, m->n_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST,
@@ -421,7 +442,10 @@ static bool check_status_reply(struct why *w, const Weft__StatusReply *m)
 		    !check_str(w, "QueryStatus.query", q->query, WIRE_MAX_QUERY, TEXT_PROSE,
 			       false) ||
 		    !check_strs(w, "QueryStatus.hosts", q->hosts, q->n_hosts, WIRE_MAX_LIST,
-				WIRE_MAX_HOST, true))
+				WIRE_MAX_HOST, true) ||
+		    !check_strs(w, "QueryStatus.only_hosts", q->only_hosts, q->n_only_hosts,
+				WIRE_MAX_LIST, WIRE_MAX_HOST, true) ||
+		    !check_vm_sync(w, "QueryStatus.vm_sync", q->vm_sync))
 			return false;
 	}
 	return true;
@@ -537,7 +561,11 @@ static bool check_body(struct why *w, const Weft__Envelope *e)
 				 true) &&
 		       check_bytes(w, "Submit.manifest", &e->submit->manifest, 1,
 				   WIRE_MAX_OBJECT) &&
-		       check_bytes(w, "Submit.object", &e->submit->object, 1, WIRE_MAX_OBJECT);
+		       check_bytes(w, "Submit.object", &e->submit->object, 1, WIRE_MAX_OBJECT) &&
+		       check_strs(w, "Submit.only_hosts", e->submit->only_hosts,
+				  e->submit->n_only_hosts, WIRE_MAX_LIST, WIRE_MAX_HOST, true) &&
+		       (!e->submit->has_vm_sync_host ||
+			check_query_id(w, "Submit.vm_sync_host", e->submit->vm_sync_host));
 	case WEFT__ENVELOPE__BODY_QUERY_START: {
 		const Weft__QueryStart *q = e->query_start;
 

@@ -329,7 +329,44 @@ void aggd_query_free(struct query *q)
 		free(q->errors[i]);
 	free(q->errors);
 	free(q->metrics);
+	for (size_t i = 0; i < q->nonly; i++)
+		free(q->only[i]);
+	free(q->only);
+	aggd_vm_free(q->vm);
 	free(q);
+}
+
+bool aggd_query_runs_on(const struct query *q, const char *host)
+{
+	if (!q->nonly)
+		return true;
+	for (size_t i = 0; i < q->nonly; i++)
+		if (strcmp(q->only[i], host) == 0)
+			return true;
+	return false;
+}
+
+/* "a\nb" (Submit.only_hosts as stored) into q->only.  0 or -ENOMEM. */
+static int only_parse(struct query *q, const char *s)
+{
+	while (s && *s) {
+		const char *nl = strchr(s, '\n');
+		size_t n = nl ? (size_t)(nl - s) : strlen(s);
+		char **nv;
+
+		if (n) {
+			nv = realloc(q->only, (q->nonly + 1) * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			q->only = nv;
+			q->only[q->nonly] = strndup(s, n);
+			if (!q->only[q->nonly])
+				return -ENOMEM;
+			q->nonly++;
+		}
+		s = nl ? nl + 1 : s + n;
+	}
+	return 0;
 }
 
 void *aggd_memdup(const void *p, size_t n)
@@ -368,7 +405,7 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 	q->manifest_len = sq->manifest_len;
 	q->object = aggd_memdup(sq->object, sq->object_len);
 	q->object_len = sq->object_len;
-	if (!q->text || !q->manifest || !q->object) {
+	if (!q->text || !q->manifest || !q->object || only_parse(q, sq->only_hosts)) {
 		snprintf(why, whysz, "out of memory");
 		goto out_free;
 	}
@@ -502,7 +539,8 @@ int aggd_query_start_on(struct aggd *a, struct query *q, struct peer *p)
 	uint64_t now = aggd_real_ns();
 	int rc;
 
-	if (!aggd_query_active(q) || (q->end_ns && now >= q->end_ns))
+	if (!aggd_query_active(q) || (q->end_ns && now >= q->end_ns) ||
+	    !aggd_query_runs_on(q, p->host))
 		return 0;
 	weft__query_start__init(&qs);
 	qs.query_id = q->id;

@@ -209,6 +209,9 @@ struct aggd_stored_query {
 	uint64_t epoch_ns, end_ns;
 	uint64_t parent_id; /* the query's id at the parent aggregator; 0: submitted here */
 	bool ended;
+	/* Submit.only_hosts: the agents it runs on, '\n'-separated; NULL or "": every agent */
+	const char *only_hosts;
+	uint64_t vm_host; /* Submit.vm_sync_host: the host side of its VM synchronisation */
 };
 
 /* Opens (creating it and its directory, 0700, when absent) the store at path, or an
@@ -339,6 +342,11 @@ void aggd_free(struct aggd *a);
 
 /* A StatusReply as the one JSON object `weft status --format json` prints (docs/output.md). */
 void aggd_status_json(const Weft__StatusReply *r, FILE *f);
+
+/* A VM synchronisation's state (Result.vm_sync, QueryStatus.vm_sync; aggd_vm.c) as one JSON
+ * object (docs/vm.md "Live"), or as one line of text without its newline. */
+void aggd_vm_sync_json(const Weft__VmSync *v, FILE *f);
+void aggd_vm_sync_text(const Weft__VmSync *v, FILE *f);
 
 /* ---- clients (aggd_client.c) ---- */
 

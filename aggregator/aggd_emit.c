@@ -28,6 +28,7 @@ static void result_send(struct aggd *a, struct query *q, const struct aggd_windo
 {
 	struct aggd_qwin_stats st;
 	Weft__GraphWindow gw;
+	Weft__VmSync vs;
 	Weft__Result r;
 	int rc;
 
@@ -62,6 +63,7 @@ static void result_send(struct aggd *a, struct query *q, const struct aggd_windo
 	r.has_late_dropped = true;
 	r.late_dropped = st.late_dropped;
 	r.has_results_dropped = true;
+	r.vm_sync = aggd_vm_state(a, q, &vs);
 
 	for (struct peer *p = only ? only : a->peers; p; p = only ? NULL : p->next) {
 		struct sub *s;
@@ -198,6 +200,7 @@ int aggd_emit_window(void *ctx, const struct aggd_window_view *v)
 			 v->nhosts == 1 ? "" : "s", v->nmissing, missing);
 	}
 
+	aggd_vm_window(a, q, v); /* a side of a VM synchronisation: its state rides along */
 	result_send(a, q, v, groups, ngroups, NULL);
 	if (v->revision)
 		a->revisions++;

@@ -93,6 +93,9 @@ struct query {
 	bool export_metrics; /* its latest window is in /metrics (weft submit --export-metrics) */
 	char *metrics; /* that window in the Prometheus text format, or NULL */
 	uint64_t metrics_index; /* ... and its index */
+	char **only; /* Submit.only_hosts: it runs on these agents alone; none: on every one */
+	size_t nonly;
+	struct aggd_vm *vm; /* the guest side of a VM synchronisation: the pair (aggd_vm.c) */
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
@@ -269,6 +272,21 @@ void aggd_web_tick(struct aggd *a);
 void aggd_web_window(struct aggd *a, struct query *q, const struct aggd_window_view *v);
 int aggd_web_export_load(struct aggd *a, struct query *q);
 int aggd_web_export_save(struct aggd *a, struct query *q);
+
+/* aggd_vm.c: VM synchronisation, live: a host query's hypercall points and a guest query's
+ * clock readings joined by id, the offset and its bound (docs/vm.md) */
+#define AGGD_VM_MAX_IDS (1u << 20) /* ids held per pair, waiting or joined */
+struct aggd_vm;
+/* Makes q the guest side of a pair with query host_id, reading both sides' retained windows.
+ * 0, or -errno with why set (no such query, one paired already, plans of another shape). */
+int aggd_vm_attach(struct aggd *a, struct query *q, uint64_t host_id, char *why, size_t whysz);
+void aggd_vm_free(struct aggd_vm *v);
+/* A window q emitted: into its pair, if q is a side of one. */
+void aggd_vm_window(struct aggd *a, struct query *q, const struct aggd_window_view *w);
+/* The state of the pair q is a side of into *out (out), or NULL if none. */
+Weft__VmSync *aggd_vm_state(struct aggd *a, const struct query *q, Weft__VmSync *out);
+/* Whether q may run on agent host (Submit.only_hosts). */
+bool aggd_query_runs_on(const struct query *q, const char *host);
 
 /* aggd_restore.c */
 int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq);

@@ -261,9 +261,11 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 		.object = s->object.data,
 		.object_len = s->object.len,
 		.epoch_ns = aggd_real_ns(),
+		.vm_host = s->has_vm_sync_host ? s->vm_sync_host : 0,
 	};
 	struct query *q;
-	char why[512];
+	char why[512], *only = NULL;
+	size_t only_len = 0;
 	int rc;
 
 	if (aggd_queries_active(a) >= AGGD_MAX_QUERIES) {
@@ -271,8 +273,25 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 				AGGD_MAX_QUERIES);
 		return;
 	}
+	if (s->n_only_hosts) {
+		/* stored '\n'-separated: host names are TEXT_NAME, without control characters */
+		FILE *m = open_memstream(&only, &only_len);
+
+		for (size_t i = 0; m && i < s->n_only_hosts; i++)
+			fprintf(m, "%s%s", i ? "\n" : "", s->only_hosts[i]);
+		if (!m || fclose(m)) {
+			aggd_send_error(a, p, env->seq, 0, "out of memory");
+			return;
+		}
+		sq.only_hosts = only;
+	}
 	q = aggd_query_make(a, &sq, why, sizeof(why));
+	if (q && sq.vm_host && aggd_vm_attach(a, q, sq.vm_host, why, sizeof(why))) {
+		aggd_query_free(q);
+		q = NULL;
+	}
 	if (!q) {
+		free(only);
 		aggd_send_error(a, p, env->seq, 0, "query refused: %s", why);
 		return;
 	}
@@ -292,6 +311,8 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 	}
 	aggd_txn_begin(a);
 	rc = q->qw ? aggd_store_query_add(a->store, &sq) : -ENOMEM;
+	free(only);
+	sq.only_hosts = NULL;
 	if (rc || aggd_query_insert(a, q)) {
 		aggd_send_error(a, p, env->seq, 0, "the aggregator cannot store the query: %s",
 				strerror(rc ? -rc : ENOMEM));

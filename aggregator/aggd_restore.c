@@ -108,6 +108,9 @@ int aggd_restore_query(void *ctx, const struct aggd_stored_query *sq)
 	aggd_store_members_load(a->store, sq->id, restore_member, &r);
 	aggd_store_windows_load(a->store, sq->id, restore_window, &r);
 	aggd_store_snapshots_load(a->store, sq->id, restore_snapshot, &r);
+	if (sq->vm_host && aggd_vm_attach(a, r.q, sq->vm_host, why, sizeof(why)))
+		log_err("aggregator: query %" PRIu64 "'s VM synchronisation does not resume: %s",
+			sq->id, why);
 	/* windows older than retention that nobody will see: not emitted (empty) */
 	lo = aggd_qwin_window_of(r.q->qw, now);
 	lo = lo > (a->o.keep_windows ? a->o.keep_windows : AGGD_KEEP_WINDOWS) ?

@@ -27,7 +27,7 @@ static int str_cmp(const void *x, const void *y)
 }
 
 static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__QueryStatus *qs,
-				       char ***hosts_out)
+				       char ***hosts_out, Weft__VmSync *vs)
 {
 	struct aggd_qwin_stats st;
 	char **hosts = calloc(a->npeers + 1, sizeof(char *));
@@ -67,6 +67,9 @@ static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__Qu
 	qs->errors = q->errors;
 	qs->has_subscribers = true;
 	qs->subscribers = nsubs;
+	qs->n_only_hosts = q->nonly;
+	qs->only_hosts = q->only;
+	qs->vm_sync = aggd_vm_state(a, q, vs);
 	*hosts_out = hosts;
 	return qs;
 }
@@ -92,6 +95,7 @@ struct status_build {
 	Weft__StatusReply r;
 	Weft__AgentStatus *as, **asp;
 	Weft__QueryStatus *qs, **qsp;
+	Weft__VmSync *vs;
 	char ***hosts;
 	uint64_t **running;
 	size_t na, nqs;
@@ -112,6 +116,7 @@ static void status_free(struct status_build *b)
 	free(b->asp);
 	free(b->qs);
 	free(b->qsp);
+	free(b->vs);
 }
 
 /* A StatusReply: every agent and child aggregator, and the queries (one, or all), sorted
@@ -127,9 +132,10 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 	b->asp = calloc(a->npeers + 1, sizeof(*b->asp));
 	b->qs = calloc(a->nq + 1, sizeof(*b->qs));
 	b->qsp = calloc(a->nq + 1, sizeof(*b->qsp));
+	b->vs = calloc(a->nq + 1, sizeof(*b->vs));
 	b->hosts = calloc(a->nq + 1, sizeof(*b->hosts));
 	b->running = calloc(a->npeers + 1, sizeof(*b->running));
-	if (!b->as || !b->asp || !b->qs || !b->qsp || !b->hosts || !b->running) {
+	if (!b->as || !b->asp || !b->qs || !b->qsp || !b->vs || !b->hosts || !b->running) {
 		status_free(b);
 		return -ENOMEM;
 	}
@@ -199,7 +205,8 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 	for (size_t i = 0; i < a->nq; i++) {
 		if (only_query && a->q[i]->id != only_query)
 			continue;
-		b->qsp[b->nqs] = query_status(a, a->q[i], &b->qs[b->nqs], &b->hosts[b->nqs]);
+		b->qsp[b->nqs] =
+			query_status(a, a->q[i], &b->qs[b->nqs], &b->hosts[b->nqs], &b->vs[b->nqs]);
 		b->nqs++;
 	}
 	qsort(b->asp, b->na, sizeof(*b->asp), agent_status_cmp);
@@ -349,7 +356,21 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 				fputc(',', f);
 			text_json_fputs(f, q->errors[j]);
 		}
-		fputs("]}", f);
+		fputc(']', f);
+		if (q->n_only_hosts) { /* weft vm sync's sides: the agents it is limited to */
+			fputs(",\"only_hosts\":[", f);
+			for (size_t j = 0; j < q->n_only_hosts; j++) {
+				if (j)
+					fputc(',', f);
+				text_json_fputs(f, q->only_hosts[j]);
+			}
+			fputc(']', f);
+		}
+		if (q->vm_sync) {
+			fputs(",\"vm_sync\":", f);
+			aggd_vm_sync_json(q->vm_sync, f);
+		}
+		fputc('}', f);
 	}
 	fputs("]}\n", f);
 }

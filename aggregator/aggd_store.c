@@ -3,7 +3,8 @@
  * The aggregator's embedded store (SQLite): what must survive a restart so that no partial
  * is merged twice and none that was acknowledged is lost.
  *
- *   queries   id, text, manifest, object, epoch, end, the parent's id; ended or not
+ *   queries   id, text, manifest, object, epoch, end, the parent's id; ended or not; the
+ *             agents it is limited to and the host query it pairs with (a VM synchronisation)
  *   snapshots per (query, window): the window's merged state (a packed Weft__Partial) as of
  *             the last checkpoint, for windows open, or closed and merged into since their
  *             last emission — a restart resumes them, so acknowledged data is never lost
@@ -41,7 +42,9 @@
 
 /* bump, and migrate, when a table changes.  2: merged snapshots of open windows and the
  * members of each query replace schema 1's table of every partial */
-#define STORE_SCHEMA 3 /* 3: spool.kind, the body of a spooled row (a Partial or a GraphBatch) */
+#define STORE_SCHEMA \
+	4 /* 3: spool.kind, the body of a spooled row (a Partial or a GraphBatch);
+			  * 4: queries.only_hosts and vm_host (a VM synchronisation) */
 
 enum stmt {
 	ST_QUERY_ADD,
@@ -72,14 +75,14 @@ enum stmt {
 };
 
 static const char *const stmt_sql[ST__COUNT] = {
-	[ST_QUERY_ADD] = "INSERT INTO queries(query, manifest, object, epoch_ns, end_ns, parent_id)"
-			 " VALUES(?, ?, ?, ?, ?, ?)",
+	[ST_QUERY_ADD] = "INSERT INTO queries(query, manifest, object, epoch_ns, end_ns, parent_id,"
+			 " only_hosts, vm_host) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_QUERY_END] = "UPDATE queries SET ended = 1, object = x'' WHERE id = ?",
 	[ST_QUERY_END_SNAPSHOTS] = "DELETE FROM snapshots WHERE query_id = ?",
 	[ST_QUERY_END_WINDOWS] = "DELETE FROM windows WHERE query_id = ?",
 	[ST_QUERY_END_MEMBERS] = "DELETE FROM members WHERE query_id = ?",
-	[ST_QUERIES] = "SELECT id, query, manifest, object, epoch_ns, end_ns, parent_id"
-		       " FROM queries WHERE ended = 0 ORDER BY id",
+	[ST_QUERIES] = "SELECT id, query, manifest, object, epoch_ns, end_ns, parent_id,"
+		       " only_hosts, vm_host FROM queries WHERE ended = 0 ORDER BY id",
 	[ST_SNAPSHOT_SET] = "INSERT INTO snapshots(query_id, win, body) VALUES(?, ?, ?)"
 			    " ON CONFLICT(query_id, win) DO UPDATE SET body = excluded.body",
 	[ST_SNAPSHOTS] = "SELECT win, body FROM snapshots WHERE query_id = ? ORDER BY win",
@@ -116,7 +119,8 @@ static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS queries(id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" query TEXT NOT NULL, manifest BLOB NOT NULL, object BLOB NOT NULL,"
 	" epoch_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
-	" parent_id INTEGER NOT NULL DEFAULT 0, ended INTEGER NOT NULL DEFAULT 0);"
+	" parent_id INTEGER NOT NULL DEFAULT 0, ended INTEGER NOT NULL DEFAULT 0,"
+	" only_hosts TEXT NOT NULL DEFAULT '', vm_host INTEGER NOT NULL DEFAULT 0);"
 	"DROP TABLE IF EXISTS partials;" /* schema 1: its open windows are not carried over */
 	"CREATE TABLE IF NOT EXISTS snapshots(query_id INTEGER NOT NULL, win INTEGER NOT NULL,"
 	" body BLOB NOT NULL, PRIMARY KEY(query_id, win));"
@@ -306,6 +310,20 @@ struct aggd_store *aggd_store_open(const char *path, char *err, size_t errsz)
 					  NULL, NULL, NULL);
 		sqlite3_finalize(probe);
 	}
+	if (rc == SQLITE_OK) {
+		/* schema 3 -> 4: queries run everywhere and pair with nothing */
+		sqlite3_stmt *probe = NULL;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT vm_host FROM queries LIMIT 0", -1, &probe,
+				       NULL) != SQLITE_OK)
+			rc = sqlite3_exec(s->db,
+					  "ALTER TABLE queries ADD COLUMN only_hosts TEXT NOT NULL "
+					  "DEFAULT '';"
+					  "ALTER TABLE queries ADD COLUMN vm_host INTEGER NOT NULL "
+					  "DEFAULT 0",
+					  NULL, NULL, NULL);
+		sqlite3_finalize(probe);
+	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
@@ -432,6 +450,8 @@ int aggd_store_query_add(struct aggd_store *s, struct aggd_stored_query *q)
 	sqlite3_bind_int64(st, 4, i64(q->epoch_ns));
 	sqlite3_bind_int64(st, 5, i64(q->end_ns));
 	sqlite3_bind_int64(st, 6, i64(q->parent_id));
+	sqlite3_bind_text(st, 7, q->only_hosts ? q->only_hosts : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, i64(q->vm_host));
 	rc = step_done(s, st);
 	if (rc)
 		return rc;
@@ -471,6 +491,8 @@ int aggd_store_queries_load(struct aggd_store *s,
 			.epoch_ns = u64(sqlite3_column_int64(st, 4)),
 			.end_ns = u64(sqlite3_column_int64(st, 5)),
 			.parent_id = u64(sqlite3_column_int64(st, 6)),
+			.only_hosts = (const char *)sqlite3_column_text(st, 7),
+			.vm_host = u64(sqlite3_column_int64(st, 8)),
 		};
 		int frc;
 

@@ -267,6 +267,20 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 					" late partial%s dropped\n",
 					q->revisions, q->revisions == 1 ? "" : "s", q->late_dropped,
 					q->late_dropped == 1 ? "" : "s");
+			if (q->n_only_hosts) {
+				fputs("      only on:", f);
+				for (size_t j = 0; j < q->n_only_hosts; j++)
+					fprintf(f, "%s%s", j ? ", " : " ", q->only_hosts[j]);
+				fputc('\n', f);
+			}
+			if (q->vm_sync) { /* a side of `weft vm sync`: the pair's state */
+				fprintf(f,
+					"      vm sync (host query %" PRIu64
+					", guest query %" PRIu64 "): ",
+					q->vm_sync->host_query, q->vm_sync->guest_query);
+				aggd_vm_sync_text(q->vm_sync, f);
+				fputc('\n', f);
+			}
 			for (size_t j = 0; j < q->n_errors; j++) {
 				fputs("      error: ", f);
 				one_line(f, q->errors[j], 300);

@@ -71,6 +71,10 @@ static const char submit_help[] =
 	"                         /metrics for Prometheus (`weft aggregator --http`): numbers\n"
 	"                         as gauges, quantiles as summaries, the group keys as labels\n"
 	"                         (docs/http.md)\n"
+	"      --only-host NAME   run the query only on the agent NAME (its --host name),\n"
+	"                         of those connected to this aggregator; repeat for several.\n"
+	"                         Others, and agents that join later under other names, never\n"
+	"                         start it (default: every agent)\n"
 	"      --attach ID        submit nothing: follow query ID, submitted earlier (e.g.\n"
 	"                         after Ctrl-C), from the oldest window the aggregator still\n"
 	"                         retains\n"
@@ -424,6 +428,9 @@ static int submit_attach(struct tool_cluster *tc, uint64_t id, enum agent_format
 	return status;
 }
 
+#define OPT_ONLY_HOST 300
+#define MAX_ONLY_HOSTS 256
+
 int cmd_submit(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -433,6 +440,7 @@ int cmd_submit(int argc, char **argv)
 		{ "no-follow", no_argument, NULL, 'N' },
 		{ "attach", required_argument, NULL, 'A' },
 		{ "export-metrics", no_argument, NULL, 'M' },
+		{ "only-host", required_argument, NULL, OPT_ONLY_HOST },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -450,6 +458,8 @@ int cmd_submit(int argc, char **argv)
 	size_t manifest_len = 0;
 	bool follow_it = true, export_metrics = false;
 	uint64_t id = 0, attach = 0;
+	char *only[MAX_ONLY_HOSTS];
+	size_t nonly = 0;
 	sigset_t mask;
 	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1;
 
@@ -484,6 +494,16 @@ int cmd_submit(int argc, char **argv)
 		case 'M':
 			export_metrics = true;
 			break;
+		case OPT_ONLY_HOST:
+			if (nonly >= MAX_ONLY_HOSTS || !*optarg) {
+				fprintf(stderr,
+					"weft: --only-host takes an agent's host name, at most %d "
+					"times\n",
+					MAX_ONLY_HOSTS);
+				return WEFT_EXIT_USAGE;
+			}
+			only[nonly++] = optarg;
+			break;
 		case 'A': {
 			char *end;
 
@@ -513,10 +533,10 @@ int cmd_submit(int argc, char **argv)
 	}
 	tool_set_verbose(verbose);
 	if (attach) {
-		if (file || optind < argc || !follow_it || export_metrics) {
+		if (file || optind < argc || !follow_it || export_metrics || nonly) {
 			fprintf(stderr,
 				"weft: --attach follows a running query: no query text, -f, "
-				"--no-follow or --export-metrics with it\n");
+				"--no-follow, --export-metrics or --only-host with it\n");
 			return WEFT_EXIT_USAGE;
 		}
 		return submit_attach(&tc, attach, fmt);
@@ -582,6 +602,8 @@ int cmd_submit(int argc, char **argv)
 	sub.follow = follow_it;
 	sub.has_export_metrics = export_metrics;
 	sub.export_metrics = export_metrics;
+	sub.n_only_hosts = nonly;
+	sub.only_hosts = only;
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_SUBMIT;
 	e.submit = &sub;
@@ -628,6 +650,23 @@ int cmd_submit(int argc, char **argv)
 		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
 
 		id = qs->query_id;
+		if (qs->n_only_hosts != nonly) {
+			/* an aggregator older than Submit.only_hosts runs it on every agent */
+			Weft__QueryStop st;
+
+			fprintf(stderr,
+				"weft: %s does not limit queries to agents (an older weft?): "
+				"query %" PRIu64 " cancelled\n",
+				tc.to, id);
+			weft__query_stop__init(&st);
+			st.query_id = id;
+			weft__envelope__init(&e);
+			e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
+			e.query_stop = &st;
+			aggd_client_send(cl, &e);
+			status = WEFT_EXIT_FAIL;
+			goto out;
+		}
 		fprintf(stderr, "weft: query %" PRIu64 " runs on %s: sent to %zu agent%s", id,
 			reply->status_reply->aggregator, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
 		for (size_t i = 0; i < qs->n_hosts; i++)

@@ -20,6 +20,8 @@
 static const char vm_help[] =
 	"Usage: weft vm analyze --host INPUT [--guest INPUT] [OPTIONS]\n"
 	"       weft vm record --output FILE [--for D] [-- CMD ARGS...]   (its own --help)\n"
+	"       weft vm sync --to ENDPOINT ... --host-agent NAME --guest-agent NAME\n"
+	"                    --guest-binary PATH   (live, through a cluster; its own --help)\n"
 	"\n"
 	"What the vCPUs of virtual machines were doing, from the host's kvm and scheduler\n"
 	"events, and each guest thread's time corrected by the state of the vCPU under it.\n"
@@ -307,7 +309,10 @@ int cmd_vm(int argc, char **argv)
 		return vm_analyze_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "record") == 0)
 		return vm_record_cmd(argc - 1, argv + 1);
-	fprintf(stderr, "weft vm: unknown command '%s' (analyze or record; see `weft vm --help`)\n",
+	if (strcmp(argv[1], "sync") == 0)
+		return vm_sync_cmd(argc - 1, argv + 1);
+	fprintf(stderr,
+		"weft vm: unknown command '%s' (analyze, record or sync; see `weft vm --help`)\n",
 		argv[1]);
 	return WEFT_EXIT_USAGE;
 }

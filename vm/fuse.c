@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/text.h"
+#include "vm/sync.h"
 #include "vm/vm_int.h"
 
 #define VM_SYNC_EVENT "vm_sync"
@@ -137,8 +138,7 @@ int vm_sync_pass(struct vm_analysis *a, struct vm_stream *guest, bool assume_syn
 		if (!h)
 			continue; /* the host did not trace it: no point */
 		/* the host saw it between the guest's readings: offset in [h - after, h - time] */
-		if (__builtin_sub_overflow(h->time, after, &l) ||
-		    __builtin_sub_overflow(h->time, ev.time, &u)) {
+		if (vm_sync_point(h->time, ev.time, after, &l, &u)) {
 			vm_err_set(err, "E_VM_FIELD", "%s:%lu: times out of range", file, ev.line);
 			return -1;
 		}
@@ -177,8 +177,7 @@ narrow:
 		return -1;
 	}
 	a->sync.synced = true;
-	a->sync.offset_ns = lo + (hi - lo) / 2;
-	a->sync.error_ns = hi - a->sync.offset_ns;
+	vm_sync_middle(lo, hi, &a->sync.offset_ns, &a->sync.error_ns);
 	return 0;
 }
 

@@ -47,7 +47,8 @@
  * the guest's two readings, so the offset (host - guest) of point i lies in
  * [t_host - t_after, t_host - t_before]; the offset is the middle of the intersection over
  * all points and the error bound half its width.  Points that do not intersect (the clocks
- * drift, or the points are wrong) are refused (E_VM_SYNC), never averaged.  A guest stream
+ * drift, or the points are wrong) are refused (E_VM_SYNC), never averaged (the arithmetic is
+ * vm/sync.h's, which the aggregator's live pairs of `weft vm sync` share).  A guest stream
  * without points is refused (E_VM_NO_SYNC) unless the caller says its times already are host
  * times (assume_synced), and the result then says the error is unknown.
  *

@@ -28,6 +28,7 @@
 
 #include "tests/skip.h"
 #include "vm/exits.h"
+#include "vm/sync.h"
 #include "vm/vm.h"
 
 static const char *data_path(const char *name)
@@ -726,6 +727,46 @@ static void test_interval_bound(void **state)
 	vm_analysis_free(&a);
 }
 
+/* vm/sync.h, the arithmetic the live path (aggregator/aggd_vm.c) keeps running: points
+ * intersect, a contradicting one is refused and counted and changes nothing, the middle
+ * rounds down and the bound covers the rest. */
+static void test_sync_running(void **state)
+{
+	struct vm_sync_acc s;
+	int64_t lo = 0, hi = 0, off = 0, err = 0;
+
+	(void)state;
+	vm_sync_acc_init(&s);
+	assert_int_equal(s.points, 0);
+	/* h = 1000, the guest read 1100 before and 1110 after: offset in [-110, -100] */
+	assert_int_equal(vm_sync_point(1000, 1100, 1110, &lo, &hi), 0);
+	assert_int_equal(lo, -110);
+	assert_int_equal(hi, -100);
+	assert_true(vm_sync_acc_add(&s, lo, hi));
+	assert_int_equal(vm_sync_point(2000, 2103, 2115, &lo, &hi), 0); /* [-115, -103] */
+	assert_true(vm_sync_acc_add(&s, lo, hi));
+	assert_int_equal(s.lo, -110);
+	assert_int_equal(s.hi, -103);
+	/* a point a second off: refused, counted, the intersection as it was */
+	assert_int_equal(vm_sync_point(3000, 1000003100, 1000003110, &lo, &hi), 0);
+	assert_false(vm_sync_acc_add(&s, lo, hi));
+	assert_int_equal(s.refused, 1);
+	assert_int_equal(s.points, 2);
+	assert_int_equal(s.lo, -110);
+	assert_int_equal(s.hi, -103);
+	vm_sync_middle(s.lo, s.hi, &off, &err);
+	assert_int_equal(off, -107); /* -110 + 7 / 2 */
+	assert_int_equal(err, 4);
+	assert_true(off - err <= s.lo && s.hi <= off + err);
+	/* after < before, and differences that overflow: not points */
+	assert_int_equal(vm_sync_point(0, 10, 9, &lo, &hi), -1);
+	assert_int_equal(vm_sync_point(INT64_MIN, 0, INT64_MAX, &lo, &hi), -1);
+	/* the widest interval's middle without overflow; the bound saturates */
+	vm_sync_middle(INT64_MIN, INT64_MAX, &off, &err);
+	assert_int_equal(off, -1);
+	assert_int_equal(err, INT64_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -743,6 +784,7 @@ int main(void)
 		cmocka_unit_test(test_sync_tsc),
 		cmocka_unit_test(test_two_vms),
 		cmocka_unit_test(test_interval_bound),
+		cmocka_unit_test(test_sync_running),
 	};
 
 	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));

@@ -59,6 +59,7 @@ struct full {
 	ProtobufCBinaryData states[2][2];
 	Weft__AgentStatus as, *asp[1];
 	Weft__QueryStatus qs, *qsp[1];
+	Weft__VmSync vs;
 	uint64_t ids[3];
 	char *strs[3];
 	uint64_t drops[9];
@@ -154,6 +155,10 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->submit.object.len = sizeof(f->obj);
 		f->submit.has_follow = true;
 		f->submit.follow = true;
+		f->submit.only_hosts = f->strs; /* weft vm sync's sides */
+		f->submit.n_only_hosts = 2;
+		f->submit.has_vm_sync_host = true;
+		f->submit.vm_sync_host = 4;
 		f->e.submit = &f->submit;
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_START:
@@ -222,6 +227,21 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->result.has_manifest = true;
 		f->result.manifest.data = (uint8_t *)"weft-manifest 1\n";
 		f->result.manifest.len = 16;
+		/* a side of a VM synchronisation: offset -7000000123 within +-2 */
+		weft__vm_sync__init(&f->vs);
+		f->vs.host_query = 4;
+		f->vs.guest_query = 5;
+		f->vs.points = 3;
+		f->vs.has_refused = true;
+		f->vs.refused = 1;
+		f->vs.has_synced = f->vs.synced = true;
+		f->vs.has_offset_ns = f->vs.has_error_ns = true;
+		f->vs.has_lo_ns = f->vs.has_hi_ns = true;
+		f->vs.offset_ns = -7000000123;
+		f->vs.error_ns = 2;
+		f->vs.lo_ns = -7000000125;
+		f->vs.hi_ns = -7000000121;
+		f->result.vm_sync = &f->vs;
 		f->e.result = &f->result;
 		break;
 	case WEFT__ENVELOPE__BODY_STATUS_REQUEST:
@@ -741,7 +761,41 @@ static void b_gb_task_host(struct full *f)
 	f->gt[0].host = "a\nb";
 }
 
+static void b_vs_outside(struct full *f)
+{
+	f->vs.offset_ns = f->vs.hi_ns + 1;
+}
+static void b_vs_unsynced_offset(struct full *f)
+{
+	f->vs.synced = false;
+}
+static void b_vs_no_bound(struct full *f)
+{
+	f->vs.has_error_ns = false;
+}
+static void b_vs_host0(struct full *f)
+{
+	f->vs.host_query = 0;
+}
+static void b_submit_only_ctl(struct full *f)
+{
+	f->strs[1] = "be\nta";
+}
+static void b_submit_pair0(struct full *f)
+{
+	f->submit.vm_sync_host = 0;
+}
+
 static const struct breakage breakages[] = {
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.vm_sync: synced without a consistent",
+	  b_vs_outside },
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.vm_sync: an offset without synchronisation",
+	  b_vs_unsynced_offset },
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.vm_sync: synced without a consistent",
+	  b_vs_no_bound },
+	{ WEFT__ENVELOPE__BODY_RESULT, "Result.vm_sync.query_id: 0", b_vs_host0 },
+	{ WEFT__ENVELOPE__BODY_SUBMIT, "Submit.only_hosts: control character", b_submit_only_ctl },
+	{ WEFT__ENVELOPE__BODY_SUBMIT, "Submit.vm_sync_host.query_id: 0", b_submit_pair0 },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[1].id: 0", b_gb_task_id },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0]: trace id 0", b_gb_trace0 },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0].end_ns: before its start", b_gb_end },

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `weft vm sync`: a guest's clock against its host's, live, through a cluster (docs/vm.md
+ * "Live: guest and host agents").  Two ordinary aggregating queries, compiled here as
+ * `weft submit` compiles: the host side over the synchronisation hypercall (kvm:kvm_hypercall
+ * with nr 0x77656674, its a0 the point's id) on the host's agents, the guest side over the
+ * guest's USDT probe weft:vm_sync(id, before, after) on the guest's agent.  Each is limited
+ * to its agents (Submit.only_hosts); the guest side names the host side's query
+ * (Submit.vm_sync_host), and the aggregator joins the two sides' windows by id and keeps the
+ * offset and its bound (aggregator/aggd_vm.c).  This command only submits, follows both
+ * queries and prints the state the aggregator attaches to each of their windows.
+ *
+ * Limits: one guest per run (its ids must not collide with another guest's on the same
+ * host: --vm-pid narrows the host side to one VMM); the guest's helper must fire weft:vm_sync
+ * for each hypercall it made (include/weft/vmsync.h has the probe and the contract).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include "agent/agent.h"
+#include "aggregator/aggd.h"
+#include "base/units.h"
+#include "compiler/compiler.h"
+#include "compiler/plan.h"
+#include "tools/weft.h"
+#include "tools/weft_cluster.h"
+#include "tools/weft_vm.h"
+
+/* clang-format off */
+static const char sync_help[] =
+	"Usage: weft vm sync --to ENDPOINT --server-key FILE --key FILE\n"
+	"                    --host-agent NAME [--host-agent NAME ...] --guest-agent NAME\n"
+	"                    --guest-binary PATH [OPTIONS]\n"
+	"\n"
+	"Relates a guest's clock to its host's, live, through a cluster: the guest's agent\n"
+	"traces the guest's synchronisation points, the host's agents trace the hypercalls\n"
+	"those points make, and the aggregator joins the two by id and keeps the offset\n"
+	"(host = guest + offset) with an error bound.  After each window of either side,\n"
+	"one line (or one JSON object) says where the offset stands.\n"
+	"\n"
+	"A point: the guest reads its clock (before), makes the hypercall nr 0x77656674\n"
+	"(\"weft\") with a0 = id, reads its clock again (after), and fires the USDT probe\n"
+	"weft:vm_sync(id, before, after) (include/weft/vmsync.h).  The host sees the\n"
+	"hypercall as kvm:kvm_hypercall at host time h, between the two readings, so the\n"
+	"offset lies in [h - after, h - before].  The aggregator intersects the points'\n"
+	"intervals; the offset is the middle and the bound half the width.  A point whose\n"
+	"interval does not meet the intersection so far (the clocks drift, or the point is\n"
+	"wrong) is refused and counted, never averaged in.  Until one point is seen on\n"
+	"both sides the pair is \"unsynchronised\": no offset is given, never 0.\n"
+	"\n"
+	"Two queries are submitted, each only to its agents (`--print-queries` shows them):\n"
+	"  host:  from tracepoint:kvm:kvm_hypercall where args.nr = 0x77656674\n"
+	"         group by args.a0 as id select min(time) as host_ns, count() as n\n"
+	"  guest: from usdt:PATH:weft:vm_sync\n"
+	"         group by arg0 as id select min(arg1) as before, max(arg2) as after,\n"
+	"         count() as n\n"
+	"Times are each machine's CLOCK_MONOTONIC in ns (weft's `time`; the guest helper\n"
+	"reads its own CLOCK_MONOTONIC).  Run it until the queries' `--for` ends or Ctrl-C,\n"
+	"which cancels both and waits for their last windows (a second Ctrl-C leaves at\n"
+	"once).\n"
+	"\n"
+	CLUSTER_OPTIONS_HELP
+	"      --host-agent NAME  an agent of the host (its --host name); repeat for several\n"
+	"      --guest-agent NAME the guest's agent (its --host name)\n"
+	"      --guest-binary PATH  the program in the guest that fires weft:vm_sync (read\n"
+	"                         here to compile the guest query: the same file as in\n"
+	"                         the guest)\n"
+	"      --vm-pid PID       count only hypercalls of the VMM with this pid on the host\n"
+	"                         (several VMs on one host: their ids could collide)\n"
+	"      --hypercall-source PROBE  the host side's probe instead of\n"
+	"                         tracepoint:kvm:kvm_hypercall: a USDT probe whose arg0 is\n"
+	"                         the hypercall's nr and arg1 its a0.  For tests on machines\n"
+	"                         without KVM (tests/workloads/wl_vmsync_fake.c fakes the\n"
+	"                         hypercall this way); everything else is unchanged\n"
+	"      --every D          window length (default 1s)\n"
+	"      --for D            end both queries after D (default: until Ctrl-C)\n"
+	"      --format FMT       text (default) or json: one object per window of either\n"
+	"                         side: {\"type\":\"vm_sync\",\"side\",\"query_id\",\"window\",\n"
+	"                         \"revision\",\"last\",\"sync\":{...}} (docs/vm.md)\n"
+	"      --print-queries    print the two queries and exit (nothing is submitted)\n"
+	"  -v, --verbose          show the compile cache and debug detail\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Example:\n"
+	"  weft vm sync --to tcp://agg:7470 --server-key agg.pub --key alice.key \\\n"
+	"      --host-agent hv1 --guest-agent vm7 --guest-binary /usr/bin/vmsync-helper\n"
+	"  host window 4: host = guest - 7000000123 ns, within +-412 ns (12 points; ...)\n"
+	"\n"
+	"Exit status: 0 both queries ended with the clocks synchronised, 1 the aggregator\n"
+	"could not be reached or refused a query, 2 bad command line, 3 a query has errors,\n"
+	"4 both ended unsynchronised (no point seen on both sides).\n";
+/* clang-format on */
+
+#define EXIT_UNSYNCED 4
+#define MAX_AGENTS 64
+
+enum {
+	OPT_HOST_AGENT = 256,
+	OPT_GUEST_AGENT,
+	OPT_GUEST_BINARY,
+	OPT_VM_PID,
+	OPT_SOURCE,
+	OPT_EVERY,
+	OPT_FOR,
+	OPT_FORMAT,
+	OPT_PRINT,
+};
+
+struct side {
+	const char *what; /* "host", "guest" */
+	char *text;
+	struct compile_result res;
+	struct diag_list dl;
+	char *manifest;
+	size_t manifest_len;
+	uint64_t id;
+	bool last;
+};
+
+/* The probe of a USDT stand-in for the hypercall: arg0 nr, arg1 a0. */
+static bool source_ok(const char *s)
+{
+	return strncmp(s, "usdt:", 5) == 0 && !strpbrk(s, " \t\n,()'\"");
+}
+
+static char *host_query(const char *source, int vm_pid, const char *every, const char *dur)
+{
+	char *q = NULL, pidw[64] = "";
+
+	if (vm_pid > 0)
+		snprintf(pidw, sizeof(pidw), " and pid = %d", vm_pid);
+	if (!source) {
+		if (asprintf(&q,
+			     "from tracepoint:kvm:kvm_hypercall where args.nr = 0x77656674%s "
+			     "group by args.a0 as id select min(time) as host_ns, count() as n "
+			     "every %s%s%s",
+			     pidw, every, dur ? " for " : "", dur ? dur : "") < 0)
+			return NULL;
+	} else if (asprintf(&q,
+			    "from %s where arg0 = 0x77656674%s group by arg1 as id "
+			    "select min(time) as host_ns, count() as n every %s%s%s",
+			    source, pidw, every, dur ? " for " : "", dur ? dur : "") < 0) {
+		return NULL;
+	}
+	return q;
+}
+
+static char *guest_query(const char *binary, const char *every, const char *dur)
+{
+	char *q = NULL;
+
+	if (asprintf(&q,
+		     "from usdt:%s:weft:vm_sync group by arg0 as id select min(arg1) as before, "
+		     "max(arg2) as after, count() as n every %s%s%s",
+		     binary, every, dur ? " for " : "", dur ? dur : "") < 0)
+		return NULL;
+	return q;
+}
+
+static int compile_side(struct side *s, int verbose)
+{
+	struct compile_opts copts = { .sz = sizeof(copts), .verbose = verbose > 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+	int rc;
+
+	diag_list_init(&s->dl, s->text, s->what);
+	rc = compiler_run(s->text, &copts, PASS_CLANG, &s->dl, &s->res);
+	diag_print(&s->dl, stderr, isatty(2));
+	if (rc) {
+		if (!diag_has_errors(&s->dl))
+			fprintf(stderr, "weft vm sync: the %s query: %s\n", s->what, strerror(-rc));
+		return diag_has_errors(&s->dl) ? WEFT_EXIT_QUERY : WEFT_EXIT_FAIL;
+	}
+	m = open_memstream(&buf, &len);
+	if (!m)
+		return WEFT_EXIT_FAIL;
+	rc = manifest_write(s->res.plan, m);
+	if (fclose(m) != 0 || rc) {
+		free(buf);
+		fprintf(stderr, "weft vm sync: cannot write the %s query's manifest\n", s->what);
+		return WEFT_EXIT_FAIL;
+	}
+	s->manifest = buf;
+	s->manifest_len = len;
+	return WEFT_EXIT_OK;
+}
+
+static void cancel(struct aggd_client *cl, uint64_t id)
+{
+	Weft__Envelope e;
+	Weft__QueryStop st;
+
+	if (!id)
+		return;
+	weft__query_stop__init(&st);
+	st.query_id = id;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
+	e.query_stop = &st;
+	aggd_client_send(cl, &e);
+}
+
+/* Submits one side, limited to its agents; its id into s->id.  A WEFT_EXIT_* status. */
+static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct side *s,
+		       char **agents, size_t nagents, uint64_t pair_host)
+{
+	Weft__Envelope e, *reply = NULL;
+	Weft__Submit sub;
+	char why[256];
+	int rc, status = WEFT_EXIT_OK;
+
+	weft__submit__init(&sub);
+	sub.query = s->text;
+	sub.manifest.data = (uint8_t *)s->manifest;
+	sub.manifest.len = s->manifest_len;
+	sub.object.data = s->res.object;
+	sub.object.len = s->res.object_sz;
+	sub.has_follow = true;
+	sub.follow = true;
+	sub.n_only_hosts = nagents;
+	sub.only_hosts = agents;
+	if (pair_host) {
+		sub.has_vm_sync_host = true;
+		sub.vm_sync_host = pair_host;
+	}
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_SUBMIT;
+	e.submit = &sub;
+	e.version = WIRE_VERSION;
+	e.seq = 1;
+	if (wire_validate(&e, why, sizeof(why))) {
+		fprintf(stderr, "weft vm sync: the %s query cannot be sent: %s\n", s->what, why);
+		return WEFT_EXIT_QUERY;
+	}
+	rc = aggd_client_send(cl, &e);
+	if (rc == 0)
+		rc = tool_cluster_reply(cl, tc->timeout_ms > 10000 ? tc->timeout_ms : 10000,
+					&reply);
+	if (rc <= 0) {
+		fprintf(stderr, "weft vm sync: no answer from %s to the %s query: %s\n", tc->to,
+			s->what, rc ? strerror(-rc) : "timed out");
+		status = WEFT_EXIT_FAIL;
+	} else if (reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+		fprintf(stderr, "weft vm sync: %s: the %s query: %s\n", tc->to, s->what,
+			reply->error->message);
+		status = WEFT_EXIT_FAIL;
+	} else if (reply->status_reply->n_queries != 1) {
+		fprintf(stderr, "weft vm sync: %s answered without a query id\n", tc->to);
+		status = WEFT_EXIT_FAIL;
+	} else {
+		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
+
+		s->id = qs->query_id;
+		if (qs->n_only_hosts != nagents || (pair_host && !qs->vm_sync)) {
+			/* an aggregator older than Submit.only_hosts would run it everywhere */
+			fprintf(stderr,
+				"weft vm sync: %s does not limit queries to agents or pair them "
+				"(an older weft?): query %" PRIu64 " cancelled\n",
+				tc->to, s->id);
+			cancel(cl, s->id);
+			s->id = 0;
+			wire_free(reply);
+			return WEFT_EXIT_FAIL;
+		}
+		fprintf(stderr, "weft vm sync: %s query %" PRIu64 " sent to %zu agent%s", s->what,
+			s->id, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
+		for (size_t i = 0; i < qs->n_hosts; i++)
+			fprintf(stderr, "%s%s", i ? ", " : " (", qs->hosts[i]);
+		fprintf(stderr, "%s\n", qs->n_hosts ? ")" : " (it starts when they connect)");
+	}
+	wire_free(reply);
+	return status;
+}
+
+static void print_state(const Weft__Result *r, const char *side, bool json)
+{
+	if (json) {
+		printf("{\"type\":\"vm_sync\",\"side\":\"%s\",\"query_id\":%" PRIu64
+		       ",\"window\":%" PRIu64 ",\"revision\":%" PRIu32 ",\"last\":%s,\"sync\":",
+		       side, r->query_id, r->window, r->revision, r->last ? "true" : "false");
+		aggd_vm_sync_json(r->vm_sync, stdout);
+		fputs("}\n", stdout);
+	} else {
+		printf("%s window %" PRIu64 "%s: ", side, r->window, r->last ? " (last)" : "");
+		aggd_vm_sync_text(r->vm_sync, stdout);
+		if (r->revision)
+			printf(" [revision %" PRIu32 "]", r->revision);
+		fputc('\n', stdout);
+	}
+	fflush(stdout);
+}
+
+/* Follows both queries until both ended; the final state's synced into *synced. */
+static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct side *h,
+		       struct side *g, bool json, int sfd, bool *synced)
+{
+	int signals = 0;
+
+	aggd_client_remember(cl, h->id);
+	aggd_client_remember(cl, g->id);
+	while (!(h->last && g->last)) {
+		Weft__Envelope *m = NULL;
+		struct signalfd_siginfo si;
+		int rc;
+
+		if (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			if (++signals > 1) {
+				fprintf(stderr, "weft vm sync: left before the last windows\n");
+				return WEFT_EXIT_FAIL;
+			}
+			fprintf(stderr, "weft vm sync: cancelling both queries; waiting for their "
+					"last windows (Ctrl-C again to leave now)\n");
+			cancel(cl, h->id);
+			cancel(cl, g->id);
+		}
+		rc = aggd_client_recv(cl, 200, &m);
+		if (rc < 0) {
+			fprintf(stderr, "weft vm sync: %s: %s\n", tc->to, strerror(-rc));
+			return WEFT_EXIT_FAIL;
+		}
+		if (rc == 0)
+			continue;
+		if (m->body_case == WEFT__ENVELOPE__BODY_RESULT &&
+		    (m->result->query_id == h->id || m->result->query_id == g->id)) {
+			struct side *s = m->result->query_id == h->id ? h : g;
+
+			if (m->result->vm_sync) {
+				print_state(m->result, s->what, json);
+				*synced = m->result->vm_sync->has_synced &&
+					  m->result->vm_sync->synced;
+			}
+			aggd_client_progress(cl, s->id, m->result->window + 1);
+			if (m->result->last)
+				s->last = true;
+		} else if (m->body_case == WEFT__ENVELOPE__BODY_ERROR) {
+			fprintf(stderr, "weft vm sync: %s\n", m->error->message);
+			if (m->error->has_in_reply_to) {
+				wire_free(m);
+				return WEFT_EXIT_FAIL;
+			}
+		}
+		wire_free(m);
+	}
+	return WEFT_EXIT_OK;
+}
+
+static bool duration_ok(const char *opt, const char *arg)
+{
+	uint64_t ns;
+
+	if (units_duration_parse(arg, UNITS_NS_PER_SEC, &ns) || ns < 1000000ULL ||
+	    strpbrk(arg, " \t\n'\"")) {
+		fprintf(stderr, "weft vm sync: %s takes a duration (1s, 500ms), not '%s'\n", opt,
+			arg);
+		return false;
+	}
+	return true;
+}
+
+int vm_sync_cmd(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLUSTER_LONGOPTS,
+		{ "host-agent", required_argument, NULL, OPT_HOST_AGENT },
+		{ "guest-agent", required_argument, NULL, OPT_GUEST_AGENT },
+		{ "guest-binary", required_argument, NULL, OPT_GUEST_BINARY },
+		{ "vm-pid", required_argument, NULL, OPT_VM_PID },
+		{ "hypercall-source", required_argument, NULL, OPT_SOURCE },
+		{ "every", required_argument, NULL, OPT_EVERY },
+		{ "for", required_argument, NULL, OPT_FOR },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "print-queries", no_argument, NULL, OPT_PRINT },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tool_cluster tc = { 0 };
+	char *hosts[MAX_AGENTS], *guests[MAX_AGENTS];
+	size_t nhosts = 0, nguests = 0;
+	const char *binary = NULL, *source = NULL, *every = "1s", *dur = NULL;
+	struct side h = { .what = "host" }, g = { .what = "guest" };
+	struct aggd_client *cl = NULL;
+	bool json = false, print = false, synced = false;
+	int c, rc, verbose = 0, vm_pid = 0, status, sfd = -1;
+	sigset_t mask;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		rc = tool_cluster_opt(&tc, c, optarg);
+		if (rc < 0)
+			return WEFT_EXIT_USAGE;
+		if (rc)
+			continue;
+		switch (c) {
+		case OPT_HOST_AGENT:
+		case OPT_GUEST_AGENT: {
+			char **v = c == OPT_HOST_AGENT ? hosts : guests;
+			size_t *n = c == OPT_HOST_AGENT ? &nhosts : &nguests;
+
+			if (*n >= MAX_AGENTS || !*optarg || strchr(optarg, '\n')) {
+				fprintf(stderr,
+					"weft vm sync: at most %d agents a side, each a host "
+					"name\n",
+					MAX_AGENTS);
+				return WEFT_EXIT_USAGE;
+			}
+			v[(*n)++] = optarg;
+			break;
+		}
+		case OPT_GUEST_BINARY:
+			binary = optarg;
+			break;
+		case OPT_VM_PID: {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || v <= 0 || v > 0x3fffffff) {
+				fprintf(stderr, "weft vm sync: --vm-pid takes a pid, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			vm_pid = (int)v;
+			break;
+		}
+		case OPT_SOURCE:
+			if (!source_ok(optarg)) {
+				fprintf(stderr,
+					"weft vm sync: --hypercall-source takes a USDT probe "
+					"(usdt:BIN:[PROVIDER:]NAME, arg0 the nr, arg1 the a0), not "
+					"'%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			source = optarg;
+			break;
+		case OPT_EVERY:
+			if (!duration_ok("--every", optarg))
+				return WEFT_EXIT_USAGE;
+			every = optarg;
+			break;
+		case OPT_FOR:
+			if (!duration_ok("--for", optarg))
+				return WEFT_EXIT_USAGE;
+			dur = optarg;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "json") == 0) {
+				json = true;
+			} else if (strcmp(optarg, "text") != 0) {
+				fprintf(stderr,
+					"weft vm sync: --format takes text or json, not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			}
+			break;
+		case OPT_PRINT:
+			print = true;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(sync_help, stdout);
+			return WEFT_EXIT_OK;
+		default:
+			fputs("weft vm sync: see `weft vm sync --help`\n", stderr);
+			return WEFT_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "weft vm sync: unexpected argument '%s'\n", argv[optind]);
+		return WEFT_EXIT_USAGE;
+	}
+	if (!binary || strpbrk(binary, " \t\n,()'\"") || !*binary) {
+		fputs("weft vm sync: --guest-binary PATH names the guest's program that fires "
+		      "weft:vm_sync (a path without blanks, commas, quotes or parentheses)\n",
+		      stderr);
+		return WEFT_EXIT_USAGE;
+	}
+	h.text = host_query(source, vm_pid, every, dur);
+	g.text = guest_query(binary, every, dur);
+	if (!h.text || !g.text) {
+		status = WEFT_EXIT_FAIL;
+		goto out;
+	}
+	if (print) {
+		printf("host:  %s\nguest: %s\n", h.text, g.text);
+		status = WEFT_EXIT_OK;
+		goto out;
+	}
+	if (!nhosts || !nguests) {
+		fputs("weft vm sync: name the host's agents (--host-agent) and the guest's "
+		      "(--guest-agent)\n",
+		      stderr);
+		status = WEFT_EXIT_USAGE;
+		goto out;
+	}
+	tool_set_verbose(verbose);
+	status = compile_side(&h, verbose);
+	if (status == WEFT_EXIT_OK)
+		status = compile_side(&g, verbose);
+	if (status != WEFT_EXIT_OK)
+		goto out;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	cl = tool_cluster_connect(&tc);
+	if (!cl) {
+		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
+		goto out;
+	}
+	status = submit_side(cl, &tc, &h, hosts, nhosts, 0);
+	if (status == WEFT_EXIT_OK) {
+		status = submit_side(cl, &tc, &g, guests, nguests, h.id);
+		if (status != WEFT_EXIT_OK)
+			cancel(cl, h.id); /* a host side without its guest is of no use */
+	}
+	if (status != WEFT_EXIT_OK)
+		goto out;
+	status = follow_pair(cl, &tc, &h, &g, json, sfd, &synced);
+	if (status == WEFT_EXIT_OK && !synced)
+		status = EXIT_UNSYNCED;
+out:
+	aggd_client_free(cl);
+	if (sfd >= 0)
+		close(sfd);
+	for (struct side *s = &h; s; s = s == &h ? &g : NULL) {
+		free(s->text);
+		free(s->manifest);
+		compile_result_free(&s->res);
+		diag_list_free(&s->dl);
+	}
+	return status;
+}
