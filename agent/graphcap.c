@@ -1143,6 +1143,18 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 
 /* The kernel task of an exchange into c->pend (and its edges), remembered for spans and
  * its sends for later receives. */
+/* The remembered kernel tasks that ended two span holds before the newest record go (their
+ * spans have all come: a span is held at most one hold); the order of the rest is kept. */
+static void ktasks_make_room(struct graphcap *c)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < c->nktasks; i++)
+		if ((uint64_t)c->ktasks[i].end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest)
+			c->ktasks[w++] = c->ktasks[i];
+	c->nktasks = w;
+}
+
 static int kex_emit(struct graphcap *c, const struct kex *x)
 {
 	const struct kop *f = &c->kops[x->first], *l = &c->kops[x->end - 1];
@@ -1193,9 +1205,13 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	}
 	if (!trace_get(c, k.trace, (uint64_t)f->time, true))
 		c->st.bad++; /* the trace table is full: drained by age */
-	/* remembered for the spans of its thread, as many as open tasks at most: past that, a
-	 * span inside it stays a root, counted when a span of that time finds no kernel task
-	 * (kforgot; not here: without spans nothing is lost) */
+	/* remembered for the spans of its thread, as many as open tasks at most: past that, the
+	 * oldest make room if no span can still be waiting for them (ended two span holds
+	 * before the newest record: a busy host fills the table long before KSENT_KEEP_NS), and
+	 * only then a task is not remembered: a span inside it stays a root, counted when a span
+	 * of that time finds no kernel task (kforgot; not here: without spans nothing is lost) */
+	if (c->nktasks >= c->o.max_open)
+		ktasks_make_room(c);
 	if (c->nktasks < c->o.max_open) {
 		if (grow((void **)&c->ktasks, &c->cap_ktasks, c->nktasks + 1, sizeof(*c->ktasks)))
 			return -ENOMEM;

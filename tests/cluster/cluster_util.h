@@ -200,6 +200,18 @@ static inline struct cl_proc *cl_spawn(struct cl *cl, const char *name, const ch
 	for (int i = 0; argv[i] && n < WR_MAX_ARGS + 3; i++)
 		full[n++] = argv[i];
 	full[n] = NULL;
+	/*
+	 * The logs are emptied here, before the fork: a name used twice (two `submit`s in one
+	 * test) must not show the parent the last process's words before the new one has
+	 * opened them (cl_submit() once read the previous query's id so, and the test ran its
+	 * workload before the agents had the new query).
+	 */
+	for (int k = 0; k < 2; k++) {
+		int fd = open(k ? p->err : p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
 	p->pid = fork();
 	assert_true(p->pid >= 0);
 	if (p->pid == 0) {

@@ -20,7 +20,9 @@
  *   - 1 trace of the settings (CONFIG GET save, CONFIG GET appendonly in one write): the
  *     same with two processCommand children;
  * and no other trace may hold a task of this redis-server.
- * Then the same over IPv6 (test_redis_across_ipv6, a cluster of its own): the link's ends
+ * Then the same over IPv6 (test_redis_across_ipv6, a cluster of its own, where the IPv6 query
+ * is the agents' second, after an IPv4 one was cancelled: the second query of an agent must
+ * capture as the first did): the link's ends
  * also have fd00:201:X::101 and ::102 (nodad), redis-server binds the first, the client tasks
  * are named "request [fd00:201:X::101]:6379" and ship their IPv6 addresses as text, which the
  * aggregator matches as it does IPv4 numbers: N + 1 matches, the same traces.
@@ -332,10 +334,13 @@ static void test_redis_across(void **state)
 	f->cl.passed = true;
 }
 
+/* IPv6, as the second query of its agents: a query that follows a cancelled one on the same
+ * agents captures as the first did (run_across() counts from what was stored before it) */
 static void test_redis_across_ipv6(void **state)
 {
 	struct fixture *f = *state;
 
+	run_across(f, f->ip[0], false);
 	run_across(f, f->ip6[0], true);
 	f->cl.passed = true;
 }

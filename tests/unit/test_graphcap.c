@@ -779,10 +779,12 @@ static const struct graph_task *task_of_tid(const struct graph *g, int64_t tid, 
  * Kernel tasks beyond the memory for spans (max_open of them): three server exchanges of one
  * thread with max_open 2, the third not remembered.  Without spans nothing is lost and
  * nothing counted; a span inside the third exchange stays a root and is counted
- * (open_evicted), a span inside the second nests in it.
+ * (open_evicted), a span inside the second nests in it.  late: the first exchange ended 3 s
+ * before the others, so it makes room for the third.
  */
-static void forgotten_run(bool spans, uint64_t *evicted, struct graph *kept)
+static void forgotten_run(bool spans, bool late, uint64_t *evicted, struct graph *kept)
 {
+	const int64_t d = late ? 3000000000ll : 0; /* the 2nd and 3rd exchanges 3 s later */
 	struct plan_attach at[1];
 	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
 	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 5, .max_open = 2 };
@@ -795,12 +797,14 @@ static void forgotten_run(bool spans, uint64_t *evicted, struct graph *kept)
 	c = graphcap_new(&p, &o);
 	assert_non_null(c);
 	for (uint32_t i = 1; i <= 3; i++) {
-		krec(c, false, T0 + 100 * i, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
-		krec(c, true, T0 + 100 * i + 50, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
+		int64_t t = T0 + 100 * i + (i > 1 ? d : 0);
+
+		krec(c, false, t, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
+		krec(c, true, t + 50, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * i, 10);
 	}
 	if (spans) {
-		srec(c, 20, 21, T0 + 210, T0 + 240); /* in the second exchange */
-		srec(c, 20, 21, T0 + 310, T0 + 340); /* in the third, not remembered */
+		srec(c, 20, 21, T0 + d + 210, T0 + d + 240); /* in the second exchange */
+		srec(c, 20, 21, T0 + d + 310, T0 + d + 340); /* in the third */
 		/* (two spans: max_open bounds the buffered spans too) */
 	}
 	graph_init(kept);
@@ -817,12 +821,12 @@ static void test_kernel_forgotten(void **state)
 	int roots = 0, nested = 0;
 
 	(void)state;
-	forgotten_run(false, &ev, &kept);
+	forgotten_run(false, false, &ev, &kept);
 	assert_int_equal(kept.ntasks, 3); /* three server tasks, nothing lost */
 	assert_int_equal(ev, 0);
 	graph_free(&kept);
 
-	forgotten_run(true, &ev, &kept);
+	forgotten_run(true, false, &ev, &kept);
 	assert_int_equal(kept.ntasks, 5);
 	assert_int_equal(ev, 1); /* the span in the third exchange */
 	for (size_t i = 0; i < kept.ntasks; i++)
@@ -834,6 +838,23 @@ static void test_kernel_forgotten(void **state)
 		}
 	assert_int_equal(nested, 1);
 	assert_int_equal(roots, 1);
+	graph_free(&kept);
+
+	/* the first exchange 3 s before the others: it makes room (no span can wait for it),
+	 * the third is remembered and both spans nest, nothing counted */
+	forgotten_run(true, true, &ev, &kept);
+	assert_int_equal(kept.ntasks, 5);
+	assert_int_equal(ev, 0);
+	nested = roots = 0;
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "handle") == 0) {
+			if (kept.tasks[i].parent)
+				nested++;
+			else
+				roots++;
+		}
+	assert_int_equal(nested, 2);
+	assert_int_equal(roots, 0);
 	graph_free(&kept);
 }
 
