@@ -814,11 +814,24 @@ static void forgotten_run(bool spans, bool late, uint64_t *evicted, struct graph
 	graphcap_free(c);
 }
 
+/* The "handle" span tasks of g: how many have a parent, how many are roots. */
+static void handle_spans(const struct graph *g, int *nested, int *roots)
+{
+	*nested = *roots = 0;
+	for (size_t i = 0; i < g->ntasks; i++)
+		if (strcmp(g->tasks[i].name, "handle") == 0) {
+			if (g->tasks[i].parent)
+				(*nested)++;
+			else
+				(*roots)++;
+		}
+}
+
 static void test_kernel_forgotten(void **state)
 {
 	struct graph kept;
 	uint64_t ev;
-	int roots = 0, nested = 0;
+	int roots, nested;
 
 	(void)state;
 	forgotten_run(false, false, &ev, &kept);
@@ -829,13 +842,7 @@ static void test_kernel_forgotten(void **state)
 	forgotten_run(true, false, &ev, &kept);
 	assert_int_equal(kept.ntasks, 5);
 	assert_int_equal(ev, 1); /* the span in the third exchange */
-	for (size_t i = 0; i < kept.ntasks; i++)
-		if (strcmp(kept.tasks[i].name, "handle") == 0) {
-			if (kept.tasks[i].parent)
-				nested++;
-			else
-				roots++;
-		}
+	handle_spans(&kept, &nested, &roots);
 	assert_int_equal(nested, 1);
 	assert_int_equal(roots, 1);
 	graph_free(&kept);
@@ -845,14 +852,7 @@ static void test_kernel_forgotten(void **state)
 	forgotten_run(true, true, &ev, &kept);
 	assert_int_equal(kept.ntasks, 5);
 	assert_int_equal(ev, 0);
-	nested = roots = 0;
-	for (size_t i = 0; i < kept.ntasks; i++)
-		if (strcmp(kept.tasks[i].name, "handle") == 0) {
-			if (kept.tasks[i].parent)
-				nested++;
-			else
-				roots++;
-		}
+	handle_spans(&kept, &nested, &roots);
 	assert_int_equal(nested, 2);
 	assert_int_equal(roots, 0);
 	graph_free(&kept);
