@@ -95,6 +95,17 @@ int agent_query_poll(struct agent_query *q, int timeout_ms);
 /* A file descriptor that becomes readable when stream records are waiting (or -1). */
 int agent_query_fd(const struct agent_query *q);
 
+/*
+ * What one program of the query has cost so far, from the cost meter every program keeps
+ * (kernel/weft_abi.h, WEFT_COST_MAP), summed over the CPUs: its runs, the runs timed (one in
+ * WEFT_COST_SAMPLE, the first on each CPU included) and their time.  0, or -ENOENT for an
+ * object without the meter or a program it has no slot for; -errno if the map cannot be read.
+ */
+struct agent_prog_cost {
+	uint64_t calls, sampled, ns;
+};
+int agent_query_cost(const struct agent_query *q, int prog, struct agent_prog_cost *c);
+
 /* Detaches every probe.  Windows can still be read afterwards (the last events). */
 void agent_query_stop(struct agent_query *q);
 void agent_query_free(struct agent_query *q);
@@ -102,8 +113,9 @@ void agent_query_free(struct agent_query *q);
 /*
  * The CPU budget: what a query's probes cost the machine, checked once a window of about a
  * second (AGENT_CPU_BUDGET_WINDOW_NS) against `cpu_budget` % of one CPU.  The cost of a window
- * is, summed over the query's BPF programs, their run time in the kernel (the kernel's BPF
- * statistics, turned on while the query runs: run_time_ns, run_cnt) plus, for user probes
+ * is, summed over the query's BPF programs, their run time in the kernel (each program's own
+ * cost meter, agent_query_cost(), one run in WEFT_COST_SAMPLE timed and scaled to all; for an
+ * object without the meter the kernel's BPF statistics, on while the query runs) plus, for user probes
  * (uprobe, uretprobe, usdt), each run times the cost of one hit of such a probe measured on
  * this machine (probe_uprobe_cost(): the trap, which the statistics do not see and which is
  * most of a uprobe's cost).  A window over the budget is a warning (W_CPU_BUDGET); the

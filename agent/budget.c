@@ -3,11 +3,16 @@
  * The CPU budget of one query: what its probes cost the machine per window of about a second,
  * against a share of one CPU (the rules are in agent/agent.h, agent_query_budget()).
  *
- * The measure: the kernel's BPF statistics, turned on by bpf_enable_stats(BPF_STATS_RUN_TIME)
+ * The measure: the query's own cost meter (WEFT_COST_MAP, kernel/weft_abi.h), which every
+ * generated program keeps: per program and CPU its runs, exactly, and the time of one run in
+ * WEFT_COST_SAMPLE.  A window's run time is, per program, the time of its timed runs in the
+ * window scaled to all its runs in the window (the mean of the runs timed so far when none was
+ * timed in the window).  An object without the meter (compiled before it existed) is measured
+ * by the kernel's BPF statistics instead, turned on by bpf_enable_stats(BPF_STATS_RUN_TIME)
  * for as long as the returned file descriptor is open (system-wide and reference-counted: it
- * adds two clock reads to every BPF program run on the host, and ends when weft closes it or
- * dies).  Each program's bpf_prog_info carries run_time_ns and run_cnt; a window's cost is the
- * difference from the previous window.  User probes cost their traced thread far more than
+ * adds two clock reads to every BPF program run on the host, which cost the kernel-edge
+ * benchmark two points of redis's throughput, and ends when weft closes it or dies); each
+ * program's bpf_prog_info carries run_time_ns and run_cnt.  User probes cost their traced thread far more than
  * their program (the trap into the kernel; ~5 us against ~150 ns on the development VM), and
  * the statistics do not see it, so each run of a uprobe, uretprobe or usdt program is charged
  * the cost of one such hit as measured on this machine at the first budget that needs it
@@ -26,6 +31,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "agent/budget.h"
+#include "kernel/weft_abi.h"
 #include "base/log.h"
 
 /* A window ends at the first check at least this long after the previous one (checks come
@@ -37,12 +43,16 @@ struct budget_prog {
 	enum probe_kind kind;
 	int plan_idx;
 	uint64_t run_ns, calls; /* totals at the last window's end */
+	uint64_t sampled; /* the meter: runs timed, at the last window's end (run_ns: their time) */
 };
 
 struct agent_budget {
 	const struct plan *plan;
 	double pct;
-	int stats_fd; /* bpf_enable_stats(): -1 if the sysctl had them on already */
+	int cost_fd; /* the query's cost meter (WEFT_COST_MAP), or -1: the kernel's statistics */
+	int ncpus; /* the meter's values per slot */
+	struct weft_cost *cost_vals; /* ncpus of them, for reading one slot */
+	int stats_fd; /* bpf_enable_stats(): -1 if the sysctl had them on already, or unused */
 	struct probe_uprobe_cost ucost;
 	bool need_ucost; /* user probes: measure the hit cost at the first window */
 	bool have_ucost;
@@ -74,11 +84,66 @@ static bool stats_sysctl_on(void)
 	return v == 1;
 }
 
-static int prog_read(const struct budget_prog *bp, uint64_t *run_ns, uint64_t *calls)
+/* The meter's totals of slot idx of the map fd, summed over the CPUs (vals: ncpus of them). */
+static int meter_read(int fd, int ncpus, struct weft_cost *vals, uint32_t idx,
+		      struct agent_prog_cost *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (bpf_map_lookup_elem(fd, &idx, vals))
+		return -errno;
+	for (int i = 0; i < ncpus; i++) {
+		c->ns += vals[i].ns;
+		c->calls += vals[i].calls;
+		c->sampled += vals[i].sampled;
+	}
+	return 0;
+}
+
+/* The object's meter, if it has one that fits plan programs of this build. */
+static struct bpf_map *meter_find(struct bpf_object *obj, int nprogs)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, WEFT_COST_MAP);
+
+	if (!m || bpf_map__fd(m) < 0 || bpf_map__value_size(m) != sizeof(struct weft_cost) ||
+	    bpf_map__max_entries(m) < (uint32_t)nprogs || libbpf_num_possible_cpus() <= 0)
+		return NULL;
+	return m;
+}
+
+int agent_cost_read(struct bpf_object *obj, int prog, struct agent_prog_cost *c)
+{
+	struct bpf_map *m = meter_find(obj, prog + 1);
+	int ncpus = libbpf_num_possible_cpus(), rc;
+	struct weft_cost *vals;
+
+	memset(c, 0, sizeof(*c));
+	if (prog < 0 || !m)
+		return -ENOENT;
+	vals = calloc((size_t)ncpus, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	rc = meter_read(bpf_map__fd(m), ncpus, vals, (uint32_t)prog, c);
+	free(vals);
+	return rc;
+}
+
+/* Totals of one program: from the meter (sampled set), or the kernel's statistics. */
+static int prog_read(const struct agent_budget *b, const struct budget_prog *bp, uint64_t *run_ns,
+		     uint64_t *calls, uint64_t *sampled)
 {
 	struct bpf_prog_info info;
 	uint32_t len = sizeof(info);
 
+	if (b->cost_fd >= 0) {
+		struct agent_prog_cost c;
+		int rc = meter_read(b->cost_fd, b->ncpus, b->cost_vals, (uint32_t)bp->plan_idx, &c);
+
+		*run_ns = c.ns;
+		*calls = c.calls;
+		*sampled = c.sampled;
+		return rc;
+	}
+	*sampled = 0;
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bp->fd, &info, &len))
 		return -errno;
@@ -96,6 +161,7 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 				      char *why, size_t whysz)
 {
 	struct agent_budget *b = calloc(1, sizeof(*b));
+	struct bpf_map *meter;
 	bool user = false;
 	int err = 0;
 
@@ -106,6 +172,8 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 	}
 	b->plan = p;
 	b->pct = pct;
+	b->cost_fd = -1;
+	b->stats_fd = -1;
 	b->progs = calloc((size_t)(p->nprogs ? p->nprogs : 1), sizeof(*b->progs));
 	if (!b->progs) {
 		err = -ENOMEM;
@@ -124,8 +192,20 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 		user |= is_user_probe(bp->kind);
 		b->nprogs++;
 	}
-	b->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (b->stats_fd < 0) {
+	meter = meter_find(obj, p->nprogs);
+	if (meter) {
+		b->ncpus = libbpf_num_possible_cpus();
+		b->cost_vals = calloc((size_t)b->ncpus, sizeof(*b->cost_vals));
+		if (!b->cost_vals) {
+			err = -ENOMEM;
+			snprintf(why, whysz, "out of memory");
+			goto out_free;
+		}
+		b->cost_fd = bpf_map__fd(meter);
+	} else {
+		b->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	}
+	if (b->cost_fd < 0 && b->stats_fd < 0) {
 		err = b->stats_fd;
 		if (!stats_sysctl_on()) {
 			snprintf(why, whysz,
@@ -137,7 +217,8 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 	}
 	b->need_ucost = user;
 	for (int i = 0; i < b->nprogs; i++) {
-		err = prog_read(&b->progs[i], &b->progs[i].run_ns, &b->progs[i].calls);
+		err = prog_read(b, &b->progs[i], &b->progs[i].run_ns, &b->progs[i].calls,
+				&b->progs[i].sampled);
 		if (err) {
 			snprintf(why, whysz, "cannot read a program's statistics (%s)",
 				 strerror(-err));
@@ -158,6 +239,7 @@ void agent_budget_free(struct agent_budget *b)
 		return;
 	if (b->stats_fd >= 0)
 		close(b->stats_fd);
+	free(b->cost_vals);
 	free(b->progs);
 	free(b);
 }
@@ -263,6 +345,21 @@ static void report_text(struct agent_budget_report *r)
 	}
 }
 
+/*
+ * A window's run time from the meter: the time of the runs timed in the window (ns, sampled of
+ * them) for all its runs (calls); without a timed run in the window, the mean of all runs timed
+ * so far (total_ns over total_sampled).  Exact when every run was timed.
+ */
+static uint64_t meter_estimate(uint64_t ns, uint64_t calls, uint64_t sampled, uint64_t total_ns,
+			       uint64_t total_sampled)
+{
+	if (sampled)
+		return (uint64_t)((double)ns * (double)calls / (double)sampled);
+	if (total_sampled)
+		return (uint64_t)((double)total_ns * (double)calls / (double)total_sampled);
+	return 0;
+}
+
 int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_budget_report *r)
 {
 	struct agent_budget_prog all[PLAN_MAX_PROGS];
@@ -279,8 +376,8 @@ int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_bud
 		struct budget_prog *bp = &b->progs[i];
 		const struct plan_prog *pp = &b->plan->progs[bp->plan_idx];
 		struct agent_budget_prog *h = &all[n++];
-		uint64_t run = 0, calls = 0;
-		int rc = prog_read(bp, &run, &calls);
+		uint64_t run = 0, calls = 0, sampled = 0;
+		int rc = prog_read(b, bp, &run, &calls, &sampled);
 
 		if (rc)
 			return rc;
@@ -293,6 +390,11 @@ int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_bud
 			h->sites += b->plan->attach[k].prog == bp->plan_idx;
 		h->run_ns = run >= bp->run_ns ? run - bp->run_ns : 0;
 		h->calls = calls >= bp->calls ? calls - bp->calls : 0;
+		if (b->cost_fd >= 0)
+			h->run_ns = meter_estimate(
+				h->run_ns, h->calls,
+				sampled >= bp->sampled ? sampled - bp->sampled : 0, run, sampled);
+		bp->sampled = sampled;
 		h->trap_ns = trap_cost(b, bp->kind, h->calls);
 		h->cost_ns = h->run_ns + h->trap_ns;
 		bp->run_ns = run;

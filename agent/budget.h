@@ -12,8 +12,9 @@
 
 struct agent_budget;
 
-/* Starts measuring obj's programs (loaded, of plan p) against pct % of one CPU: turns the
- * kernel's BPF run-time statistics on for as long as the budget lives.  NULL with errno
+/* Starts measuring obj's programs (loaded, of plan p) against pct % of one CPU: with the
+ * object's cost meter, or, in an object without one, the kernel's BPF run-time statistics,
+ * turned on for as long as the budget lives.  NULL with errno
  * (EPERM, EINVAL: the kernel cannot keep them) and a reason in why[whysz]. */
 struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan *p, double pct,
 				      char *why, size_t whysz);
@@ -24,5 +25,8 @@ struct agent_budget *agent_budget_new(struct bpf_object *obj, const struct plan 
 int agent_budget_check(struct agent_budget *b, uint64_t now_ns, struct agent_budget_report *r);
 
 void agent_budget_free(struct agent_budget *b);
+
+/* The cost meter's totals of program prog of obj (agent_query_cost() says what they are). */
+int agent_cost_read(struct bpf_object *obj, int prog, struct agent_prog_cost *c);
 
 #endif

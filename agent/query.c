@@ -637,6 +637,13 @@ int agent_query_fd(const struct agent_query *q)
 	return q->plan->aggregating ? -1 : bpfrt_stream_fd(q->rt);
 }
 
+int agent_query_cost(const struct agent_query *q, int prog, struct agent_prog_cost *c)
+{
+	if (prog >= q->plan->nprogs)
+		return -ENOENT;
+	return agent_cost_read(q->obj, prog, c);
+}
+
 void agent_query_stop(struct agent_query *q)
 {
 	if (!q || q->stopped)

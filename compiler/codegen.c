@@ -1562,14 +1562,20 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 		snprintf(head, sizeof(head), "static __always_inline int %s_start(void *ctx)",
 			 pr->name);
 		emit_prog_fn(c, pr, false, head);
-		emit(c,
-		     "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n\t%s_end(ctx);\n\treturn %s_start(ctx);\n}\n",
-		     sec_name(pr->kind), pr->name, pr->name, pr->name);
-		return;
+	} else {
+		snprintf(head, sizeof(head), "static __always_inline int %s_body(void *ctx)",
+			 pr->name);
+		emit_prog_fn(c, pr, pr->is_end, head);
 	}
-	snprintf(head, sizeof(head), "SEC(\"%s\")\nint %s(void *ctx)", sec_name(pr->kind),
-		 pr->name);
-	emit_prog_fn(c, pr, pr->is_end, head);
+	/* the program: its body between the two halves of the cost meter (WEFT_COST_MAP) */
+	emit(c, "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
+	emit(c, "\tstruct weft_cost *_cost;\n\t__u64 _t0;\n\tint _rc;\n\n");
+	emit(c, "\t_cost = weft_cost_begin(&weft_cost, %d, &_t0);\n", (int)(pr - c->p->progs));
+	if (sema_span_same_probe(src))
+		emit(c, "\t%s_end(ctx);\n\t_rc = %s_start(ctx);\n", pr->name, pr->name);
+	else
+		emit(c, "\t_rc = %s_body(ctx);\n", pr->name);
+	emit(c, "\tweft_cost_end(_cost, _t0);\n\treturn _rc;\n}\n");
 }
 
 static const char prelude[] =
@@ -1719,6 +1725,10 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	emit(c,
 	     "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, 1);\n"
 	     "\t__type(key, __u32);\n\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
+	emit(c,
+	     "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, %d);\n"
+	     "\t__type(key, __u32);\n\t__type(value, struct weft_cost);\n} weft_cost SEC(\".maps\");\n",
+	     p->nprogs > 0 ? p->nprogs : 1);
 	fputs(body, c->out);
 	if (fclose(c->out) != 0)
 		rc = -EIO;

@@ -92,6 +92,30 @@ WEFT_INLINE __u32 weft_live(void)
 	return *(volatile __u32 *)&weft_ctl.live;
 }
 
+/*
+ * The cost meter (struct weft_cost, WEFT_COST_MAP): every generated program begins with
+ * weft_cost_begin() and ends with weft_cost_end(), its body between.  A run is counted; one in
+ * WEFT_COST_SAMPLE is timed.  `map` is the query's weft_cost map (declared by the generated
+ * code, one slot per program), `idx` the program's slot.
+ */
+WEFT_INLINE struct weft_cost *weft_cost_begin(void *map, __u32 idx, __u64 *t0)
+{
+	struct weft_cost *c = bpf_map_lookup_elem(map, &idx);
+
+	*t0 = 0;
+	if (c && (c->calls++ & (WEFT_COST_SAMPLE - 1)) == 0)
+		*t0 = bpf_ktime_get_ns();
+	return c;
+}
+
+WEFT_INLINE void weft_cost_end(struct weft_cost *c, __u64 t0)
+{
+	if (c && t0) {
+		c->ns += bpf_ktime_get_ns() - t0;
+		c->sampled++;
+	}
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Drop counters                                                                             */
 

@@ -27,6 +27,22 @@
 #define WEFT_EVENTS_MAP "weft_events" /* RINGBUF of stream records (WEFT_WANT_RINGBUF) */
 #define WEFT_STACKS0_MAP "weft_stacks_0" /* STACK_TRACE maps of epoch 0 and 1 (WEFT_WANT_STACKS) */
 #define WEFT_STACKS1_MAP "weft_stacks_1"
+#define WEFT_COST_MAP "weft_cost" /* PERCPU_ARRAY[programs] of struct weft_cost */
+
+/*
+ * What a query's programs cost, measured by the programs themselves (the CPU budget,
+ * agent/budget.c): per program and CPU, its runs, and for one run in WEFT_COST_SAMPLE (the
+ * first of each CPU, then every WEFT_COST_SAMPLE-th) the time from its start to its end
+ * (bpf_ktime_get_ns()).  The kernel's own statistics (bpf_enable_stats()) time every run of
+ * every BPF program of the host for as long as anyone holds them on; this times one run in
+ * WEFT_COST_SAMPLE of the query's own.  An object without the map is measured the old way.
+ */
+#define WEFT_COST_SAMPLE 32 /* a power of two */
+struct weft_cost {
+	__u64 calls; /* runs */
+	__u64 sampled; /* runs timed */
+	__u64 ns; /* their time */
+};
 
 /*
  * The epoch control word, the only variable of section WEFT_CTL_SEC.  Programs read `epoch`

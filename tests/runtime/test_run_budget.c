@@ -15,6 +15,7 @@
  * Nothing here asserts how long anything took: only verdicts, statuses and counts.
  */
 #include <dirent.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #include "agent/result.h"
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
+#include "kernel/weft_abi.h"
 #include "run_util.h"
 
 #define WEFT_EXIT_BUDGET 4 /* tools/weft.h */
@@ -317,6 +319,64 @@ static void test_stop_detaches_in_process(void **state)
 	wr_free(&wl);
 }
 
+/*
+ * The cost meter every program keeps (WEFT_COST_MAP), which the budget reads: every run
+ * counted, one in WEFT_COST_SAMPLE timed, the first included.  The workload runs on one CPU
+ * (the test's affinity, inherited), so that the timed runs are exactly those of one CPU's
+ * count: wl_ufuncs 500 calls wl_f05 exactly 1,000 times, runs 0, 32, ..., 992 are timed.
+ */
+static void test_meter_counts_every_run(void **state)
+{
+	struct compile_opts o = { .sz = sizeof(o) };
+	struct agent_query_opts ao = { .sz = sizeof(ao) }; /* no budget: the meter runs anyway */
+	struct agent_prog_cost cost;
+	struct compile_result res;
+	struct agent_err err;
+	struct diag_list dl;
+	struct agent_query *q = NULL;
+	struct wr_proc wl;
+	char query[PATH_MAX + 64];
+	char *argv[] = { (char *)wr_workload("wl_ufuncs"), (char *)"500", NULL };
+	cpu_set_t all, one;
+
+	(void)state;
+	if (!wr_ready())
+		wt_skip("tracing needs root, tracefs and the weft binary");
+	snprintf(query, sizeof(query), "from uprobe:%s:wl_f05 select count() as n",
+		 wr_workload("wl_ufuncs"));
+	diag_list_init(&dl, query, "query");
+	assert_int_equal(compiler_run(query, &o, PASS_CLANG, &dl, &res), 0);
+	assert_int_equal(res.plan->nprogs, 1);
+	assert_int_equal(agent_query_start(res.plan, res.object, res.object_sz, &ao, &q, &err), 0);
+	assert_int_equal(agent_query_cost(q, 0, &cost), 0);
+	assert_int_equal(cost.calls, 0);
+	assert_int_equal(cost.sampled, 0);
+	assert_int_equal(agent_query_cost(q, 1, &cost), -ENOENT);
+
+	assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	assert_int_equal(wr_workload_start(&wl, argv), 0);
+	assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+	assert_int_equal(wr_finish(&wl, 30000), 0);
+
+	assert_int_equal(agent_query_cost(q, 0, &cost), 0);
+	assert_int_equal(cost.calls, 1000);
+	assert_int_equal(cost.sampled, (1000 + WEFT_COST_SAMPLE - 1) / WEFT_COST_SAMPLE);
+	assert_true(cost.ns > 0);
+	assert_int_equal(window_count(q, res.plan), 1000);
+	agent_query_stop(q);
+	agent_query_free(q);
+	compile_result_free(&res);
+	diag_list_free(&dl);
+	wr_free(&wl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -326,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_budget_zero_is_unlimited),
 		cmocka_unit_test(test_bad_budget_refused),
 		cmocka_unit_test(test_stop_detaches_in_process),
+		cmocka_unit_test(test_meter_counts_every_run),
 	};
 
 	if (!wr_ready())

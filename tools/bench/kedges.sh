@@ -8,9 +8,9 @@
 # where every request pays for its four socket calls) in namespace C, joined by a veth pair,
 # as in tests/runtime/test_run_kedges.c.  Each "on" run's store is checked: exactly N + 1
 # traces whose client task is redis-benchmark (N SETs and the settings it fetches first).
-# Prints one line per run, then the medians and the drop, with the machine's load average; for
-# the weft configurations whose CPU budget has the kernel's BPF statistics on, also the median
-# cost of weft's program per call (run_time_ns / run_cnt, read with bpftool before detaching).
+# Prints one line per run, then the medians and the drop, with the machine's load average, and
+# for the weft configurations the median cost of weft's program per call as its own cost meter
+# timed it (one run in 32: the map weft_cost, read with bpftool before detaching).
 #
 # Usage: tools/bench/kedges.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          jq)
@@ -110,6 +110,24 @@ bench_run() {
 	awk -F'"' '$2 == "SET" { print $4 }' "$log/$1.csv"
 }
 
+# meter_ns: the time per timed run of kernel:sockets (program 0) in the newest weft_cost map
+meter_ns() {
+	local id
+	id=$(bpftool map show -j | jq '[.[] | select(.name == "weft_cost")] | max_by(.id) | .id')
+	bpftool map dump id "$id" -j | python3 -c '
+import json, struct, sys
+d = [e for e in json.load(sys.stdin) if e["key"] in (0, ["0x00", "0x00", "0x00", "0x00"])]
+s = n = 0
+for v in d[0]["values"]:
+    val = v["value"]
+    if isinstance(val, dict):
+        s += val["sampled"]; n += val["ns"]
+    else:
+        _, sa, ns = struct.unpack("<QQQ", bytes(int(x, 16) for x in val))
+        s += sa; n += ns
+print(n // s if s else 0)'
+}
+
 # run_on NAME [QUERY]: bench_run with weft attached; checks the store (or, for a sampled
 # query, that every request was seen and nothing lost)
 run_on() {
@@ -126,11 +144,9 @@ run_on() {
 		sleep 0.05
 	done
 	rps=$(bench_run "$1")
-	# the program's cost per call, while it is loaded (0 when the statistics are off)
-	# (the newest program of that name: the one this run loaded)
-	bpftool prog show -j | jq -r '[.[] | select(.name == "wp0")] | max_by(.id) |
-		if . and (.run_cnt // 0) > 0 then .run_time_ns / .run_cnt | floor else 0 end' \
-		>"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
+	# the program's cost per call, from weft's own cost meter (the map weft_cost: per CPU
+	# runs, runs timed, their time; the newest map of that name is this run's)
+	meter_ns >"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
 	kill -INT "$wpid"
 	wait "$wpid"
 	if [ -n "${2:-}" ]; then
