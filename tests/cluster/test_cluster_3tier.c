@@ -73,12 +73,7 @@ static struct fixture *live;
 
 static void fixture_clean(struct fixture *f)
 {
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl);
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net); /* the extra veths go with their namespaces */
+	cl_net_fini(&f->cl, &f->net, f->failed); /* the extra veths go with their namespaces */
 }
 
 static void clean_at_exit(void)
@@ -87,28 +82,10 @@ static void clean_at_exit(void)
 		fixture_clean(live);
 }
 
-/* A veth pair wft<pid><tag>a/b joining namespaces a and b, with addresses ipa, ipb (/30). */
-static void link_ns(struct fixture *f, const char *tag, int a, int b, const char *ipa,
-		    const char *ipb)
-{
-	char va[16], vb[16];
-
-	snprintf(va, sizeof(va), "wft%d%sa", (int)getpid(), tag);
-	snprintf(vb, sizeof(vb), "wft%d%sb", (int)getpid(), tag);
-	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", va, f->net.ns[a]), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[b]), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[a], ipa, va), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[b], ipb, vb), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[a], va), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[b], vb), 0);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char listen[64], log[32], pre[20];
-	int x;
+	char listen[64];
 
 	if (!f)
 		return -1;
@@ -120,18 +97,15 @@ static int group_setup(void **state)
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	/* the /24 cl_net_setup chose: 10.201.X.* */
-	assert_int_equal(sscanf(f->net.root_ip[0], "10.201.%d.", &x), 1);
-	snprintf(pre, sizeof(pre), "10.201.%d", x);
-	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
-	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
-	snprintf(f->ip[2], sizeof(f->ip[2]), "%s.105", pre);
-	snprintf(f->ip[3], sizeof(f->ip[3]), "%s.106", pre);
-	link_ns(f, "x", 0, 1, f->ip[0], f->ip[1]);
-	link_ns(f, "y", 1, 2, f->ip[2], f->ip[3]);
+	/* in the /24 cl_net_setup chose: 10.201.X.* */
+	snprintf(f->ip[0], sizeof(f->ip[0]), "10.201.%d.101", f->net.x);
+	snprintf(f->ip[1], sizeof(f->ip[1]), "10.201.%d.102", f->net.x);
+	snprintf(f->ip[2], sizeof(f->ip[2]), "10.201.%d.105", f->net.x);
+	snprintf(f->ip[3], sizeof(f->ip[3]), "10.201.%d.106", f->net.x);
+	cl_net_join(&f->net, "x", 0, 1, f->ip[0], f->ip[1], NULL, NULL);
+	cl_net_join(&f->net, "y", 1, 2, f->ip[2], f->ip[3], NULL, NULL);
 
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
@@ -161,14 +135,7 @@ static int group_setup(void **state)
 		(char *const[]){ (char *)"--graph-store", f->gpath, (char *)"--lateness",
 				 (char *)"15s", (char *)"--graph-forward", f->url,
 				 (char *)"--graph-forward-linger", (char *)"500ms", NULL });
-	for (int k = 0; k < NS; k++) {
-		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
-		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
-		f->agents[k] =
-			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
-				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
-		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
-	}
+	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	f->failed = false;
 	return 0;
 }

@@ -47,7 +47,7 @@
 
 #define NS 2
 #define N_SET 100
-#define REDIS_BIN "/usr/bin/redis-server"
+#define REDIS_BIN NU_REDIS_BIN
 #define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static const char *const hosts[NS] = { "h-server", "h-client" };
@@ -67,12 +67,7 @@ static struct fixture *live;
 
 static void fixture_clean(struct fixture *f)
 {
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl);
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net);
+	cl_net_fini(&f->cl, &f->net, f->failed);
 }
 
 static void clean_at_exit(void)
@@ -85,8 +80,7 @@ static int group_setup(void **state)
 {
 	static bool registered; /* clean_at_exit, once for every fixture */
 	struct fixture *f = calloc(1, sizeof(*f));
-	char listen[64], log[32], pre[20], va[16], vb[16];
-	int x;
+	char listen[64];
 
 	if (!f)
 		return -1;
@@ -98,42 +92,20 @@ static int group_setup(void **state)
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	assert_int_equal(sscanf(f->net.root_ip[0], "10.201.%d.", &x), 1);
-	snprintf(pre, sizeof(pre), "10.201.%d", x);
-	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
-	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
-	snprintf(f->ip6[0], sizeof(f->ip6[0]), "fd00:201:%d::101", x);
-	snprintf(f->ip6[1], sizeof(f->ip6[1]), "fd00:201:%d::102", x);
-	snprintf(va, sizeof(va), "wft%dxa", (int)getpid());
-	snprintf(vb, sizeof(vb), "wft%dxb", (int)getpid());
-	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", va, f->net.ns[0]), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[1]), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[0], f->ip[0], va), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[1], f->ip[1], vb), 0);
-	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[0], f->ip6[0], va),
-			 0);
-	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[1], f->ip6[1], vb),
-			 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[0], va), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[1], vb), 0);
+	snprintf(f->ip[0], sizeof(f->ip[0]), "10.201.%d.101", f->net.x);
+	snprintf(f->ip[1], sizeof(f->ip[1]), "10.201.%d.102", f->net.x);
+	snprintf(f->ip6[0], sizeof(f->ip6[0]), "fd00:201:%d::101", f->net.x);
+	snprintf(f->ip6[1], sizeof(f->ip6[1]), "fd00:201:%d::102", f->net.x);
+	cl_net_join(&f->net, "x", 0, 1, f->ip[0], f->ip[1], f->ip6[0], f->ip6[1]);
 
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
 	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL,
 			       (char *const[]){ (char *)"--graph-store", f->gpath,
 						(char *)"--lateness", (char *)"15s", NULL });
-	for (int k = 0; k < NS; k++) {
-		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
-		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
-		f->agents[k] =
-			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
-				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
-		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
-	}
+	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	f->failed = false;
 	return 0;
 }
@@ -236,27 +208,17 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	struct graph_store *s;
 	struct graph_trace_row *rows = NULL;
 	struct graph_filter fl = { .limit = 1000000 };
-	char query[256], num[32], why[512] = "", cmd[512], n[64];
+	char query[256], num[32], why[512] = "", n[64];
 	long by_npc[4] = { 0 };
 	uint64_t qid;
 	ssize_t nt;
-	int ready = 0;
 	long long tasks0 = graph_count(cl, "tasks"), matched0 = graph_count(cl, "kernel_matched");
 
 	assert_int_equal(graph_count(cl, "kernel_split") + graph_count(cl, "kernel_bad") +
 				 graph_count(cl, "kernel_dropped"),
 			 0);
-	redis = cl_spawn(cl, "redis", f->net.ns[0],
-			 (char *const[]){ (char *)REDIS_BIN, (char *)"--port", (char *)"6379",
-					  (char *)"--bind", (char *)addr, (char *)"--save",
-					  (char *)"", (char *)"--appendonly", (char *)"no",
-					  (char *)"--protected-mode", (char *)"no", NULL });
 	/* up when it answers (before the query runs: these pings are not traced) */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 f->net.ns[1], addr);
-	ready = CL_WAIT(system(cmd) == 0 || !cl_alive(redis), CL_WAIT_MS) && cl_alive(redis);
-	if (!ready)
-		fail_msg("redis-server did not come up: %s", cl_slurp(redis->out));
+	redis = cl_redis(cl, "redis", f->net.ns[0], f->net.ns[1], addr);
 
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "

@@ -39,53 +39,48 @@
 #include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/netns_util.h"
 #include "tests/skip.h"
 
 #define N_SET 200
-#define REDIS_BIN "/usr/bin/redis-server"
+#define REDIS_BIN NU_REDIS_BIN
 #define BENCH_BIN "/usr/bin/redis-benchmark"
 
-static char ns_s[64], ns_c[64], veth[16], addr_s[32], addr_c[32], dir[64];
+static char ns_s[64], ns_c[64], addr_s[32], addr_c[32], dir[64];
 static char addr6_s[48], addr6_c[48];
 /* the server address of the test running: what the client task names, the attributes' form */
 static const char *want_addr = addr_s;
 static bool want_v6;
 static pid_t redis_pid; /* killed at exit if a failure left it running */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == 0 ? 0 : -1;
-}
-
 static void clean(void)
 {
 	if (redis_pid > 0)
 		kill(redis_pid, SIGKILL);
-	if (ns_s[0]) {
-		sh("ip netns del %s 2>/dev/null", ns_s);
-		sh("ip netns del %s 2>/dev/null", ns_c);
+	nu_netns_del(ns_s); /* and with them the veth */
+	nu_netns_del(ns_c);
+	if (dir[0]) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", dir);
+		dir[0] = 0;
 	}
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
 }
 
 static int group_setup(void **state)
 {
 	int p = (int)getpid();
+	char va[16], vb[16];
+	struct nu_end s = { .ns = ns_s, .dev = va, .ip = addr_s, .ip6 = addr6_s };
+	struct nu_end c = { .ns = ns_c, .dev = vb, .ip = addr_c, .ip6 = addr6_c };
 
 	(void)state;
 	snprintf(ns_s, sizeof(ns_s), "weft-ke-%d-s", p);
 	snprintf(ns_c, sizeof(ns_c), "weft-ke-%d-c", p);
-	snprintf(veth, sizeof(veth), "wke%d", p % 10000000);
+	snprintf(va, sizeof(va), "wke%da", p % 10000000);
+	snprintf(vb, sizeof(vb), "wke%db", p % 10000000);
 	snprintf(addr_s, sizeof(addr_s), "10.231.%d.1", p % 250);
 	snprintf(addr_c, sizeof(addr_c), "10.231.%d.2", p % 250);
 	snprintf(addr6_s, sizeof(addr6_s), "fd00:231:%d::1", p % 250);
@@ -94,18 +89,7 @@ static int group_setup(void **state)
 	if (!mkdtemp(dir))
 		return -1;
 	atexit(clean);
-	if (sh("ip netns add %s && ip netns add %s", ns_s, ns_c) ||
-	    sh("ip link add %sa type veth peer name %sb", veth, veth) ||
-	    sh("ip link set %sa netns %s && ip link set %sb netns %s", veth, ns_s, veth, ns_c) ||
-	    sh("ip -n %s addr add %s/24 dev %sa && ip -n %s link set %sa up && "
-	       "ip -n %s link set lo up",
-	       ns_s, addr_s, veth, ns_s, veth, ns_s) ||
-	    sh("ip -n %s addr add %s/24 dev %sb && ip -n %s link set %sb up && "
-	       "ip -n %s link set lo up",
-	       ns_c, addr_c, veth, ns_c, veth, ns_c) ||
-	    sh("ip -n %s -6 addr add %s/64 dev %sa nodad && "
-	       "ip -n %s -6 addr add %s/64 dev %sb nodad",
-	       ns_s, addr6_s, veth, ns_c, addr6_c, veth))
+	if (nu_netns_add(ns_s) || nu_netns_add(ns_c) || nu_veth(&s, &c, 24))
 		return -1;
 	return 0;
 }
@@ -281,15 +265,7 @@ static void count_traces(const char *store, long bench, long redis, long by_npc[
 /* redis-server bound to `bind` in S, redis-benchmark against it from C, under weft run. */
 static void run_redis(const char *bind)
 {
-	char store[PATH_MAX], query[256], num[32], cmd[512];
-	char *rargv[] = { (char *)"ip",	     (char *)"netns",
-			  (char *)"exec",    ns_s,
-			  (char *)REDIS_BIN, (char *)"--port",
-			  (char *)"6379",    (char *)"--bind",
-			  (char *)bind,	     (char *)"--save",
-			  (char *)"",	     (char *)"--appendonly",
-			  (char *)"no",	     (char *)"--protected-mode",
-			  (char *)"no",	     NULL };
+	char store[PATH_MAX], query[256], num[32];
 	char *bargv[] = { (char *)"ip", (char *)"netns",   (char *)"exec",
 			  ns_c,		(char *)BENCH_BIN, (char *)"-h",
 			  (char *)bind, (char *)"-p",	   (char *)"6379",
@@ -299,24 +275,13 @@ static void run_redis(const char *bind)
 			  NULL };
 	struct wr_proc redis, weft, bench;
 	long by_npc[3] = { 0 };
-	int ready = 0;
 
 	snprintf(store, sizeof(store), "%s/kedges-%s.db", dir, want_v6 ? "6" : "4");
 	snprintf(num, sizeof(num), "%d", N_SET);
-	assert_int_equal(wr_start(&redis, rargv), 0);
-	redis_pid = redis.pid;
-	wr_close_stdin(&redis);
 	/* up when it answers (before weft attaches: these pings are not traced) */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 ns_c, bind);
-	for (uint64_t end = wr_now_ms() + WR_TIMEOUT_MS; !ready && wr_now_ms() < end;) {
-		ready = system(cmd) == 0;
-		wr_pump(&redis, ready ? 0 : 50);
-	}
-	if (!ready) {
-		wr_dump(&redis, "redis-server");
+	if (nu_redis_start(&redis, ns_s, ns_c, bind) != 0)
 		fail_msg("redis-server did not come up");
-	}
+	redis_pid = redis.pid;
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "
 		 "where pid = %d or comm = 'redis-benchmark' graph",
@@ -367,8 +332,7 @@ static void run_redis(const char *bind)
 		wr_dump(&weft, "weft run");
 		fail_msg("weft run failed");
 	}
-	kill(redis.pid, SIGTERM);
-	wr_finish(&redis, WR_TIMEOUT_MS);
+	nu_redis_stop(&redis);
 	redis_pid = 0;
 
 	/* and after it ended, still exactly those: nothing stored twice, nothing late */
