@@ -144,6 +144,67 @@ static uint64_t side_id(struct cl_proc *p, const char *side, const char *agent)
 	return id;
 }
 
+/*
+ * `weft vm sync` of the fixture's pair (host side on vmhost, guest side on vmguest), logging
+ * into LOG, with --every EVERY unless it is NULL, --format json or text; returns once each
+ * agent runs its side, with the sides' query ids in *hid and *gid.
+ */
+static struct cl_proc *vs_spawn(struct fixture *f, const char *log, const char *every, bool json,
+				uint64_t *hid, uint64_t *gid)
+{
+	struct cl *cl = &f->cl;
+	char *argv[WR_MAX_ARGS], needle[64];
+	struct cl_proc *vs;
+	int n = 0;
+
+	argv[n++] = getenv("WEFT_BIN");
+	argv[n++] = (char *)"vm";
+	argv[n++] = (char *)"sync";
+	argv[n++] = (char *)"--to";
+	argv[n++] = cl->endpoint;
+	argv[n++] = (char *)"--server-key";
+	argv[n++] = (char *)cl_pub(cl, cl->client_server);
+	argv[n++] = (char *)"--key";
+	argv[n++] = (char *)cl_path(cl, "me.key");
+	argv[n++] = (char *)"--host-agent";
+	argv[n++] = (char *)"vmhost";
+	argv[n++] = (char *)"--guest-agent";
+	argv[n++] = (char *)"vmguest";
+	argv[n++] = (char *)"--guest-binary";
+	argv[n++] = f->wl;
+	argv[n++] = (char *)"--hypercall-source";
+	argv[n++] = f->source;
+	if (every) {
+		argv[n++] = (char *)"--every";
+		argv[n++] = (char *)every;
+	}
+	argv[n++] = (char *)"--format";
+	argv[n++] = (char *)(json ? "json" : "text");
+	argv[n] = NULL;
+	vs = cl_spawn(cl, log, NULL, argv);
+	*hid = side_id(vs, "host", "vmhost");
+	*gid = side_id(vs, "guest", "vmguest");
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)*hid);
+	cl_expect_log(f->host, needle, CL_WAIT_MS);
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)*gid);
+	cl_expect_log(f->guest, needle, CL_WAIT_MS);
+	return vs;
+}
+
+/* The workload (NPOINTS points, clock offset K_NS, `mode`) run to its end, logging into LOG,
+ * its points written to `points`. */
+static void vs_workload(struct fixture *f, const char *log, const char *points, const char *mode)
+{
+	char n[16], k[32];
+	struct cl_proc *wl;
+
+	snprintf(n, sizeof(n), "%d", NPOINTS);
+	snprintf(k, sizeof(k), "%lld", K_NS);
+	wl = cl_spawn(&f->cl, log, NULL,
+		      (char *const[]){ f->wl, n, k, (char *)points, (char *)mode, NULL });
+	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+}
+
 struct run {
 	uint64_t hid, gid;
 	struct cl_proc *vs;
@@ -155,48 +216,14 @@ struct run {
 static void run_sync(struct fixture *f, struct run *r, const char *mode, bool json)
 {
 	struct cl *cl = &f->cl;
-	char log[32], wlog[32], needle[64], n[16], k[32];
-	struct cl_proc *wl;
+	char log[32], wlog[32], needle[64];
 
 	f->runs++;
 	snprintf(log, sizeof(log), "vmsync-%d", f->runs);
 	snprintf(wlog, sizeof(wlog), "wl-%d", f->runs);
 	snprintf(r->points, sizeof(r->points), "%s/points-%d.txt", cl->dir, f->runs);
-	r->vs = cl_spawn(cl, log, NULL,
-			 (char *const[]){ getenv("WEFT_BIN"),
-					  (char *)"vm",
-					  (char *)"sync",
-					  (char *)"--to",
-					  cl->endpoint,
-					  (char *)"--server-key",
-					  (char *)cl_pub(cl, cl->client_server),
-					  (char *)"--key",
-					  (char *)cl_path(cl, "me.key"),
-					  (char *)"--host-agent",
-					  (char *)"vmhost",
-					  (char *)"--guest-agent",
-					  (char *)"vmguest",
-					  (char *)"--guest-binary",
-					  f->wl,
-					  (char *)"--hypercall-source",
-					  f->source,
-					  (char *)"--every",
-					  (char *)"1s",
-					  (char *)"--format",
-					  (char *)(json ? "json" : "text"),
-					  NULL });
-	r->hid = side_id(r->vs, "host", "vmhost");
-	r->gid = side_id(r->vs, "guest", "vmguest");
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
-	cl_expect_log(f->host, needle, CL_WAIT_MS);
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
-	cl_expect_log(f->guest, needle, CL_WAIT_MS);
-
-	snprintf(n, sizeof(n), "%d", NPOINTS);
-	snprintf(k, sizeof(k), "%lld", K_NS);
-	wl = cl_spawn(cl, wlog, NULL,
-		      (char *const[]){ f->wl, n, k, r->points, (char *)mode, NULL });
-	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	r->vs = vs_spawn(f, log, "1s", json, &r->hid, &r->gid);
+	vs_workload(f, wlog, r->points, mode);
 
 	kill(r->vs->pid, SIGINT); /* cancels both queries, waits for their last windows */
 	r->status = cl_wait_exit(r->vs, CL_WAIT_MS);
@@ -479,47 +506,17 @@ static void test_restart(void **state)
 {
 	struct fixture *f = *state;
 	struct cl *cl = &f->cl;
-	char want[64], before[4096], needle[64], n[16], k[32], pts[PATH_MAX];
-	struct cl_proc *vs, *wl;
+	char want[64], before[4096], needle[64], pts[PATH_MAX];
+	struct cl_proc *vs;
 	uint64_t hid, gid;
 	struct wj *st, *line;
 	const struct wj *s0;
 	long long lo, hi;
 
 	cl->passed = false;
-	vs = cl_spawn(cl, "vmsync-restart", NULL,
-		      (char *const[]){ getenv("WEFT_BIN"),
-				       (char *)"vm",
-				       (char *)"sync",
-				       (char *)"--to",
-				       cl->endpoint,
-				       (char *)"--server-key",
-				       (char *)cl_pub(cl, cl->client_server),
-				       (char *)"--key",
-				       (char *)cl_path(cl, "me.key"),
-				       (char *)"--host-agent",
-				       (char *)"vmhost",
-				       (char *)"--guest-agent",
-				       (char *)"vmguest",
-				       (char *)"--guest-binary",
-				       f->wl,
-				       (char *)"--hypercall-source",
-				       f->source,
-				       (char *)"--format",
-				       (char *)"json",
-				       NULL });
-	hid = side_id(vs, "host", "vmhost");
-	gid = side_id(vs, "guest", "vmguest");
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
-	cl_expect_log(f->host, needle, CL_WAIT_MS);
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
-	cl_expect_log(f->guest, needle, CL_WAIT_MS);
-	snprintf(n, sizeof(n), "%d", NPOINTS);
-	snprintf(k, sizeof(k), "%lld", K_NS);
+	vs = vs_spawn(f, "vmsync-restart", NULL, true, &hid, &gid);
 	snprintf(pts, sizeof(pts), "%s/points-restart.txt", cl->dir);
-	wl = cl_spawn(cl, "wl-restart", NULL,
-		      (char *const[]){ f->wl, n, k, pts, (char *)"ok", NULL });
-	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	vs_workload(f, "wl-restart", pts, "ok");
 	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
 	assert_true(CL_WAIT(last_line_with(vs->out, want, before, sizeof(before)), CL_WAIT_MS));
 	line = wj_parse(before, strlen(before));
