@@ -406,6 +406,31 @@ static inline void cl_fini(struct cl *cl)
 	cl->nprocs = 0;
 }
 
+/* cmocka set-up of a test with a cluster of its own (*state: a struct cl), made by cl_init()
+ * where the test can run (wr_ready()); a test that cannot sees cl->dir empty. */
+static inline int cl_test_setup(void **state)
+{
+	struct cl *cl = calloc(1, sizeof(*cl));
+
+	if (!cl)
+		return -1;
+	if (wr_ready())
+		cl_init(cl);
+	*state = cl;
+	return 0;
+}
+
+/* Its teardown: cl_fini() of what cl_init() made. */
+static inline int cl_test_teardown(void **state)
+{
+	struct cl *cl = *state;
+
+	if (cl->dir[0])
+		cl_fini(cl);
+	free(cl);
+	return 0;
+}
+
 /*
  * `weft aggregator` named NAME (its key DIR/NAME.key, made here unless it exists; store
  * DIR/NAME.sqlite) listening on `listen` (NULL: the test's endpoint), with short lateness
@@ -608,6 +633,32 @@ static inline struct wj *cl_status(struct cl *cl, const char *endpoint)
 	}
 	wr_free(&p);
 	return v;
+}
+
+/* A count of the graph store's object in `weft status --format json` (of its `forward`
+ * object with fwd); fails the test if there is no such object. */
+static inline long long cl_status_graph(struct cl *cl, bool fwd, const char *name)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *g = wj_get(st, "graph");
+	long long v;
+
+	if (fwd)
+		g = g ? wj_get(g, "forward") : NULL;
+	assert_non_null(g);
+	v = wj_int_of(g, name);
+	wj_free(st);
+	return v;
+}
+
+static inline long long cl_graph_count(struct cl *cl, const char *name)
+{
+	return cl_status_graph(cl, false, name);
+}
+
+static inline long long cl_fwd_count(struct cl *cl, const char *name)
+{
+	return cl_status_graph(cl, true, name);
 }
 
 /* The agent entry of host in a status (NULL if not listed). */

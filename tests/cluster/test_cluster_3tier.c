@@ -184,32 +184,6 @@ static int tier_start(struct fixture *f, int k, const char *name, char *const ar
 	return port;
 }
 
-/* A count of the graph store's object in `weft status --format json`. */
-static long long graph_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph");
-	long long v;
-
-	assert_non_null(g);
-	v = wj_int_of(g, name);
-	wj_free(st);
-	return v;
-}
-
-/* A count of the graph store's forward object in `weft status --format json`. */
-static long long fwd_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph"), *w = g ? wj_get(g, "forward") : NULL;
-	long long v;
-
-	assert_non_null(w);
-	v = wj_int_of(w, name);
-	wj_free(st);
-	return v;
-}
-
 static long long graph_windows_sum(const char *path, const char *name, long long *incomplete)
 {
 	char *out = cl_slurp(path), *line, *save = NULL;
@@ -288,14 +262,14 @@ static void test_stitched(void **state)
 	cl_expect_end(sub);
 	/* a tier's last batch may come after the last window (a batch after the end is stored
 	 * and checked alone): wait for every task, then for nothing more to come */
-	if (!CL_WAIT(graph_count(cl, "tasks") >= 4 * NREQ, 60000))
-		fail_msg("%lld tasks stored, not %d", graph_count(cl, "tasks"), 4 * NREQ);
-	assert_int_equal(graph_count(cl, "tasks"), 4 * NREQ);
-	assert_int_equal(graph_count(cl, "events"), 3 * NREQ);
-	assert_int_equal(graph_count(cl, "edges"), 2 * NREQ);
-	assert_int_equal(graph_count(cl, "rejected"), 0);
-	assert_int_equal(graph_count(cl, "failed"), 0);
-	assert_int_equal(graph_count(cl, "lost"), 0);
+	if (!CL_WAIT(cl_graph_count(cl, "tasks") >= 4 * NREQ, 60000))
+		fail_msg("%lld tasks stored, not %d", cl_graph_count(cl, "tasks"), 4 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "tasks"), 4 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "events"), 3 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "edges"), 2 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "rejected"), 0);
+	assert_int_equal(cl_graph_count(cl, "failed"), 0);
+	assert_int_equal(cl_graph_count(cl, "lost"), 0);
 	s = graph_store_open(f->gpath, why, sizeof(why));
 	if (!s)
 		fail_msg("%s", why);
@@ -322,13 +296,15 @@ static void test_stitched(void **state)
 		long nl = 0, roots = 0, evs = 0, links = 0, per[NREQ] = { 0 };
 
 		snprintf(spans, sizeof(spans), "%s/spans", cl->dir);
-		if (!CL_WAIT(fwd_count(cl, "sent") >= 4 * NREQ && fwd_count(cl, "pending") == 0,
+		if (!CL_WAIT(cl_fwd_count(cl, "sent") >= 4 * NREQ &&
+				     cl_fwd_count(cl, "pending") == 0,
 			     60000))
-			fail_msg("%lld spans forwarded, not %d", fwd_count(cl, "sent"), 4 * NREQ);
-		assert_int_equal(fwd_count(cl, "sent"), 4 * NREQ);
-		assert_int_equal(fwd_count(cl, "dropped"), 0);
-		assert_int_equal(fwd_count(cl, "repeated"), 0);
-		assert_int_equal(fwd_count(cl, "late"), 0);
+			fail_msg("%lld spans forwarded, not %d", cl_fwd_count(cl, "sent"),
+				 4 * NREQ);
+		assert_int_equal(cl_fwd_count(cl, "sent"), 4 * NREQ);
+		assert_int_equal(cl_fwd_count(cl, "dropped"), 0);
+		assert_int_equal(cl_fwd_count(cl, "repeated"), 0);
+		assert_int_equal(cl_fwd_count(cl, "late"), 0);
 		o = cl_slurp(spans);
 		assert_non_null(o);
 		for (line = strtok_r(o, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

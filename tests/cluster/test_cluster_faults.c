@@ -38,27 +38,6 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 static void expect_running(struct cl_proc *agent, uint64_t id)
 {
 	char needle[64];
@@ -492,11 +471,13 @@ static void test_slow_client(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_aggregator_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_aggregator_restart_open_windows, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_slow_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_restart, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_aggregator_restart, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_aggregator_restart_open_windows, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_slow_client, cl_test_setup, cl_test_teardown),
 	};
 
 	if (!wr_ready())

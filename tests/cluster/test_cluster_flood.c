@@ -180,16 +180,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* A status that answers, with the three agents alive. */
 static void expect_status(struct cl *cl, const char *const *hosts)
 {
@@ -324,7 +314,7 @@ static void test_flood(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood, setup, cl_test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -121,19 +121,6 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-/* A count of the graph store's object in `weft status --format json`. */
-static long long graph_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph");
-	long long v;
-
-	assert_non_null(g);
-	v = wj_int_of(g, name);
-	wj_free(st);
-	return v;
-}
-
 /* 0 (not this benchmark's trace), or the number of processCommand tasks of a trace of
  * exactly the expected shape; fails the test on any other shape. */
 static int classify(const struct graph *g, const char *addr_s, bool v6, long bench, long redis,
@@ -212,10 +199,11 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	long by_npc[4] = { 0 };
 	uint64_t qid;
 	ssize_t nt;
-	long long tasks0 = graph_count(cl, "tasks"), matched0 = graph_count(cl, "kernel_matched");
+	long long tasks0 = cl_graph_count(cl, "tasks"),
+		  matched0 = cl_graph_count(cl, "kernel_matched");
 
-	assert_int_equal(graph_count(cl, "kernel_split") + graph_count(cl, "kernel_bad") +
-				 graph_count(cl, "kernel_dropped"),
+	assert_int_equal(cl_graph_count(cl, "kernel_split") + cl_graph_count(cl, "kernel_bad") +
+				 cl_graph_count(cl, "kernel_dropped"),
 			 0);
 	/* up when it answers (before the query runs: these pings are not traced) */
 	redis = cl_redis(cl, "redis", f->net.ns[0], f->net.ns[1], addr);
@@ -241,22 +229,22 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	 * redis-server stopped (no record comes on either host), every task (client, server,
 	 * processCommand) is stored while the query still runs */
 	assert_int_equal(kill(redis->pid, SIGSTOP), 0);
-	if (!CL_WAIT(graph_count(cl, "tasks") - tasks0 >= 3 * N_SET + 4, 60000))
+	if (!CL_WAIT(cl_graph_count(cl, "tasks") - tasks0 >= 3 * N_SET + 4, 60000))
 		fail_msg("%lld tasks stored while the query ran, not %d",
-			 graph_count(cl, "tasks") - tasks0, 3 * N_SET + 4);
+			 cl_graph_count(cl, "tasks") - tasks0, 3 * N_SET + 4);
 	assert_int_equal(kill(redis->pid, SIGCONT), 0);
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
 	cl_stop(redis, SIGTERM, 10000);
-	assert_int_equal(graph_count(cl, "rejected"), 0);
-	assert_int_equal(graph_count(cl, "failed"), 0);
+	assert_int_equal(cl_graph_count(cl, "rejected"), 0);
+	assert_int_equal(cl_graph_count(cl, "failed"), 0);
 	/* the aggregator's matching, as `weft status` says it: one message edge a request
 	 * (and one for the settings), each a send of h-client's agent matched with a receive
 	 * of h-server's; nothing refused, forgotten or left unjoined */
-	assert_int_equal(graph_count(cl, "kernel_matched") - matched0, N_SET + 1);
-	assert_int_equal(graph_count(cl, "kernel_split"), 0);
-	assert_int_equal(graph_count(cl, "kernel_bad"), 0);
-	assert_int_equal(graph_count(cl, "kernel_dropped"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_matched") - matched0, N_SET + 1);
+	assert_int_equal(cl_graph_count(cl, "kernel_split"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_bad"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_dropped"), 0);
 
 	s = graph_store_open(f->gpath, why, sizeof(why));
 	if (!s)

@@ -33,27 +33,6 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* Waits for "query ID running" on an agent's log: its probes are attached. */
 static void expect_running(struct cl_proc *agent, uint64_t id)
 {
@@ -456,9 +435,9 @@ static void test_hostile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_merge, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_keys, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_hostile, cl_test_setup, cl_test_teardown),
 	};
 
 	if (!wr_ready())

@@ -33,27 +33,6 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 static void test_tree(void **state)
 {
 	static const char *const hosts[] = { "a", "b", NULL };
@@ -273,8 +252,9 @@ static void test_parent_welcome_seq(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_parent_welcome_seq, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_parent_welcome_seq, cl_test_setup,
+						cl_test_teardown),
 	};
 
 	if (!wr_ready())
