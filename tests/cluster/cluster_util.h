@@ -1245,6 +1245,51 @@ static inline void cl_net_fini(struct cl *cl, struct cl_net *net, bool failed)
 	cl_net_teardown(net);
 }
 
+/* The cluster of the group of tests running now, in namespaces, for the exit handler. */
+struct cl_net_group {
+	struct cl *cl;
+	struct cl_net *net;
+	const bool *failed;
+};
+
+static inline struct cl_net_group *cl_net_group_live(void)
+{
+	static struct cl_net_group g;
+
+	return &g;
+}
+
+static inline void cl_net_group_at_exit(void)
+{
+	struct cl_net_group *g = cl_net_group_live();
+
+	if (g->cl)
+		cl_net_fini(g->cl, g->net, *g->failed);
+}
+
+/*
+ * Called first in a group set-up: the group's cluster (its cl, net and failed flag) is taken
+ * down at exit unless its teardown ran (a failed group set-up skips the teardown, and the
+ * namespaces must not outlive the test).  The exit handler is registered once.
+ */
+static inline void cl_net_group_begin(struct cl *cl, struct cl_net *net, const bool *failed)
+{
+	static bool registered;
+
+	if (!registered)
+		atexit(cl_net_group_at_exit);
+	registered = true;
+	*cl_net_group_live() = (struct cl_net_group){ .cl = cl, .net = net, .failed = failed };
+}
+
+/* The group teardown: cl_net_fini(), the logs kept if the group or its last test failed;
+ * nothing is left for the exit handler. */
+static inline void cl_net_group_end(struct cl *cl, struct cl_net *net, bool failed)
+{
+	cl_net_fini(cl, net, failed || !cl->passed);
+	*cl_net_group_live() = (struct cl_net_group){ 0 };
+}
+
 /* The aggregator's endpoint on the root end of the first veth, tcp://IP:PORT, into listen
  * (64 bytes) and cl->endpoint, where the clients connect. */
 static inline void cl_net_endpoint(struct cl *cl, const struct cl_net *net, char listen[64])

@@ -69,19 +69,6 @@ struct fixture {
 	bool failed;
 };
 
-static struct fixture *live;
-
-static void fixture_clean(struct fixture *f)
-{
-	cl_net_fini(&f->cl, &f->net, f->failed); /* the extra veths go with their namespaces */
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -92,8 +79,7 @@ static int group_setup(void **state)
 	*state = f;
 	if (!wr_ready())
 		return 0; /* the test skips */
-	live = f;
-	atexit(clean_at_exit);
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
@@ -144,9 +130,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	f->failed |= !f->cl.passed;
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }

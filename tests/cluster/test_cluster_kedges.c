@@ -63,32 +63,15 @@ struct fixture {
 	bool failed;
 };
 
-static struct fixture *live;
-
-static void fixture_clean(struct fixture *f)
-{
-	cl_net_fini(&f->cl, &f->net, f->failed);
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
-	static bool registered; /* clean_at_exit, once for every fixture */
 	struct fixture *f = calloc(1, sizeof(*f));
 	char listen[64];
 
 	if (!f)
 		return -1;
 	*state = f;
-	live = f;
-	if (!registered)
-		atexit(clean_at_exit);
-	registered = true;
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
@@ -114,9 +97,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	f->failed |= !f->cl.passed;
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }

@@ -49,20 +49,6 @@ struct fixture {
 	bool failed; /* some test of the group failed: keep the logs */
 };
 
-static struct fixture *live; /* for the exit handler */
-
-/* The group teardown's work, also run at exit: a failed group setup skips the teardown. */
-static void fixture_clean(struct fixture *f)
-{
-	cl_net_fini(&f->cl, &f->net, f->failed);
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -71,8 +57,7 @@ static int group_setup(void **state)
 	if (!f)
 		return -1;
 	*state = f;
-	live = f;
-	atexit(clean_at_exit);
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true; /* until the setup is through */
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
@@ -94,8 +79,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }
