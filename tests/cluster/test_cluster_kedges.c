@@ -43,6 +43,7 @@
 
 #include "graph/store.h"
 #include "tests/cluster/cluster_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/skip.h"
 
 #define NS 2
@@ -102,84 +103,16 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-/* 0 (not this benchmark's trace), or the number of processCommand tasks of a trace of
- * exactly the expected shape; fails the test on any other shape. */
-static int classify(const struct graph *g, const char *addr_s, bool v6, long bench, long redis,
-		    bool *has_redis)
-{
-	const struct graph_task *cl = NULL, *sv = NULL;
-	char want[64];
-	int npc = 0, nmsg = 0, npar = 0;
-
-	*has_redis = false;
-	for (size_t i = 0; i < g->ntasks; i++) {
-		*has_redis |= g->tasks[i].pid == redis;
-		if (g->tasks[i].pid == bench)
-			cl = &g->tasks[i];
-	}
-	if (!cl)
-		return 0;
-	snprintf(want, sizeof(want), v6 ? "request [%s]:6379" : "request %s:6379", addr_s);
-	assert_string_equal(cl->service, "redis-benchmark");
-	assert_string_equal(cl->name, want);
-	assert_string_equal(cl->host, hosts[1]);
-	assert_int_equal(cl->parent, 0);
-	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
-	for (size_t i = 0; i < g->ntasks; i++)
-		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
-			assert_null(sv);
-			sv = &g->tasks[i];
-		}
-	if (!sv)
-		fail_msg("a trace of redis-benchmark without a server task");
-	assert_int_equal(sv->pid, redis);
-	assert_string_equal(sv->service, "redis-server");
-	assert_string_equal(sv->host, hosts[0]);
-	assert_int_equal(sv->parent, 0);
-	for (size_t i = 0; i < g->ntasks; i++) {
-		const struct graph_task *k = &g->tasks[i];
-
-		if (k == cl || k == sv)
-			continue;
-		assert_string_equal(k->name, "processCommand");
-		assert_string_equal(k->host, hosts[0]);
-		assert_int_equal(k->parent, sv->id);
-		assert_int_equal(k->tid, sv->tid);
-		assert_true(k->start >= sv->start && k->end <= sv->end);
-		npc++;
-	}
-	for (size_t i = 0; i < g->nedges; i++) {
-		const struct graph_edge *e = &g->edges[i];
-
-		if (e->kind == GRAPH_EDGE_MESSAGE) {
-			assert_int_equal(e->from_task, cl->id);
-			assert_int_equal(e->to_task, sv->id);
-			nmsg++;
-		} else {
-			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
-			assert_int_equal(e->from_task, sv->id);
-			npar++;
-		}
-	}
-	assert_int_equal(nmsg, 1);
-	assert_int_equal(npar, npc);
-	assert_int_equal(g->ntasks, 2 + (size_t)npc);
-	return npc;
-}
-
 /* redis-server in h-server bound to addr (f->ip[0] or f->ip6[0]), redis-benchmark from
  * h-client; the aggregator's counts are checked against what they were before. */
 static void run_across(struct fixture *f, const char *addr, bool v6)
 {
 	struct cl *cl = &f->cl;
 	struct cl_proc *sub, *redis, *bench;
-	struct graph_store *s;
-	struct graph_trace_row *rows = NULL;
-	struct graph_filter fl = { .limit = 1000000 };
-	char query[256], num[32], why[512] = "", n[64];
-	long by_npc[4] = { 0 };
+	struct ke_redis x = { .client_host = hosts[1], .server_host = hosts[0] };
+	char query[256], num[32], n[64];
+	long by_npc[3];
 	uint64_t qid;
-	ssize_t nt;
 	long long tasks0 = cl_graph_count(cl, "tasks"),
 		  matched0 = cl_graph_count(cl, "kernel_matched");
 
@@ -227,32 +160,10 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	assert_int_equal(cl_graph_count(cl, "kernel_bad"), 0);
 	assert_int_equal(cl_graph_count(cl, "kernel_dropped"), 0);
 
-	s = graph_store_open(f->gpath, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", f->gpath, why);
-	nt = graph_store_list(s, &fl, &rows, why, sizeof(why));
-	if (nt < 0)
-		fail_msg("list: %s", why);
-	for (ssize_t i = 0; i < nt; i++) {
-		struct graph g;
-		char hex[33];
-		bool has_redis;
-		int k;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, addr, v6, (long)bench->pid, (long)redis->pid, &has_redis);
-		if (k == 0 && has_redis)
-			fail_msg("trace %s holds work of redis-server but no request", hex);
-		if (k > 2)
-			fail_msg("trace %s: %d processCommand tasks", hex, k);
-		by_npc[k]++;
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
+	x.bench = (long)bench->pid;
+	x.redis = (long)redis->pid;
+	snprintf(x.request, sizeof(x.request), v6 ? "request [%s]:6379" : "request %s:6379", addr);
+	ke_redis_count(f->gpath, &x, by_npc);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
 }

@@ -39,6 +39,7 @@
 #include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/netns_util.h"
 #include "tests/skip.h"
 
@@ -161,105 +162,13 @@ static void check_kattrs(const struct graph_task *cl, const struct graph_task *s
 	json_decref(sa);
 }
 
-/* What one trace is: 0 (not this benchmark's), or the number of processCommand tasks of a
- * trace of exactly the expected shape; fails the test on any other shape. */
-static int classify(const struct graph *g, long bench, long redis, bool *has_redis)
+/* What this test checks of a trace's client and server tasks beyond their shape
+ * (ke_redis_trace()): the server task within the client task (one clock, a millisecond of
+ * slack) and the addresses they ship (check_kattrs()). */
+static void check_pair(const struct graph_task *cl, const struct graph_task *sv)
 {
-	const struct graph_task *cl = NULL, *sv = NULL;
-	char want[64];
-	int npc = 0, nmsg = 0, npar = 0;
-
-	*has_redis = false;
-	for (size_t i = 0; i < g->ntasks; i++) {
-		*has_redis |= g->tasks[i].pid == redis;
-		if (g->tasks[i].pid == bench)
-			cl = &g->tasks[i];
-	}
-	if (!cl)
-		return 0;
-	snprintf(want, sizeof(want), want_v6 ? "request [%s]:6379" : "request %s:6379", want_addr);
-	assert_string_equal(cl->service, "redis-benchmark");
-	assert_string_equal(cl->name, want);
-	assert_int_equal(cl->parent, 0);
-	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
-	for (size_t i = 0; i < g->ntasks; i++)
-		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
-			assert_null(sv);
-			sv = &g->tasks[i];
-		}
-	if (!sv)
-		fail_msg("a trace of redis-benchmark without a server task");
-	assert_int_equal(sv->pid, redis);
-	assert_string_equal(sv->service, "redis-server");
-	assert_int_equal(sv->parent, 0);
 	assert_true(sv->start >= cl->start - 1000000 && sv->end <= cl->end + 1000000);
 	check_kattrs(cl, sv);
-	for (size_t i = 0; i < g->ntasks; i++) {
-		const struct graph_task *k = &g->tasks[i];
-
-		if (k == cl || k == sv)
-			continue;
-		assert_string_equal(k->name, "processCommand");
-		assert_int_equal(k->parent, sv->id);
-		assert_int_equal(k->tid, sv->tid);
-		assert_true(k->start >= sv->start && k->end <= sv->end);
-		npc++;
-	}
-	for (size_t i = 0; i < g->nedges; i++) {
-		const struct graph_edge *e = &g->edges[i];
-
-		if (e->kind == GRAPH_EDGE_MESSAGE) {
-			assert_int_equal(e->from_task, cl->id);
-			assert_int_equal(e->to_task, sv->id);
-			nmsg++;
-		} else {
-			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
-			assert_int_equal(e->from_task, sv->id);
-			npar++;
-		}
-	}
-	assert_int_equal(nmsg, 1);
-	assert_int_equal(npar, npc);
-	assert_int_equal(g->ntasks, 2 + (size_t)npc);
-	return npc;
-}
-
-/* The traces of store by their number of processCommand tasks (classify()) into by_npc[3]. */
-static void count_traces(const char *store, long bench, long redis, long by_npc[3])
-{
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
-	struct graph_store *s;
-	char why[512] = "";
-	ssize_t n;
-
-	memset(by_npc, 0, 3 * sizeof(*by_npc));
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
-	for (ssize_t i = 0; i < n; i++) {
-		struct graph g;
-		char hex[33];
-		bool has_redis;
-		int k;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, bench, redis, &has_redis);
-		if (k == 0 && has_redis)
-			fail_msg("trace %s holds work of redis-server but no request", hex);
-		if (k > 2)
-			fail_msg("trace %s: %d processCommand tasks", hex, k);
-		by_npc[k]++;
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
 }
 
 /* redis-server bound to `bind` in S, redis-benchmark against it from C, under weft run. */
@@ -274,6 +183,7 @@ static void run_redis(const char *bind)
 			  (char *)"-P", (char *)"1",	   (char *)"-q",
 			  NULL };
 	struct wr_proc redis, weft, bench;
+	struct ke_redis x = { .check_pair = check_pair };
 	long by_npc[3] = { 0 };
 
 	snprintf(store, sizeof(store), "%s/kedges-%s.db", dir, want_v6 ? "6" : "4");
@@ -311,13 +221,17 @@ static void run_redis(const char *bind)
 	 * within a few seconds, as the last exchanges complete by the clock (their last op a
 	 * second old, then the next drain), not only when the query ends.
 	 */
+	x.bench = (long)bench.pid;
+	x.redis = (long)redis.pid;
+	snprintf(x.request, sizeof(x.request), want_v6 ? "request [%s]:6379" : "request %s:6379",
+		 want_addr);
 	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
 	{
 		uint64_t t0 = wr_now_ms(), end = t0 + 15000; /* a drain a second: ~2 s */
 
 		for (;;) {
 			wr_pump(&weft, 200);
-			count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
+			ke_redis_count(store, &x, by_npc);
 			if ((by_npc[1] == N_SET && by_npc[2] == 1) || wr_now_ms() >= end)
 				break;
 		}
@@ -336,7 +250,7 @@ static void run_redis(const char *bind)
 	redis_pid = 0;
 
 	/* and after it ended, still exactly those: nothing stored twice, nothing late */
-	count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
+	ke_redis_count(store, &x, by_npc);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
 	wr_free(&weft);
