@@ -14,6 +14,9 @@
  * and no other trace may hold a task of this redis-server (all of its work is accounted).
  * Traces of other processes called redis-benchmark are told apart by pid and not counted.
  *
+ * ke_store_list() and ke_store_load() read a store's traces one by one for these tests and
+ * the other kernel-edge tests (test_run_kpool, test_run_ksock).
+ *
  * Header-only, with cmocka's checks (include <cmocka.h> first): a trace of this benchmark of
  * any other shape fails the test.
  */
@@ -107,35 +110,59 @@ static inline int ke_redis_trace(const struct graph *g, const struct ke_redis *x
 }
 
 /*
+ * The graph store at `path` opened and its traces (a million at most) listed into *rows, *n
+ * of them; fails the test if it cannot be read.  graph_store_close() it, free() *rows.
+ */
+static inline struct graph_store *ke_store_list(const char *path, struct graph_trace_row **rows,
+						ssize_t *n)
+{
+	struct graph_filter f = { .limit = 1000000 };
+	struct graph_store *s;
+	char why[512] = "";
+
+	*rows = NULL;
+	s = graph_store_open(path, why, sizeof(why));
+	if (!s)
+		fail_msg("%s: %s", path, why);
+	*n = graph_store_list(s, &f, rows, why, sizeof(why));
+	if (*n < 0)
+		fail_msg("list: %s", why);
+	return s;
+}
+
+/* The trace of `row` loaded into g (initialised here; graph_free() it), its id into hex;
+ * fails the test if it cannot be loaded. */
+static inline void ke_store_load(struct graph_store *s, const struct graph_trace_row *row,
+				 struct graph *g, char hex[33])
+{
+	char why[512] = "";
+
+	graph_id128_hex(row->trace, hex);
+	graph_init(g);
+	if (graph_store_load(s, hex, g, why, sizeof(why)) != 0)
+		fail_msg("load %s: %s", hex, why);
+}
+
+/*
  * The traces of the graph store at `store` by their number of processCommand tasks
  * (ke_redis_trace(); 0: not this benchmark's) into by_npc[3]; fails the test on a trace with
  * more than two, or one that holds work of redis-server but no request.
  */
 static inline void ke_redis_count(const char *store, const struct ke_redis *x, long by_npc[3])
 {
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
+	struct graph_trace_row *rows;
 	struct graph_store *s;
-	char why[512] = "";
 	ssize_t n;
 
 	memset(by_npc, 0, 3 * sizeof(*by_npc));
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
+	s = ke_store_list(store, &rows, &n);
 	for (ssize_t i = 0; i < n; i++) {
 		struct graph g;
 		char hex[33];
 		bool has_redis;
 		int k;
 
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
+		ke_store_load(s, &rows[i], &g, hex);
 		k = ke_redis_trace(&g, x, &has_redis);
 		if (k == 0 && has_redis)
 			fail_msg("trace %s holds work of redis-server but no request", hex);

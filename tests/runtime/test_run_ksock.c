@@ -30,6 +30,7 @@
 #include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/skip.h"
 
 #define N_COUNT 100
@@ -339,11 +340,9 @@ static void check_family(const char *mode)
 {
 	char dir[] = "/tmp/weft-test-ksock6-XXXXXX", store[PATH_MAX], cmd[PATH_MAX + 16];
 	char want[64], serve[32];
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
+	struct graph_trace_row *rows;
 	bool v6 = strcmp(mode, "v6") == 0;
 	struct graph_store *s;
-	char why[512] = "";
 	struct wl_ids w;
 	struct wr_proc p;
 	long mine = 0;
@@ -358,22 +357,14 @@ static void check_family(const char *mode)
 	snprintf(want, sizeof(want), v6 ? "request [::1]:%ld" : "request 127.0.0.1:%ld",
 		 w.server_port);
 	snprintf(serve, sizeof(serve), "serve :%ld", w.server_port);
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
+	s = ke_store_list(store, &rows, &n);
 	for (ssize_t i = 0; i < n; i++) {
 		const struct graph_task *cl = NULL, *sv = NULL;
 		json_t *o, *a;
 		struct graph g;
 		char hex[33];
 
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
+		ke_store_load(s, &rows[i], &g, hex);
 		for (size_t k = 0; k < g.ntasks; k++) {
 			if (g.tasks[k].pid == w.child)
 				cl = &g.tasks[k];
