@@ -60,14 +60,8 @@ static void clean(void)
 		kill(redis_pid, SIGKILL);
 	nu_netns_del(ns_s); /* and with them the veth */
 	nu_netns_del(ns_c);
-	if (dir[0]) {
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "cannot remove %s\n", dir);
-		dir[0] = 0;
-	}
+	if (dir[0] && wr_rm_rf(dir) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
 static int group_setup(void **state)

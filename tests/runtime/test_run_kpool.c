@@ -53,11 +53,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return wr_rm_rf(dir);
 }
 
 /* One trace of the pool: checks its shape exactly; the worker's thread into *wtid. */

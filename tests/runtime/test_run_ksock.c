@@ -338,7 +338,7 @@ static void test_stream_sequence_numbers(void **state)
  */
 static void check_family(const char *mode)
 {
-	char dir[] = "/tmp/weft-test-ksock6-XXXXXX", store[PATH_MAX], cmd[PATH_MAX + 16];
+	char dir[] = "/tmp/weft-test-ksock6-XXXXXX", store[PATH_MAX];
 	char want[64], serve[32];
 	struct graph_trace_row *rows;
 	bool v6 = strcmp(mode, "v6") == 0;
@@ -399,8 +399,7 @@ static void check_family(const char *mode)
 	graph_store_close(s);
 	assert_int_equal(mine, N_COUNT / 2);
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 static void test_kernel_sockets_ipv6(void **state)
@@ -463,7 +462,7 @@ static int explain_codegen(struct wr_proc *p, const char *q)
  */
 static void test_kernel_sockets_codegen(void **state)
 {
-	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX], cmd[PATH_MAX + 32];
+	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX];
 	const char *q = "from kernel:sockets graph";
 	struct wr_proc p;
 	int rc;
@@ -492,8 +491,7 @@ static void test_kernel_sockets_codegen(void **state)
 	assert_non_null(strstr(p.out.p, "g->family = WEFT_TP(")); /* 2: the agent's IPv4 */
 	assert_non_null(strstr(p.out.p, "->skc_daddr"));
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 /*
@@ -530,8 +528,7 @@ static void test_core_relocates(void **state)
 	assert_int_equal(wj_int_of(row, "n"), 1000);
 	wr_json_free(&j);
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 /* The filesystem type of "/" in this mount namespace, as /proc/self/mounts lists it (the
