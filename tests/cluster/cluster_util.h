@@ -551,6 +551,26 @@ static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const ch
 	return cl_agent_with(cl, host, log, netns, endpoint, wait, NULL);
 }
 
+/* A key pair for the agent of each of hosts (NULL-terminated), allowed: DIR/HOST.key. */
+static inline void cl_keygen_agents(struct cl *cl, const char *const hosts[])
+{
+	for (int i = 0; hosts[i]; i++)
+		cl_keygen(cl, "agent", hosts[i], true);
+}
+
+/* cl_agent() for each of hosts (NULL-terminated) into agents[], logging into agent-HOST,
+ * connecting to endpoint (NULL: the test's); returns once all are connected. */
+static inline void cl_agents(struct cl *cl, const char *const hosts[], const char *endpoint,
+			     struct cl_proc *agents[])
+{
+	char log[32];
+
+	for (int i = 0; hosts[i]; i++) {
+		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
+		agents[i] = cl_agent(cl, hosts[i], log, NULL, endpoint, true);
+	}
+}
+
 /* `weft submit --format json QUERY` to endpoint (NULL: the test's), following; returns once
  * the aggregator accepted it, with its id in *id. */
 static inline struct cl_proc *cl_submit(struct cl *cl, const char *log, const char *endpoint,

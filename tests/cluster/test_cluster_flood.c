@@ -233,7 +233,7 @@ static void test_flood(void **state)
 	struct cl *cl = *state;
 	struct cl_proc *agents[3], *sub;
 	struct flood f = { 0 };
-	char comm[32], log[32], q[256];
+	char comm[32], q[256];
 	long long r0, r1;
 	int statuses = 0;
 	struct cl_res r;
@@ -241,13 +241,9 @@ static void test_flood(void **state)
 
 	if (!cl->dir[0])
 		skip();
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sf", cl->tag);
 	cl_workload_make(cl, comm);
 	snprintf(q, sizeof(q),

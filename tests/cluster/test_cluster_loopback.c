@@ -48,18 +48,14 @@ static void test_merge(void **state)
 	const unsigned long n1 = 30000, n2 = 12345;
 	struct cl *cl = *state;
 	struct cl_proc *agents[3], *by_host, *total;
-	char comm[32], q_host[256], q_total[256], log[32];
+	char comm[32], q_host[256], q_total[256];
 	struct cl_res r;
 	uint64_t id_host, id_total;
 	struct wj *st;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sm", cl->tag);
 	cl_workload_make(cl, comm);
 	snprintf(q_host, sizeof(q_host),

@@ -39,7 +39,7 @@ static void test_tree(void **state)
 	const unsigned long n1 = 25000, n2 = 8000;
 	struct cl *cl = *state;
 	struct cl_proc *root, *region, *agents[2], *by_host, *total;
-	char comm[32], q_host[256], q_total[256], log[32], region_ep[64], id_text[32];
+	char comm[32], q_host[256], q_total[256], region_ep[64], id_text[32];
 	uint64_t id_host, id_total;
 	const struct wj *ag;
 	struct cl_res r;
@@ -47,8 +47,7 @@ static void test_tree(void **state)
 
 	cl_keygen(cl, "aggregator", "root", false);
 	cl_keygen(cl, "aggregator", "region1", true); /* a child of the root */
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	/* the root waits longer than the region, which closes its windows first */
 	root = cl_aggregator(cl, "root", NULL, NULL,
 			     (char *const[]){ (char *)"--lateness", (char *)"1500ms", NULL });
@@ -60,10 +59,7 @@ static void test_tree(void **state)
 	cl_expect_log(region, "welcomed by the parent", CL_WAIT_MS);
 	snprintf(cl->agent_server, sizeof(cl->agent_server), "region1");
 	snprintf(cl->client_server, sizeof(cl->client_server), "root");
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, region_ep, true);
-	}
+	cl_agents(cl, hosts, region_ep, agents);
 
 	snprintf(comm, sizeof(comm), "%st", cl->tag);
 	cl_workload_make(cl, comm);
