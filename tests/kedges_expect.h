@@ -27,9 +27,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
 #include "graph/store.h"
+
+/* Whether the kernel has the sock tracepoints kernel:sockets reads; if not, says so on
+ * stderr. */
+static inline bool ke_sock_ready(void)
+{
+	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
+		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
+		return false;
+	}
+	return true;
+}
 
 struct ke_redis {
 	long bench, redis; /* the pids of this redis-benchmark and this redis-server */

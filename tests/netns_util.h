@@ -31,7 +31,24 @@
 #include "tests/runtime/run_util.h"
 
 #define NU_REDIS_BIN "/usr/bin/redis-server"
+#define NU_BENCH_BIN "/usr/bin/redis-benchmark"
 #define NU_REDIS_PORT "6379"
+
+/* Whether this test can make namespaces and run redis in them (root, ip(8), redis-server,
+ * redis-benchmark and redis-cli); if not, it says why on stderr. */
+static inline bool nu_redis_ready(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "skipped: needs root (network namespaces)\n");
+		return false;
+	}
+	if (access(NU_REDIS_BIN, X_OK) != 0 || access(NU_BENCH_BIN, X_OK) != 0 ||
+	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
+		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
+		return false;
+	}
+	return true;
+}
 
 /* Runs `ip ARGS` (one string, split on spaces): its status. */
 static inline int nu_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -48,8 +48,6 @@
 
 #define NS 2
 #define N_SET 100
-#define REDIS_BIN NU_REDIS_BIN
-#define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static const char *const hosts[NS] = { "h-server", "h-client" };
 
@@ -125,7 +123,7 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "
 		 "where comm = 'redis-server' or comm = 'redis-benchmark' graph every 1s",
-		 REDIS_BIN);
+		 NU_REDIS_BIN);
 	sub = cl_submit(cl, "submit", NULL, query, &qid);
 	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
 	for (int k = 0; k < NS; k++)
@@ -133,7 +131,7 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 
 	snprintf(num, sizeof(num), "%d", N_SET);
 	bench = cl_spawn(cl, "bench", f->net.ns[1],
-			 (char *const[]){ (char *)BENCH_BIN, (char *)"-h", (char *)addr,
+			 (char *const[]){ (char *)NU_BENCH_BIN, (char *)"-h", (char *)addr,
 					  (char *)"-p", (char *)"6379", (char *)"-c", (char *)"1",
 					  (char *)"-n", num, (char *)"-t", (char *)"set",
 					  (char *)"-P", (char *)"1", (char *)"-q", NULL });
@@ -196,21 +194,7 @@ int main(void)
 						group_teardown),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !nu_redis_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (geteuid() != 0) {
-		fprintf(stderr, "skipped: needs root (network namespaces)\n");
-		return WT_SKIP;
-	}
-	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
-	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
-		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
-		return WT_SKIP;
-	}
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

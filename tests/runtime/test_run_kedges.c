@@ -44,8 +44,6 @@
 #include "tests/skip.h"
 
 #define N_SET 200
-#define REDIS_BIN NU_REDIS_BIN
-#define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static char ns_s[64], ns_c[64], addr_s[32], addr_c[32], dir[64];
 static char addr6_s[48], addr6_c[48];
@@ -169,12 +167,12 @@ static void check_pair(const struct graph_task *cl, const struct graph_task *sv)
 static void run_redis(const char *bind)
 {
 	char store[PATH_MAX], query[256], num[32];
-	char *bargv[] = { (char *)"ip", (char *)"netns",   (char *)"exec",
-			  ns_c,		(char *)BENCH_BIN, (char *)"-h",
-			  (char *)bind, (char *)"-p",	   (char *)"6379",
-			  (char *)"-c", (char *)"1",	   (char *)"-n",
-			  num,		(char *)"-t",	   (char *)"set",
-			  (char *)"-P", (char *)"1",	   (char *)"-q",
+	char *bargv[] = { (char *)"ip", (char *)"netns",      (char *)"exec",
+			  ns_c,		(char *)NU_BENCH_BIN, (char *)"-h",
+			  (char *)bind, (char *)"-p",	      (char *)"6379",
+			  (char *)"-c", (char *)"1",	      (char *)"-n",
+			  num,		(char *)"-t",	      (char *)"set",
+			  (char *)"-P", (char *)"1",	      (char *)"-q",
 			  NULL };
 	struct wr_proc redis, weft, bench;
 	struct ke_redis x = { .check_pair = check_pair };
@@ -189,7 +187,7 @@ static void run_redis(const char *bind)
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "
 		 "where pid = %d or comm = 'redis-benchmark' graph",
-		 REDIS_BIN, (int)redis.pid);
+		 NU_REDIS_BIN, (int)redis.pid);
 	assert_int_equal(wr_weft_start(&weft, "--format", "json", "-S", store, query, (char *)NULL),
 			 0);
 	if (wr_wait_err(&weft, "attached", WR_TIMEOUT_MS) != 0) {
@@ -275,21 +273,7 @@ int main(void)
 		cmocka_unit_test(test_redis_ipv6),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !nu_redis_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (geteuid() != 0) {
-		fprintf(stderr, "skipped: needs root (network namespaces)\n");
-		return WT_SKIP;
-	}
-	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
-	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
-		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
-		return WT_SKIP;
-	}
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

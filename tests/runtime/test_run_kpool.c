@@ -223,12 +223,7 @@ int main(void)
 		cmocka_unit_test(test_pool),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, setup, teardown));
 }
