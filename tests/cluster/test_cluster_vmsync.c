@@ -205,6 +205,29 @@ static void vs_workload(struct fixture *f, const char *log, const char *points, 
 	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
 }
 
+/* Neither agent ran the other side's query: each side is limited to its own agent. */
+static void vs_sides_apart(struct fixture *f, uint64_t hid, uint64_t gid)
+{
+	char needle[64];
+
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
+	assert_false(cl_file_has(f->guest->err, needle));
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
+	assert_false(cl_file_has(f->host->err, needle));
+}
+
+/* The JSON lines of the file at path (a `weft vm sync` stdout) into *j, empty before. */
+static void vs_json_lines(const char *path, struct wr_json *j)
+{
+	struct wr_buf b = { 0 };
+	char *out = cl_slurp(path);
+
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, j);
+	free(b.p);
+}
+
 struct run {
 	uint64_t hid, gid;
 	struct cl_proc *vs;
@@ -216,7 +239,7 @@ struct run {
 static void run_sync(struct fixture *f, struct run *r, const char *mode, bool json)
 {
 	struct cl *cl = &f->cl;
-	char log[32], wlog[32], needle[64];
+	char log[32], wlog[32];
 
 	f->runs++;
 	snprintf(log, sizeof(log), "vmsync-%d", f->runs);
@@ -230,10 +253,7 @@ static void run_sync(struct fixture *f, struct run *r, const char *mode, bool js
 	if (r->status < 0)
 		fail_msg("weft vm sync did not end: %s", cl_slurp(r->vs->err));
 	/* the other agent never ran the other side's query */
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
-	assert_false(cl_file_has(f->guest->err, needle));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
-	assert_false(cl_file_has(f->host->err, needle));
+	vs_sides_apart(f, r->hid, r->gid);
 }
 
 struct point {
@@ -297,13 +317,11 @@ static void test_synced(void **state)
 	struct vm_sync_acc acc;
 	int64_t off, err;
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	struct cl_proc *att;
 	struct cl_res hr;
 	const struct wj *s;
 	struct wj *st;
-	char *out;
 
 	cl->passed = false;
 	run_sync(f, &r, "ok", true);
@@ -337,11 +355,7 @@ static void test_synced(void **state)
 	}
 	vm_sync_middle(acc.lo, acc.hi, &off, &err);
 
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_true(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), NPOINTS);
@@ -412,20 +426,14 @@ static void test_unsynced(void **state)
 	struct fixture *f = *state;
 	struct point pt[NPOINTS];
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	const struct wj *s, *o;
-	char *out;
 
 	f->cl.passed = false;
 	run_sync(f, &r, "guest-only", true);
 	assert_int_equal(r.status, 4); /* ended unsynchronised */
 	points_load(r.points, pt);
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_false(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), 0);
@@ -506,7 +514,7 @@ static void test_restart(void **state)
 {
 	struct fixture *f = *state;
 	struct cl *cl = &f->cl;
-	char want[64], before[4096], needle[64], pts[PATH_MAX];
+	char want[64], before[4096], pts[PATH_MAX];
 	struct cl_proc *vs;
 	uint64_t hid, gid;
 	struct wj *st, *line;
@@ -559,10 +567,7 @@ static void test_restart(void **state)
 	assert_true(last_line_with(vs->out, "\"guest_done\":true}", before, sizeof(before)));
 	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
 	assert_non_null(strstr(before, want));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
-	assert_false(cl_file_has(f->host->err, needle));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
-	assert_false(cl_file_has(f->guest->err, needle));
+	vs_sides_apart(f, hid, gid);
 	cl->passed = true;
 }
 
@@ -572,21 +577,15 @@ static void test_dirty(void **state)
 	struct fixture *f = *state;
 	struct point pt[NPOINTS];
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	const struct wj *s;
-	char *out;
 
 	f->cl.passed = false;
 	run_sync(f, &r, "dirty", true);
 	assert_int_equal(r.status, 0);
 	points_load(r.points, pt);
 	assert_true(pt[NPOINTS - 1].after < pt[NPOINTS - 1].before);
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_true(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), NPOINTS - 2);
