@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include "tools/weft.h"
 #include "base/file.h"
@@ -83,6 +84,19 @@ void tool_set_verbose(int level)
 	weft_log_set_level(level >= 2 ? WEFT_LOG_DEBUG :
 			   level == 1 ? WEFT_LOG_INFO :
 					WEFT_LOG_WARN);
+}
+
+int tool_signals_block(bool hup)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	if (hup)
+		sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
 int tool_parse_pid(const char *s)

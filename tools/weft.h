@@ -32,6 +32,12 @@ int cmd_vm(int argc, char **argv);
  * (reported).  *name is "query" or the file name. */
 char *tool_read_query(const char *file, const char *arg, const char **name);
 void tool_set_verbose(int level);
+/*
+ * Blocks SIGINT, SIGTERM and, with hup, SIGHUP, and returns a signalfd (close-on-exec,
+ * non-blocking) that reads them: signals are read in a command's loop, never handled
+ * asynchronously.  -1 with errno if there is no signalfd (the signals stay blocked).
+ */
+int tool_signals_block(bool hup);
 /* The -p argument: a positive pid of a live process, or -1 (reported). */
 int tool_parse_pid(const char *s);
 /* The default graph store's path (WEFT_GRAPH_STORE, else next to the aggregator's default

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 #include "agent/daemon.h"
 #include "agent/scope.h"
@@ -118,7 +117,6 @@ int cmd_agent(int argc, char **argv)
 	struct agent_scope scope;
 	struct agent_daemon *d;
 	struct agent_daemon_stats st;
-	sigset_t mask;
 	int c, verbose = 0, rc, sfd;
 
 	optind = 1;
@@ -246,11 +244,7 @@ int cmd_agent(int argc, char **argv)
 
 	/* signals are read from a signalfd in the daemon's loop, never handled asynchronously */
 	signal(SIGHUP, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(false);
 	if (sfd < 0) {
 		fprintf(stderr, "weft: signalfd: %s\n", strerror(errno));
 		agent_scope_close(&scope);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 #include "aggregator/aggd.h"
 #include "base/log.h"
@@ -289,7 +288,6 @@ int cmd_aggregator(int argc, char **argv)
 	struct aggd_opts o = { .sz = sizeof(o), .listen = "tcp://*:7470" };
 	struct aggd *a;
 	char err[1024];
-	sigset_t mask;
 	uint64_t v;
 	int c, verbose = 0, sfd, rc;
 	bool gfwd_any = false;
@@ -419,12 +417,7 @@ int cmd_aggregator(int argc, char **argv)
 	tool_set_verbose(verbose);
 
 	/* signals are read from a signalfd in the daemon's loop, never handled asynchronously */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(true);
 	if (sfd < 0) {
 		fprintf(stderr, "weft: signalfd: %s\n", strerror(errno));
 		return WEFT_EXIT_FAIL;

@@ -592,7 +592,6 @@ int cmd_run(int argc, char **argv)
 	struct stat out_st;
 	bool ended_by_query = false; /* `for` or `limit`: the -c command may run on */
 	char *src;
-	sigset_t mask;
 	struct agent_sched sched = { 0 };
 	uint64_t start;
 	long max_groups = 0;
@@ -772,12 +771,7 @@ int cmd_run(int argc, char **argv)
 	}
 
 	/* signals are read from a signalfd in the main loop, never handled asynchronously */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(true);
 
 	r.out_pollable = fstat(STDOUT_FILENO, &out_st) == 0 &&
 			 (S_ISFIFO(out_st.st_mode) || S_ISSOCK(out_st.st_mode));

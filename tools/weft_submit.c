@@ -391,15 +391,9 @@ static int submit_attach(struct tool_cluster *tc, uint64_t id, enum agent_format
 {
 	struct aggd_client *cl;
 	Weft__Envelope *reply = NULL;
-	sigset_t mask;
 	int sfd, rc, status;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(true);
 	cl = tool_cluster_connect(tc);
 	if (!cl) {
 		if (sfd >= 0)
@@ -460,7 +454,6 @@ int cmd_submit(int argc, char **argv)
 	uint64_t id = 0, attach = 0;
 	char *only[MAX_ONLY_HOSTS];
 	size_t nonly = 0;
-	sigset_t mask;
 	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1;
 
 	optind = 1;
@@ -585,12 +578,7 @@ int cmd_submit(int argc, char **argv)
 		goto out;
 	}
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(true);
 
 	weft__submit__init(&sub);
 	sub.query = src;

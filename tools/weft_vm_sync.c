@@ -390,7 +390,6 @@ int vm_sync_cmd(int argc, char **argv)
 	struct aggd_client *cl = NULL;
 	bool json = false, print = false, synced = false;
 	int c, rc, verbose = 0, vm_pid = 0, status, sfd = -1;
-	sigset_t mask;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
@@ -512,12 +511,7 @@ int vm_sync_cmd(int argc, char **argv)
 	if (status != WEFT_EXIT_OK)
 		goto out;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sfd = tool_signals_block(true);
 	cl = tool_cluster_connect(&tc);
 	if (!cl) {
 		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;

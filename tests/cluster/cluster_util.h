@@ -18,7 +18,8 @@
  *    nobody reads, which would stall them); the tests wait for log lines in those files.
  *  - Network namespaces are `weft-ns-<pid>-<k>`, veths `wft<pid>r<k>` / `wft<pid>n<k>`, with
  *    10.201.X.0/24 addresses that exist only on those veths; cl_net_sweep() removes those
- *    whose owning test process is gone, so a crashed run leaves nothing for the next.
+ *    whose owning test process is gone, so a crashed run leaves nothing for the next.  The
+ *    `ip` commands, and redis-server in a namespace, are tests/netns_util.h's.
  *  - On failure the teardown prints the tail of every log and keeps the directory (so does
  *    WEFT_CLUSTER_KEEP=1 on success).
  *
@@ -38,6 +39,7 @@
 #include <zmq.h>
 
 #include "agent/wire.h"
+#include "tests/netns_util.h"
 #include "tests/runtime/run_util.h"
 
 #define CL_MAX_PROCS 48
@@ -404,6 +406,31 @@ static inline void cl_fini(struct cl *cl)
 	cl->nprocs = 0;
 }
 
+/* cmocka set-up of a test with a cluster of its own (*state: a struct cl), made by cl_init()
+ * where the test can run (wr_ready()); a test that cannot sees cl->dir empty. */
+static inline int cl_test_setup(void **state)
+{
+	struct cl *cl = calloc(1, sizeof(*cl));
+
+	if (!cl)
+		return -1;
+	if (wr_ready())
+		cl_init(cl);
+	*state = cl;
+	return 0;
+}
+
+/* Its teardown: cl_fini() of what cl_init() made. */
+static inline int cl_test_teardown(void **state)
+{
+	struct cl *cl = *state;
+
+	if (cl->dir[0])
+		cl_fini(cl);
+	free(cl);
+	return 0;
+}
+
 /*
  * `weft aggregator` named NAME (its key DIR/NAME.key, made here unless it exists; store
  * DIR/NAME.sqlite) listening on `listen` (NULL: the test's endpoint), with short lateness
@@ -524,6 +551,26 @@ static inline struct cl_proc *cl_agent(struct cl *cl, const char *host, const ch
 	return cl_agent_with(cl, host, log, netns, endpoint, wait, NULL);
 }
 
+/* A key pair for the agent of each of hosts (NULL-terminated), allowed: DIR/HOST.key. */
+static inline void cl_keygen_agents(struct cl *cl, const char *const hosts[])
+{
+	for (int i = 0; hosts[i]; i++)
+		cl_keygen(cl, "agent", hosts[i], true);
+}
+
+/* cl_agent() for each of hosts (NULL-terminated) into agents[], logging into agent-HOST,
+ * connecting to endpoint (NULL: the test's); returns once all are connected. */
+static inline void cl_agents(struct cl *cl, const char *const hosts[], const char *endpoint,
+			     struct cl_proc *agents[])
+{
+	char log[32];
+
+	for (int i = 0; hosts[i]; i++) {
+		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
+		agents[i] = cl_agent(cl, hosts[i], log, NULL, endpoint, true);
+	}
+}
+
 /* `weft submit --format json QUERY` to endpoint (NULL: the test's), following; returns once
  * the aggregator accepted it, with its id in *id. */
 static inline struct cl_proc *cl_submit(struct cl *cl, const char *log, const char *endpoint,
@@ -606,6 +653,32 @@ static inline struct wj *cl_status(struct cl *cl, const char *endpoint)
 	}
 	wr_free(&p);
 	return v;
+}
+
+/* A count of the graph store's object in `weft status --format json` (of its `forward`
+ * object with fwd); fails the test if there is no such object. */
+static inline long long cl_status_graph(struct cl *cl, bool fwd, const char *name)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *g = wj_get(st, "graph");
+	long long v;
+
+	if (fwd)
+		g = g ? wj_get(g, "forward") : NULL;
+	assert_non_null(g);
+	v = wj_int_of(g, name);
+	wj_free(st);
+	return v;
+}
+
+static inline long long cl_graph_count(struct cl *cl, const char *name)
+{
+	return cl_status_graph(cl, false, name);
+}
+
+static inline long long cl_fwd_count(struct cl *cl, const char *name)
+{
+	return cl_status_graph(cl, true, name);
 }
 
 /* The agent entry of host in a status (NULL if not listed). */
@@ -1057,32 +1130,6 @@ static inline void cl_workload(struct cl *cl, const char *name, const char *netn
 
 /* ------------------------------------------------------------------------ namespaces */
 
-/* Runs `ip ARGS` (one string, split on spaces): its status. */
-static inline int cl_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static inline int cl_ip(const char *fmt, ...)
-{
-	char line[512], *argv[WR_MAX_ARGS], *save = NULL;
-	struct wr_proc p;
-	va_list ap;
-	int n = 0, rc;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	argv[n++] = (char *)"ip";
-	for (char *w = strtok_r(line, " ", &save); w && n < WR_MAX_ARGS - 1;
-	     w = strtok_r(NULL, " ", &save))
-		argv[n++] = w;
-	argv[n] = NULL;
-	rc = wr_start(&p, argv);
-	if (rc == 0)
-		rc = wr_finish(&p, 10000);
-	if (rc != 0)
-		fprintf(stderr, "ip %s: status %d: %s", fmt, rc, p.err.p ? p.err.p : "");
-	wr_free(&p);
-	return rc;
-}
-
 static inline bool cl_pid_gone(long pid)
 {
 	return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
@@ -1103,7 +1150,7 @@ static inline void cl_net_sweep(void)
 		long pid;
 
 		if (sscanf(e->d_name, "weft-ns-%ld-", &pid) == 1 && cl_pid_gone(pid))
-			cl_ip("netns del %s", e->d_name);
+			nu_ip("netns del %s", e->d_name);
 	}
 	if (d)
 		closedir(d);
@@ -1115,7 +1162,7 @@ static inline void cl_net_sweep(void)
 			/* "7: wft1234r0@if6: <BROADCAST,..." */
 			if (sscanf(l, "%*d: %31[^@:]", name) == 1 &&
 			    sscanf(name, "wft%ld", &pid) == 1 && cl_pid_gone(pid))
-				cl_ip("link del %s", name);
+				nu_ip("link del %s", name);
 		}
 	}
 	wr_free(&p);
@@ -1127,6 +1174,7 @@ struct cl_net {
 	char vroot[CL_NET_MAX][16], vns[CL_NET_MAX][16];
 	char root_ip[CL_NET_MAX][32], ns_ip[CL_NET_MAX][32];
 	char listen_ip[32]; /* the root end of the first veth: where the aggregator listens */
+	int x; /* the X of 10.201.X.0/24 */
 };
 
 /*
@@ -1162,21 +1210,16 @@ static inline void cl_net_setup(struct cl_net *net, int n)
 		snprintf(net->ns_ip[k], sizeof(net->ns_ip[k]), "10.201.%d.%d", x, 4 * k + 2);
 	}
 	snprintf(net->listen_ip, sizeof(net->listen_ip), "%s", net->root_ip[0]);
+	net->x = x;
 	net->n = n; /* from here the teardown removes whatever exists */
 	for (int k = 0; k < n; k++) {
-		assert_int_equal(cl_ip("netns add %s", net->ns[k]), 0);
-		assert_int_equal(
-			cl_ip("link add %s type veth peer name %s", net->vroot[k], net->vns[k]), 0);
-		assert_int_equal(cl_ip("link set %s netns %s", net->vns[k], net->ns[k]), 0);
-		assert_int_equal(cl_ip("addr add %s/30 dev %s", net->root_ip[k], net->vroot[k]), 0);
-		assert_int_equal(cl_ip("link set %s up", net->vroot[k]), 0);
-		assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", net->ns[k], net->ns_ip[k],
-				       net->vns[k]),
-				 0);
-		assert_int_equal(cl_ip("-n %s link set lo up", net->ns[k]), 0);
-		assert_int_equal(cl_ip("-n %s link set %s up", net->ns[k], net->vns[k]), 0);
+		struct nu_end root = { .dev = net->vroot[k], .ip = net->root_ip[k] };
+		struct nu_end in = { .ns = net->ns[k], .dev = net->vns[k], .ip = net->ns_ip[k] };
+
+		assert_int_equal(nu_netns_add(net->ns[k]), 0);
+		assert_int_equal(nu_veth(&root, &in, 30), 0);
 		if (k > 0)
-			assert_int_equal(cl_ip("-n %s route add %s/32 via %s", net->ns[k],
+			assert_int_equal(nu_ip("-n %s route add %s/32 via %s", net->ns[k],
 					       net->listen_ip, net->root_ip[k]),
 					 0);
 	}
@@ -1189,7 +1232,7 @@ static inline void cl_net_setup(struct cl_net *net, int n)
  */
 static inline void cl_net_link(struct cl_net *net, int k, bool up)
 {
-	assert_int_equal(cl_ip("link set %s %s", net->vroot[k], up ? "up" : "down"), 0);
+	assert_int_equal(nu_ip("link set %s %s", net->vroot[k], up ? "up" : "down"), 0);
 }
 
 /* Removes the namespaces and veths (deleting a namespace deletes its veth's end, and with it
@@ -1199,14 +1242,135 @@ static inline void cl_net_teardown(struct cl_net *net)
 	for (int k = 0; k < net->n; k++) {
 		char path[PATH_MAX];
 
-		snprintf(path, sizeof(path), "/run/netns/%s", net->ns[k]);
-		if (access(path, F_OK) == 0)
-			cl_ip("netns del %s", net->ns[k]);
+		nu_netns_del(net->ns[k]);
 		snprintf(path, sizeof(path), "/sys/class/net/%s", net->vroot[k]);
 		if (access(path, F_OK) == 0)
-			cl_ip("link del %s", net->vroot[k]);
+			nu_ip("link del %s", net->vroot[k]);
 	}
 	net->n = 0;
+}
+
+/*
+ * A test's cluster in namespaces taken down, in its group teardown and at exit (a failed
+ * group setup skips the teardown): the processes stopped first (they run in the namespaces),
+ * the logs kept if `failed`, then the namespaces and veths removed.  Runs twice harmlessly.
+ */
+static inline void cl_net_fini(struct cl *cl, struct cl_net *net, bool failed)
+{
+	if (cl->dir[0]) {
+		cl->passed = !failed;
+		cl_fini(cl);
+		cl->dir[0] = 0;
+	}
+	cl_net_teardown(net);
+}
+
+/* The cluster of the group of tests running now, in namespaces, for the exit handler. */
+struct cl_net_group {
+	struct cl *cl;
+	struct cl_net *net;
+	const bool *failed;
+};
+
+static inline struct cl_net_group *cl_net_group_live(void)
+{
+	static struct cl_net_group g;
+
+	return &g;
+}
+
+static inline void cl_net_group_at_exit(void)
+{
+	struct cl_net_group *g = cl_net_group_live();
+
+	if (g->cl)
+		cl_net_fini(g->cl, g->net, *g->failed);
+}
+
+/*
+ * Called first in a group set-up: the group's cluster (its cl, net and failed flag) is taken
+ * down at exit unless its teardown ran (a failed group set-up skips the teardown, and the
+ * namespaces must not outlive the test).  The exit handler is registered once.
+ */
+static inline void cl_net_group_begin(struct cl *cl, struct cl_net *net, const bool *failed)
+{
+	static bool registered;
+
+	if (!registered)
+		atexit(cl_net_group_at_exit);
+	registered = true;
+	*cl_net_group_live() = (struct cl_net_group){ .cl = cl, .net = net, .failed = failed };
+}
+
+/* The group teardown: cl_net_fini(), the logs kept if the group or its last test failed;
+ * nothing is left for the exit handler. */
+static inline void cl_net_group_end(struct cl *cl, struct cl_net *net, bool failed)
+{
+	cl_net_fini(cl, net, failed || !cl->passed);
+	*cl_net_group_live() = (struct cl_net_group){ 0 };
+}
+
+/* The aggregator's endpoint on the root end of the first veth, tcp://IP:PORT, into listen
+ * (64 bytes) and cl->endpoint, where the clients connect. */
+static inline void cl_net_endpoint(struct cl *cl, const struct cl_net *net, char listen[64])
+{
+	snprintf(listen, 64, "tcp://%s:%d", net->listen_ip, cl->port);
+	snprintf(cl->endpoint, sizeof(cl->endpoint), "%s", listen);
+}
+
+/*
+ * A veth pair wft<pid><tag>a / ...b of its own joining namespaces a and b directly (not
+ * through the root namespace), with IPv4 addresses ipa, ipb (/30) and, if not NULL, IPv6
+ * addresses ip6a, ip6b; it goes with its namespaces in the teardown.
+ */
+static inline void cl_net_join(const struct cl_net *net, const char *tag, int a, int b,
+			       const char *ipa, const char *ipb, const char *ip6a, const char *ip6b)
+{
+	char va[16], vb[16];
+	struct nu_end ea = { .ns = net->ns[a], .dev = va, .ip = ipa, .ip6 = ip6a };
+	struct nu_end eb = { .ns = net->ns[b], .dev = vb, .ip = ipb, .ip6 = ip6b };
+
+	snprintf(va, sizeof(va), "wft%d%sa", (int)getpid(), tag);
+	snprintf(vb, sizeof(vb), "wft%d%sb", (int)getpid(), tag);
+	assert_int_equal(nu_veth(&ea, &eb, 30), 0);
+}
+
+/*
+ * `weft agent` for hosts[k] in namespace k, k < n, each scoped to its namespace (--scope
+ * netns:/run/netns/NS, kept in scope[k]) and logging into agent-HOST, connecting to listen;
+ * returns once each says it traces only its namespace.
+ */
+static inline void cl_net_scoped_agents(struct cl *cl, const struct cl_net *net,
+					const char *const hosts[], int n, const char *listen,
+					char scope[][PATH_MAX], struct cl_proc *agents[])
+{
+	char log[32];
+
+	for (int k = 0; k < n; k++) {
+		snprintf(scope[k], PATH_MAX, "netns:/run/netns/%s", net->ns[k]);
+		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
+		agents[k] = cl_agent_with(cl, hosts[k], log, net->ns[k], listen, true,
+					  (char *const[]){ (char *)"--scope", scope[k], NULL });
+		cl_expect_log(agents[k], "tracing only netns:", CL_WAIT_MS);
+	}
+}
+
+/*
+ * redis-server (as process NAME) in namespace ns bound to `bind`, port 6379
+ * (tests/netns_util.h); returns once it answers from namespace client_ns, fails the test
+ * with its output if it exits first or does not answer in CL_WAIT_MS.  Stop it with cl_stop().
+ */
+static inline struct cl_proc *cl_redis(struct cl *cl, const char *name, const char *ns,
+				       const char *client_ns, const char *bind)
+{
+	char *argv[NU_REDIS_ARGV];
+	struct cl_proc *p;
+
+	nu_redis_argv(argv, NULL, bind);
+	p = cl_spawn(cl, name, ns, argv);
+	if (!CL_WAIT(nu_redis_ping(client_ns, bind) || !cl_alive(p), CL_WAIT_MS) || !cl_alive(p))
+		fail_msg("redis-server did not come up: %s", cl_slurp(p->out));
+	return p;
 }
 
 /* ------------------------------------------------------------------------ raw peers */

@@ -69,69 +69,29 @@ struct fixture {
 	bool failed;
 };
 
-static struct fixture *live;
-
-static void fixture_clean(struct fixture *f)
-{
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl);
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net); /* the extra veths go with their namespaces */
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
-/* A veth pair wft<pid><tag>a/b joining namespaces a and b, with addresses ipa, ipb (/30). */
-static void link_ns(struct fixture *f, const char *tag, int a, int b, const char *ipa,
-		    const char *ipb)
-{
-	char va[16], vb[16];
-
-	snprintf(va, sizeof(va), "wft%d%sa", (int)getpid(), tag);
-	snprintf(vb, sizeof(vb), "wft%d%sb", (int)getpid(), tag);
-	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", va, f->net.ns[a]), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[b]), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[a], ipa, va), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[b], ipb, vb), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[a], va), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[b], vb), 0);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char listen[64], log[32], pre[20];
-	int x;
+	char listen[64];
 
 	if (!f)
 		return -1;
 	*state = f;
 	if (!wr_ready())
 		return 0; /* the test skips */
-	live = f;
-	atexit(clean_at_exit);
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	/* the /24 cl_net_setup chose: 10.201.X.* */
-	assert_int_equal(sscanf(f->net.root_ip[0], "10.201.%d.", &x), 1);
-	snprintf(pre, sizeof(pre), "10.201.%d", x);
-	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
-	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
-	snprintf(f->ip[2], sizeof(f->ip[2]), "%s.105", pre);
-	snprintf(f->ip[3], sizeof(f->ip[3]), "%s.106", pre);
-	link_ns(f, "x", 0, 1, f->ip[0], f->ip[1]);
-	link_ns(f, "y", 1, 2, f->ip[2], f->ip[3]);
+	/* in the /24 cl_net_setup chose: 10.201.X.* */
+	snprintf(f->ip[0], sizeof(f->ip[0]), "10.201.%d.101", f->net.x);
+	snprintf(f->ip[1], sizeof(f->ip[1]), "10.201.%d.102", f->net.x);
+	snprintf(f->ip[2], sizeof(f->ip[2]), "10.201.%d.105", f->net.x);
+	snprintf(f->ip[3], sizeof(f->ip[3]), "10.201.%d.106", f->net.x);
+	cl_net_join(&f->net, "x", 0, 1, f->ip[0], f->ip[1], NULL, NULL);
+	cl_net_join(&f->net, "y", 1, 2, f->ip[2], f->ip[3], NULL, NULL);
 
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
@@ -161,14 +121,7 @@ static int group_setup(void **state)
 		(char *const[]){ (char *)"--graph-store", f->gpath, (char *)"--lateness",
 				 (char *)"15s", (char *)"--graph-forward", f->url,
 				 (char *)"--graph-forward-linger", (char *)"500ms", NULL });
-	for (int k = 0; k < NS; k++) {
-		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
-		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
-		f->agents[k] =
-			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
-				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
-		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
-	}
+	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	f->failed = false;
 	return 0;
 }
@@ -177,9 +130,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	f->failed |= !f->cl.passed;
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }
@@ -215,32 +166,6 @@ static int tier_start(struct fixture *f, int k, const char *name, char *const ar
 	if (port <= 0)
 		fail_msg("%s: no port in its output: %s", name, cl_slurp(p->out));
 	return port;
-}
-
-/* A count of the graph store's object in `weft status --format json`. */
-static long long graph_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph");
-	long long v;
-
-	assert_non_null(g);
-	v = wj_int_of(g, name);
-	wj_free(st);
-	return v;
-}
-
-/* A count of the graph store's forward object in `weft status --format json`. */
-static long long fwd_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph"), *w = g ? wj_get(g, "forward") : NULL;
-	long long v;
-
-	assert_non_null(w);
-	v = wj_int_of(w, name);
-	wj_free(st);
-	return v;
 }
 
 static long long graph_windows_sum(const char *path, const char *name, long long *incomplete)
@@ -321,14 +246,14 @@ static void test_stitched(void **state)
 	cl_expect_end(sub);
 	/* a tier's last batch may come after the last window (a batch after the end is stored
 	 * and checked alone): wait for every task, then for nothing more to come */
-	if (!CL_WAIT(graph_count(cl, "tasks") >= 4 * NREQ, 60000))
-		fail_msg("%lld tasks stored, not %d", graph_count(cl, "tasks"), 4 * NREQ);
-	assert_int_equal(graph_count(cl, "tasks"), 4 * NREQ);
-	assert_int_equal(graph_count(cl, "events"), 3 * NREQ);
-	assert_int_equal(graph_count(cl, "edges"), 2 * NREQ);
-	assert_int_equal(graph_count(cl, "rejected"), 0);
-	assert_int_equal(graph_count(cl, "failed"), 0);
-	assert_int_equal(graph_count(cl, "lost"), 0);
+	if (!CL_WAIT(cl_graph_count(cl, "tasks") >= 4 * NREQ, 60000))
+		fail_msg("%lld tasks stored, not %d", cl_graph_count(cl, "tasks"), 4 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "tasks"), 4 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "events"), 3 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "edges"), 2 * NREQ);
+	assert_int_equal(cl_graph_count(cl, "rejected"), 0);
+	assert_int_equal(cl_graph_count(cl, "failed"), 0);
+	assert_int_equal(cl_graph_count(cl, "lost"), 0);
 	s = graph_store_open(f->gpath, why, sizeof(why));
 	if (!s)
 		fail_msg("%s", why);
@@ -355,13 +280,15 @@ static void test_stitched(void **state)
 		long nl = 0, roots = 0, evs = 0, links = 0, per[NREQ] = { 0 };
 
 		snprintf(spans, sizeof(spans), "%s/spans", cl->dir);
-		if (!CL_WAIT(fwd_count(cl, "sent") >= 4 * NREQ && fwd_count(cl, "pending") == 0,
+		if (!CL_WAIT(cl_fwd_count(cl, "sent") >= 4 * NREQ &&
+				     cl_fwd_count(cl, "pending") == 0,
 			     60000))
-			fail_msg("%lld spans forwarded, not %d", fwd_count(cl, "sent"), 4 * NREQ);
-		assert_int_equal(fwd_count(cl, "sent"), 4 * NREQ);
-		assert_int_equal(fwd_count(cl, "dropped"), 0);
-		assert_int_equal(fwd_count(cl, "repeated"), 0);
-		assert_int_equal(fwd_count(cl, "late"), 0);
+			fail_msg("%lld spans forwarded, not %d", cl_fwd_count(cl, "sent"),
+				 4 * NREQ);
+		assert_int_equal(cl_fwd_count(cl, "sent"), 4 * NREQ);
+		assert_int_equal(cl_fwd_count(cl, "dropped"), 0);
+		assert_int_equal(cl_fwd_count(cl, "repeated"), 0);
+		assert_int_equal(cl_fwd_count(cl, "late"), 0);
 		o = cl_slurp(spans);
 		assert_non_null(o);
 		for (line = strtok_r(o, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

@@ -36,28 +36,6 @@
 #include "agent/agent.h"
 #include "tests/cluster/cluster_util.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	if (wr_ready())
-		cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* `weft agent --host HOST` with extra options (cl_agent() with a budget), once connected. */
 static struct cl_proc *agent_with(struct cl *cl, const char *host, const char *budget)
 {
@@ -209,8 +187,8 @@ static void test_agent_budget_stops_and_reports(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_agent_budget_stops_and_reports, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_agent_budget_stops_and_reports, cl_test_setup,
+						cl_test_teardown),
 	};
 
 	if (!wr_ready())

@@ -38,27 +38,6 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 static void expect_running(struct cl_proc *agent, uint64_t id)
 {
 	char needle[64];
@@ -94,18 +73,14 @@ static void test_agent_restart(void **state)
 	const unsigned long n1 = 20000, n2 = 15000;
 	struct cl *cl = *state;
 	struct cl_proc *agg, *agents[3], *b2, *sub;
-	char comm[32], log[32];
+	char comm[32];
 	size_t killed_at, back_at;
 	struct cl_res r;
 	uint64_t id;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sa", cl->tag);
 	cl_workload_make(cl, comm);
 	sub = cl_submit(cl, "submit", NULL, query_text(cl, comm), &id);
@@ -168,17 +143,13 @@ static void test_aggregator_restart(void **state)
 	const unsigned long n1 = 11111, n2 = 22222, n3 = 33333;
 	struct cl *cl = *state;
 	struct cl_proc *agg, *agents[2], *sub, *att;
-	char comm[32], log[32];
+	char comm[32];
 	struct cl_res r, r2;
 	uint64_t id;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sr", cl->tag);
 	cl_workload_make(cl, comm);
 	sub = cl_submit(cl, "submit", NULL, query_text(cl, comm), &id);
@@ -318,19 +289,15 @@ static void test_aggregator_restart_open_windows(void **state)
 	};
 	struct cl *cl = *state;
 	struct cl_proc *agg, *agents[3], *sub;
-	char comm[32], log[32], *text, *s;
+	char comm[32], *text, *s;
 	long long start0, w_n2;
 	long members, resumed;
 	struct cl_res r;
 	uint64_t id;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, opts);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%so", cl->tag);
 	cl_workload_make(cl, comm);
 	sub = cl_submit(cl, "submit", NULL, query_text(cl, comm), &id);
@@ -420,21 +387,17 @@ static void test_slow_client(void **state)
 	const size_t requests = 30000;
 	struct cl *cl = *state;
 	struct cl_proc *agg, *agents[2], *good, *slow;
-	char comm[32], log[32];
+	char comm[32];
 	size_t at_stop, sent, answers = 0;
 	struct cl_raw raw;
 	struct cl_res r;
 	uint64_t id;
 	Weft__Envelope *m;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	cl_keygen(cl, "client", "flood", true);
 	agg = cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%ss", cl->tag);
 	cl_workload_make(cl, comm);
 	good = cl_submit(cl, "good", NULL, query_text(cl, comm), &id);
@@ -492,11 +455,13 @@ static void test_slow_client(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_aggregator_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_aggregator_restart_open_windows, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_slow_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_restart, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_aggregator_restart, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_aggregator_restart_open_windows, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_slow_client, cl_test_setup, cl_test_teardown),
 	};
 
 	if (!wr_ready())

@@ -180,16 +180,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* A status that answers, with the three agents alive. */
 static void expect_status(struct cl *cl, const char *const *hosts)
 {
@@ -243,7 +233,7 @@ static void test_flood(void **state)
 	struct cl *cl = *state;
 	struct cl_proc *agents[3], *sub;
 	struct flood f = { 0 };
-	char comm[32], log[32], q[256];
+	char comm[32], q[256];
 	long long r0, r1;
 	int statuses = 0;
 	struct cl_res r;
@@ -251,13 +241,9 @@ static void test_flood(void **state)
 
 	if (!cl->dir[0])
 		skip();
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sf", cl->tag);
 	cl_workload_make(cl, comm);
 	snprintf(q, sizeof(q),
@@ -324,7 +310,7 @@ static void test_flood(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood, setup, cl_test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

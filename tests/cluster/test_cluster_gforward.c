@@ -51,28 +51,6 @@
 
 static char receiver[PATH_MAX];
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	if (wr_ready())
-		cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* Starts a receiver (port 0: any) recording into DIR/spans; returns its port. */
 static int receiver_start(struct cl *cl, const char *name, int port, int exit_after)
 {
@@ -101,19 +79,6 @@ static int receiver_start(struct cl *cl, const char *name, int port, int exit_af
 	free(pt);
 	assert_true(got > 0);
 	return got;
-}
-
-/* The graph store's forward object of `weft status --format json`, as a number. */
-static long long fwd_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph"), *f = g ? wj_get(g, "forward") : NULL;
-	long long v;
-
-	assert_non_null(f);
-	v = wj_int_of(f, name);
-	wj_free(st);
-	return v;
 }
 
 static long lines_of(const char *path)
@@ -223,26 +188,26 @@ static void test_forward(void **state)
 	if (cl_wait_exit(r1, 60000) != 0)
 		fail_msg("the first receiver did not exit by itself (status %d)", r1->status);
 	assert_true(lines_of(spans) < 2 * N_REQ);
-	if (!CL_WAIT(fwd_count(cl, "spooled") > 0, 60000))
+	if (!CL_WAIT(cl_fwd_count(cl, "spooled") > 0, 60000))
 		fail_msg("nothing spooled while the receiver was away");
 	receiver_start(cl, "rcv2", port, 0);
 
 	/* everything arrives; the query ends */
-	if (!CL_WAIT(lines_of(spans) >= 2 * N_REQ && fwd_count(cl, "queued") == 0 &&
-			     fwd_count(cl, "pending") == 0,
+	if (!CL_WAIT(lines_of(spans) >= 2 * N_REQ && cl_fwd_count(cl, "queued") == 0 &&
+			     cl_fwd_count(cl, "pending") == 0,
 		     120000))
 		fail_msg("not every span arrived: %ld recorded", lines_of(spans));
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
 
 	check_spans(spans);
-	assert_int_equal(fwd_count(cl, "sent"), 2 * N_REQ);
-	assert_true(fwd_count(cl, "spooled") > 0);
-	assert_true(fwd_count(cl, "retried") > 0);
-	assert_int_equal(fwd_count(cl, "dropped"), 0);
-	assert_int_equal(fwd_count(cl, "rejected"), 0);
-	assert_int_equal(fwd_count(cl, "repeated"), 0);
-	assert_int_equal(fwd_count(cl, "late"), 0);
+	assert_int_equal(cl_fwd_count(cl, "sent"), 2 * N_REQ);
+	assert_true(cl_fwd_count(cl, "spooled") > 0);
+	assert_true(cl_fwd_count(cl, "retried") > 0);
+	assert_int_equal(cl_fwd_count(cl, "dropped"), 0);
+	assert_int_equal(cl_fwd_count(cl, "rejected"), 0);
+	assert_int_equal(cl_fwd_count(cl, "repeated"), 0);
+	assert_int_equal(cl_fwd_count(cl, "late"), 0);
 
 	/* the clean stop sends the aggregates, as their own resource */
 	assert_int_equal(cl_stop(agg, SIGTERM, 90000), 0);
@@ -480,14 +445,14 @@ static void test_rules(void **state)
 	ship(&r1, qid, "h1", &g);
 	add_event(&g, 2, 2, "retry");
 	ship(&r2, qid, "h2", &g);
-	if (!CL_WAIT(fwd_count(cl, "repeated") == 1 && fwd_count(cl, "late") == 1 &&
-			     fwd_count(cl, "pending") == 0,
+	if (!CL_WAIT(cl_fwd_count(cl, "repeated") == 1 && cl_fwd_count(cl, "late") == 1 &&
+			     cl_fwd_count(cl, "pending") == 0,
 		     30000))
-		fail_msg("repeated %lld, late %lld, pending %lld", fwd_count(cl, "repeated"),
-			 fwd_count(cl, "late"), fwd_count(cl, "pending"));
-	assert_int_equal(fwd_count(cl, "sent"), 4);
-	assert_int_equal(fwd_count(cl, "dropped"), 0);
-	assert_int_equal(fwd_count(cl, "rejected"), 0);
+		fail_msg("repeated %lld, late %lld, pending %lld", cl_fwd_count(cl, "repeated"),
+			 cl_fwd_count(cl, "late"), cl_fwd_count(cl, "pending"));
+	assert_int_equal(cl_fwd_count(cl, "sent"), 4);
+	assert_int_equal(cl_fwd_count(cl, "dropped"), 0);
+	assert_int_equal(cl_fwd_count(cl, "rejected"), 0);
 	assert_int_equal(lines_of(spans), 4);
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
@@ -501,8 +466,8 @@ int main(void)
 {
 	const char *src = getenv("WEFT_SOURCE_DIR");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rules, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_forward, cl_test_setup, cl_test_teardown),
 	};
 
 	snprintf(receiver, sizeof(receiver), "%s/tests/otlp_receiver.py", src ? src : ".");

@@ -67,28 +67,6 @@
 #define T0 1700000000000000000ll
 #define US 1000ll
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	if (wr_ready())
-		cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 static struct graph_id128 tr(int k)
 {
 	return (struct graph_id128){ .hi = 0x7e57000000000000ull | (uint64_t)getpid(),
@@ -726,11 +704,13 @@ static void test_agent_sampled(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_stitch, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_agent, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_agent_small_batches, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_agent_sampled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stitch, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_tree, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_agent, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_agent_small_batches, cl_test_setup,
+						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_agent_sampled, cl_test_setup,
+						cl_test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,12 +43,11 @@
 
 #include "graph/store.h"
 #include "tests/cluster/cluster_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/skip.h"
 
 #define NS 2
 #define N_SET 100
-#define REDIS_BIN "/usr/bin/redis-server"
-#define BENCH_BIN "/usr/bin/redis-benchmark"
 
 static const char *const hosts[NS] = { "h-server", "h-client" };
 
@@ -63,77 +62,32 @@ struct fixture {
 	bool failed;
 };
 
-static struct fixture *live;
-
-static void fixture_clean(struct fixture *f)
-{
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl);
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net);
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
-	static bool registered; /* clean_at_exit, once for every fixture */
 	struct fixture *f = calloc(1, sizeof(*f));
-	char listen[64], log[32], pre[20], va[16], vb[16];
-	int x;
+	char listen[64];
 
 	if (!f)
 		return -1;
 	*state = f;
-	live = f;
-	if (!registered)
-		atexit(clean_at_exit);
-	registered = true;
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true;
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	assert_int_equal(sscanf(f->net.root_ip[0], "10.201.%d.", &x), 1);
-	snprintf(pre, sizeof(pre), "10.201.%d", x);
-	snprintf(f->ip[0], sizeof(f->ip[0]), "%s.101", pre);
-	snprintf(f->ip[1], sizeof(f->ip[1]), "%s.102", pre);
-	snprintf(f->ip6[0], sizeof(f->ip6[0]), "fd00:201:%d::101", x);
-	snprintf(f->ip6[1], sizeof(f->ip6[1]), "fd00:201:%d::102", x);
-	snprintf(va, sizeof(va), "wft%dxa", (int)getpid());
-	snprintf(vb, sizeof(vb), "wft%dxb", (int)getpid());
-	assert_int_equal(cl_ip("link add %s type veth peer name %s", va, vb), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", va, f->net.ns[0]), 0);
-	assert_int_equal(cl_ip("link set %s netns %s", vb, f->net.ns[1]), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[0], f->ip[0], va), 0);
-	assert_int_equal(cl_ip("-n %s addr add %s/30 dev %s", f->net.ns[1], f->ip[1], vb), 0);
-	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[0], f->ip6[0], va),
-			 0);
-	assert_int_equal(cl_ip("-n %s -6 addr add %s/64 dev %s nodad", f->net.ns[1], f->ip6[1], vb),
-			 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[0], va), 0);
-	assert_int_equal(cl_ip("-n %s link set %s up", f->net.ns[1], vb), 0);
+	snprintf(f->ip[0], sizeof(f->ip[0]), "10.201.%d.101", f->net.x);
+	snprintf(f->ip[1], sizeof(f->ip[1]), "10.201.%d.102", f->net.x);
+	snprintf(f->ip6[0], sizeof(f->ip6[0]), "fd00:201:%d::101", f->net.x);
+	snprintf(f->ip6[1], sizeof(f->ip6[1]), "fd00:201:%d::102", f->net.x);
+	cl_net_join(&f->net, "x", 0, 1, f->ip[0], f->ip[1], f->ip6[0], f->ip6[1]);
 
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	snprintf(f->gpath, sizeof(f->gpath), "%s", cl_path(&f->cl, "graphs.sqlite"));
 	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL,
 			       (char *const[]){ (char *)"--graph-store", f->gpath,
 						(char *)"--lateness", (char *)"15s", NULL });
-	for (int k = 0; k < NS; k++) {
-		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
-		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
-		f->agents[k] =
-			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
-				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
-		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
-	}
+	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	f->failed = false;
 	return 0;
 }
@@ -142,89 +96,9 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	f->failed |= !f->cl.passed;
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
-}
-
-/* A count of the graph store's object in `weft status --format json`. */
-static long long graph_count(struct cl *cl, const char *name)
-{
-	struct wj *st = cl_status(cl, NULL);
-	const struct wj *g = wj_get(st, "graph");
-	long long v;
-
-	assert_non_null(g);
-	v = wj_int_of(g, name);
-	wj_free(st);
-	return v;
-}
-
-/* 0 (not this benchmark's trace), or the number of processCommand tasks of a trace of
- * exactly the expected shape; fails the test on any other shape. */
-static int classify(const struct graph *g, const char *addr_s, bool v6, long bench, long redis,
-		    bool *has_redis)
-{
-	const struct graph_task *cl = NULL, *sv = NULL;
-	char want[64];
-	int npc = 0, nmsg = 0, npar = 0;
-
-	*has_redis = false;
-	for (size_t i = 0; i < g->ntasks; i++) {
-		*has_redis |= g->tasks[i].pid == redis;
-		if (g->tasks[i].pid == bench)
-			cl = &g->tasks[i];
-	}
-	if (!cl)
-		return 0;
-	snprintf(want, sizeof(want), v6 ? "request [%s]:6379" : "request %s:6379", addr_s);
-	assert_string_equal(cl->service, "redis-benchmark");
-	assert_string_equal(cl->name, want);
-	assert_string_equal(cl->host, hosts[1]);
-	assert_int_equal(cl->parent, 0);
-	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
-	for (size_t i = 0; i < g->ntasks; i++)
-		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
-			assert_null(sv);
-			sv = &g->tasks[i];
-		}
-	if (!sv)
-		fail_msg("a trace of redis-benchmark without a server task");
-	assert_int_equal(sv->pid, redis);
-	assert_string_equal(sv->service, "redis-server");
-	assert_string_equal(sv->host, hosts[0]);
-	assert_int_equal(sv->parent, 0);
-	for (size_t i = 0; i < g->ntasks; i++) {
-		const struct graph_task *k = &g->tasks[i];
-
-		if (k == cl || k == sv)
-			continue;
-		assert_string_equal(k->name, "processCommand");
-		assert_string_equal(k->host, hosts[0]);
-		assert_int_equal(k->parent, sv->id);
-		assert_int_equal(k->tid, sv->tid);
-		assert_true(k->start >= sv->start && k->end <= sv->end);
-		npc++;
-	}
-	for (size_t i = 0; i < g->nedges; i++) {
-		const struct graph_edge *e = &g->edges[i];
-
-		if (e->kind == GRAPH_EDGE_MESSAGE) {
-			assert_int_equal(e->from_task, cl->id);
-			assert_int_equal(e->to_task, sv->id);
-			nmsg++;
-		} else {
-			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
-			assert_int_equal(e->from_task, sv->id);
-			npar++;
-		}
-	}
-	assert_int_equal(nmsg, 1);
-	assert_int_equal(npar, npc);
-	assert_int_equal(g->ntasks, 2 + (size_t)npc);
-	return npc;
 }
 
 /* redis-server in h-server bound to addr (f->ip[0] or f->ip6[0]), redis-benchmark from
@@ -233,35 +107,23 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 {
 	struct cl *cl = &f->cl;
 	struct cl_proc *sub, *redis, *bench;
-	struct graph_store *s;
-	struct graph_trace_row *rows = NULL;
-	struct graph_filter fl = { .limit = 1000000 };
-	char query[256], num[32], why[512] = "", cmd[512], n[64];
-	long by_npc[4] = { 0 };
+	struct ke_redis x = { .client_host = hosts[1], .server_host = hosts[0] };
+	char query[256], num[32], n[64];
+	long by_npc[3];
 	uint64_t qid;
-	ssize_t nt;
-	int ready = 0;
-	long long tasks0 = graph_count(cl, "tasks"), matched0 = graph_count(cl, "kernel_matched");
+	long long tasks0 = cl_graph_count(cl, "tasks"),
+		  matched0 = cl_graph_count(cl, "kernel_matched");
 
-	assert_int_equal(graph_count(cl, "kernel_split") + graph_count(cl, "kernel_bad") +
-				 graph_count(cl, "kernel_dropped"),
+	assert_int_equal(cl_graph_count(cl, "kernel_split") + cl_graph_count(cl, "kernel_bad") +
+				 cl_graph_count(cl, "kernel_dropped"),
 			 0);
-	redis = cl_spawn(cl, "redis", f->net.ns[0],
-			 (char *const[]){ (char *)REDIS_BIN, (char *)"--port", (char *)"6379",
-					  (char *)"--bind", (char *)addr, (char *)"--save",
-					  (char *)"", (char *)"--appendonly", (char *)"no",
-					  (char *)"--protected-mode", (char *)"no", NULL });
 	/* up when it answers (before the query runs: these pings are not traced) */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 f->net.ns[1], addr);
-	ready = CL_WAIT(system(cmd) == 0 || !cl_alive(redis), CL_WAIT_MS) && cl_alive(redis);
-	if (!ready)
-		fail_msg("redis-server did not come up: %s", cl_slurp(redis->out));
+	redis = cl_redis(cl, "redis", f->net.ns[0], f->net.ns[1], addr);
 
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "
 		 "where comm = 'redis-server' or comm = 'redis-benchmark' graph every 1s",
-		 REDIS_BIN);
+		 NU_REDIS_BIN);
 	sub = cl_submit(cl, "submit", NULL, query, &qid);
 	snprintf(n, sizeof(n), "query %llu running", (unsigned long long)qid);
 	for (int k = 0; k < NS; k++)
@@ -269,7 +131,7 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 
 	snprintf(num, sizeof(num), "%d", N_SET);
 	bench = cl_spawn(cl, "bench", f->net.ns[1],
-			 (char *const[]){ (char *)BENCH_BIN, (char *)"-h", (char *)addr,
+			 (char *const[]){ (char *)NU_BENCH_BIN, (char *)"-h", (char *)addr,
 					  (char *)"-p", (char *)"6379", (char *)"-c", (char *)"1",
 					  (char *)"-n", num, (char *)"-t", (char *)"set",
 					  (char *)"-P", (char *)"1", (char *)"-q", NULL });
@@ -279,49 +141,27 @@ static void run_across(struct fixture *f, const char *addr, bool v6)
 	 * redis-server stopped (no record comes on either host), every task (client, server,
 	 * processCommand) is stored while the query still runs */
 	assert_int_equal(kill(redis->pid, SIGSTOP), 0);
-	if (!CL_WAIT(graph_count(cl, "tasks") - tasks0 >= 3 * N_SET + 4, 60000))
+	if (!CL_WAIT(cl_graph_count(cl, "tasks") - tasks0 >= 3 * N_SET + 4, 60000))
 		fail_msg("%lld tasks stored while the query ran, not %d",
-			 graph_count(cl, "tasks") - tasks0, 3 * N_SET + 4);
+			 cl_graph_count(cl, "tasks") - tasks0, 3 * N_SET + 4);
 	assert_int_equal(kill(redis->pid, SIGCONT), 0);
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
 	cl_stop(redis, SIGTERM, 10000);
-	assert_int_equal(graph_count(cl, "rejected"), 0);
-	assert_int_equal(graph_count(cl, "failed"), 0);
+	assert_int_equal(cl_graph_count(cl, "rejected"), 0);
+	assert_int_equal(cl_graph_count(cl, "failed"), 0);
 	/* the aggregator's matching, as `weft status` says it: one message edge a request
 	 * (and one for the settings), each a send of h-client's agent matched with a receive
 	 * of h-server's; nothing refused, forgotten or left unjoined */
-	assert_int_equal(graph_count(cl, "kernel_matched") - matched0, N_SET + 1);
-	assert_int_equal(graph_count(cl, "kernel_split"), 0);
-	assert_int_equal(graph_count(cl, "kernel_bad"), 0);
-	assert_int_equal(graph_count(cl, "kernel_dropped"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_matched") - matched0, N_SET + 1);
+	assert_int_equal(cl_graph_count(cl, "kernel_split"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_bad"), 0);
+	assert_int_equal(cl_graph_count(cl, "kernel_dropped"), 0);
 
-	s = graph_store_open(f->gpath, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", f->gpath, why);
-	nt = graph_store_list(s, &fl, &rows, why, sizeof(why));
-	if (nt < 0)
-		fail_msg("list: %s", why);
-	for (ssize_t i = 0; i < nt; i++) {
-		struct graph g;
-		char hex[33];
-		bool has_redis;
-		int k;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, addr, v6, (long)bench->pid, (long)redis->pid, &has_redis);
-		if (k == 0 && has_redis)
-			fail_msg("trace %s holds work of redis-server but no request", hex);
-		if (k > 2)
-			fail_msg("trace %s: %d processCommand tasks", hex, k);
-		by_npc[k]++;
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
+	x.bench = (long)bench->pid;
+	x.redis = (long)redis->pid;
+	snprintf(x.request, sizeof(x.request), v6 ? "request [%s]:6379" : "request %s:6379", addr);
+	ke_redis_count(f->gpath, &x, by_npc);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
 }
@@ -354,21 +194,7 @@ int main(void)
 						group_teardown),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !nu_redis_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (geteuid() != 0) {
-		fprintf(stderr, "skipped: needs root (network namespaces)\n");
-		return WT_SKIP;
-	}
-	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
-	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
-		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
-		return WT_SKIP;
-	}
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

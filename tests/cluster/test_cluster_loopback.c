@@ -33,27 +33,6 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* Waits for "query ID running" on an agent's log: its probes are attached. */
 static void expect_running(struct cl_proc *agent, uint64_t id)
 {
@@ -69,18 +48,14 @@ static void test_merge(void **state)
 	const unsigned long n1 = 30000, n2 = 12345;
 	struct cl *cl = *state;
 	struct cl_proc *agents[3], *by_host, *total;
-	char comm[32], q_host[256], q_total[256], log[32];
+	char comm[32], q_host[256], q_total[256];
 	struct cl_res r;
 	uint64_t id_host, id_total;
 	struct wj *st;
 
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	cl_aggregator(cl, "agg", NULL, NULL, NULL);
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, NULL, true);
-	}
+	cl_agents(cl, hosts, NULL, agents);
 	snprintf(comm, sizeof(comm), "%sm", cl->tag);
 	cl_workload_make(cl, comm);
 	snprintf(q_host, sizeof(q_host),
@@ -456,9 +431,9 @@ static void test_hostile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_merge, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_keys, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_hostile, cl_test_setup, cl_test_teardown),
 	};
 
 	if (!wr_ready())

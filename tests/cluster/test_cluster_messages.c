@@ -28,28 +28,6 @@
 
 #include "tests/cluster/cluster_util.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	if (wr_ready())
-		cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 /* `weft submit --timeout 20s QUERY` with key KEYNAME: its status, output in p. */
 static int submit(struct cl *cl, struct wr_proc *p, const char *keyname, const char *query)
 {
@@ -203,8 +181,8 @@ static void test_wrong_role(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_query_checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_wrong_role, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_query_checks, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_role, cl_test_setup, cl_test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,25 +49,6 @@ struct fixture {
 	bool failed; /* some test of the group failed: keep the logs */
 };
 
-static struct fixture *live; /* for the exit handler */
-
-/* The group teardown's work, also run at exit: a failed group setup skips the teardown. */
-static void fixture_clean(struct fixture *f)
-{
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl); /* the processes first: they run in the namespaces */
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net);
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -76,13 +57,11 @@ static int group_setup(void **state)
 	if (!f)
 		return -1;
 	*state = f;
-	live = f;
-	atexit(clean_at_exit);
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true; /* until the setup is through */
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL, NULL);
@@ -100,8 +79,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }

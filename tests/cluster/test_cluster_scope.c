@@ -44,50 +44,23 @@ struct fixture {
 	bool failed; /* some test of the group failed: keep the logs */
 };
 
-static struct fixture *live; /* for the exit handler */
-
-static void fixture_clean(struct fixture *f)
-{
-	if (f->cl.dir[0]) {
-		f->cl.passed = !f->failed;
-		cl_fini(&f->cl); /* the processes first: they run in the namespaces */
-		f->cl.dir[0] = 0;
-	}
-	cl_net_teardown(&f->net);
-}
-
-static void clean_at_exit(void)
-{
-	if (live)
-		fixture_clean(live);
-}
-
 static int group_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char listen[64], log[32];
+	char listen[64];
 
 	if (!f)
 		return -1;
 	*state = f;
-	live = f;
-	atexit(clean_at_exit);
+	cl_net_group_begin(&f->cl, &f->net, &f->failed);
 	f->failed = true; /* until the setup is through */
 	cl_init(&f->cl);
 	cl_net_setup(&f->net, NS);
-	snprintf(listen, sizeof(listen), "tcp://%s:%d", f->net.listen_ip, f->cl.port);
-	snprintf(f->cl.endpoint, sizeof(f->cl.endpoint), "%s", listen);
+	cl_net_endpoint(&f->cl, &f->net, listen);
 	for (int k = 0; k <= NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL, NULL);
-	for (int k = 0; k < NS; k++) {
-		snprintf(f->scope[k], sizeof(f->scope[k]), "netns:/run/netns/%s", f->net.ns[k]);
-		snprintf(log, sizeof(log), "agent-%s", hosts[k]);
-		f->agents[k] =
-			cl_agent_with(&f->cl, hosts[k], log, f->net.ns[k], listen, true,
-				      (char *const[]){ (char *)"--scope", f->scope[k], NULL });
-		cl_expect_log(f->agents[k], "tracing only netns:", CL_WAIT_MS);
-	}
+	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	f->agents[NS] = cl_agent(&f->cl, hosts[NS], "agent-whole", NULL, listen, true);
 	cl_expect_log(f->agents[NS], "tracing the whole machine", CL_WAIT_MS);
 	snprintf(f->comm, sizeof(f->comm), "%s_s", f->cl.tag);
@@ -100,9 +73,7 @@ static int group_teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	f->failed |= !f->cl.passed;
-	fixture_clean(f);
-	live = NULL;
+	cl_net_group_end(&f->cl, &f->net, f->failed);
 	free(f);
 	return 0;
 }

@@ -33,34 +33,13 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
-static int setup(void **state)
-{
-	struct cl *cl = calloc(1, sizeof(*cl));
-
-	if (!cl)
-		return -1;
-	cl_init(cl);
-	*state = cl;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct cl *cl = *state;
-
-	if (cl->dir[0])
-		cl_fini(cl);
-	free(cl);
-	return 0;
-}
-
 static void test_tree(void **state)
 {
 	static const char *const hosts[] = { "a", "b", NULL };
 	const unsigned long n1 = 25000, n2 = 8000;
 	struct cl *cl = *state;
 	struct cl_proc *root, *region, *agents[2], *by_host, *total;
-	char comm[32], q_host[256], q_total[256], log[32], region_ep[64], id_text[32];
+	char comm[32], q_host[256], q_total[256], region_ep[64], id_text[32];
 	uint64_t id_host, id_total;
 	const struct wj *ag;
 	struct cl_res r;
@@ -68,8 +47,7 @@ static void test_tree(void **state)
 
 	cl_keygen(cl, "aggregator", "root", false);
 	cl_keygen(cl, "aggregator", "region1", true); /* a child of the root */
-	for (int i = 0; hosts[i]; i++)
-		cl_keygen(cl, "agent", hosts[i], true);
+	cl_keygen_agents(cl, hosts);
 	/* the root waits longer than the region, which closes its windows first */
 	root = cl_aggregator(cl, "root", NULL, NULL,
 			     (char *const[]){ (char *)"--lateness", (char *)"1500ms", NULL });
@@ -81,10 +59,7 @@ static void test_tree(void **state)
 	cl_expect_log(region, "welcomed by the parent", CL_WAIT_MS);
 	snprintf(cl->agent_server, sizeof(cl->agent_server), "region1");
 	snprintf(cl->client_server, sizeof(cl->client_server), "root");
-	for (int i = 0; hosts[i]; i++) {
-		snprintf(log, sizeof(log), "agent-%s", hosts[i]);
-		agents[i] = cl_agent(cl, hosts[i], log, NULL, region_ep, true);
-	}
+	cl_agents(cl, hosts, region_ep, agents);
 
 	snprintf(comm, sizeof(comm), "%st", cl->tag);
 	cl_workload_make(cl, comm);
@@ -273,8 +248,9 @@ static void test_parent_welcome_seq(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_parent_welcome_seq, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tree, cl_test_setup, cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_parent_welcome_seq, cl_test_setup,
+						cl_test_teardown),
 	};
 
 	if (!wr_ready())

@@ -144,6 +144,90 @@ static uint64_t side_id(struct cl_proc *p, const char *side, const char *agent)
 	return id;
 }
 
+/*
+ * `weft vm sync` of the fixture's pair (host side on vmhost, guest side on vmguest), logging
+ * into LOG, with --every EVERY unless it is NULL, --format json or text; returns once each
+ * agent runs its side, with the sides' query ids in *hid and *gid.
+ */
+static struct cl_proc *vs_spawn(struct fixture *f, const char *log, const char *every, bool json,
+				uint64_t *hid, uint64_t *gid)
+{
+	struct cl *cl = &f->cl;
+	char *argv[WR_MAX_ARGS], needle[64];
+	struct cl_proc *vs;
+	int n = 0;
+
+	argv[n++] = getenv("WEFT_BIN");
+	argv[n++] = (char *)"vm";
+	argv[n++] = (char *)"sync";
+	argv[n++] = (char *)"--to";
+	argv[n++] = cl->endpoint;
+	argv[n++] = (char *)"--server-key";
+	argv[n++] = (char *)cl_pub(cl, cl->client_server);
+	argv[n++] = (char *)"--key";
+	argv[n++] = (char *)cl_path(cl, "me.key");
+	argv[n++] = (char *)"--host-agent";
+	argv[n++] = (char *)"vmhost";
+	argv[n++] = (char *)"--guest-agent";
+	argv[n++] = (char *)"vmguest";
+	argv[n++] = (char *)"--guest-binary";
+	argv[n++] = f->wl;
+	argv[n++] = (char *)"--hypercall-source";
+	argv[n++] = f->source;
+	if (every) {
+		argv[n++] = (char *)"--every";
+		argv[n++] = (char *)every;
+	}
+	argv[n++] = (char *)"--format";
+	argv[n++] = (char *)(json ? "json" : "text");
+	argv[n] = NULL;
+	vs = cl_spawn(cl, log, NULL, argv);
+	*hid = side_id(vs, "host", "vmhost");
+	*gid = side_id(vs, "guest", "vmguest");
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)*hid);
+	cl_expect_log(f->host, needle, CL_WAIT_MS);
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)*gid);
+	cl_expect_log(f->guest, needle, CL_WAIT_MS);
+	return vs;
+}
+
+/* The workload (NPOINTS points, clock offset K_NS, `mode`) run to its end, logging into LOG,
+ * its points written to `points`. */
+static void vs_workload(struct fixture *f, const char *log, const char *points, const char *mode)
+{
+	char n[16], k[32];
+	struct cl_proc *wl;
+
+	snprintf(n, sizeof(n), "%d", NPOINTS);
+	snprintf(k, sizeof(k), "%lld", K_NS);
+	wl = cl_spawn(&f->cl, log, NULL,
+		      (char *const[]){ f->wl, n, k, (char *)points, (char *)mode, NULL });
+	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+}
+
+/* Neither agent ran the other side's query: each side is limited to its own agent. */
+static void vs_sides_apart(struct fixture *f, uint64_t hid, uint64_t gid)
+{
+	char needle[64];
+
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
+	assert_false(cl_file_has(f->guest->err, needle));
+	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
+	assert_false(cl_file_has(f->host->err, needle));
+}
+
+/* The JSON lines of the file at path (a `weft vm sync` stdout) into *j, empty before. */
+static void vs_json_lines(const char *path, struct wr_json *j)
+{
+	struct wr_buf b = { 0 };
+	char *out = cl_slurp(path);
+
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, j);
+	free(b.p);
+}
+
 struct run {
 	uint64_t hid, gid;
 	struct cl_proc *vs;
@@ -155,58 +239,21 @@ struct run {
 static void run_sync(struct fixture *f, struct run *r, const char *mode, bool json)
 {
 	struct cl *cl = &f->cl;
-	char log[32], wlog[32], needle[64], n[16], k[32];
-	struct cl_proc *wl;
+	char log[32], wlog[32];
 
 	f->runs++;
 	snprintf(log, sizeof(log), "vmsync-%d", f->runs);
 	snprintf(wlog, sizeof(wlog), "wl-%d", f->runs);
 	snprintf(r->points, sizeof(r->points), "%s/points-%d.txt", cl->dir, f->runs);
-	r->vs = cl_spawn(cl, log, NULL,
-			 (char *const[]){ getenv("WEFT_BIN"),
-					  (char *)"vm",
-					  (char *)"sync",
-					  (char *)"--to",
-					  cl->endpoint,
-					  (char *)"--server-key",
-					  (char *)cl_pub(cl, cl->client_server),
-					  (char *)"--key",
-					  (char *)cl_path(cl, "me.key"),
-					  (char *)"--host-agent",
-					  (char *)"vmhost",
-					  (char *)"--guest-agent",
-					  (char *)"vmguest",
-					  (char *)"--guest-binary",
-					  f->wl,
-					  (char *)"--hypercall-source",
-					  f->source,
-					  (char *)"--every",
-					  (char *)"1s",
-					  (char *)"--format",
-					  (char *)(json ? "json" : "text"),
-					  NULL });
-	r->hid = side_id(r->vs, "host", "vmhost");
-	r->gid = side_id(r->vs, "guest", "vmguest");
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
-	cl_expect_log(f->host, needle, CL_WAIT_MS);
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
-	cl_expect_log(f->guest, needle, CL_WAIT_MS);
-
-	snprintf(n, sizeof(n), "%d", NPOINTS);
-	snprintf(k, sizeof(k), "%lld", K_NS);
-	wl = cl_spawn(cl, wlog, NULL,
-		      (char *const[]){ f->wl, n, k, r->points, (char *)mode, NULL });
-	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	r->vs = vs_spawn(f, log, "1s", json, &r->hid, &r->gid);
+	vs_workload(f, wlog, r->points, mode);
 
 	kill(r->vs->pid, SIGINT); /* cancels both queries, waits for their last windows */
 	r->status = cl_wait_exit(r->vs, CL_WAIT_MS);
 	if (r->status < 0)
 		fail_msg("weft vm sync did not end: %s", cl_slurp(r->vs->err));
 	/* the other agent never ran the other side's query */
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->hid);
-	assert_false(cl_file_has(f->guest->err, needle));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)r->gid);
-	assert_false(cl_file_has(f->host->err, needle));
+	vs_sides_apart(f, r->hid, r->gid);
 }
 
 struct point {
@@ -270,13 +317,11 @@ static void test_synced(void **state)
 	struct vm_sync_acc acc;
 	int64_t off, err;
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	struct cl_proc *att;
 	struct cl_res hr;
 	const struct wj *s;
 	struct wj *st;
-	char *out;
 
 	cl->passed = false;
 	run_sync(f, &r, "ok", true);
@@ -310,11 +355,7 @@ static void test_synced(void **state)
 	}
 	vm_sync_middle(acc.lo, acc.hi, &off, &err);
 
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_true(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), NPOINTS);
@@ -385,20 +426,14 @@ static void test_unsynced(void **state)
 	struct fixture *f = *state;
 	struct point pt[NPOINTS];
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	const struct wj *s, *o;
-	char *out;
 
 	f->cl.passed = false;
 	run_sync(f, &r, "guest-only", true);
 	assert_int_equal(r.status, 4); /* ended unsynchronised */
 	points_load(r.points, pt);
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_false(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), 0);
@@ -479,47 +514,17 @@ static void test_restart(void **state)
 {
 	struct fixture *f = *state;
 	struct cl *cl = &f->cl;
-	char want[64], before[4096], needle[64], n[16], k[32], pts[PATH_MAX];
-	struct cl_proc *vs, *wl;
+	char want[64], before[4096], pts[PATH_MAX];
+	struct cl_proc *vs;
 	uint64_t hid, gid;
 	struct wj *st, *line;
 	const struct wj *s0;
 	long long lo, hi;
 
 	cl->passed = false;
-	vs = cl_spawn(cl, "vmsync-restart", NULL,
-		      (char *const[]){ getenv("WEFT_BIN"),
-				       (char *)"vm",
-				       (char *)"sync",
-				       (char *)"--to",
-				       cl->endpoint,
-				       (char *)"--server-key",
-				       (char *)cl_pub(cl, cl->client_server),
-				       (char *)"--key",
-				       (char *)cl_path(cl, "me.key"),
-				       (char *)"--host-agent",
-				       (char *)"vmhost",
-				       (char *)"--guest-agent",
-				       (char *)"vmguest",
-				       (char *)"--guest-binary",
-				       f->wl,
-				       (char *)"--hypercall-source",
-				       f->source,
-				       (char *)"--format",
-				       (char *)"json",
-				       NULL });
-	hid = side_id(vs, "host", "vmhost");
-	gid = side_id(vs, "guest", "vmguest");
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
-	cl_expect_log(f->host, needle, CL_WAIT_MS);
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
-	cl_expect_log(f->guest, needle, CL_WAIT_MS);
-	snprintf(n, sizeof(n), "%d", NPOINTS);
-	snprintf(k, sizeof(k), "%lld", K_NS);
+	vs = vs_spawn(f, "vmsync-restart", NULL, true, &hid, &gid);
 	snprintf(pts, sizeof(pts), "%s/points-restart.txt", cl->dir);
-	wl = cl_spawn(cl, "wl-restart", NULL,
-		      (char *const[]){ f->wl, n, k, pts, (char *)"ok", NULL });
-	assert_int_equal(cl_wait_exit(wl, CL_WAIT_MS), 0);
+	vs_workload(f, "wl-restart", pts, "ok");
 	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
 	assert_true(CL_WAIT(last_line_with(vs->out, want, before, sizeof(before)), CL_WAIT_MS));
 	line = wj_parse(before, strlen(before));
@@ -562,10 +567,7 @@ static void test_restart(void **state)
 	assert_true(last_line_with(vs->out, "\"guest_done\":true}", before, sizeof(before)));
 	snprintf(want, sizeof(want), "\"points\":%d,", NPOINTS);
 	assert_non_null(strstr(before, want));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)gid);
-	assert_false(cl_file_has(f->host->err, needle));
-	snprintf(needle, sizeof(needle), "query %llu running", (unsigned long long)hid);
-	assert_false(cl_file_has(f->guest->err, needle));
+	vs_sides_apart(f, hid, gid);
 	cl->passed = true;
 }
 
@@ -575,21 +577,15 @@ static void test_dirty(void **state)
 	struct fixture *f = *state;
 	struct point pt[NPOINTS];
 	struct run r;
-	struct wr_buf b = { 0 };
 	struct wr_json j = { 0 };
 	const struct wj *s;
-	char *out;
 
 	f->cl.passed = false;
 	run_sync(f, &r, "dirty", true);
 	assert_int_equal(r.status, 0);
 	points_load(r.points, pt);
 	assert_true(pt[NPOINTS - 1].after < pt[NPOINTS - 1].before);
-	out = cl_slurp(r.vs->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	vs_json_lines(r.vs->out, &j);
 	s = last_state(&j, &r);
 	assert_true(cl_json_true(s, "synced"));
 	assert_int_equal(wj_int_of(s, "points"), NPOINTS - 2);

@@ -352,6 +352,15 @@ static inline bool wr_cut_line(struct wr_buf *b, const char *prefix, char *line,
 	return true;
 }
 
+/* `rm -rf DIR`, a test's own temporary directory: 0, or -1 if it failed. */
+static inline int wr_rm_rf(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
 /* Prints what a failed check needs to be understood. */
 static inline void wr_dump(const struct wr_proc *p, const char *what)
 {

@@ -170,14 +170,12 @@ static void test_later_stage_errors(void **state)
 	assert_int_equal(waitpid(zombie, &status, 0), zombie);
 
 	assert_int_equal(unsetenv("WEFT_CACHE_DIR"), 0);
-	snprintf(script, sizeof(script), "rm -rf '%s'", dir);
-	assert_int_equal(system(script), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 static void test_btf_reloc(void **state)
 {
 	char dir[] = "/tmp/weft-test-btf-XXXXXX", path[PATH_MAX], cache[PATH_MAX + 8];
-	char cmd[PATH_MAX + 16];
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
@@ -193,8 +191,7 @@ static void test_btf_reloc(void **state)
 		       "for 1s");
 	assert_int_equal(unsetenv("WEFT_BTF"), 0);
 	assert_int_equal(unsetenv("WEFT_CACHE_DIR"), 0);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 int main(void)

@@ -36,11 +36,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return wr_rm_rf(dir);
 }
 
 /* Runs `weft run` of a graph query over `wl_graph n` into a fresh store; the summary line. */

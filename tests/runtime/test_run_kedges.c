@@ -39,53 +39,41 @@
 #include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/kedges_expect.h"
+#include "tests/netns_util.h"
 #include "tests/skip.h"
 
 #define N_SET 200
-#define REDIS_BIN "/usr/bin/redis-server"
-#define BENCH_BIN "/usr/bin/redis-benchmark"
 
-static char ns_s[64], ns_c[64], veth[16], addr_s[32], addr_c[32], dir[64];
+static char ns_s[64], ns_c[64], addr_s[32], addr_c[32], dir[64];
 static char addr6_s[48], addr6_c[48];
 /* the server address of the test running: what the client task names, the attributes' form */
 static const char *want_addr = addr_s;
 static bool want_v6;
 static pid_t redis_pid; /* killed at exit if a failure left it running */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == 0 ? 0 : -1;
-}
-
 static void clean(void)
 {
 	if (redis_pid > 0)
 		kill(redis_pid, SIGKILL);
-	if (ns_s[0]) {
-		sh("ip netns del %s 2>/dev/null", ns_s);
-		sh("ip netns del %s 2>/dev/null", ns_c);
-	}
-	if (dir[0])
-		sh("rm -rf '%s'", dir);
+	nu_netns_del(ns_s); /* and with them the veth */
+	nu_netns_del(ns_c);
+	if (dir[0] && wr_rm_rf(dir) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
 static int group_setup(void **state)
 {
 	int p = (int)getpid();
+	char va[16], vb[16];
+	struct nu_end s = { .ns = ns_s, .dev = va, .ip = addr_s, .ip6 = addr6_s };
+	struct nu_end c = { .ns = ns_c, .dev = vb, .ip = addr_c, .ip6 = addr6_c };
 
 	(void)state;
 	snprintf(ns_s, sizeof(ns_s), "weft-ke-%d-s", p);
 	snprintf(ns_c, sizeof(ns_c), "weft-ke-%d-c", p);
-	snprintf(veth, sizeof(veth), "wke%d", p % 10000000);
+	snprintf(va, sizeof(va), "wke%da", p % 10000000);
+	snprintf(vb, sizeof(vb), "wke%db", p % 10000000);
 	snprintf(addr_s, sizeof(addr_s), "10.231.%d.1", p % 250);
 	snprintf(addr_c, sizeof(addr_c), "10.231.%d.2", p % 250);
 	snprintf(addr6_s, sizeof(addr6_s), "fd00:231:%d::1", p % 250);
@@ -94,18 +82,7 @@ static int group_setup(void **state)
 	if (!mkdtemp(dir))
 		return -1;
 	atexit(clean);
-	if (sh("ip netns add %s && ip netns add %s", ns_s, ns_c) ||
-	    sh("ip link add %sa type veth peer name %sb", veth, veth) ||
-	    sh("ip link set %sa netns %s && ip link set %sb netns %s", veth, ns_s, veth, ns_c) ||
-	    sh("ip -n %s addr add %s/24 dev %sa && ip -n %s link set %sa up && "
-	       "ip -n %s link set lo up",
-	       ns_s, addr_s, veth, ns_s, veth, ns_s) ||
-	    sh("ip -n %s addr add %s/24 dev %sb && ip -n %s link set %sb up && "
-	       "ip -n %s link set lo up",
-	       ns_c, addr_c, veth, ns_c, veth, ns_c) ||
-	    sh("ip -n %s -6 addr add %s/64 dev %sa nodad && "
-	       "ip -n %s -6 addr add %s/64 dev %sb nodad",
-	       ns_s, addr6_s, veth, ns_c, addr6_c, veth))
+	if (nu_netns_add(ns_s) || nu_netns_add(ns_c) || nu_veth(&s, &c, 24))
 		return -1;
 	return 0;
 }
@@ -177,150 +154,40 @@ static void check_kattrs(const struct graph_task *cl, const struct graph_task *s
 	json_decref(sa);
 }
 
-/* What one trace is: 0 (not this benchmark's), or the number of processCommand tasks of a
- * trace of exactly the expected shape; fails the test on any other shape. */
-static int classify(const struct graph *g, long bench, long redis, bool *has_redis)
+/* What this test checks of a trace's client and server tasks beyond their shape
+ * (ke_redis_trace()): the server task within the client task (one clock, a millisecond of
+ * slack) and the addresses they ship (check_kattrs()). */
+static void check_pair(const struct graph_task *cl, const struct graph_task *sv)
 {
-	const struct graph_task *cl = NULL, *sv = NULL;
-	char want[64];
-	int npc = 0, nmsg = 0, npar = 0;
-
-	*has_redis = false;
-	for (size_t i = 0; i < g->ntasks; i++) {
-		*has_redis |= g->tasks[i].pid == redis;
-		if (g->tasks[i].pid == bench)
-			cl = &g->tasks[i];
-	}
-	if (!cl)
-		return 0;
-	snprintf(want, sizeof(want), want_v6 ? "request [%s]:6379" : "request %s:6379", want_addr);
-	assert_string_equal(cl->service, "redis-benchmark");
-	assert_string_equal(cl->name, want);
-	assert_int_equal(cl->parent, 0);
-	assert_int_equal(cl->source, GRAPH_SRC_KERNEL);
-	for (size_t i = 0; i < g->ntasks; i++)
-		if (strcmp(g->tasks[i].name, "serve :6379") == 0) {
-			assert_null(sv);
-			sv = &g->tasks[i];
-		}
-	if (!sv)
-		fail_msg("a trace of redis-benchmark without a server task");
-	assert_int_equal(sv->pid, redis);
-	assert_string_equal(sv->service, "redis-server");
-	assert_int_equal(sv->parent, 0);
 	assert_true(sv->start >= cl->start - 1000000 && sv->end <= cl->end + 1000000);
 	check_kattrs(cl, sv);
-	for (size_t i = 0; i < g->ntasks; i++) {
-		const struct graph_task *k = &g->tasks[i];
-
-		if (k == cl || k == sv)
-			continue;
-		assert_string_equal(k->name, "processCommand");
-		assert_int_equal(k->parent, sv->id);
-		assert_int_equal(k->tid, sv->tid);
-		assert_true(k->start >= sv->start && k->end <= sv->end);
-		npc++;
-	}
-	for (size_t i = 0; i < g->nedges; i++) {
-		const struct graph_edge *e = &g->edges[i];
-
-		if (e->kind == GRAPH_EDGE_MESSAGE) {
-			assert_int_equal(e->from_task, cl->id);
-			assert_int_equal(e->to_task, sv->id);
-			nmsg++;
-		} else {
-			assert_int_equal(e->kind, GRAPH_EDGE_PARENT);
-			assert_int_equal(e->from_task, sv->id);
-			npar++;
-		}
-	}
-	assert_int_equal(nmsg, 1);
-	assert_int_equal(npar, npc);
-	assert_int_equal(g->ntasks, 2 + (size_t)npc);
-	return npc;
-}
-
-/* The traces of store by their number of processCommand tasks (classify()) into by_npc[3]. */
-static void count_traces(const char *store, long bench, long redis, long by_npc[3])
-{
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
-	struct graph_store *s;
-	char why[512] = "";
-	ssize_t n;
-
-	memset(by_npc, 0, 3 * sizeof(*by_npc));
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
-	for (ssize_t i = 0; i < n; i++) {
-		struct graph g;
-		char hex[33];
-		bool has_redis;
-		int k;
-
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
-		k = classify(&g, bench, redis, &has_redis);
-		if (k == 0 && has_redis)
-			fail_msg("trace %s holds work of redis-server but no request", hex);
-		if (k > 2)
-			fail_msg("trace %s: %d processCommand tasks", hex, k);
-		by_npc[k]++;
-		graph_free(&g);
-	}
-	free(rows);
-	graph_store_close(s);
 }
 
 /* redis-server bound to `bind` in S, redis-benchmark against it from C, under weft run. */
 static void run_redis(const char *bind)
 {
-	char store[PATH_MAX], query[256], num[32], cmd[512];
-	char *rargv[] = { (char *)"ip",	     (char *)"netns",
-			  (char *)"exec",    ns_s,
-			  (char *)REDIS_BIN, (char *)"--port",
-			  (char *)"6379",    (char *)"--bind",
-			  (char *)bind,	     (char *)"--save",
-			  (char *)"",	     (char *)"--appendonly",
-			  (char *)"no",	     (char *)"--protected-mode",
-			  (char *)"no",	     NULL };
-	char *bargv[] = { (char *)"ip", (char *)"netns",   (char *)"exec",
-			  ns_c,		(char *)BENCH_BIN, (char *)"-h",
-			  (char *)bind, (char *)"-p",	   (char *)"6379",
-			  (char *)"-c", (char *)"1",	   (char *)"-n",
-			  num,		(char *)"-t",	   (char *)"set",
-			  (char *)"-P", (char *)"1",	   (char *)"-q",
+	char store[PATH_MAX], query[256], num[32];
+	char *bargv[] = { (char *)"ip", (char *)"netns",      (char *)"exec",
+			  ns_c,		(char *)NU_BENCH_BIN, (char *)"-h",
+			  (char *)bind, (char *)"-p",	      (char *)"6379",
+			  (char *)"-c", (char *)"1",	      (char *)"-n",
+			  num,		(char *)"-t",	      (char *)"set",
+			  (char *)"-P", (char *)"1",	      (char *)"-q",
 			  NULL };
 	struct wr_proc redis, weft, bench;
+	struct ke_redis x = { .check_pair = check_pair };
 	long by_npc[3] = { 0 };
-	int ready = 0;
 
 	snprintf(store, sizeof(store), "%s/kedges-%s.db", dir, want_v6 ? "6" : "4");
 	snprintf(num, sizeof(num), "%d", N_SET);
-	assert_int_equal(wr_start(&redis, rargv), 0);
-	redis_pid = redis.pid;
-	wr_close_stdin(&redis);
 	/* up when it answers (before weft attaches: these pings are not traced) */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p 6379 ping >/dev/null 2>&1",
-		 ns_c, bind);
-	for (uint64_t end = wr_now_ms() + WR_TIMEOUT_MS; !ready && wr_now_ms() < end;) {
-		ready = system(cmd) == 0;
-		wr_pump(&redis, ready ? 0 : 50);
-	}
-	if (!ready) {
-		wr_dump(&redis, "redis-server");
+	if (nu_redis_start(&redis, ns_s, ns_c, bind) != 0)
 		fail_msg("redis-server did not come up");
-	}
+	redis_pid = redis.pid;
 	snprintf(query, sizeof(query),
 		 "from kernel:sockets, span(uprobe:%s:processCommand) "
 		 "where pid = %d or comm = 'redis-benchmark' graph",
-		 REDIS_BIN, (int)redis.pid);
+		 NU_REDIS_BIN, (int)redis.pid);
 	assert_int_equal(wr_weft_start(&weft, "--format", "json", "-S", store, query, (char *)NULL),
 			 0);
 	if (wr_wait_err(&weft, "attached", WR_TIMEOUT_MS) != 0) {
@@ -346,13 +213,17 @@ static void run_redis(const char *bind)
 	 * within a few seconds, as the last exchanges complete by the clock (their last op a
 	 * second old, then the next drain), not only when the query ends.
 	 */
+	x.bench = (long)bench.pid;
+	x.redis = (long)redis.pid;
+	snprintf(x.request, sizeof(x.request), want_v6 ? "request [%s]:6379" : "request %s:6379",
+		 want_addr);
 	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
 	{
 		uint64_t t0 = wr_now_ms(), end = t0 + 15000; /* a drain a second: ~2 s */
 
 		for (;;) {
 			wr_pump(&weft, 200);
-			count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
+			ke_redis_count(store, &x, by_npc);
 			if ((by_npc[1] == N_SET && by_npc[2] == 1) || wr_now_ms() >= end)
 				break;
 		}
@@ -367,12 +238,11 @@ static void run_redis(const char *bind)
 		wr_dump(&weft, "weft run");
 		fail_msg("weft run failed");
 	}
-	kill(redis.pid, SIGTERM);
-	wr_finish(&redis, WR_TIMEOUT_MS);
+	nu_redis_stop(&redis);
 	redis_pid = 0;
 
 	/* and after it ended, still exactly those: nothing stored twice, nothing late */
-	count_traces(store, (long)bench.pid, (long)redis.pid, by_npc);
+	ke_redis_count(store, &x, by_npc);
 	assert_int_equal(by_npc[1], N_SET); /* the SETs */
 	assert_int_equal(by_npc[2], 1); /* CONFIG GET save, CONFIG GET appendonly */
 	wr_free(&weft);
@@ -403,21 +273,7 @@ int main(void)
 		cmocka_unit_test(test_redis_ipv6),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !nu_redis_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (geteuid() != 0) {
-		fprintf(stderr, "skipped: needs root (network namespaces)\n");
-		return WT_SKIP;
-	}
-	if (access(REDIS_BIN, X_OK) != 0 || access(BENCH_BIN, X_OK) != 0 ||
-	    system("command -v redis-cli >/dev/null && command -v ip >/dev/null") != 0) {
-		fprintf(stderr, "skipped: needs redis-server, redis-benchmark, redis-cli and ip\n");
-		return WT_SKIP;
-	}
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

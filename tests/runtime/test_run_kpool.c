@@ -33,6 +33,7 @@
 
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/skip.h"
 
 #define N_REQ 60
@@ -52,11 +53,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return wr_rm_rf(dir);
 }
 
 /* One trace of the pool: checks its shape exactly; the worker's thread into *wtid. */
@@ -117,29 +115,20 @@ static void check_trace(const struct graph *g, long server, int64_t *wtid)
 /* The traces of the store, each checked exactly (check_trace); their number. */
 static ssize_t check_store(const char *store, long server)
 {
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
+	struct graph_trace_row *rows;
 	int64_t wtids[N_WORKERS] = { 0 };
 	int nwtids = 0;
 	struct graph_store *s;
-	char why[512] = "", hex[33];
+	char hex[33];
 	ssize_t n;
 
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
+	s = ke_store_list(store, &rows, &n);
 	for (ssize_t i = 0; i < n; i++) {
 		struct graph g;
 		int64_t wt = 0;
 		bool known = false;
 
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
+		ke_store_load(s, &rows[i], &g, hex);
 		check_trace(&g, server, &wt);
 		for (int k = 0; k < nwtids; k++)
 			known |= wtids[k] == wt;
@@ -234,12 +223,7 @@ int main(void)
 		cmocka_unit_test(test_pool),
 	};
 
-	if (!wr_ready())
+	if (!wr_ready() || !ke_sock_ready())
 		return WT_SKIP;
-	if (access("/sys/kernel/tracing/events/sock/sock_send_length", F_OK) != 0 &&
-	    access("/sys/kernel/debug/tracing/events/sock/sock_send_length", F_OK) != 0) {
-		fprintf(stderr, "skipped: the kernel has no sock:sock_send_length tracepoint\n");
-		return WT_SKIP;
-	}
 	return wt_status(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -45,11 +45,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return wr_rm_rf(dir);
 }
 
 static long edges(const struct graph *g, enum graph_edge_kind k, uint64_t from, uint64_t to)

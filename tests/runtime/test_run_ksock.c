@@ -30,6 +30,7 @@
 #include "graph/kmsg.h"
 #include "graph/store.h"
 #include "run_util.h"
+#include "tests/kedges_expect.h"
 #include "tests/skip.h"
 
 #define N_COUNT 100
@@ -337,13 +338,11 @@ static void test_stream_sequence_numbers(void **state)
  */
 static void check_family(const char *mode)
 {
-	char dir[] = "/tmp/weft-test-ksock6-XXXXXX", store[PATH_MAX], cmd[PATH_MAX + 16];
+	char dir[] = "/tmp/weft-test-ksock6-XXXXXX", store[PATH_MAX];
 	char want[64], serve[32];
-	struct graph_filter f = { .limit = 1000000 };
-	struct graph_trace_row *rows = NULL;
+	struct graph_trace_row *rows;
 	bool v6 = strcmp(mode, "v6") == 0;
 	struct graph_store *s;
-	char why[512] = "";
 	struct wl_ids w;
 	struct wr_proc p;
 	long mine = 0;
@@ -358,22 +357,14 @@ static void check_family(const char *mode)
 	snprintf(want, sizeof(want), v6 ? "request [::1]:%ld" : "request 127.0.0.1:%ld",
 		 w.server_port);
 	snprintf(serve, sizeof(serve), "serve :%ld", w.server_port);
-	s = graph_store_open(store, why, sizeof(why));
-	if (!s)
-		fail_msg("%s: %s", store, why);
-	n = graph_store_list(s, &f, &rows, why, sizeof(why));
-	if (n < 0)
-		fail_msg("list: %s", why);
+	s = ke_store_list(store, &rows, &n);
 	for (ssize_t i = 0; i < n; i++) {
 		const struct graph_task *cl = NULL, *sv = NULL;
 		json_t *o, *a;
 		struct graph g;
 		char hex[33];
 
-		graph_id128_hex(rows[i].trace, hex);
-		graph_init(&g);
-		if (graph_store_load(s, hex, &g, why, sizeof(why)) != 0)
-			fail_msg("load %s: %s", hex, why);
+		ke_store_load(s, &rows[i], &g, hex);
 		for (size_t k = 0; k < g.ntasks; k++) {
 			if (g.tasks[k].pid == w.child)
 				cl = &g.tasks[k];
@@ -408,8 +399,7 @@ static void check_family(const char *mode)
 	graph_store_close(s);
 	assert_int_equal(mine, N_COUNT / 2);
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 static void test_kernel_sockets_ipv6(void **state)
@@ -472,7 +462,7 @@ static int explain_codegen(struct wr_proc *p, const char *q)
  */
 static void test_kernel_sockets_codegen(void **state)
 {
-	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX], cmd[PATH_MAX + 32];
+	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX];
 	const char *q = "from kernel:sockets graph";
 	struct wr_proc p;
 	int rc;
@@ -501,8 +491,7 @@ static void test_kernel_sockets_codegen(void **state)
 	assert_non_null(strstr(p.out.p, "g->family = WEFT_TP(")); /* 2: the agent's IPv4 */
 	assert_non_null(strstr(p.out.p, "->skc_daddr"));
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 /*
@@ -539,8 +528,7 @@ static void test_core_relocates(void **state)
 	assert_int_equal(wj_int_of(row, "n"), 1000);
 	wr_json_free(&j);
 	wr_free(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 /* The filesystem type of "/" in this mount namespace, as /proc/self/mounts lists it (the

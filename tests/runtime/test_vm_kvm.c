@@ -302,8 +302,7 @@ static void test_record(void **state)
 			assert_true(kexits >= N_OUTS + 1);
 	}
 	json_decref(a);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
 /* Whether this machine can run a KVM guest at all: the monitor itself says (status 3). */

@@ -203,7 +203,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_record_discovery),
 	};
-	char cmd[160];
 	int rc;
 
 	if (!wr_ready())
@@ -212,8 +211,7 @@ int main(void)
 	if (!mkdtemp(tmpdir))
 		return 1;
 	rc = wt_status(cmocka_run_group_tests(tests, NULL, NULL));
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
+	if (wr_rm_rf(tmpdir) != 0)
 		return 1;
 	return rc;
 }
