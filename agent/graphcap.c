@@ -303,6 +303,9 @@ struct graphcap {
 	size_t nksent, cap_ksent;
 	struct ktask *ktasks;
 	size_t nktasks, cap_ktasks;
+	/* the earliest end among them (UINT64_MAX: none): ktasks_make_room() has nothing to
+	 * take while it is within two span holds of the newest record */
+	uint64_t ktasks_min_end;
 	/* kernel tasks not remembered (ktasks full) span [kforgot_from, kforgot_to]: a span in
 	 * that time that finds no kernel task may have lost its own (counted then) */
 	bool kforgot;
@@ -374,6 +377,7 @@ struct graphcap *graphcap_new(const struct plan *p, const struct graphcap_opts *
 	r = clock_ns(CLOCK_REALTIME);
 	m1 = clock_ns(CLOCK_MONOTONIC);
 	c->mono_to_real = r - (m0 + (m1 - m0) / 2);
+	c->ktasks_min_end = UINT64_MAX;
 	graph_init(&c->pend);
 	graph_aggs_init(&c->total);
 	c->total.sampling.rate = c->rate;
@@ -1147,12 +1151,21 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
  * spans have all come: a span is held at most one hold); the order of the rest is kept. */
 static void ktasks_make_room(struct graphcap *c)
 {
+	uint64_t min_end = UINT64_MAX;
 	size_t w = 0;
 
+	/* nothing to take (a full table of recent tasks): no pass over it, once per task */
+	if (c->ktasks_min_end == UINT64_MAX ||
+	    c->ktasks_min_end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest)
+		return;
 	for (size_t i = 0; i < c->nktasks; i++)
-		if ((uint64_t)c->ktasks[i].end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest)
+		if ((uint64_t)c->ktasks[i].end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest) {
+			if ((uint64_t)c->ktasks[i].end < min_end)
+				min_end = (uint64_t)c->ktasks[i].end;
 			c->ktasks[w++] = c->ktasks[i];
+		}
 	c->nktasks = w;
+	c->ktasks_min_end = min_end;
 }
 
 static int kex_emit(struct graphcap *c, const struct kex *x)
@@ -1217,6 +1230,8 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 			return -ENOMEM;
 		kt = &c->ktasks[c->nktasks++];
 		*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
+		if ((uint64_t)l->time < c->ktasks_min_end)
+			c->ktasks_min_end = (uint64_t)l->time;
 	} else {
 		if (!c->kforgot || f->time < c->kforgot_from)
 			c->kforgot_from = f->time;
@@ -1245,9 +1260,13 @@ static void ksock_prune(struct graphcap *c, bool final)
 			c->ksent[w++] = c->ksent[i];
 	c->nksent = w;
 	w = 0;
+	c->ktasks_min_end = UINT64_MAX;
 	for (size_t i = 0; i < c->nktasks; i++)
-		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest)
+		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest) {
+			if ((uint64_t)c->ktasks[i].end < c->ktasks_min_end)
+				c->ktasks_min_end = (uint64_t)c->ktasks[i].end;
 			c->ktasks[w++] = c->ktasks[i];
+		}
 	c->nktasks = w;
 	if (c->kforgot && (final || (uint64_t)c->kforgot_to + KSENT_KEEP_NS <= c->newest))
 		c->kforgot = false;
@@ -2259,8 +2278,12 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 				continue;
 			}
 			graph_clear(&one);
+			/* a finished trace's `one` is read before pend goes: its strings stay
+			 * pend's (not copied); the rest is copied into what becomes pend */
 			for (size_t i = t0; i < t1 && !rc; i++)
-				rc = add_task(dst, &c->pend.tasks[ti[i]]);
+				rc = fin ? (graph_add_task(&one, &c->pend.tasks[ti[i]]) ? 0 :
+											  -ENOMEM) :
+					   add_task(dst, &c->pend.tasks[ti[i]]);
 			for (size_t i = e0; i < e1 && !rc; i++) {
 				const struct graph_event *ev = &c->pend.events[ei[i]];
 				bool known = false;
@@ -2272,7 +2295,8 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 					c->st.orphans++;
 					continue;
 				}
-				rc = add_event(dst, ev);
+				rc = fin ? (graph_add_event(&one, ev) ? 0 : -ENOMEM) :
+					   add_event(dst, ev);
 			}
 			for (size_t i = d0; i < d1 && !rc; i++)
 				rc = graph_add_edge(dst, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;
@@ -2299,9 +2323,9 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 
 			if (!done[x])
 				continue;
-			graph_clear(&one);
+			graph_clear(&one); /* as above: pend's strings, copied only into kept */
 			for (size_t i = t0; i < t1 && !rc; i++)
-				rc = add_task(&one, &c->pend.tasks[ti[i]]);
+				rc = graph_add_task(&one, &c->pend.tasks[ti[i]]) ? 0 : -ENOMEM;
 			for (size_t i = e0; i < e1 && !rc; i++) {
 				const struct graph_event *ev = &c->pend.events[ei[i]];
 				bool known = false;
@@ -2309,7 +2333,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 				for (size_t j = t0; j < t1 && !known; j++)
 					known = c->pend.tasks[ti[j]].id == ev->task;
 				if (known)
-					rc = add_event(&one, ev);
+					rc = graph_add_event(&one, ev) ? 0 : -ENOMEM;
 			}
 			for (size_t i = d0; i < d1 && !rc; i++)
 				rc = graph_add_edge(&one, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;
