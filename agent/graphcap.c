@@ -1095,11 +1095,43 @@ static bool trace_set(struct graph_id128 t)
 /* One send or receive as the attributes' array [laddr, lport, raddr, rport, seq_end, len]:
  * IPv4 addresses as numbers (host order), IPv6 ones as their RFC 5952 text (inet_ntop(): hex
  * digits, ':' and '.', nothing to escape). */
+/* v in decimal at p (no NUL): its length, 10 at most.  What snprintf("%u") writes, without
+ * its cost: a kernel task's name and attributes are written once per task. */
+static size_t put_u32(char *p, uint32_t v)
+{
+	char t[10];
+	size_t n = 0;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	for (size_t i = 0; i < n; i++)
+		p[i] = t[n - 1 - i];
+	return n;
+}
+
 static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 {
 	char la[KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
 	int n;
 
+	if (!io->v6) { /* "[%u,%u,%u,%u,%u,%u]" */
+		const uint32_t v[6] = { io->laddr, io->lport,	io->raddr,
+					io->rport, io->seq_end, io->len };
+		char t[6 * 11 + 2];
+		size_t k = 0;
+
+		for (int i = 0; i < 6; i++) {
+			t[k++] = i ? ',' : '[';
+			k += put_u32(t + k, v[i]);
+		}
+		t[k++] = ']';
+		if (k >= sz)
+			return 0;
+		memcpy(buf, t, k);
+		buf[k] = 0;
+		return k;
+	}
 	if (io->v6)
 		n = snprintf(buf, sz, "[\"%s\",%u,\"%s\",%u,%u,%u]",
 			     kmsg_addr_text(io, false, la, sizeof(la)), (unsigned)io->lport,
@@ -1125,13 +1157,13 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 	size_t n = 0, ns = 0;
 
 	if (x->server) {
-		n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.recv\":");
+		n = strlen(strcpy(buf, "{\"kernel.recv\":"));
 		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
 		buf[n++] = '}';
 		buf[n] = 0;
 		return graph_strdup(&c->pend, buf);
 	}
-	n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.sends\":[");
+	n = strlen(strcpy(buf, "{\"kernel.sends\":["));
 	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
 		if (!c->kops[i].send)
 			continue;
@@ -1176,11 +1208,22 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	char name[32 + KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
 	struct ktask *kt;
 
-	if (x->server)
-		snprintf(name, sizeof(name), "serve :%u", (unsigned)f->io.lport);
-	else /* "request 10.0.0.1:6379", "request [2001:db8::1]:6379" */
-		snprintf(name, sizeof(name), f->io.v6 ? "request [%s]:%u" : "request %s:%u",
+	if (x->server) { /* "serve :%u" */
+		size_t n = strlen(strcpy(name, "serve :"));
+
+		name[n + put_u32(name + n, f->io.lport)] = 0;
+	} else if (!f->io.v6) { /* "request %s:%u", the address as kmsg_addr_text() writes it */
+		size_t n = strlen(strcpy(name, "request "));
+
+		for (int i = 3; i >= 0; i--) {
+			n += put_u32(name + n, (f->io.raddr >> (8 * i)) & 255);
+			name[n++] = i ? '.' : ':';
+		}
+		name[n + put_u32(name + n, f->io.rport)] = 0;
+	} else { /* "request [2001:db8::1]:6379" */
+		snprintf(name, sizeof(name), "request [%s]:%u",
 			 kmsg_addr_text(&f->io, true, ra, sizeof(ra)), (unsigned)f->io.rport);
+	}
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;
