@@ -1343,20 +1343,18 @@ static int ksock_drain(struct graphcap *c, bool final)
 		goto sort_tasks;
 	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
 	opx = malloc(c->nkops * sizeof(*opx));
-	/* at most an exchange per op: in the table now, and among those that stay */
-	if (!opx || hmap_reserve(&c->kix, c->nkops) || hmap_reserve(&nkix, c->nkops) ||
-	    grow((void **)&xs, &capx, c->nkops, sizeof(*xs)) ||
+	/* at most an exchange per op (the tables of exchanges are sized once their number is
+	 * known: a table is cleared when made, and a second's worth of ops is large) */
+	if (!opx || grow((void **)&xs, &capx, c->nkops, sizeof(*xs)) ||
 	    grow((void **)&c->kas, &c->cap_kas, c->nkas + c->nkops, sizeof(*c->kas))) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* the exchanges, and each an assignment (kept from earlier drains) */
+	/* the exchanges */
 	for (size_t i = 0; i < c->nkops;) {
 		size_t j = i;
 		bool dir0 = c->kops[i].send;
 		struct kex *x;
-		struct hent *e;
-		bool isnew;
 
 		while (j < c->nkops && kop_cmp(&c->kops[j], &c->kops[i]) >= 0 &&
 		       c->kops[j].sk == c->kops[i].sk &&
@@ -1374,8 +1372,23 @@ static int ksock_drain(struct graphcap *c, bool final)
 		x->server = !dir0;
 		x->complete = final || c->kops[j - 1].time < cutoff;
 		x->sender = -1;
-		e = hmap_get(&c->kix, ((uint64_t)c->kops[i].pid << 32) | (uint32_t)c->kops[i].tid,
-			     c->kops[i].sk, (uint64_t)c->kops[i].time, &isnew);
+		for (size_t k = i; k < j; k++)
+			opx[k] = nx;
+		nx++;
+		i = j;
+	}
+	/* each an assignment (kept from earlier drains), in the exchanges' order */
+	if (hmap_reserve(&c->kix, nx)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nx; i++) {
+		const struct kop *f = &c->kops[xs[i].first];
+		struct hent *e;
+		bool isnew;
+
+		e = hmap_get(&c->kix, ((uint64_t)f->pid << 32) | (uint32_t)f->tid, f->sk,
+			     (uint64_t)f->time, &isnew);
 		if (!e) {
 			rc = -ENOMEM;
 			goto out;
@@ -1387,11 +1400,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 			c->kas[c->nkas] = (struct kassign){ .id = make_id(c), .used = true };
 			e->v = ++c->nkas;
 		}
-		x->as = e->v - 1;
-		for (size_t k = i; k < j; k++)
-			opx[k] = nx;
-		nx++;
-		i = j;
+		xs[i].as = e->v - 1;
 	}
 	/* message matches: every buffered or remembered send against first receives */
 	sends = malloc((c->nkops + c->nksent + 1) * sizeof(*sends));
@@ -1524,6 +1533,16 @@ static int ksock_drain(struct graphcap *c, bool final)
 		goto out;
 	/* what stays: the ops and assignments of the waiting exchanges; per thread, when the
 	 * first of them began (its spans wait for it) */
+	{
+		size_t nheld = 0;
+
+		for (size_t i = 0; i < nx; i++)
+			nheld += !xs[i].complete;
+		if (hmap_reserve(&nkix, nheld)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < nx; i++) {
 		const struct kex *x = &xs[i];
 		const struct kop *f;

@@ -18,7 +18,8 @@
  * traces into a fresh SQLite store with graph_store_put_opts(GRAPH_PUT_NO_AGGS), the
  * aggregates with graph_store_put_aggs(); a final drain at the end.  The capture's clock is
  * the records' own (live_clock off: a live capture reads CLOCK_MONOTONIC, which the records
- * follow; here the records run faster than real time).
+ * follow; here the records run faster than real time).  Freed memory is kept for reuse, as
+ * weft's main() sets it (mallopt).
  *
  * It checks what it stored, so that it cannot measure a broken path: exactly N + 1 traces,
  * 2 (N + 1) tasks and N + 1 message edges put, both task types N + 1 times in the store's
@@ -34,6 +35,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +300,9 @@ int main(int argc, char **argv)
 	ssize_t nrows;
 	int opt, bad = 0;
 
+	/* as weft's main() does (tools/weft.c): freed memory is kept for reuse */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	memset(at, 0, sizeof(at));
 	while ((opt = getopt(argc, argv, "n:d:")) != -1) {
 		if (opt == 'n')
