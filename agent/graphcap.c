@@ -303,6 +303,9 @@ struct graphcap {
 	size_t nksent, cap_ksent;
 	struct ktask *ktasks;
 	size_t nktasks, cap_ktasks;
+	/* the earliest end among them (UINT64_MAX: none): ktasks_make_room() has nothing to
+	 * take while it is within two span holds of the newest record */
+	uint64_t ktasks_min_end;
 	/* kernel tasks not remembered (ktasks full) span [kforgot_from, kforgot_to]: a span in
 	 * that time that finds no kernel task may have lost its own (counted then) */
 	bool kforgot;
@@ -374,6 +377,7 @@ struct graphcap *graphcap_new(const struct plan *p, const struct graphcap_opts *
 	r = clock_ns(CLOCK_REALTIME);
 	m1 = clock_ns(CLOCK_MONOTONIC);
 	c->mono_to_real = r - (m0 + (m1 - m0) / 2);
+	c->ktasks_min_end = UINT64_MAX;
 	graph_init(&c->pend);
 	graph_aggs_init(&c->total);
 	c->total.sampling.rate = c->rate;
@@ -1091,11 +1095,43 @@ static bool trace_set(struct graph_id128 t)
 /* One send or receive as the attributes' array [laddr, lport, raddr, rport, seq_end, len]:
  * IPv4 addresses as numbers (host order), IPv6 ones as their RFC 5952 text (inet_ntop(): hex
  * digits, ':' and '.', nothing to escape). */
+/* v in decimal at p (no NUL): its length, 10 at most.  What snprintf("%u") writes, without
+ * its cost: a kernel task's name and attributes are written once per task. */
+static size_t put_u32(char *p, uint32_t v)
+{
+	char t[10];
+	size_t n = 0;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	for (size_t i = 0; i < n; i++)
+		p[i] = t[n - 1 - i];
+	return n;
+}
+
 static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 {
 	char la[KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
 	int n;
 
+	if (!io->v6) { /* "[%u,%u,%u,%u,%u,%u]" */
+		const uint32_t v[6] = { io->laddr, io->lport,	io->raddr,
+					io->rport, io->seq_end, io->len };
+		char t[6 * 11 + 2];
+		size_t k = 0;
+
+		for (int i = 0; i < 6; i++) {
+			t[k++] = i ? ',' : '[';
+			k += put_u32(t + k, v[i]);
+		}
+		t[k++] = ']';
+		if (k >= sz)
+			return 0;
+		memcpy(buf, t, k);
+		buf[k] = 0;
+		return k;
+	}
 	if (io->v6)
 		n = snprintf(buf, sz, "[\"%s\",%u,\"%s\",%u,%u,%u]",
 			     kmsg_addr_text(io, false, la, sizeof(la)), (unsigned)io->lport,
@@ -1121,13 +1157,13 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 	size_t n = 0, ns = 0;
 
 	if (x->server) {
-		n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.recv\":");
+		n = strlen(strcpy(buf, "{\"kernel.recv\":"));
 		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
 		buf[n++] = '}';
 		buf[n] = 0;
 		return graph_strdup(&c->pend, buf);
 	}
-	n = (size_t)snprintf(buf, sizeof(buf), "{\"kernel.sends\":[");
+	n = strlen(strcpy(buf, "{\"kernel.sends\":["));
 	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
 		if (!c->kops[i].send)
 			continue;
@@ -1147,12 +1183,21 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
  * spans have all come: a span is held at most one hold); the order of the rest is kept. */
 static void ktasks_make_room(struct graphcap *c)
 {
+	uint64_t min_end = UINT64_MAX;
 	size_t w = 0;
 
+	/* nothing to take (a full table of recent tasks): no pass over it, once per task */
+	if (c->ktasks_min_end == UINT64_MAX ||
+	    c->ktasks_min_end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest)
+		return;
 	for (size_t i = 0; i < c->nktasks; i++)
-		if ((uint64_t)c->ktasks[i].end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest)
+		if ((uint64_t)c->ktasks[i].end + 2 * GRAPHCAP_SPAN_HOLD_NS > c->newest) {
+			if ((uint64_t)c->ktasks[i].end < min_end)
+				min_end = (uint64_t)c->ktasks[i].end;
 			c->ktasks[w++] = c->ktasks[i];
+		}
 	c->nktasks = w;
+	c->ktasks_min_end = min_end;
 }
 
 static int kex_emit(struct graphcap *c, const struct kex *x)
@@ -1163,11 +1208,22 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	char name[32 + KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
 	struct ktask *kt;
 
-	if (x->server)
-		snprintf(name, sizeof(name), "serve :%u", (unsigned)f->io.lport);
-	else /* "request 10.0.0.1:6379", "request [2001:db8::1]:6379" */
-		snprintf(name, sizeof(name), f->io.v6 ? "request [%s]:%u" : "request %s:%u",
+	if (x->server) { /* "serve :%u" */
+		size_t n = strlen(strcpy(name, "serve :"));
+
+		name[n + put_u32(name + n, f->io.lport)] = 0;
+	} else if (!f->io.v6) { /* "request %s:%u", the address as kmsg_addr_text() writes it */
+		size_t n = strlen(strcpy(name, "request "));
+
+		for (int i = 3; i >= 0; i--) {
+			n += put_u32(name + n, (f->io.raddr >> (8 * i)) & 255);
+			name[n++] = i ? '.' : ':';
+		}
+		name[n + put_u32(name + n, f->io.rport)] = 0;
+	} else { /* "request [2001:db8::1]:6379" */
+		snprintf(name, sizeof(name), "request [%s]:%u",
 			 kmsg_addr_text(&f->io, true, ra, sizeof(ra)), (unsigned)f->io.rport);
+	}
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;
@@ -1217,6 +1273,8 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 			return -ENOMEM;
 		kt = &c->ktasks[c->nktasks++];
 		*kt = (struct ktask){ f->pid, f->tid, f->time, l->time, k.id, k.trace };
+		if ((uint64_t)l->time < c->ktasks_min_end)
+			c->ktasks_min_end = (uint64_t)l->time;
 	} else {
 		if (!c->kforgot || f->time < c->kforgot_from)
 			c->kforgot_from = f->time;
@@ -1245,9 +1303,13 @@ static void ksock_prune(struct graphcap *c, bool final)
 			c->ksent[w++] = c->ksent[i];
 	c->nksent = w;
 	w = 0;
+	c->ktasks_min_end = UINT64_MAX;
 	for (size_t i = 0; i < c->nktasks; i++)
-		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest)
+		if (!final && (uint64_t)c->ktasks[i].end + KSENT_KEEP_NS > c->newest) {
+			if ((uint64_t)c->ktasks[i].end < c->ktasks_min_end)
+				c->ktasks_min_end = (uint64_t)c->ktasks[i].end;
 			c->ktasks[w++] = c->ktasks[i];
+		}
 	c->nktasks = w;
 	if (c->kforgot && (final || (uint64_t)c->kforgot_to + KSENT_KEEP_NS <= c->newest))
 		c->kforgot = false;
@@ -1281,20 +1343,18 @@ static int ksock_drain(struct graphcap *c, bool final)
 		goto sort_tasks;
 	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
 	opx = malloc(c->nkops * sizeof(*opx));
-	/* at most an exchange per op: in the table now, and among those that stay */
-	if (!opx || hmap_reserve(&c->kix, c->nkops) || hmap_reserve(&nkix, c->nkops) ||
-	    grow((void **)&xs, &capx, c->nkops, sizeof(*xs)) ||
+	/* at most an exchange per op (the tables of exchanges are sized once their number is
+	 * known: a table is cleared when made, and a second's worth of ops is large) */
+	if (!opx || grow((void **)&xs, &capx, c->nkops, sizeof(*xs)) ||
 	    grow((void **)&c->kas, &c->cap_kas, c->nkas + c->nkops, sizeof(*c->kas))) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* the exchanges, and each an assignment (kept from earlier drains) */
+	/* the exchanges */
 	for (size_t i = 0; i < c->nkops;) {
 		size_t j = i;
 		bool dir0 = c->kops[i].send;
 		struct kex *x;
-		struct hent *e;
-		bool isnew;
 
 		while (j < c->nkops && kop_cmp(&c->kops[j], &c->kops[i]) >= 0 &&
 		       c->kops[j].sk == c->kops[i].sk &&
@@ -1312,8 +1372,23 @@ static int ksock_drain(struct graphcap *c, bool final)
 		x->server = !dir0;
 		x->complete = final || c->kops[j - 1].time < cutoff;
 		x->sender = -1;
-		e = hmap_get(&c->kix, ((uint64_t)c->kops[i].pid << 32) | (uint32_t)c->kops[i].tid,
-			     c->kops[i].sk, (uint64_t)c->kops[i].time, &isnew);
+		for (size_t k = i; k < j; k++)
+			opx[k] = nx;
+		nx++;
+		i = j;
+	}
+	/* each an assignment (kept from earlier drains), in the exchanges' order */
+	if (hmap_reserve(&c->kix, nx)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nx; i++) {
+		const struct kop *f = &c->kops[xs[i].first];
+		struct hent *e;
+		bool isnew;
+
+		e = hmap_get(&c->kix, ((uint64_t)f->pid << 32) | (uint32_t)f->tid, f->sk,
+			     (uint64_t)f->time, &isnew);
 		if (!e) {
 			rc = -ENOMEM;
 			goto out;
@@ -1325,11 +1400,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 			c->kas[c->nkas] = (struct kassign){ .id = make_id(c), .used = true };
 			e->v = ++c->nkas;
 		}
-		x->as = e->v - 1;
-		for (size_t k = i; k < j; k++)
-			opx[k] = nx;
-		nx++;
-		i = j;
+		xs[i].as = e->v - 1;
 	}
 	/* message matches: every buffered or remembered send against first receives */
 	sends = malloc((c->nkops + c->nksent + 1) * sizeof(*sends));
@@ -1462,6 +1533,16 @@ static int ksock_drain(struct graphcap *c, bool final)
 		goto out;
 	/* what stays: the ops and assignments of the waiting exchanges; per thread, when the
 	 * first of them began (its spans wait for it) */
+	{
+		size_t nheld = 0;
+
+		for (size_t i = 0; i < nx; i++)
+			nheld += !xs[i].complete;
+		if (hmap_reserve(&nkix, nheld)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < nx; i++) {
 		const struct kex *x = &xs[i];
 		const struct kop *f;
@@ -2259,8 +2340,12 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 				continue;
 			}
 			graph_clear(&one);
+			/* a finished trace's `one` is read before pend goes: its strings stay
+			 * pend's (not copied); the rest is copied into what becomes pend */
 			for (size_t i = t0; i < t1 && !rc; i++)
-				rc = add_task(dst, &c->pend.tasks[ti[i]]);
+				rc = fin ? (graph_add_task(&one, &c->pend.tasks[ti[i]]) ? 0 :
+											  -ENOMEM) :
+					   add_task(dst, &c->pend.tasks[ti[i]]);
 			for (size_t i = e0; i < e1 && !rc; i++) {
 				const struct graph_event *ev = &c->pend.events[ei[i]];
 				bool known = false;
@@ -2272,7 +2357,8 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 					c->st.orphans++;
 					continue;
 				}
-				rc = add_event(dst, ev);
+				rc = fin ? (graph_add_event(&one, ev) ? 0 : -ENOMEM) :
+					   add_event(dst, ev);
 			}
 			for (size_t i = d0; i < d1 && !rc; i++)
 				rc = graph_add_edge(dst, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;
@@ -2299,9 +2385,9 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 
 			if (!done[x])
 				continue;
-			graph_clear(&one);
+			graph_clear(&one); /* as above: pend's strings, copied only into kept */
 			for (size_t i = t0; i < t1 && !rc; i++)
-				rc = add_task(&one, &c->pend.tasks[ti[i]]);
+				rc = graph_add_task(&one, &c->pend.tasks[ti[i]]) ? 0 : -ENOMEM;
 			for (size_t i = e0; i < e1 && !rc; i++) {
 				const struct graph_event *ev = &c->pend.events[ei[i]];
 				bool known = false;
@@ -2309,7 +2395,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 				for (size_t j = t0; j < t1 && !known; j++)
 					known = c->pend.tasks[ti[j]].id == ev->task;
 				if (known)
-					rc = add_event(&one, ev);
+					rc = graph_add_event(&one, ev) ? 0 : -ENOMEM;
 			}
 			for (size_t i = d0; i < d1 && !rc; i++)
 				rc = graph_add_edge(&one, &c->pend.edges[di[i]]) ? 0 : -ENOMEM;

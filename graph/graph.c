@@ -149,6 +149,14 @@ const char *graph_strndup(struct graph *g, const char *s, size_t len)
 	if (!p)
 		return NULL;
 	while (i < len) {
+		/* a run of ASCII at once: what text_utf8_seq() takes one byte at a time */
+		for (k = i; k < len && !((unsigned char)s[k] & 0x80); k++)
+			;
+		if (k > i) {
+			memcpy(p + i, s + i, k - i);
+			i = k;
+			continue;
+		}
 		k = text_utf8_seq(s + i, len - i);
 		if (k == 0) {
 			p[i++] = '?';

@@ -858,6 +858,70 @@ static void test_kernel_forgotten(void **state)
 	graph_free(&kept);
 }
 
+/*
+ * Remembered kernel tasks across drains (max_open 2): exchanges A and B (threads 21, 22) are
+ * emitted by a first drain and fill the table; in the last one, 3 s later, exchange D
+ * (thread 21 again, a span inside it) finds the table full and makes room: A and B ended two
+ * span holds before the newest record, so they go, D is remembered and its span nests in it,
+ * nothing is lost; then C (thread 23, buffered since the first drain) takes the second slot.
+ * The capture skips the make-room pass while no remembered task is old enough: the earliest
+ * end it keeps for that must come through the first drain's prune as it was.
+ */
+static void test_kernel_room_drains(void **state)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 3, .max_open = 2 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const uint64_t S = 1000000000ull;
+	const struct graph_task *d, *sp;
+	struct graphcap_stats st;
+	struct graphcap *c;
+	struct graph kept;
+	int roots, nested;
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "handle");
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, false, T0 + 100, 20, 21, 0xf1, a2, 80, a1, 5000, 10, 10); /* A */
+	krec(c, true, T0 + 150, 20, 21, 0xf1, a2, 80, a1, 5000, 20, 10);
+	krec(c, false, T0 + 200, 20, 22, 0xf2, a2, 80, a1, 5001, 10, 10); /* B */
+	krec(c, true, T0 + 250, 20, 22, 0xf2, a2, 80, a1, 5001, 20, 10);
+	krec(c, false, T0 + 15 * S / 10, 20, 23, 0xf3, a2, 80, a1, 5002, 10, 10); /* C */
+	krec(c, true, T0 + 15 * S / 10 + 50, 20, 23, 0xf3, a2, 80, a1, 5002, 20, 10);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 2); /* A and B */
+	assert_int_equal(kept.ntasks, 2);
+	graph_clear(&kept);
+	krec(c, false, T0 + 3 * S, 20, 21, 0xf1, a2, 80, a1, 5000, 30, 10); /* D */
+	srec(c, 20, 21, T0 + 3 * S + 10, T0 + 3 * S + 40);
+	krec(c, true, T0 + 3 * S + 50, 20, 21, 0xf1, a2, 80, a1, 5000, 40, 10);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2); /* C; D with its span */
+	assert_int_equal(kept.ntasks, 3);
+	d = task_named(&kept, "serve :80");
+	if (d->tid != 21) /* C's is the other one */
+		d = task_of_tid(&kept, 21,
+				(int64_t)(T0 + 3 * S) + (d->start - (int64_t)(T0 + 15 * S / 10)));
+	assert_int_equal(d->tid, 21);
+	assert_string_equal(d->name, "serve :80");
+	handle_spans(&kept, &nested, &roots);
+	assert_int_equal(nested, 1);
+	assert_int_equal(roots, 0);
+	sp = NULL;
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "handle") == 0)
+			sp = &kept.tasks[i];
+	assert_non_null(sp);
+	assert_int_equal(sp->parent, d->id);
+	graphcap_stats(c, &st);
+	assert_int_equal(st.open_evicted, 0);
+	assert_int_equal(st.bad, 0);
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -1098,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_sched),
 		cmocka_unit_test(test_kernel_pool),
 		cmocka_unit_test(test_kernel_forgotten),
+		cmocka_unit_test(test_kernel_room_drains),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
