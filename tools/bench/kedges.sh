@@ -10,7 +10,8 @@
 # traces whose client task is redis-benchmark (N SETs and the settings it fetches first).
 # Prints one line per run, then the medians and the drop, with the machine's load average, and
 # for the weft configurations the median cost of weft's program per call as its own cost meter
-# timed it (one run in 32: the map weft_cost, read with bpftool before detaching).
+# timed it (one run in 32: the map weft_cost, read with bpftool before detaching) and weft's
+# own CPU (user + system) a request until the interrupt (/proc/PID/stat).
 #
 # Usage: tools/bench/kedges.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          jq)
@@ -147,6 +148,10 @@ run_on() {
 	# the program's cost per call, from weft's own cost meter (the map weft_cost: per CPU
 	# runs, runs timed, their time; the newest map of that name is this run's)
 	meter_ns >"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
+	# weft's own CPU until now (user + system, /proc/PID/stat fields 14 and 15), in µs a
+	# request (the final drain after the interrupt is not in it)
+	awk -v hz="$(getconf CLK_TCK)" -v n="$N" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1e6 / hz / n) }' \
+		"/proc/$wpid/stat" >"$log/$1.cpu" 2>/dev/null || echo 0 >"$log/$1.cpu"
 	kill -INT "$wpid"
 	wait "$wpid"
 	if [ -n "${2:-}" ]; then
@@ -159,9 +164,11 @@ run_on() {
 		return
 	fi
 	# this run's requests only: another redis-benchmark on the machine (a test) matches the
-	# query's comm too, but not the server's address
+	# query's comm too, but its requests go to another address (a trace is named after its
+	# earliest task: the client's request, or the server's "serve :6379")
 	n=$("$WEFT" graph -S "$store" list --service redis-benchmark --limit 100000 --format json |
-		jq --arg n "request $addr:6379" '[.[] | select(.name == $n)] | length')
+		jq --arg n "request $addr:6379" \
+			'[.[] | select(.name == $n or (.name | startswith("request ") | not))] | length')
 	if [ "$n" != $((N + 1)) ]; then
 		echo "bench: $1: $n traces of redis-benchmark, not $((N + 1))" >&2
 		exit 1
@@ -240,6 +247,10 @@ drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }'
 		ns=$(cat "$log/$c"-*.ns 2>/dev/null | grep -v '^0$' | stats 1 | cut -d' ' -f1) || ns=
 		if [ -n "$ns" ] && [ "$ns" != - ]; then
 			echo "median $c program cost: $ns ns a call"
+		fi
+		cpu=$(cat "$log/$c"-*.cpu 2>/dev/null | grep -v '^0$' | stats 1 | cut -d' ' -f1) || cpu=
+		if [ -n "$cpu" ] && [ "$cpu" != - ]; then
+			echo "median $c weft CPU: $cpu us a request"
 		fi
 	done
 	if [ -n "$wl_cpu" ]; then
