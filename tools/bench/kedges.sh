@@ -243,6 +243,14 @@ drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }'
 		echo "median $c $m rps: drop $(awk -v a="$moff" -v b="$m" \
 			'BEGIN { printf "%.1f", (a - b) * 100 / a }')%"
 	done
+	# the same, paired: each round's drop against that round's off, then their median (a
+	# machine that changes speed between rounds moves both runs of a round alike)
+	for c in $configs; do
+		[ "$c" = off ] && continue
+		read -r m _ _ < <(paste "$log/off.txt" "$log/$c.txt" |
+			awk '{ printf "%.2f\n", ($1 - $2) * 100 / $1 }' | stats 1)
+		echo "median of the rounds' drops, $c: $m%"
+	done
 	for c in $configs; do
 		ns=$(cat "$log/$c"-*.ns 2>/dev/null | grep -v '^0$' | stats 1 | cut -d' ' -f1) || ns=
 		if [ -n "$ns" ] && [ "$ns" != - ]; then
