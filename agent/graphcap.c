@@ -1200,6 +1200,18 @@ static void ktasks_make_room(struct graphcap *c)
 	c->ktasks_min_end = min_end;
 }
 
+/* The remembered sends are full: the older half goes (in the order they were remembered,
+ * which is the order of the drains that emitted them), so that a late receive finds the
+ * newest sends rather than none of those sent after the table filled.  No drain's match
+ * indexes them by then: kex_emit() runs after the traces are resolved. */
+static void ksent_make_room(struct graphcap *c)
+{
+	size_t drop = (c->nksent + 1) / 2;
+
+	memmove(c->ksent, c->ksent + drop, (c->nksent - drop) * sizeof(*c->ksent));
+	c->nksent -= drop;
+}
+
 static int kex_emit(struct graphcap *c, const struct kex *x)
 {
 	const struct kop *f = &c->kops[x->first], *l = &c->kops[x->end - 1];
@@ -1283,8 +1295,10 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 		c->kforgot = true;
 	}
 	for (size_t i = x->first; i < x->end; i++) {
-		if (!c->kops[i].send || c->nksent >= c->o.max_open)
+		if (!c->kops[i].send)
 			continue;
+		if (c->nksent >= c->o.max_open)
+			ksent_make_room(c);
 		if (grow((void **)&c->ksent, &c->cap_ksent, c->nksent + 1, sizeof(*c->ksent)))
 			return -ENOMEM;
 		c->ksent[c->nksent++] =

@@ -922,6 +922,52 @@ static void test_kernel_room_drains(void **state)
 	graphcap_free(c);
 }
 
+/*
+ * Remembered sends make room: with a table of two, three client requests (A, B, C, three
+ * connections) emitted in one drain, then the server's receive of C's bytes in a later drain
+ * (a late receive): it finds C's send (the older half, A, made room) and joins C's trace with
+ * a message edge.  When the table refused new sends once full, the receive found no sender
+ * and its server task rooted a trace of its own.
+ */
+static void test_kernel_sends_room(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 4, .max_open = 2 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const uint64_t S = 1000000000ull;
+	const struct graph_task *sv;
+	struct graph_id128 c_trace = { 0 };
+	uint64_t c_id = 0;
+	struct graph kept;
+	struct graphcap *c;
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, true, T0 + 100, 10, 11, 0xc1, a1, 5001, a2, 80, 10, 10); /* A */
+	krec(c, true, T0 + 200, 10, 12, 0xc2, a1, 5002, a2, 80, 10, 10); /* B */
+	krec(c, true, T0 + 300, 10, 13, 0xc3, a1, 5003, a2, 80, 10, 10); /* C */
+	krec(c, true, T0 + 15 * S / 10, 10, 19, 0xc9, a1, 5009, a2, 80, 10, 10); /* newer */
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 3); /* A, B, C */
+	assert_int_equal(kept.ntasks, 3);
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (kept.tasks[i].tid == 13) {
+			c_trace = kept.tasks[i].trace;
+			c_id = kept.tasks[i].id;
+		}
+	assert_true(c_id != 0);
+	graph_clear(&kept);
+	krec(c, false, T0 + 2 * S, 20, 21, 0xf3, a2, 80, a1, 5003, 10, 10); /* C's, late */
+	graphcap_drain(c, true, &kept, NULL);
+	assert_int_equal(kept.ntasks, 2); /* the server task, and the newer request */
+	sv = task_named(&kept, "serve :80");
+	assert_memory_equal(&sv->trace, &c_trace, sizeof(c_trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, c_id, sv->id));
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -1160,6 +1206,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_tiers),
 		cmocka_unit_test(test_kernel_ipv6),
 		cmocka_unit_test(test_kernel_sched),
+		cmocka_unit_test(test_kernel_sends_room),
 		cmocka_unit_test(test_kernel_pool),
 		cmocka_unit_test(test_kernel_forgotten),
 		cmocka_unit_test(test_kernel_room_drains),
