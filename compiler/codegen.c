@@ -409,6 +409,49 @@ static bool prog_is_usdt(const struct cg *c)
 	return c->prog->kind == PROBE_USDT;
 }
 
+/*
+ * A tracepoint field as C of type T: read from the record (WEFT_TP), or, in a raw tracepoint
+ * program (plan_prog.raw_tp, sema_ksock_raw()), the argument of the same position.
+ */
+static const char *tp_read(const struct cg *c, const struct probe_field *f, const char *T,
+			   char *buf, size_t sz)
+{
+	struct kbtf *k = c->q->kbtf;
+	char cn[160];
+	int at;
+
+	if (!c->prog->raw_tp) {
+		snprintf(buf, sz, "WEFT_TP(ctx, %u, %s)", f->offset, T);
+		return buf;
+	}
+	at = sema_ksock_raw_field(k, c->tgt, (int)(f - c->tgt->fields));
+	if (at >= 0) {
+		snprintf(buf, sz, "((%s)WEFT_RAW_ARG(ctx, %d))", T, at);
+		return buf;
+	}
+	/* filled by the tracepoint from the socket (argument 0): read where it does */
+	kbtf_cname(k, kbtf_find(k, at == SEMA_RAW_SK_FAMILY ? "sock_common" : "sock", false), cn,
+		   sizeof(cn));
+	snprintf(buf, sz,
+		 "({ __u16 _v = 0; bpf_probe_read_kernel(&_v, 2, "
+		 "__builtin_preserve_access_index(&((%s *)WEFT_RAW_ARG(ctx, 0))->%s)); (%s)_v; })",
+		 cn, at == SEMA_RAW_SK_FAMILY ? "skc_family" : "sk_protocol", T);
+	return buf;
+}
+
+/* The attach point's cookie (the `probe` builtin): a raw tracepoint program has one attach
+ * point and no cookie (Debian 12's libbpf cannot give it one), so it is that point's. */
+static const char *cookie_expr(const struct cg *c, char *buf, size_t sz)
+{
+	if (c->prog->raw_tp)
+		snprintf(buf, sz, "%lluULL",
+			 (unsigned long long)c->p->attach[c->prog->first_attach].cookie);
+	else
+		snprintf(buf, sz, "%s",
+			 prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
+	return buf;
+}
+
 static void emit_lit_str(struct cg *c, const char *s);
 
 /* A string value: the address of its bytes and its size. */
@@ -574,8 +617,10 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 	if (e->kind == EXPR_MEMBER && (e->bi == BI_FIELD || e->bi == BI_END_FIELD)) {
 		const struct probe_field *f = cur_field(c, e->sval);
 
-		if (!f)
+		if (!f || c->prog->raw_tp) { /* sema_ksock_raw(): no string fields */
+			c->err = -EINVAL;
 			return;
+		}
 		if (f->kind == FIELD_DATA_LOC)
 			emit(c, "\tweft_tp_str_loc(e, ctx, %u, &sc->s[%u], %u);\n", f->offset,
 			     t->off, t->size);
@@ -622,6 +667,8 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 
 static void emit_leaf(struct cg *c, const struct expr *e)
 {
+	char rb[320];
+
 	switch (e->bi) {
 	case BI_TIME:
 	case BI_WALLTIME: /* the agent adds the wall clock's offset at output (lang-a) */
@@ -643,8 +690,7 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 		emit(c, "(__s64)weft_cgroup()");
 		return;
 	case BI_PROBE:
-		emit(c, prog_is_usdt(c) ? "(__s64)bpf_usdt_cookie(ctx)" :
-					  "(__s64)bpf_get_attach_cookie(ctx)");
+		emit(c, "(__s64)%s", cookie_expr(c, rb, sizeof(rb)));
 		return;
 	case BI_USTACK:
 	case BI_KSTACK:
@@ -666,8 +712,8 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 			const struct probe_field *f = cur_field(c, "ret");
 
 			if (f)
-				emit(c, "(__s64)WEFT_TP(ctx, %u, %s)", f->offset,
-				     int_ctype(f->size, true));
+				emit(c, "(__s64)%s",
+				     tp_read(c, f, int_ctype(f->size, true), rb, sizeof(rb)));
 			return;
 		}
 		emit(c, "WEFT_RETVAL(ctx)");
@@ -685,11 +731,10 @@ static void emit_leaf(struct cg *c, const struct expr *e)
 
 		if (!f)
 			return;
-		if (f->kind == FIELD_PTR)
-			emit(c, "(__s64)WEFT_TP(ctx, %u, __u64)", f->offset);
-		else
-			emit(c, "(__s64)WEFT_TP(ctx, %u, %s)", f->offset,
-			     int_ctype(f->size, f->is_signed));
+		emit(c, "(__s64)%s",
+		     tp_read(c, f,
+			     f->kind == FIELD_PTR ? "__u64" : int_ctype(f->size, f->is_signed), rb,
+			     sizeof(rb)));
 		return;
 	}
 	default:
@@ -755,8 +800,9 @@ static void emit_probe_match(struct cg *c, const struct expr *e, const char *pat
 {
 	int n = 0;
 
-	emit(c, "({ __u64 _c = %s; (0",
-	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
+	char rb[64];
+
+	emit(c, "({ __u64 _c = %s; (0", cookie_expr(c, rb, sizeof(rb)));
 	for (int i = 0; i < c->p->nattach; i++) {
 		const char *name = c->p->attach[i].target.name;
 
@@ -1197,21 +1243,29 @@ static void emit_graph_ksock_filter(struct cg *c)
 	const struct probe_field *fam = cur_field(c, "family"), *proto = cur_field(c, "protocol"),
 				 *ret = cur_field(c, "ret"), *flags = cur_field(c, "flags");
 
+	char f1[320], f2[320], f3[320], f4[320];
+
 	if (!fam || !proto || !ret || !flags)
 		return;
+	tp_read(c, fam, "__u16", f1, sizeof(f1));
+	tp_read(c, proto, "__u16", f2, sizeof(f2));
+	tp_read(c, ret, "__s32", f3, sizeof(f3));
+	tp_read(c, flags, "__s32", f4, sizeof(f4));
+	/* the family once (read from the socket by a raw tracepoint on later kernels) */
+	emit(c, "\t__u16 _kfam = %s;\n\n", f1);
 	if (c->q->kbtf && sema_ksock_ipv6(c->q->kbtf))
 		emit(c,
-		     "\tif ((WEFT_TP(ctx, %u, __u16) != 2 && WEFT_TP(ctx, %u, __u16) != 10) ||\n"
-		     "\t    WEFT_TP(ctx, %u, __u16) != 6 ||\n"
-		     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
+		     "\tif ((_kfam != 2 && _kfam != 10) ||\n"
+		     "\t    %s != 6 ||\n"
+		     "\t    %s <= 0 || (%s & 2))\n"
 		     "\t\treturn 0;\n",
-		     fam->offset, fam->offset, proto->offset, ret->offset, flags->offset);
+		     f2, f3, f4);
 	else
 		emit(c,
-		     "\tif (WEFT_TP(ctx, %u, __u16) != 2 || WEFT_TP(ctx, %u, __u16) != 6 ||\n"
-		     "\t    WEFT_TP(ctx, %u, __s32) <= 0 || (WEFT_TP(ctx, %u, __s32) & 2))\n"
+		     "\tif (_kfam != 2 || %s != 6 ||\n"
+		     "\t    %s <= 0 || (%s & 2))\n"
 		     "\t\treturn 0;\n",
-		     fam->offset, proto->offset, ret->offset, flags->offset);
+		     f2, f3, f4);
 }
 
 static void emit_graph_ksock(struct cg *c)
@@ -1220,7 +1274,7 @@ static void emit_graph_ksock(struct cg *c)
 	const struct probe_field *sk = cur_field(c, "sk"), *ret = cur_field(c, "ret"),
 				 *fam = cur_field(c, "family");
 	struct kbtf *k = c->q->kbtf;
-	char sc[160], ts[160];
+	char sc[160], ts[160], rb[320];
 	int prog = (int)(c->prog - p->progs);
 	bool v6;
 
@@ -1240,10 +1294,9 @@ static void emit_graph_ksock(struct cg *c)
 				     WEFT_GREC_KSEND :
 				     WEFT_GREC_KRECV);
 	emit(c, "\t\t}\n");
-	emit(c, "\t\t{\n\t\t\t__u64 _sk = WEFT_TP(ctx, %u, __u64);\n", sk->offset);
+	emit(c, "\t\t{\n\t\t\t__u64 _sk = %s;\n", tp_read(c, sk, "__u64", rb, sizeof(rb)));
 	emit(c, "\t\t\t__u32 _la = 0, _ra = 0, _seq = 0;\n\t\t\t__u16 _lp = 0, _rp = 0;\n\n");
-	emit(c, "\t\t\tg->family = WEFT_TP(ctx, %u, __u16);\n\t\t\tg->reserved = 0;\n",
-	     fam->offset);
+	emit(c, "\t\t\tg->family = _kfam; /* read by the filter */\n\t\t\tg->reserved = 0;\n");
 	/* the IPv4 path reads what it did before; the 16-byte reads only on IPv6 */
 	if (v6)
 		emit(c, "\t\t\tif (g->family == %d) {\n", WEFT_AF_INET);
@@ -1286,8 +1339,8 @@ static void emit_graph_ksock(struct cg *c)
 	emit(c, "\t\t\tg->a[0] = __builtin_bswap32(_la);\n\t\t\tg->a[1] = "
 		"__builtin_bswap32(_ra);\n");
 	emit(c, "\t\t\tg->a[2] = _lp;\n\t\t\tg->a[3] = __builtin_bswap16(_rp);\n");
-	emit(c, "\t\t\tg->a[4] = _seq;\n\t\t\tg->a[5] = (__u64)WEFT_TP(ctx, %u, __s32);\n",
-	     ret->offset);
+	emit(c, "\t\t\tg->a[4] = _seq;\n\t\t\tg->a[5] = (__u64)%s;\n",
+	     tp_read(c, ret, "__s32", rb, sizeof(rb)));
 	emit(c, "\t\t\tg->a[6] = _sk;\n\t\t}\n");
 }
 
@@ -1295,6 +1348,7 @@ static void emit_graph_sink(struct cg *c)
 {
 	const struct plan *p = c->p;
 	int prog = (int)(c->prog - p->progs);
+	char rb[64];
 
 	if (graph_ksock(c))
 		emit_graph_ksock_filter(c);
@@ -1313,8 +1367,7 @@ static void emit_graph_sink(struct cg *c)
 	emit(c, "\t\tg->time = weft_time();\n");
 	emit(c, "\t\tg->dur = %s;\n", c->span_end ? "(__u64)span_d" : "0");
 	emit(c, "\t\tg->pid = (__u32)(pt >> 32);\n\t\tg->tid = (__u32)pt;\n");
-	emit(c, "\t\tg->cookie = (__u32)%s;\n",
-	     prog_is_usdt(c) ? "bpf_usdt_cookie(ctx)" : "bpf_get_attach_cookie(ctx)");
+	emit(c, "\t\tg->cookie = (__u32)%s;\n", cookie_expr(c, rb, sizeof(rb)));
 	emit(c, "\t\tweft_comm(g->comm);\n");
 	if (!graph_ksock(c))
 		emit(c, "\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
@@ -1568,7 +1621,11 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 		emit_prog_fn(c, pr, pr->is_end, head);
 	}
 	/* the program: its body between the two halves of the cost meter (WEFT_COST_MAP) */
-	emit(c, "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
+	if (pr->raw_tp)
+		emit(c, "\nSEC(\"raw_tp/%s\")\nint %s(void *ctx)\n{\n",
+		     c->p->attach[pr->first_attach].target.event, pr->name);
+	else
+		emit(c, "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);
 	emit(c, "\tstruct weft_cost *_cost;\n\t__u64 _t0;\n\tint _rc;\n\n");
 	emit(c, "\t_cost = weft_cost_begin(&weft_cost, %d, &_t0);\n", (int)(pr - c->p->progs));
 	if (sema_span_same_probe(src))

@@ -66,6 +66,12 @@ void kbtf_list_members(struct kbtf *k, uint32_t id, char *buf, size_t sz);
  * down: the path to write before it ("__sk_common"), or false. */
 bool kbtf_member_hint(struct kbtf *k, uint32_t id, const char *name, char *buf, size_t sz);
 
+/* The arguments a tracepoint passes to a raw tracepoint program (the kernel's typedef
+ * btf_trace_EVENT, a pointer to a function of (void *__data, ARGS...)): the byte size of each
+ * of ARGS (8 for a pointer) into sizes[0..max).  Their number, -ENOENT when the BTF has no
+ * such typedef, -EINVAL when an argument is neither an integer nor a pointer. */
+int kbtf_tp_args(struct kbtf *k, const char *event, uint32_t *sizes, int max);
+
 /* The C name of a struct/union in generated code: "struct sock___wq" (libbpf ignores the
  * ___wq suffix when it matches types against the kernel's). */
 const char *kbtf_cname(struct kbtf *k, uint32_t id, char *buf, size_t sz);

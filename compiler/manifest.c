@@ -88,8 +88,8 @@ int manifest_write(const struct plan *p, FILE *out)
 
 		fprintf(out, "prog ");
 		put_str(out, g->name);
-		fprintf(out, " kind=%d source=%d end=%d first=%d\n", g->kind, g->source, g->is_end,
-			g->first_attach);
+		fprintf(out, " kind=%d source=%d end=%d first=%d%s\n", g->kind, g->source,
+			g->is_end, g->first_attach, g->raw_tp ? " raw=1" : "");
 	}
 	for (int i = 0; i < p->nattach; i++) {
 		const struct plan_attach *a = &p->attach[i];
@@ -474,8 +474,9 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		return 0;
 	}
 	if (strcmp(tok[0], "prog") == 0) {
-		static const char *const keys[] = { "kind", "source", "end", "first", NULL };
+		static const char *const keys[] = { "kind", "source", "end", "first", "raw", NULL };
 		struct plan_prog *g;
+		const char *raw;
 
 		if (p->nprogs == PLAN_MAX_PROGS)
 			return fail(r, "too many programs");
@@ -487,6 +488,16 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		NEED_I64("source", 0, AST_MAX_SOURCES - 1, g->source);
 		NEED_I64("end", 0, 1, g->is_end);
 		NEED_I64("first", 0, MANIFEST_MAX_ATTACH - 1, g->first_attach);
+		/* optional (a raw tracepoint program): an agent older than it refuses the key */
+		raw = kv(tok, n, 2, "raw");
+		g->raw_tp = false;
+		if (raw) {
+			int64_t x = 0;
+
+			if (get_i64(r, raw, 0, 1, &x))
+				return -EINVAL;
+			g->raw_tp = x == 1;
+		}
 		p->nprogs++;
 		return 0;
 	}

@@ -184,12 +184,14 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 				char sig[2048], sig2[2048];
 				int prog = -1;
 
+				bool raw = sp->kernel && sema_ksock_raw(q->kbtf, tg);
+
 				layout_sig(tg, sig, sizeof(sig));
-				for (int k = first_prog; k < p->nprogs; k++) {
+				for (int k = first_prog; k < p->nprogs && !raw; k++) {
 					int rep = p->attach[p->progs[k].first_attach].target_idx;
 
 					layout_sig(&sp->set->v[rep], sig2, sizeof(sig2));
-					if (strcmp(sig, sig2) == 0) {
+					if (!p->progs[k].raw_tp && strcmp(sig, sig2) == 0) {
 						prog = k;
 						break;
 					}
@@ -213,6 +215,7 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 					pr->source = i;
 					pr->is_end = end;
 					pr->first_attach = p->nattach;
+					pr->raw_tp = raw; /* its own program: no cookie */
 				}
 				a->target = *tg;
 				a->target.fields = NULL; /* owned by the probe set */
@@ -630,8 +633,9 @@ void plan_explain(const struct plan *p, FILE *out)
 	for (int i = 0; i < p->nattach && i < 20; i++) {
 		const struct plan_attach *a = &p->attach[i];
 
-		fprintf(out, "  [%d] %-48s program %s%s\n", (int)a->cookie, a->target.name,
-			p->progs[a->prog].name, a->is_end ? " (span end)" : "");
+		fprintf(out, "  [%d] %-48s program %s%s%s\n", (int)a->cookie, a->target.name,
+			p->progs[a->prog].name, p->progs[a->prog].raw_tp ? " (raw tracepoint)" : "",
+			a->is_end ? " (span end)" : "");
 	}
 	if (p->nattach > 20)
 		fprintf(out, "  ... and %d more\n", p->nattach - 20);

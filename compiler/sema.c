@@ -2268,6 +2268,73 @@ bool sema_ksock_ipv6(struct kbtf *k)
 	return true;
 }
 
+/*
+ * Raw tracepoints for kernel:sockets.  A classic tracepoint program runs after the kernel has
+ * written the tracepoint's record (a perf buffer of its own, filled field by field); a raw one
+ * gets the arguments the tracepoint was called with, and costs its caller less (about 100 ns
+ * a call less here, docs/performance.md).  The record of sock_send_length and
+ * sock_recv_length (sock_msg_length in include/trace/events/sock.h) is (sk, family, protocol,
+ * ret, flags); the arguments were the same five when the tracepoints came (Linux 6.3) and are
+ * (sk, ret, flags) in later kernels, which fill family and protocol from the socket
+ * (sk->sk_family, sk->sk_protocol).  Which one this kernel has is read from its BTF (the
+ * arguments' count and sizes); a field is then an argument or read from the socket (CO-RE,
+ * the members marked here).  Any other shape keeps the classic tracepoint.  Debian 12's
+ * libbpf gives a raw tracepoint no BPF cookie, so each tracepoint gets its own program
+ * (compiler/plan.c) with its cookie as a constant.
+ */
+int sema_ksock_raw_field(struct kbtf *k, const struct probe_target *t, int field)
+{
+	static const struct {
+		const char *name;
+		enum field_kind kind;
+		uint16_t size;
+		int in5, in3; /* where it is with five arguments, with three */
+	} rec[] = {
+		{ "sk", FIELD_PTR, 8, 0, 0 },
+		{ "family", FIELD_INT, 2, 1, SEMA_RAW_SK_FAMILY },
+		{ "protocol", FIELD_INT, 2, 2, SEMA_RAW_SK_PROTOCOL },
+		{ "ret", FIELD_INT, 4, 3, 1 },
+		{ "flags", FIELD_INT, 4, 4, 2 },
+	};
+	static const uint32_t five[] = { 8, 2, 2, 4, 4 }, three[] = { 8, 4, 4 };
+	const char *env = getenv("WEFT_RAW_TP");
+	uint32_t sizes[PROBE_MAX_FIELDS];
+	struct kbtf_member m;
+	uint32_t sc, so;
+	int n;
+
+	if (!k || (env && strcmp(env, "0") == 0) || t->kind != PROBE_TRACEPOINT ||
+	    strcmp(t->category, "sock") != 0 ||
+	    (strcmp(t->event, "sock_send_length") != 0 &&
+	     strcmp(t->event, "sock_recv_length") != 0) ||
+	    t->nfields != 5 || field < 0 || field >= 5)
+		return SEMA_RAW_NONE;
+	for (int i = 0; i < 5; i++)
+		if (strcmp(t->fields[i].name, rec[i].name) != 0 ||
+		    t->fields[i].kind != rec[i].kind || t->fields[i].size != rec[i].size)
+			return SEMA_RAW_NONE;
+	n = kbtf_tp_args(k, t->event, sizes, PROBE_MAX_FIELDS);
+	if (n == 5 && memcmp(sizes, five, sizeof(five)) == 0)
+		return rec[field].in5;
+	if (n != 3 || memcmp(sizes, three, sizeof(three)) != 0)
+		return SEMA_RAW_NONE;
+	sc = kbtf_find(k, "sock_common", false);
+	so = kbtf_find(k, "sock", false);
+	if (!sc || !so || kbtf_member(k, sc, "skc_family", &m) != 0 || m.kind != KBTF_INT ||
+	    m.size != 2 || kbtf_member(k, so, "sk_protocol", &m) != 0 || m.kind != KBTF_INT ||
+	    m.size != 2)
+		return SEMA_RAW_NONE;
+	return rec[field].in3;
+}
+
+bool sema_ksock_raw(struct kbtf *k, const struct probe_target *t)
+{
+	for (int i = 0; i < t->nfields; i++)
+		if (sema_ksock_raw_field(k, t, i) == SEMA_RAW_NONE)
+			return false;
+	return t->nfields > 0;
+}
+
 static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
 {
 	struct kbtf *k = sema_kbtf(s, sp->loc);

@@ -25,6 +25,15 @@ int sema_graph_probe_kind(const struct probe_target *t);
  * skc_v6_rcv_saddr and skc_v6_daddr); marks them for kbtf_emit() when it can. */
 struct kbtf;
 bool sema_ksock_ipv6(struct kbtf *k);
+/* Whether kernel:sockets' target t is attached as a raw tracepoint (codegen.c: section
+ * raw_tp/EVENT, one program a tracepoint, fields read from the arguments): every field of its
+ * record is an argument or read from the socket on this kernel (its BTF).  False (a classic
+ * tracepoint) otherwise, or when WEFT_RAW_TP=0 is set. */
+bool sema_ksock_raw(struct kbtf *k, const struct probe_target *t);
+/* Where field i of t is in a raw tracepoint program: the argument's index, or read from the
+ * socket (argument 0), or SEMA_RAW_NONE. */
+enum { SEMA_RAW_NONE = -1, SEMA_RAW_SK_FAMILY = -2, SEMA_RAW_SK_PROTOCOL = -3 };
+int sema_ksock_raw_field(struct kbtf *k, const struct probe_target *t, int field);
 /* Frees what sema attached to the tree (probe sets).  Safe on an unchecked tree. */
 void sema_release(struct ast_query *q);
 

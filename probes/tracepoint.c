@@ -168,14 +168,19 @@ static bool tracepoint_available(struct probe_err *err)
 
 /* A perf event of type tracepoint with the program linked to it (BPF_LINK_CREATE when the
  * kernel has perf links, which bpf cookies need anyway).  pid is ignored: a tracepoint fires
- * for every process and the program filters, so that one attachment serves -p too. */
+ * for every process and the program filters, so that one attachment serves -p too.  A raw
+ * tracepoint program (the compiler's choice for kernel:sockets) is attached as one, by the
+ * event's name; it has no cookie: the program was compiled for this one attach point. */
 int tracepoint_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
 		      pid_t pid, struct probe_links *links, struct probe_err *err)
 {
 	LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = cookie);
 	struct bpf_link *link;
 
-	link = bpf_program__attach_tracepoint_opts(prog, t->category, t->event, &opts);
+	if (bpf_program__type(prog) == BPF_PROG_TYPE_RAW_TRACEPOINT)
+		link = bpf_program__attach_raw_tracepoint(prog, t->event);
+	else
+		link = bpf_program__attach_tracepoint_opts(prog, t->category, t->event, &opts);
 	if (!link)
 		return perr_attach(err, t, pid, errno);
 	if (probe_links_push(links, link)) {

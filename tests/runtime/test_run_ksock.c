@@ -414,9 +414,23 @@ static void test_kernel_sockets_v4mapped(void **state)
 	check_family("mapped");
 }
 
-/* The BTF of a made-up kernel without IPv6 (no CONFIG_IPV6): sock_common has its IPv4
- * members only, tcp_sock its sequence numbers. */
-static void btf_without_ipv6(const char *path)
+/* The same exact traces from the classic tracepoints (WEFT_RAW_TP=0), as a kernel whose
+ * tracepoints' arguments weft does not know gets them. */
+static void test_kernel_sockets_classic(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("WEFT_RAW_TP", "0", 1), 0);
+	check_family("v6");
+	assert_int_equal(unsetenv("WEFT_RAW_TP"), 0);
+}
+
+/*
+ * The BTF of a made-up kernel without IPv6 (no CONFIG_IPV6): sock_common has its IPv4
+ * members only, tcp_sock its sequence numbers.  With raw5, it also has the raw tracepoints'
+ * types of sock_send_length and sock_recv_length as Linux 6.3 had them: five arguments
+ * (sk, family, protocol, ret, flags), the record's fields.
+ */
+static void btf_without_ipv6(const char *path, bool raw5)
 {
 	struct btf *b = btf__new_empty();
 	const void *raw;
@@ -436,6 +450,25 @@ static void btf_without_ipv6(const char *path)
 	assert_true(btf__add_struct(b, "tcp_sock", 8) > 0);
 	assert_int_equal(btf__add_field(b, "write_seq", u32, 0, 0), 0);
 	assert_int_equal(btf__add_field(b, "copied_seq", u32, 32, 0), 0);
+	for (int i = 0; raw5 && i < 2; i++) {
+		int in = btf__add_int(b, "int", 4, BTF_INT_SIGNED),
+		    sk = btf__add_struct(b, "sock", 0);
+		int psk = btf__add_ptr(b, sk), pv = btf__add_ptr(b, 0), fp;
+
+		assert_true(in > 0 && sk > 0 && psk > 0 && pv > 0);
+		fp = btf__add_func_proto(b, 0);
+		assert_true(fp > 0);
+		assert_int_equal(btf__add_func_param(b, "__data", pv), 0);
+		assert_int_equal(btf__add_func_param(b, "sk", psk), 0);
+		assert_int_equal(btf__add_func_param(b, "family", u16), 0);
+		assert_int_equal(btf__add_func_param(b, "protocol", u16), 0);
+		assert_int_equal(btf__add_func_param(b, "ret", in), 0);
+		assert_int_equal(btf__add_func_param(b, "flags", in), 0);
+		assert_true(btf__add_typedef(b,
+					     i ? "btf_trace_sock_recv_length" :
+						 "btf_trace_sock_send_length",
+					     btf__add_ptr(b, fp)) > 0);
+	}
 	raw = btf__raw_data(b, &sz);
 	assert_non_null(raw);
 	f = fopen(path, "wb");
@@ -455,41 +488,76 @@ static int explain_codegen(struct wr_proc *p, const char *q)
 	return rc ? rc : wr_finish(p, WR_TIMEOUT_MS);
 }
 
+/* `weft explain --dump=codegen` of q with WEFT_BTF=btf (NULL: this kernel's) and
+ * WEFT_RAW_TP=raw (NULL: unset); the output is in p. */
+static void codegen_with(struct wr_proc *p, const char *q, const char *btf, const char *raw)
+{
+	int rc;
+
+	assert_int_equal(btf ? setenv("WEFT_BTF", btf, 1) : 0, 0);
+	assert_int_equal(raw ? setenv("WEFT_RAW_TP", raw, 1) : 0, 0);
+	rc = explain_codegen(p, q);
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	assert_int_equal(unsetenv("WEFT_RAW_TP"), 0);
+	if (rc != 0)
+		wr_dump(p, "weft explain");
+	assert_int_equal(rc, 0);
+}
+
 /*
  * What kernel:sockets generates: on this kernel (IPv6 in its BTF) IPv4 and IPv6 sockets, the
  * 16-byte reads under the family test; on a kernel without IPv6 (WEFT_BTF) the IPv4-only
- * program, which names no IPv6 member.
+ * program, which names no IPv6 member.  Raw tracepoints, one program each, where the BTF
+ * says what their arguments are: on this kernel (sk, ret, flags, as later kernels pass them) the
+ * family and protocol read from the socket as the tracepoint reads them; with Linux 6.3's
+ * five arguments (a made-up BTF) every field an argument; without the tracepoints' types,
+ * or with WEFT_RAW_TP=0, the classic tracepoint and its record.
  */
 static void test_kernel_sockets_codegen(void **state)
 {
-	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX];
+	char dir[] = "/tmp/weft-test-ksockcg-XXXXXX", path[PATH_MAX], path5[PATH_MAX];
 	const char *q = "from kernel:sockets graph";
 	struct wr_proc p;
-	int rc;
 
 	(void)state;
-	rc = explain_codegen(&p, q);
-	if (rc != 0)
-		wr_dump(&p, "weft explain");
-	assert_int_equal(rc, 0);
-	assert_non_null(strstr(p.out.p, "!= 2 && WEFT_TP("));
+	codegen_with(&p, q, NULL, NULL);
+	assert_non_null(strstr(p.out.p, "SEC(\"raw_tp/sock_send_length\")"));
+	assert_non_null(strstr(p.out.p, "SEC(\"raw_tp/sock_recv_length\")"));
+	assert_null(strstr(p.out.p, "SEC(\"tracepoint\")"));
+	assert_null(strstr(p.out.p, "bpf_get_attach_cookie"));
+	assert_non_null(strstr(p.out.p, "(_kfam != 2 && _kfam != 10)"));
+	assert_non_null(strstr(p.out.p, "WEFT_RAW_ARG(ctx, 0))->skc_family"));
+	assert_non_null(strstr(p.out.p, "WEFT_RAW_ARG(ctx, 0))->sk_protocol"));
+	assert_non_null(strstr(p.out.p, "((__s32)WEFT_RAW_ARG(ctx, 1)) <= 0")); /* ret */
 	assert_non_null(strstr(p.out.p, "if (g->family == 2) {"));
 	assert_non_null(strstr(p.out.p, "->skc_v6_daddr"));
 	wr_free(&p);
+	codegen_with(&p, q, NULL, "0");
+	assert_null(strstr(p.out.p, "raw_tp/"));
+	assert_non_null(strstr(p.out.p, "SEC(\"tracepoint\")"));
+	assert_non_null(strstr(p.out.p, "__u16 _kfam = WEFT_TP(ctx, 16, __u16);"));
+	assert_non_null(strstr(p.out.p, "(_kfam != 2 && _kfam != 10)"));
+	wr_free(&p);
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/vmlinux.btf", dir);
-	btf_without_ipv6(path);
-	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
-	rc = explain_codegen(&p, q);
-	assert_int_equal(unsetenv("WEFT_BTF"), 0);
-	if (rc != 0)
-		wr_dump(&p, "weft explain");
-	assert_int_equal(rc, 0);
+	btf_without_ipv6(path, false);
+	codegen_with(&p, q, path, NULL);
 	assert_null(strstr(p.out.p, "skc_v6"));
 	assert_null(strstr(p.out.p, "!= 10"));
 	assert_null(strstr(p.out.p, "if (g->family"));
-	assert_non_null(strstr(p.out.p, "g->family = WEFT_TP(")); /* 2: the agent's IPv4 */
+	assert_null(strstr(p.out.p, "raw_tp/")); /* no btf_trace_ types: classic */
+	assert_non_null(strstr(p.out.p, "_kfam = WEFT_TP(")); /* 2: the agent's IPv4 */
 	assert_non_null(strstr(p.out.p, "->skc_daddr"));
+	wr_free(&p);
+	snprintf(path5, sizeof(path5), "%s/vmlinux5.btf", dir);
+	btf_without_ipv6(path5, true);
+	codegen_with(&p, q, path5, NULL);
+	assert_non_null(strstr(p.out.p, "SEC(\"raw_tp/sock_recv_length\")"));
+	assert_non_null(strstr(p.out.p, "__u16 _kfam = ((__u16)WEFT_RAW_ARG(ctx, 1));"));
+	assert_non_null(strstr(p.out.p, "((__u16)WEFT_RAW_ARG(ctx, 2)) != 6"));
+	assert_non_null(strstr(p.out.p, "((__s32)WEFT_RAW_ARG(ctx, 3)) <= 0"));
+	assert_non_null(strstr(p.out.p, "(((__s32)WEFT_RAW_ARG(ctx, 4)) & 2)"));
+	assert_null(strstr(p.out.p, "sk_protocol"));
 	wr_free(&p);
 	assert_int_equal(wr_rm_rf(dir), 0);
 }
@@ -587,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_stream_sequence_numbers),
 		cmocka_unit_test(test_kernel_sockets_ipv6),
 		cmocka_unit_test(test_kernel_sockets_v4mapped),
+		cmocka_unit_test(test_kernel_sockets_classic),
 		cmocka_unit_test(test_kernel_sockets_codegen),
 		cmocka_unit_test(test_core_relocates),
 		cmocka_unit_test(test_str_through_chain),

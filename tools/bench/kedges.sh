@@ -30,6 +30,9 @@
 #     on a server with more than the development VM's two; without it all share both CPUs
 #   BENCH_KEDGES_RINGS="S ...": one more configuration per ring-buffer size S (a
 #     `weft run --ringbuf-size` value), "ring-S": the default query with that ring
+#   BENCH_KEDGES_CLASSIC=1: one more configuration, "classic": weft with the classic
+#     tracepoints (WEFT_RAW_TP=0), as it attached them before raw tracepoints (and as it
+#     does on a kernel whose tracepoints' arguments it does not know)
 #   BENCH_KEDGES_SAMPLE=P: one more configuration, "sampled": the same query with
 #     `graph sample P%` (the aggregates of every request, whole graphs of P% and the
 #     outliers); its check: every request seen (N + 1 traces), nothing lost in the kernel
@@ -111,15 +114,15 @@ bench_run() {
 	awk -F'"' '$2 == "SET" { print $4 }' "$log/$1.csv"
 }
 
-# meter_ns: the time per timed run of kernel:sockets (program 0) in the newest weft_cost map
+# meter_ns: the time per timed run of kernel:sockets' programs (one, or one a tracepoint when
+# they are raw tracepoints) in the newest weft_cost map
 meter_ns() {
 	local id
 	id=$(bpftool map show -j | jq '[.[] | select(.name == "weft_cost")] | max_by(.id) | .id')
 	bpftool map dump id "$id" -j | python3 -c '
 import json, struct, sys
-d = [e for e in json.load(sys.stdin) if e["key"] in (0, ["0x00", "0x00", "0x00", "0x00"])]
 s = n = 0
-for v in d[0]["values"]:
+for v in [v for e in json.load(sys.stdin) for v in e["values"]]:
     val = v["value"]
     if isinstance(val, dict):
         s += val["sampled"]; n += val["ns"]
@@ -194,6 +197,7 @@ one() {
 	off) bench_run "off-$2" ;;
 	on) run_on "on-$2" ;;
 	nobudget) WEFT_RUN_OPTS="--cpu-budget 0" run_on "nobudget-$2" ;;
+	classic) WEFT_RAW_TP=0 run_on "classic-$2" ;;
 	sampled) run_on "sampled-$2" "${query% graph} graph sample ${BENCH_KEDGES_SAMPLE}%" ;;
 	empty) run_bt "empty-$2" "$bt_empty" ;;
 	bt) run_bt "bt-$2" "$bt_same" ;;
@@ -203,6 +207,7 @@ one() {
 
 configs="off on"
 [ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
+[ "${BENCH_KEDGES_CLASSIC:-0}" = 1 ] && configs="$configs classic"
 [ -n "${BENCH_KEDGES_SAMPLE:-}" ] && configs="$configs sampled"
 for r in ${BENCH_KEDGES_RINGS:-}; do
 	configs="$configs ring-$r"
