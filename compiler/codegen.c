@@ -425,17 +425,25 @@ static const char *tp_read(const struct cg *c, const struct probe_field *f, cons
 		return buf;
 	}
 	at = sema_ksock_raw_field(k, c->tgt, (int)(f - c->tgt->fields));
+	if (at >= 0 && f->kind == FIELD_PTR) {
+		/* a typed pointer in a tp_btf program (the verifier's PTR_TO_BTF_ID, which no
+		 * arithmetic may touch): the query's expressions get its value as a number */
+		snprintf(buf, sz,
+			 "({ __u64 _v = 0; bpf_probe_read_kernel(&_v, 8, (const __u64 *)ctx + %d); "
+			 "(%s)_v; })",
+			 at, T);
+		return buf;
+	}
 	if (at >= 0) {
 		snprintf(buf, sz, "((%s)WEFT_RAW_ARG(ctx, %d))", T, at);
 		return buf;
 	}
-	/* filled by the tracepoint from the socket (argument 0): read where it does */
+	/* filled by the tracepoint from the socket (argument 0): read where it does, through
+	 * the typed pointer (a load the verifier checks against the kernel's BTF) */
 	kbtf_cname(k, kbtf_find(k, at == SEMA_RAW_SK_FAMILY ? "sock_common" : "sock", false), cn,
 		   sizeof(cn));
-	snprintf(buf, sz,
-		 "({ __u16 _v = 0; bpf_probe_read_kernel(&_v, 2, "
-		 "__builtin_preserve_access_index(&((%s *)WEFT_RAW_ARG(ctx, 0))->%s)); (%s)_v; })",
-		 cn, at == SEMA_RAW_SK_FAMILY ? "skc_family" : "sk_protocol", T);
+	snprintf(buf, sz, "((%s)__builtin_preserve_access_index(((%s *)WEFT_RAW_ARG(ctx, 0))->%s))",
+		 T, cn, at == SEMA_RAW_SK_FAMILY ? "skc_family" : "sk_protocol");
 	return buf;
 }
 
@@ -1268,6 +1276,21 @@ static void emit_graph_ksock_filter(struct cg *c)
 		     f2, f3, f4);
 }
 
+/* dst = the socket's member m (of struct type T, in sock_common): a load through the typed
+ * pointer in a tp_btf program, else bpf_probe_read_kernel() (sk is a number there). */
+static void ksk_read(struct cg *c, const char *ind, const char *dst, int size, const char *T,
+		     const char *m)
+{
+	if (c->prog->raw_tp)
+		emit(c, "%s%s = __builtin_preserve_access_index(((%s *)_sk)->%s);\n", ind, dst, T,
+		     m);
+	else
+		emit(c,
+		     "%sbpf_probe_read_kernel(&%s, %d, __builtin_preserve_access_index("
+		     "&((%s *)_sk)->%s));\n",
+		     ind, dst, size, T, m);
+}
+
 static void emit_graph_ksock(struct cg *c)
 {
 	const struct plan *p = c->p;
@@ -1294,20 +1317,18 @@ static void emit_graph_ksock(struct cg *c)
 				     WEFT_GREC_KSEND :
 				     WEFT_GREC_KRECV);
 	emit(c, "\t\t}\n");
-	emit(c, "\t\t{\n\t\t\t__u64 _sk = %s;\n", tp_read(c, sk, "__u64", rb, sizeof(rb)));
+	if (c->prog->raw_tp) /* the typed pointer (tp_btf): its members are loads */
+		emit(c, "\t\t{\n\t\t\t__u64 _sk = (__u64)WEFT_RAW_ARG(ctx, %d);\n",
+		     sema_ksock_raw_field(k, c->tgt, (int)(sk - c->tgt->fields)));
+	else
+		emit(c, "\t\t{\n\t\t\t__u64 _sk = %s;\n", tp_read(c, sk, "__u64", rb, sizeof(rb)));
 	emit(c, "\t\t\t__u32 _la = 0, _ra = 0, _seq = 0;\n\t\t\t__u16 _lp = 0, _rp = 0;\n\n");
 	emit(c, "\t\t\tg->family = _kfam; /* read by the filter */\n\t\t\tg->reserved = 0;\n");
 	/* the IPv4 path reads what it did before; the 16-byte reads only on IPv6 */
 	if (v6)
 		emit(c, "\t\t\tif (g->family == %d) {\n", WEFT_AF_INET);
-	emit(c,
-	     "%s\t\t\tbpf_probe_read_kernel(&_la, 4, __builtin_preserve_access_index("
-	     "&((%s *)_sk)->skc_rcv_saddr));\n",
-	     v6 ? "\t" : "", sc);
-	emit(c,
-	     "%s\t\t\tbpf_probe_read_kernel(&_ra, 4, __builtin_preserve_access_index("
-	     "&((%s *)_sk)->skc_daddr));\n",
-	     v6 ? "\t" : "", sc);
+	ksk_read(c, v6 ? "\t\t\t\t" : "\t\t\t", "_la", 4, sc, "skc_rcv_saddr");
+	ksk_read(c, v6 ? "\t\t\t\t" : "\t\t\t", "_ra", 4, sc, "skc_daddr");
 	if (v6) {
 		emit(c, "\t\t\t} else {\n");
 		emit(c,
@@ -1320,14 +1341,9 @@ static void emit_graph_ksock(struct cg *c)
 		     sc);
 		emit(c, "\t\t\t}\n");
 	}
-	emit(c,
-	     "\t\t\tbpf_probe_read_kernel(&_lp, 2, __builtin_preserve_access_index("
-	     "&((%s *)_sk)->skc_num));\n",
-	     sc);
-	emit(c,
-	     "\t\t\tbpf_probe_read_kernel(&_rp, 2, __builtin_preserve_access_index("
-	     "&((%s *)_sk)->skc_dport));\n",
-	     sc);
+	ksk_read(c, "\t\t\t", "_lp", 2, sc, "skc_num");
+	ksk_read(c, "\t\t\t", "_rp", 2, sc, "skc_dport");
+	/* tcp_sock lies beyond struct sock, where a typed sock pointer may not load */
 	emit(c,
 	     "\t\t\tif (g->kind == %d)\n\t\t\t\tbpf_probe_read_kernel(&_seq, 4, "
 	     "__builtin_preserve_access_index(&((%s *)_sk)->write_seq));\n",
@@ -1622,7 +1638,7 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	}
 	/* the program: its body between the two halves of the cost meter (WEFT_COST_MAP) */
 	if (pr->raw_tp)
-		emit(c, "\nSEC(\"raw_tp/%s\")\nint %s(void *ctx)\n{\n",
+		emit(c, "\nSEC(\"tp_btf/%s\")\nint %s(void *ctx)\n{\n",
 		     c->p->attach[pr->first_attach].target.event, pr->name);
 	else
 		emit(c, "\nSEC(\"%s\")\nint %s(void *ctx)\n{\n", sec_name(pr->kind), pr->name);

@@ -108,7 +108,7 @@ struct plan_prog {
 	int source;
 	bool is_end;
 	int first_attach; /* a representative attach point (its field layout) */
-	bool raw_tp; /* a raw tracepoint (sema_ksock_raw()): section raw_tp/EVENT, one attach
+	bool raw_tp; /* a raw tracepoint (sema_ksock_raw()): section tp_btf/EVENT, one attach
 		      * point, the fields read from the arguments, the cookie a constant */
 };
 

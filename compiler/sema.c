@@ -2271,8 +2271,9 @@ bool sema_ksock_ipv6(struct kbtf *k)
 /*
  * Raw tracepoints for kernel:sockets.  A classic tracepoint program runs after the kernel has
  * written the tracepoint's record (a perf buffer of its own, filled field by field); a raw one
- * gets the arguments the tracepoint was called with, and costs its caller less (about 100 ns
- * a call less here, docs/performance.md).  The record of sock_send_length and
+ * (tp_btf: its arguments typed by the kernel's BTF) gets the arguments the tracepoint was
+ * called with and loads the socket's members through the typed pointer, and costs the traced
+ * call less (docs/performance.md).  The record of sock_send_length and
  * sock_recv_length (sock_msg_length in include/trace/events/sock.h) is (sk, family, protocol,
  * ret, flags); the arguments were the same five when the tracepoints came (Linux 6.3) and are
  * (sk, ret, flags) in later kernels, which fill family and protocol from the socket

@@ -26,7 +26,7 @@ int sema_graph_probe_kind(const struct probe_target *t);
 struct kbtf;
 bool sema_ksock_ipv6(struct kbtf *k);
 /* Whether kernel:sockets' target t is attached as a raw tracepoint (codegen.c: section
- * raw_tp/EVENT, one program a tracepoint, fields read from the arguments): every field of its
+ * tp_btf/EVENT, one program a tracepoint, fields read from the arguments): every field of its
  * record is an argument or read from the socket on this kernel (its BTF).  False (a classic
  * tracepoint) otherwise, or when WEFT_RAW_TP=0 is set. */
 bool sema_ksock_raw(struct kbtf *k, const struct probe_target *t);

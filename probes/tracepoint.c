@@ -177,7 +177,9 @@ int tracepoint_attach(struct bpf_program *prog, const struct probe_target *t, ui
 	LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = cookie);
 	struct bpf_link *link;
 
-	if (bpf_program__type(prog) == BPF_PROG_TYPE_RAW_TRACEPOINT)
+	if (bpf_program__type(prog) == BPF_PROG_TYPE_TRACING) /* tp_btf/EVENT */
+		link = bpf_program__attach_trace(prog);
+	else if (bpf_program__type(prog) == BPF_PROG_TYPE_RAW_TRACEPOINT)
 		link = bpf_program__attach_raw_tracepoint(prog, t->event);
 	else
 		link = bpf_program__attach_tracepoint_opts(prog, t->category, t->event, &opts);
