@@ -28,6 +28,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "tests/slurp.h"
 
 #include <jansson.h>
 #include <sys/stat.h>
@@ -207,23 +208,6 @@ static void test_entries_and_exits(void **state)
 }
 
 /* The whole file at path (NUL-terminated, malloc'd). */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
-
 /* `weft vm record -- wl_kvm N`: the stream holds the monitor's exits and KVM_RUN calls, the
  * discovery names its vCPU thread, and `weft vm analyze` finds that vCPU. */
 static void test_record(void **state)
@@ -242,20 +226,20 @@ static void test_record(void **state)
 		 getenv("WEFT_BIN"), dir, wr_workload("wl_kvm"), N_OUTS, PORT, dir, dir);
 	assert_int_equal(system(cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/out", dir);
-	out = slurp(cmd);
+	out = test_slurp(cmd);
 	assert_int_equal(sscanf(strstr(out, "vcpu_tid=") ? strstr(out, "vcpu_tid=") : "",
 				"vcpu_tid=%ld runs=%ld io=%ld hlt=%ld eintr=%ld other=%ld", &tid,
 				&runs, &io, &hlt, &eintr, &other),
 			 6);
 	free(out);
 	snprintf(cmd, sizeof(cmd), "%s/err", dir);
-	out = slurp(cmd);
+	out = test_slurp(cmd);
 	snprintf(cmd, sizeof(cmd), "vCPU thread %ld (wl_kvm_vcpu0): %ld KVM_RUN calls\n", tid,
 		 runs + eintr);
 	assert_non_null(strstr(out, cmd));
 	free(out);
 	snprintf(cmd, sizeof(cmd), "%s/h.jsonl", dir);
-	out = slurp(cmd);
+	out = test_slurp(cmd);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		json_t *o = line[0] == '{' ? json_loads(line, 0, NULL) : NULL;
 		const char *name;

@@ -27,6 +27,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "tests/slurp.h"
 
 #include <jansson.h>
 #include "run_util.h"
@@ -35,23 +36,6 @@
 #define N_RUNS 200
 
 static char tmpdir[128];
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
 
 static bool blocked(json_t *state)
 {
@@ -75,11 +59,11 @@ static void test_record_discovery(void **state)
 		 getenv("WEFT_BIN"), tmpdir, wr_workload("wl_kvm_ioctl"), N_RUNS, tmpdir, tmpdir);
 	if (system(cmd) != 0) {
 		snprintf(path, sizeof(path), "%s/err.txt", tmpdir);
-		fprintf(stderr, "%s", slurp(path));
+		fprintf(stderr, "%s", test_slurp(path));
 		fail_msg("weft vm record failed");
 	}
 	snprintf(path, sizeof(path), "%s/out.txt", tmpdir);
-	out = slurp(path);
+	out = test_slurp(path);
 	assert_int_equal(sscanf(strstr(out, "vcpu_tid=") ?: "",
 				"vcpu_tid=%ld pid=%ld runs=%ld enotty=%ld", &tid, &pid, &runs,
 				&enotty),
@@ -88,7 +72,7 @@ static void test_record_discovery(void **state)
 	assert_int_equal(enotty, N_RUNS);
 	free(out);
 	snprintf(path, sizeof(path), "%s/err.txt", tmpdir);
-	err = slurp(path);
+	err = test_slurp(path);
 	snprintf(cmd, sizeof(cmd), "weft vm: VMM pid %ld\n", pid);
 	assert_non_null(strstr(err, cmd));
 	snprintf(cmd, sizeof(cmd), "vCPU thread %ld (wl_fake_vcpu0): %d KVM_RUN calls\n", tid,
@@ -115,7 +99,7 @@ static void test_record_discovery(void **state)
 	free(err);
 
 	snprintf(path, sizeof(path), "%s/host.jsonl", tmpdir);
-	out = slurp(path);
+	out = test_slurp(path);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		json_t *o, *f;
 		const char *name;

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "tests/slurp.h"
 
 #include "tests/skip.h"
 
@@ -56,23 +57,6 @@ struct run {
 	int status;
 	char *out, *err;
 };
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
 
 /* Runs weft with argv (NULL-terminated, without argv[0]); stdout and stderr to files. */
 static struct run run_v(const char *const *args)
@@ -108,8 +92,8 @@ static struct run run_v(const char *const *args)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	r.status = WEXITSTATUS(st);
-	r.out = slurp(outp);
-	r.err = slurp(errp);
+	r.out = test_slurp(outp);
+	r.err = test_slurp(errp);
 	return r;
 }
 

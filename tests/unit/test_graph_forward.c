@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "tests/slurp.h"
 #include <jansson.h>
 
 #include "tests/skip.h"
@@ -60,24 +61,6 @@ static char *path_in(const char *name)
 
 	snprintf(p, 600, "%s/%s", dir, name);
 	return p;
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf;
-	long n;
-
-	if (!f)
-		return strdup("");
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
 }
 
 static void pause_ms(long ms)
@@ -170,7 +153,7 @@ static struct rcv rcv_start(const char *tag, int port, const char *opt1, const c
 	argv[n] = NULL;
 	r.pid = spawn(argv, path_in(out), path_in(err));
 	for (int i = 0; i < WAIT_S * 20 && !r.port; i++) {
-		char *s = slurp(path_in(pf));
+		char *s = test_slurp_or_empty(path_in(pf));
 
 		r.port = atoi(s);
 		free(s);
@@ -221,7 +204,7 @@ static struct rec rec_read(const char *tag)
 	struct rec r = { 0 };
 
 	snprintf(name, sizeof(name), "%s.rec", tag);
-	text = slurp(path_in(name));
+	text = test_slurp_or_empty(path_in(name));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char trace[64], span[32], parent[32];
 		unsigned ev, ln;
@@ -258,7 +241,7 @@ static unsigned log_count(const char *tag, int code, unsigned *spans, unsigned n
 	unsigned n = 0;
 
 	snprintf(name, sizeof(name), "%s.log", tag);
-	text = slurp(path_in(name));
+	text = test_slurp_or_empty(path_in(name));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned req, sp;
 		int c;
@@ -281,7 +264,7 @@ struct sum {
 
 static struct sum sum_read(const char *out)
 {
-	char *text = slurp(out), *p = strstr(text, "forward to ");
+	char *text = test_slurp_or_empty(out), *p = strstr(text, "forward to ");
 	struct sum s;
 
 	assert_non_null(p);
@@ -413,7 +396,8 @@ static void test_restart_exactly_once(void **state)
 	assert_int_equal(r.spans, NSPANS - 13);
 	{
 		/* both files together: 77 distinct spans, none twice */
-		char *x = slurp(path_in("a.rec")), *y = slurp(path_in("b.rec"));
+		char *x = test_slurp_or_empty(path_in("a.rec")),
+		     *y = test_slurp_or_empty(path_in("b.rec"));
 		FILE *f = fopen(path_in("ab.rec"), "w");
 
 		assert_non_null(f);
@@ -468,8 +452,8 @@ static void test_forward_all_from_store(void **state)
 			 path_in("c.sorted"));
 		assert_int_equal(system(cmd), 0);
 	}
-	x = slurp(path_in("ab.sorted"));
-	y = slurp(path_in("c.sorted"));
+	x = test_slurp_or_empty(path_in("ab.sorted"));
+	y = test_slurp_or_empty(path_in("c.sorted"));
 	assert_string_equal(x, y);
 	free(x);
 	free(y);
@@ -480,7 +464,7 @@ static void test_forward_all_from_store(void **state)
 	{
 		unsigned long points = 0, n = 0, hists = 0, hist_total = 0, others = 0;
 		unsigned long want_types, want_others = 0;
-		char *out = slurp(path_in("w2.out")), *text, *save = NULL, *line, *p;
+		char *out = test_slurp_or_empty(path_in("w2.out")), *text, *save = NULL, *line, *p;
 		json_t *stats, *row;
 		size_t i;
 
@@ -503,7 +487,7 @@ static void test_forward_all_from_store(void **state)
 		json_decref(stats);
 		assert_true(want_types > 0 && want_others > 0);
 
-		text = slurp(path_in("c.rec.metrics"));
+		text = test_slurp_or_empty(path_in("c.rec.metrics"));
 		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			char *last = strrchr(line, ' ');
 
@@ -554,7 +538,7 @@ static void test_rejected_not_retried(void **state)
 	assert_int_equal(r.spans, NSPANS - 12);
 	assert_int_equal(r.distinct, NSPANS - 12);
 	{
-		char *err = slurp(path_in("w3.err"));
+		char *err = test_slurp_or_empty(path_in("w3.err"));
 
 		assert_non_null(strstr(err, "12 spans rejected"));
 		assert_non_null(strstr(err, "HTTP 400"));
@@ -668,7 +652,7 @@ static void test_spool_too_small(void **state)
 	assert_int_equal(sp, s.spooled);
 	assert_true(bytes <= 20 * 1024);
 	{
-		char *err = slurp(path_in("w4.err"));
+		char *err = test_slurp_or_empty(path_in("w4.err"));
 		char want[64];
 
 		snprintf(want, sizeof(want), "%lu spans dropped", s.dropped);
@@ -722,7 +706,7 @@ static void test_usage(void **state)
 			argv[i + 1] = cases[k].argv[i];
 		w = spawn(argv, path_in("u.out"), path_in("u.err"));
 		assert_int_equal(wait_exit(w), 2);
-		err = slurp(path_in("u.err"));
+		err = test_slurp_or_empty(path_in("u.err"));
 		if (!strstr(err, cases[k].says))
 			fail_msg("case %zu: '%s' not in: %s", k, cases[k].says, err);
 		free(err);
@@ -740,7 +724,7 @@ static void test_curl_not_linked(void **state)
 		wt_skip("ldd cannot read %s", bin);
 		return;
 	}
-	deps = slurp(path_in("ldd.out"));
+	deps = test_slurp_or_empty(path_in("ldd.out"));
 	assert_non_null(strstr(deps, "libc.so")); /* ldd did list the dependencies */
 	assert_null(strstr(deps, "libcurl"));
 	free(deps);

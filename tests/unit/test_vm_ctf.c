@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tests/slurp.h"
 
 #include "tests/fuzz/vm_ctf_fixture.h"
 #include "vm/vm.h"
@@ -50,30 +51,13 @@ static const char *data_path(const char *name)
 	return p;
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
-
 /* tests/data/vm/NAME written as traces into tmpdir/SUB. */
 static const char *as_ctf(const char *name, const char *sub, unsigned flags)
 {
 	static char dir[2][512];
 	static int next;
 	char *d = dir[next++ % 2], cmd[600];
-	char *text = slurp(data_path(name));
+	char *text = test_slurp(data_path(name));
 
 	snprintf(d, sizeof(dir[0]), "%s/%s", tmpdir, sub);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
@@ -224,7 +208,7 @@ static void test_discarded(void **state)
 /* A recorder's weft_lost events are summed and reported; a bad one is refused. */
 static void test_lost(void **state)
 {
-	char path[600], *text = slurp(data_path("host.jsonl")), *got;
+	char path[600], *text = test_slurp(data_path("host.jsonl")), *got;
 	const char *tag;
 	struct vm_analysis a;
 	FILE *f;
@@ -278,9 +262,9 @@ static void test_cli(void **state)
 		 bin, host, guest, tmpdir);
 	assert_int_equal(system(cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/a.json", tmpdir);
-	a = slurp(cmd);
+	a = test_slurp(cmd);
 	snprintf(cmd, sizeof(cmd), "%s/b.json", tmpdir);
-	b = slurp(cmd);
+	b = test_slurp(cmd);
 	assert_true(strlen(a) > 1000);
 	assert_string_equal(a, b);
 	free(a);
@@ -291,7 +275,7 @@ static void test_cli(void **state)
 		 bin, tmpdir, tmpdir);
 	assert_int_equal(system(cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s/err.txt", tmpdir);
-	a = slurp(cmd);
+	a = test_slurp(cmd);
 	assert_non_null(strstr(a, "E_VM_"));
 	free(a);
 }
