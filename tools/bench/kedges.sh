@@ -16,6 +16,11 @@
 # Usage: tools/bench/kedges.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          jq)
 #   BENCH_KEDGES_N: requests per run (default 20000)
+#   BENCH_KEDGES_WARM: requests run before each measured run, unmeasured, in every
+#     configuration alike (default 0): a tracer that has just started pays for its memory
+#     coming in (weft's agent side grows to its working set, ~170 MB at 20,000 requests a
+#     second, in its first seconds: page faults), which one that runs for hours has paid long
+#     before; with it the run measures the steady state.  Stored and checked like the rest.
 #   BENCH_KEDGES_SPAN=1: also nest processCommand spans (a uprobe per request besides)
 #   BENCH_KEDGES_PEERS=1: three more configurations in every round, in rotating order, to
 #     tell what the drop is made of: "empty" (bpftrace with empty programs on the same two
@@ -41,6 +46,11 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 N=${BENCH_KEDGES_N:-20000}
+WARM=${BENCH_KEDGES_WARM:-0}
+# the traces a weft run stores: each redis-benchmark run's requests and the settings it
+# fetches first
+TRACES=$((N + 1))
+[ "$WARM" -gt 0 ] && TRACES=$((TRACES + WARM + 1))
 log=$BENCH_OUT/kedges
 mkdir -p "$log"
 
@@ -106,8 +116,14 @@ bt_same="tracepoint:sock:sock_send_length,tracepoint:sock:sock_recv_length
 	@bytes = sum(args->ret);
 }"
 
-# bench_run NAME: one redis-benchmark run; prints its requests per second
+# bench_run NAME: one redis-benchmark run (after WARM requests unmeasured); prints its
+# requests per second
 bench_run() {
+	if [ "$WARM" -gt 0 ]; then
+		# shellcheck disable=SC2086 # wl_cpu: a command prefix or nothing
+		$wl_cpu ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$WARM" \
+			-t set -P 1 --csv >/dev/null 2>&1
+	fi
 	# shellcheck disable=SC2086 # wl_cpu: a command prefix or nothing
 	$wl_cpu ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" -t set -P 1 --csv \
 		>"$log/$1.csv" 2>"$log/$1.err"
@@ -153,14 +169,14 @@ run_on() {
 	meter_ns >"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
 	# weft's own CPU until now (user + system, /proc/PID/stat fields 14 and 15), in µs a
 	# request (the final drain after the interrupt is not in it)
-	awk -v hz="$(getconf CLK_TCK)" -v n="$N" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1e6 / hz / n) }' \
+	awk -v hz="$(getconf CLK_TCK)" -v n="$((N + WARM))" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1e6 / hz / n) }' \
 		"/proc/$wpid/stat" >"$log/$1.cpu" 2>/dev/null || echo 0 >"$log/$1.cpu"
 	kill -INT "$wpid"
 	wait "$wpid"
 	if [ -n "${2:-}" ]; then
 		n=$(sed -n 's/.*; \([0-9]*\) traces seen.*/\1/p' "$log/$1.weft.out")
-		if [ "$n" != $((N + 1)) ] || ! grep -q '^dropped: 0 records lost' "$log/$1.weft.out"; then
-			echo "bench: $1: $n traces seen, not $((N + 1)), or records lost" >&2
+		if [ "$n" != "$TRACES" ] || ! grep -q '^dropped: 0 records lost' "$log/$1.weft.out"; then
+			echo "bench: $1: $n traces seen, not $TRACES, or records lost" >&2
 			exit 1
 		fi
 		echo "$rps"
@@ -172,8 +188,8 @@ run_on() {
 	n=$("$WEFT" graph -S "$store" list --service redis-benchmark --limit 100000 --format json |
 		jq --arg n "request $addr:6379" \
 			'[.[] | select(.name == $n or (.name | startswith("request ") | not))] | length')
-	if [ "$n" != $((N + 1)) ]; then
-		echo "bench: $1: $n traces of redis-benchmark, not $((N + 1))" >&2
+	if [ "$n" != "$TRACES" ]; then
+		echo "bench: $1: $n traces of redis-benchmark, not $TRACES" >&2
 		exit 1
 	fi
 	echo "$rps"
@@ -239,7 +255,7 @@ read -r moff _ _ < <(stats 1 <"$log/off.txt")
 read -r mon _ _ < <(stats 1 <"$log/on.txt")
 drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }')
 {
-	echo "kernel edges: redis-benchmark -c 1 -n $N -t set -P 1 over a veth pair, $ROUNDS rounds"
+	echo "kernel edges: redis-benchmark -c 1 -n $N -t set -P 1 over a veth pair, $ROUNDS rounds$([ "$WARM" -gt 0 ] && echo ", each after $WARM requests unmeasured")"
 	echo "query: $query"
 	echo "median off $moff rps, on $mon rps: drop $drop%"
 	for c in $configs; do
