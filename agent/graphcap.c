@@ -2259,9 +2259,39 @@ static int add_event(struct graph *g, const struct graph_event *e)
 	return k.name && k.attrs && graph_add_event(g, &k) ? 0 : -ENOMEM;
 }
 
+/*
+ * A drain's aggregates into the running total, without the concurrency: the outlier rules
+ * read types, events and edges only, and a total of every ms of every process since the start
+ * would grow without end (past GRAPH_AGGS_MAX entries every add failed with -E2BIG).
+ */
+static int total_merge(struct graphcap *c, const struct graph_aggs *d)
+{
+	uint32_t stackmap[64], *map = d->ntypes <= 64 ? stackmap : calloc(d->ntypes, sizeof(*map));
+	int rc = 0;
+
+	if (!map)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->ntypes && !rc; i++) {
+		const struct graph_agg_type *t = &d->types[i];
+
+		rc = graph_aggs_add_type(&c->total, t->service, t->name, t->count, t->min, t->max,
+					 t->sketch, &map[i]);
+	}
+	for (size_t i = 0; i < d->nevents && !rc; i++)
+		rc = graph_aggs_add_event(&c->total, map[d->events[i].type], d->events[i].name,
+					  d->events[i].ntasks);
+	for (size_t i = 0; i < d->nedges && !rc; i++)
+		rc = graph_aggs_add_edge(&c->total, map[d->edges[i].ptype], map[d->edges[i].ctype],
+					 d->edges[i].kind, d->edges[i].count);
+	if (map != stackmap)
+		free(map);
+	return rc;
+}
+
 int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct graph_aggs *aggs)
 {
 	struct graph rest, one;
+	struct graph_aggs drained; /* the finished traces' aggregates, once each */
 	bool *done = NULL;
 	size_t ndone = 0;
 	int rc;
@@ -2291,6 +2321,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	}
 	graph_init(&rest);
 	graph_init(&one);
+	graph_aggs_init(&drained);
 	/* split pend: elements of finished traces into `one` trace at a time */
 	{
 		size_t nt = c->pend.ntasks, ne = c->pend.nevents, nd = c->pend.nedges;
@@ -2384,10 +2415,15 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 			c->st.events += one.nevents;
 			c->st.edges += one.nedges;
 			c->st.traces_seen++;
-			if ((rc = graph_aggs_add(&c->total, &one)) ||
-			    (aggs && (rc = graph_aggs_add(aggs, &one))))
+			if ((rc = graph_aggs_add(&drained, &one)))
 				break;
 		}
+		/* this drain's aggregates, added once a trace: into the running total (what the
+		 * outlier rules read: types, events, edges) and the caller's */
+		if (!rc)
+			rc = total_merge(c, &drained);
+		if (!rc && aggs)
+			rc = graph_aggs_merge(aggs, &drained);
 		if (rc)
 			goto out_split;
 		/* the decisions, against aggregates that include this drain's traces */
@@ -2490,6 +2526,7 @@ out_split:
 out:
 	graph_free(&rest);
 	graph_free(&one);
+	graph_aggs_free(&drained);
 	free(done);
 	return rc;
 }

@@ -968,6 +968,46 @@ static void test_kernel_sends_room(void **state)
 	graphcap_free(c);
 }
 
+/*
+ * The capture's running total of aggregates (the outlier rules' view) is bounded: eighteen
+ * drains each finish a kernel task of 60 s, whose concurrency is 60,000 entries (a ms each);
+ * the caller's aggregates of each drain hold them (and are put, then dropped), the total does
+ * not.  When the total kept every ms of every process since the start, the eighteenth drain
+ * took it past GRAPH_AGGS_MAX (2^20) entries and every drain from then on failed with -E2BIG.
+ */
+static void test_total_bounded(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 5 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const uint64_t S = 1000000000ull;
+	struct graph_aggs aggs;
+	struct graph kept;
+	struct graphcap *c;
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	graph_init(&kept);
+	for (uint32_t k = 0; k <= 18; k++) {
+		uint64_t t = T0 + k * 70 * S;
+
+		/* a request read at t, answered 60 s later (no sender: a root of its own) */
+		krec(c, false, t, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * (k + 1), 5);
+		if (k) { /* the previous exchange is complete now */
+			graph_aggs_init(&aggs);
+			assert_int_equal(graphcap_drain(c, false, &kept, &aggs), 1);
+			assert_int_equal(aggs.nconc, GRAPH_CONC_MAX_MS);
+			graph_aggs_free(&aggs);
+			graph_clear(&kept);
+		}
+		if (k < 18)
+			krec(c, true, t + 60 * S, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * (k + 1), 5);
+	}
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -1210,6 +1250,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_pool),
 		cmocka_unit_test(test_kernel_forgotten),
 		cmocka_unit_test(test_kernel_room_drains),
+		cmocka_unit_test(test_total_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
