@@ -19,9 +19,10 @@
  *    price: a task is not a row SQL can query; graph_store_list()'s filters on the tasks of a
  *    trace read its chunks through weft_chunk_match(), a function this file registers.
  *
- *  - A put visits its batch trace by trace (one sort of the element indices): the maps that
- *    find a trace's tasks, hosts, edges and event names hold one trace and stay in cache, and
- *    each trace's chunk is written as soon as its elements are coded.
+ *  - A put visits its batch trace by trace (its elements grouped by a hash of the trace ids,
+ *    the traces in the order they first appear): the maps that find a trace's tasks, hosts,
+ *    edges and event names hold one trace and stay in cache, and each trace's chunk is
+ *    written as soon as its elements are coded.
  *
  *  - The aggregates are maintained on ingest, and a put accumulates them in memory (hash maps
  *    keyed by ids) and writes each touched aggregate row once, at the end of the
