@@ -1047,6 +1047,128 @@ static int kop_cmp(const void *pa, const void *pb)
 	return (a->time > b->time) - (a->time < b->time);
 }
 
+/* A (time, position) pair: a thread's calls on a socket that came out of time order. */
+struct tpos {
+	int64_t time;
+	size_t pos;
+};
+
+static int tpos_cmp(const void *pa, const void *pb)
+{
+	const struct tpos *a = pa, *b = pb;
+
+	if (a->time != b->time)
+		return a->time < b->time ? -1 : 1;
+	return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* A thread's socket among the buffered calls: its key, its calls' count and place. */
+struct kgroup {
+	int64_t pid, tid;
+	uint64_t sk;
+	size_t n, at, rank;
+};
+
+static int kgroup_cmp(const void *pa, const void *pb)
+{
+	const struct kgroup *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return (a->sk > b->sk) - (a->sk < b->sk);
+}
+
+/*
+ * The buffered calls in kop_cmp() order, ties in the order they came (as the stable sort
+ * they had): grouped by thread and socket with a counting sort, and a group sorted by time
+ * only when its calls came out of order (they come in time order but for another CPU's
+ * records now and then).  Not a comparison sort of every call: the calls held over from the
+ * last drain are in order already, and a thread's calls in the order they came.
+ */
+static int kops_sort(struct graphcap *c)
+{
+	size_t n = c->nkops, ng = 0, capg = 0, *grp = malloc((n + 1) * sizeof(*grp)), *rank = NULL;
+	struct kop *out = malloc(c->cap_kops * sizeof(*out));
+	struct kgroup *g = NULL, *sorted = NULL;
+	struct hmap m = { 0 };
+	int rc = -ENOMEM;
+
+	if (!grp || !out)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct kop *k = &c->kops[i];
+		bool isnew;
+		struct hent *e = hmap_get(&m, (uint64_t)k->pid, (uint64_t)k->tid, k->sk, &isnew);
+
+		if (!e)
+			goto out;
+		if (isnew) {
+			if (grow((void **)&g, &capg, ng + 1, sizeof(*g)))
+				goto out;
+			g[ng] = (struct kgroup){ .pid = k->pid, .tid = k->tid, .sk = k->sk };
+			e->v = ng++;
+		}
+		grp[i] = e->v;
+		g[e->v].n++;
+	}
+	sorted = malloc((ng + 1) * sizeof(*sorted));
+	rank = malloc((ng + 1) * sizeof(*rank));
+	if (!sorted || !rank)
+		goto out;
+	for (size_t i = 0; i < ng; i++) {
+		sorted[i] = g[i];
+		sorted[i].rank = i; /* its index in g, while sorted[] is sorted */
+	}
+	qsort(sorted, ng, sizeof(*sorted), kgroup_cmp);
+	for (size_t i = 0, at = 0; i < ng; i++) {
+		g[sorted[i].rank].at = at;
+		rank[sorted[i].rank] = at;
+		at += sorted[i].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[g[grp[i]].at++] = c->kops[i];
+	/* each group in time order (rank[]: where it starts) */
+	for (size_t x = 0; x < ng; x++) {
+		size_t a = rank[x], b = a + g[x].n, i;
+		struct tpos *tp;
+		struct kop *tmp;
+
+		for (i = a + 1; i < b && out[i].time >= out[i - 1].time; i++)
+			;
+		if (i >= b)
+			continue;
+		tp = malloc((b - a) * sizeof(*tp));
+		tmp = malloc((b - a) * sizeof(*tmp));
+		if (!tp || !tmp) {
+			free(tp);
+			free(tmp);
+			goto out;
+		}
+		for (i = a; i < b; i++)
+			tp[i - a] = (struct tpos){ out[i].time, i };
+		qsort(tp, b - a, sizeof(*tp), tpos_cmp);
+		for (i = a; i < b; i++)
+			tmp[i - a] = out[tp[i - a].pos];
+		memcpy(out + a, tmp, (b - a) * sizeof(*tmp));
+		free(tp);
+		free(tmp);
+	}
+	free(c->kops);
+	c->kops = out;
+	out = NULL;
+	rc = 0;
+out:
+	hmap_free(&m);
+	free(grp);
+	free(rank);
+	free(g);
+	free(sorted);
+	free(out);
+	return rc;
+}
+
 static int ktask_cmp(const void *pa, const void *pb)
 {
 	const struct ktask *a = pa, *b = pb;
@@ -1355,7 +1477,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 	c->nkheldx = 0;
 	if (!c->nkops)
 		goto sort_tasks;
-	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
+	if ((rc = kops_sort(c)))
+		goto out;
 	opx = malloc(c->nkops * sizeof(*opx));
 	/* at most an exchange per op (the tables of exchanges are sized once their number is
 	 * known: a table is cleared when made, and a second's worth of ops is large) */
