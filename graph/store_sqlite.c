@@ -93,9 +93,10 @@ static const char *const stmt_sql[ST_COUNT] = {
 			  "WHERE id = ?1",
 	[ST_PROC_GET] = "SELECT id FROM procs WHERE host = ?1 AND pid = ?2",
 	[ST_PROC_INS] = "INSERT INTO procs(host, pid) VALUES (?1, ?2)",
-	[ST_TRACE_GET] =
-		"SELECT tr, start_ns, end_ns, ntasks, nhosts, root_task, root_type, "
-		"root_host, root_start, root_parentless FROM traces WHERE hi = ?1 AND lo = ?2",
+	/* a put's lookup of a trace, mostly absent: the id index alone, the row only if found */
+	[ST_TRACE_GET] = "SELECT tr FROM traces WHERE hi = ?1 AND lo = ?2",
+	[ST_TRACE_ROW] = "SELECT start_ns, end_ns, ntasks, nhosts, root_task, root_type, "
+			 "root_host, root_start, root_parentless FROM traces WHERE tr = ?1",
 	[ST_TRACE_INS] = "INSERT INTO traces(tr, hi, lo, start_ns, end_ns, ntasks, nhosts, "
 			 "root_task, root_type, root_host, root_start, root_parentless) "
 			 "VALUES (?1, ?11, ?12, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -542,7 +543,8 @@ int graph_store_sqlite_check_plans(struct graph_store *base, char *why, size_t w
 		ST_FIND_EXACT, ST_FIND_HI,    ST_FIND_LO,     ST_CHUNKS_GET, ST_TYPE_GET,
 		ST_TYPE_READ,  ST_TYPE_NAMES, ST_TYPE_COUNT,  ST_STR_GET,    ST_STR_TEXT,
 		ST_PROC_GET,   ST_EVAGG_GET,  ST_EDGEAGG_GET, ST_CONC_GET,   ST_TRACE_GET,
-		ST_TRACE_UPD,  ST_TYPE_WRITE, ST_DEL_CHUNKS,  ST_DEL_TRACE,  ST_TRACE_MAX,
+		ST_TRACE_ROW,  ST_TRACE_UPD,  ST_TYPE_WRITE,  ST_DEL_CHUNKS, ST_DEL_TRACE,
+		ST_TRACE_MAX,
 	};
 	struct sq *s = (struct sq *)base;
 	char q[1024];

@@ -244,16 +244,30 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 		rc = SQLITE_DONE; /* known absent */
 	}
 	if (rc == SQLITE_ROW) {
-		int64_t *f[] = { &a->tr,	 &a->start,	     &a->end,	    &a->ntasks,
-				 &a->nhosts,	 &a->root_task,	     &a->root_type, &a->root_host,
-				 &a->root_start, &a->root_parentless };
+		int64_t *f[] = { &a->start,	&a->end,	&a->ntasks,
+				 &a->nhosts,	&a->root_task,	&a->root_type,
+				 &a->root_host, &a->root_start, &a->root_parentless };
 
-		for (int i = 0; i < 10; i++)
-			*f[i] = sqlite3_column_int64(t, i);
+		a->tr = sqlite3_column_int64(t, 0);
 		sqlite3_reset(t);
 		if (a->tr <= 0 || a->tr > (INT64_MAX >> 16))
 			return sq_failf(why, whysz, -EIO,
 					"graph store: a trace row id out of range");
+		t = sq_stmt(s, ST_TRACE_ROW);
+		sqlite3_bind_int64(t, 1, a->tr);
+		rc = sqlite3_step(t);
+		if (rc != SQLITE_ROW) {
+			rc = rc == SQLITE_DONE ?
+				     sq_failf(why, whysz, -EIO,
+					      "graph store: trace row %" PRId64 " vanished",
+					      a->tr) :
+				     sq_fail(s, rc, why, whysz, "reading a trace");
+			sqlite3_reset(t);
+			return rc;
+		}
+		for (int i = 0; i < 9; i++)
+			*f[i] = sqlite3_column_int64(t, i);
+		sqlite3_reset(t);
 		e->v[0] = 1;
 		e->v[1] = (int64_t)s->ntacc++;
 		*out = a;
