@@ -1221,14 +1221,24 @@ static bool trace_set(struct graph_id128 t)
  * its cost: a kernel task's name and attributes are written once per task. */
 static size_t put_u32(char *p, uint32_t v)
 {
-	char t[10];
-	size_t n = 0;
+	static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+				    "25262728293031323334353637383940414243444546474849"
+				    "50515253545556575859606162636465666768697071727374"
+				    "75767778798081828384858687888990919293949596979899";
+	size_t n = 1;
+	char *q;
 
-	do
-		t[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	for (size_t i = 0; i < n; i++)
-		p[i] = t[n - 1 - i];
+	for (uint32_t t = v; t >= 10; t /= 10)
+		n++;
+	q = p + n;
+	for (; v >= 100; v /= 100) { /* two digits at a time, from the last */
+		q -= 2;
+		memcpy(q, pairs + 2 * (v % 100), 2);
+	}
+	if (v >= 10)
+		memcpy(q - 2, pairs + 2 * v, 2);
+	else
+		q[-1] = (char)('0' + v);
 	return n;
 }
 
@@ -1283,7 +1293,7 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
 		buf[n++] = '}';
 		buf[n] = 0;
-		return graph_strdup(&c->pend, buf);
+		return graph_strndup(&c->pend, buf, n);
 	}
 	n = strlen(strcpy(buf, "{\"kernel.sends\":["));
 	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
@@ -1296,7 +1306,7 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 	buf[n++] = ']';
 	buf[n++] = '}';
 	buf[n] = 0;
-	return graph_strdup(&c->pend, buf);
+	return graph_strndup(&c->pend, buf, n);
 }
 
 /* The kernel task of an exchange into c->pend (and its edges), remembered for spans and
