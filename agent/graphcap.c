@@ -2383,6 +2383,41 @@ static int add_task(struct graph *g, const struct graph_task *t)
 	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
 }
 
+/*
+ * The strings of the kept tasks that repeat (a task type's service and name, the host): the
+ * last few copied into kept, per field, reused by a task with the same text (one copy in
+ * kept's arena, pointed at by many tasks) instead of a copy each.  For one drain.
+ */
+#define KEPT_STRS 4
+struct kept_strs {
+	const char *s[3][KEPT_STRS];
+	unsigned next[3];
+};
+
+static const char *kept_str(struct graph *g, struct kept_strs *ks, int field, const char *s)
+{
+	const char **c = ks->s[field];
+	const char *p;
+
+	for (int i = 0; i < KEPT_STRS && c[i]; i++)
+		if (strcmp(c[i], s) == 0)
+			return c[i];
+	if ((p = graph_strdup(g, s)) && strcmp(p, s) == 0) /* as given: the same text again */
+		c[ks->next[field]++ % KEPT_STRS] = p;
+	return p;
+}
+
+static int add_task_kept(struct graph *g, struct kept_strs *ks, const struct graph_task *t)
+{
+	struct graph_task k = *t;
+
+	k.service = kept_str(g, ks, 0, t->service);
+	k.name = kept_str(g, ks, 1, t->name);
+	k.host = kept_str(g, ks, 2, t->host);
+	k.attrs = graph_strdup(g, t->attrs);
+	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
+}
+
 static int add_event(struct graph *g, const struct graph_event *e)
 {
 	struct graph_event k = *e;
@@ -2425,6 +2460,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 {
 	struct graph rest, one;
 	struct graph_aggs drained; /* the finished traces' aggregates, once each */
+	struct kept_strs ks = { 0 };
 	bool *done = NULL;
 	size_t ndone = 0;
 	int rc;
@@ -2601,7 +2637,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 			if (!keep)
 				continue;
 			for (size_t i = 0; i < one.ntasks && !rc; i++)
-				rc = add_task(kept, &one.tasks[i]);
+				rc = add_task_kept(kept, &ks, &one.tasks[i]);
 			for (size_t i = 0; i < one.nevents && !rc; i++)
 				rc = add_event(kept, &one.events[i]);
 			for (size_t i = 0; i < one.nedges && !rc; i++)
