@@ -267,6 +267,17 @@ struct ptrace {
 	uint64_t seq; /* first-seen order */
 };
 
+/*
+ * Strings of a graph that repeat (a task type's service and name, the host): the last few
+ * copied into it, per field, reused by a task with the same text (one copy in the graph's
+ * arena, pointed at by many tasks) instead of a copy each.  Valid while that arena lives.
+ */
+#define STR_CACHE 4
+struct str_cache {
+	const char *s[3][STR_CACHE];
+	unsigned next[3];
+};
+
 struct graphcap {
 	const struct plan *plan;
 	struct graphcap_opts o;
@@ -290,6 +301,7 @@ struct graphcap {
 	size_t ntr, cap_tr;
 
 	struct graph pend; /* finished elements of traces not yet drained */
+	struct str_cache pend_strs; /* kernel tasks' strings in pend's arena */
 	struct span_rec *spans;
 	size_t nspans, cap_spans;
 
@@ -1276,6 +1288,20 @@ static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 	return n < 0 || (size_t)n >= sz ? 0 : (size_t)n;
 }
 
+/* A string of g (the field's cache: struct str_cache), copied only when not there. */
+static const char *cached_str(struct graph *g, struct str_cache *sc, int field, const char *s)
+{
+	const char **c = sc->s[field];
+	const char *p;
+
+	for (int i = 0; i < STR_CACHE && c[i]; i++)
+		if (strcmp(c[i], s) == 0)
+			return c[i];
+	if ((p = graph_strdup(g, s)) && strcmp(p, s) == 0) /* as given: the same text again */
+		c[sc->next[field]++ % STR_CACHE] = p;
+	return p;
+}
+
 /*
  * The socket data a kernel task ships for matching on another host (docs/graphs.md, "Across
  * hosts"): a server task its first receive ("kernel.recv"), a client task its first
@@ -1371,9 +1397,9 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;
-	k.service = graph_strdup(&c->pend, f->comm);
-	k.name = graph_strdup(&c->pend, name);
-	k.host = graph_strdup(&c->pend, c->host);
+	k.service = cached_str(&c->pend, &c->pend_strs, 0, f->comm);
+	k.name = cached_str(&c->pend, &c->pend_strs, 1, name);
+	k.host = cached_str(&c->pend, &c->pend_strs, 2, c->host);
 	k.pid = f->pid;
 	k.tid = f->tid;
 	k.start = to_real(c, (uint64_t)f->time);
@@ -2383,37 +2409,14 @@ static int add_task(struct graph *g, const struct graph_task *t)
 	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
 }
 
-/*
- * The strings of the kept tasks that repeat (a task type's service and name, the host): the
- * last few copied into kept, per field, reused by a task with the same text (one copy in
- * kept's arena, pointed at by many tasks) instead of a copy each.  For one drain.
- */
-#define KEPT_STRS 4
-struct kept_strs {
-	const char *s[3][KEPT_STRS];
-	unsigned next[3];
-};
-
-static const char *kept_str(struct graph *g, struct kept_strs *ks, int field, const char *s)
-{
-	const char **c = ks->s[field];
-	const char *p;
-
-	for (int i = 0; i < KEPT_STRS && c[i]; i++)
-		if (strcmp(c[i], s) == 0)
-			return c[i];
-	if ((p = graph_strdup(g, s)) && strcmp(p, s) == 0) /* as given: the same text again */
-		c[ks->next[field]++ % KEPT_STRS] = p;
-	return p;
-}
-
-static int add_task_kept(struct graph *g, struct kept_strs *ks, const struct graph_task *t)
+/* A finished task into kept: its strings that repeat copied once (ks: for one drain). */
+static int add_task_kept(struct graph *g, struct str_cache *ks, const struct graph_task *t)
 {
 	struct graph_task k = *t;
 
-	k.service = kept_str(g, ks, 0, t->service);
-	k.name = kept_str(g, ks, 1, t->name);
-	k.host = kept_str(g, ks, 2, t->host);
+	k.service = cached_str(g, ks, 0, t->service);
+	k.name = cached_str(g, ks, 1, t->name);
+	k.host = cached_str(g, ks, 2, t->host);
 	k.attrs = graph_strdup(g, t->attrs);
 	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
 }
@@ -2460,7 +2463,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 {
 	struct graph rest, one;
 	struct graph_aggs drained; /* the finished traces' aggregates, once each */
-	struct kept_strs ks = { 0 };
+	struct str_cache ks = { 0 };
 	bool *done = NULL;
 	size_t ndone = 0;
 	int rc;
@@ -2654,6 +2657,7 @@ out_split:
 	/* what stays: the unfinished traces' elements and table entries */
 	graph_free(&c->pend);
 	c->pend = rest;
+	memset(&c->pend_strs, 0, sizeof(c->pend_strs)); /* they were the old pend's */
 	graph_init(&rest);
 	{
 		size_t w = 0;
