@@ -267,6 +267,17 @@ struct ptrace {
 	uint64_t seq; /* first-seen order */
 };
 
+/*
+ * Strings of a graph that repeat (a task type's service and name, the host): the last few
+ * copied into it, per field, reused by a task with the same text (one copy in the graph's
+ * arena, pointed at by many tasks) instead of a copy each.  Valid while that arena lives.
+ */
+#define STR_CACHE 4
+struct str_cache {
+	const char *s[3][STR_CACHE];
+	unsigned next[3];
+};
+
 struct graphcap {
 	const struct plan *plan;
 	struct graphcap_opts o;
@@ -290,6 +301,7 @@ struct graphcap {
 	size_t ntr, cap_tr;
 
 	struct graph pend; /* finished elements of traces not yet drained */
+	struct str_cache pend_strs; /* kernel tasks' strings in pend's arena */
 	struct span_rec *spans;
 	size_t nspans, cap_spans;
 
@@ -1047,6 +1059,128 @@ static int kop_cmp(const void *pa, const void *pb)
 	return (a->time > b->time) - (a->time < b->time);
 }
 
+/* A (time, position) pair: a thread's calls on a socket that came out of time order. */
+struct tpos {
+	int64_t time;
+	size_t pos;
+};
+
+static int tpos_cmp(const void *pa, const void *pb)
+{
+	const struct tpos *a = pa, *b = pb;
+
+	if (a->time != b->time)
+		return a->time < b->time ? -1 : 1;
+	return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* A thread's socket among the buffered calls: its key, its calls' count and place. */
+struct kgroup {
+	int64_t pid, tid;
+	uint64_t sk;
+	size_t n, at, rank;
+};
+
+static int kgroup_cmp(const void *pa, const void *pb)
+{
+	const struct kgroup *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return (a->sk > b->sk) - (a->sk < b->sk);
+}
+
+/*
+ * The buffered calls in kop_cmp() order, ties in the order they came (as the stable sort
+ * they had): grouped by thread and socket with a counting sort, and a group sorted by time
+ * only when its calls came out of order (they come in time order but for another CPU's
+ * records now and then).  Not a comparison sort of every call: the calls held over from the
+ * last drain are in order already, and a thread's calls in the order they came.
+ */
+static int kops_sort(struct graphcap *c)
+{
+	size_t n = c->nkops, ng = 0, capg = 0, *grp = malloc((n + 1) * sizeof(*grp)), *rank = NULL;
+	struct kop *out = malloc(c->cap_kops * sizeof(*out));
+	struct kgroup *g = NULL, *sorted = NULL;
+	struct hmap m = { 0 };
+	int rc = -ENOMEM;
+
+	if (!grp || !out)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct kop *k = &c->kops[i];
+		bool isnew;
+		struct hent *e = hmap_get(&m, (uint64_t)k->pid, (uint64_t)k->tid, k->sk, &isnew);
+
+		if (!e)
+			goto out;
+		if (isnew) {
+			if (grow((void **)&g, &capg, ng + 1, sizeof(*g)))
+				goto out;
+			g[ng] = (struct kgroup){ .pid = k->pid, .tid = k->tid, .sk = k->sk };
+			e->v = ng++;
+		}
+		grp[i] = e->v;
+		g[e->v].n++;
+	}
+	sorted = malloc((ng + 1) * sizeof(*sorted));
+	rank = malloc((ng + 1) * sizeof(*rank));
+	if (!sorted || !rank)
+		goto out;
+	for (size_t i = 0; i < ng; i++) {
+		sorted[i] = g[i];
+		sorted[i].rank = i; /* its index in g, while sorted[] is sorted */
+	}
+	qsort(sorted, ng, sizeof(*sorted), kgroup_cmp);
+	for (size_t i = 0, at = 0; i < ng; i++) {
+		g[sorted[i].rank].at = at;
+		rank[sorted[i].rank] = at;
+		at += sorted[i].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[g[grp[i]].at++] = c->kops[i];
+	/* each group in time order (rank[]: where it starts) */
+	for (size_t x = 0; x < ng; x++) {
+		size_t a = rank[x], b = a + g[x].n, i;
+		struct tpos *tp;
+		struct kop *tmp;
+
+		for (i = a + 1; i < b && out[i].time >= out[i - 1].time; i++)
+			;
+		if (i >= b)
+			continue;
+		tp = malloc((b - a) * sizeof(*tp));
+		tmp = malloc((b - a) * sizeof(*tmp));
+		if (!tp || !tmp) {
+			free(tp);
+			free(tmp);
+			goto out;
+		}
+		for (i = a; i < b; i++)
+			tp[i - a] = (struct tpos){ out[i].time, i };
+		qsort(tp, b - a, sizeof(*tp), tpos_cmp);
+		for (i = a; i < b; i++)
+			tmp[i - a] = out[tp[i - a].pos];
+		memcpy(out + a, tmp, (b - a) * sizeof(*tmp));
+		free(tp);
+		free(tmp);
+	}
+	free(c->kops);
+	c->kops = out;
+	out = NULL;
+	rc = 0;
+out:
+	hmap_free(&m);
+	free(grp);
+	free(rank);
+	free(g);
+	free(sorted);
+	free(out);
+	return rc;
+}
+
 static int ktask_cmp(const void *pa, const void *pb)
 {
 	const struct ktask *a = pa, *b = pb;
@@ -1099,14 +1233,24 @@ static bool trace_set(struct graph_id128 t)
  * its cost: a kernel task's name and attributes are written once per task. */
 static size_t put_u32(char *p, uint32_t v)
 {
-	char t[10];
-	size_t n = 0;
+	static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+				    "25262728293031323334353637383940414243444546474849"
+				    "50515253545556575859606162636465666768697071727374"
+				    "75767778798081828384858687888990919293949596979899";
+	size_t n = 1;
+	char *q;
 
-	do
-		t[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	for (size_t i = 0; i < n; i++)
-		p[i] = t[n - 1 - i];
+	for (uint32_t t = v; t >= 10; t /= 10)
+		n++;
+	q = p + n;
+	for (; v >= 100; v /= 100) { /* two digits at a time, from the last */
+		q -= 2;
+		memcpy(q, pairs + 2 * (v % 100), 2);
+	}
+	if (v >= 10)
+		memcpy(q - 2, pairs + 2 * v, 2);
+	else
+		q[-1] = (char)('0' + v);
 	return n;
 }
 
@@ -1144,6 +1288,20 @@ static size_t kio_json(char *buf, size_t sz, const struct kmsg_io *io)
 	return n < 0 || (size_t)n >= sz ? 0 : (size_t)n;
 }
 
+/* A string of g (the field's cache: struct str_cache), copied only when not there. */
+static const char *cached_str(struct graph *g, struct str_cache *sc, int field, const char *s)
+{
+	const char **c = sc->s[field];
+	const char *p;
+
+	for (int i = 0; i < STR_CACHE && c[i]; i++)
+		if (strcmp(c[i], s) == 0)
+			return c[i];
+	if ((p = graph_strdup(g, s)) && strcmp(p, s) == 0) /* as given: the same text again */
+		c[sc->next[field]++ % STR_CACHE] = p;
+	return p;
+}
+
 /*
  * The socket data a kernel task ships for matching on another host (docs/graphs.md, "Across
  * hosts"): a server task its first receive ("kernel.recv"), a client task its first
@@ -1161,7 +1319,7 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
 		buf[n++] = '}';
 		buf[n] = 0;
-		return graph_strdup(&c->pend, buf);
+		return graph_strndup(&c->pend, buf, n);
 	}
 	n = strlen(strcpy(buf, "{\"kernel.sends\":["));
 	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
@@ -1174,7 +1332,7 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 	buf[n++] = ']';
 	buf[n++] = '}';
 	buf[n] = 0;
-	return graph_strdup(&c->pend, buf);
+	return graph_strndup(&c->pend, buf, n);
 }
 
 /* The kernel task of an exchange into c->pend (and its edges), remembered for spans and
@@ -1239,9 +1397,9 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;
-	k.service = graph_strdup(&c->pend, f->comm);
-	k.name = graph_strdup(&c->pend, name);
-	k.host = graph_strdup(&c->pend, c->host);
+	k.service = cached_str(&c->pend, &c->pend_strs, 0, f->comm);
+	k.name = cached_str(&c->pend, &c->pend_strs, 1, name);
+	k.host = cached_str(&c->pend, &c->pend_strs, 2, c->host);
 	k.pid = f->pid;
 	k.tid = f->tid;
 	k.start = to_real(c, (uint64_t)f->time);
@@ -1355,7 +1513,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 	c->nkheldx = 0;
 	if (!c->nkops)
 		goto sort_tasks;
-	qsort(c->kops, c->nkops, sizeof(*c->kops), kop_cmp);
+	if ((rc = kops_sort(c)))
+		goto out;
 	opx = malloc(c->nkops * sizeof(*opx));
 	/* at most an exchange per op (the tables of exchanges are sized once their number is
 	 * known: a table is cleared when made, and a second's worth of ops is large) */
@@ -2250,6 +2409,18 @@ static int add_task(struct graph *g, const struct graph_task *t)
 	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
 }
 
+/* A finished task into kept: its strings that repeat copied once (ks: for one drain). */
+static int add_task_kept(struct graph *g, struct str_cache *ks, const struct graph_task *t)
+{
+	struct graph_task k = *t;
+
+	k.service = cached_str(g, ks, 0, t->service);
+	k.name = cached_str(g, ks, 1, t->name);
+	k.host = cached_str(g, ks, 2, t->host);
+	k.attrs = graph_strdup(g, t->attrs);
+	return k.service && k.name && k.host && k.attrs && graph_add_task(g, &k) ? 0 : -ENOMEM;
+}
+
 static int add_event(struct graph *g, const struct graph_event *e)
 {
 	struct graph_event k = *e;
@@ -2259,9 +2430,40 @@ static int add_event(struct graph *g, const struct graph_event *e)
 	return k.name && k.attrs && graph_add_event(g, &k) ? 0 : -ENOMEM;
 }
 
+/*
+ * A drain's aggregates into the running total, without the concurrency: the outlier rules
+ * read types, events and edges only, and a total of every ms of every process since the start
+ * would grow without end (past GRAPH_AGGS_MAX entries every add failed with -E2BIG).
+ */
+static int total_merge(struct graphcap *c, const struct graph_aggs *d)
+{
+	uint32_t stackmap[64], *map = d->ntypes <= 64 ? stackmap : calloc(d->ntypes, sizeof(*map));
+	int rc = 0;
+
+	if (!map)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->ntypes && !rc; i++) {
+		const struct graph_agg_type *t = &d->types[i];
+
+		rc = graph_aggs_add_type(&c->total, t->service, t->name, t->count, t->min, t->max,
+					 t->sketch, &map[i]);
+	}
+	for (size_t i = 0; i < d->nevents && !rc; i++)
+		rc = graph_aggs_add_event(&c->total, map[d->events[i].type], d->events[i].name,
+					  d->events[i].ntasks);
+	for (size_t i = 0; i < d->nedges && !rc; i++)
+		rc = graph_aggs_add_edge(&c->total, map[d->edges[i].ptype], map[d->edges[i].ctype],
+					 d->edges[i].kind, d->edges[i].count);
+	if (map != stackmap)
+		free(map);
+	return rc;
+}
+
 int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct graph_aggs *aggs)
 {
 	struct graph rest, one;
+	struct graph_aggs drained; /* the finished traces' aggregates, once each */
+	struct str_cache ks = { 0 };
 	bool *done = NULL;
 	size_t ndone = 0;
 	int rc;
@@ -2291,6 +2493,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	}
 	graph_init(&rest);
 	graph_init(&one);
+	graph_aggs_init(&drained);
 	/* split pend: elements of finished traces into `one` trace at a time */
 	{
 		size_t nt = c->pend.ntasks, ne = c->pend.nevents, nd = c->pend.nedges;
@@ -2384,10 +2587,15 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 			c->st.events += one.nevents;
 			c->st.edges += one.nedges;
 			c->st.traces_seen++;
-			if ((rc = graph_aggs_add(&c->total, &one)) ||
-			    (aggs && (rc = graph_aggs_add(aggs, &one))))
+			if ((rc = graph_aggs_add(&drained, &one)))
 				break;
 		}
+		/* this drain's aggregates, added once a trace: into the running total (what the
+		 * outlier rules read: types, events, edges) and the caller's */
+		if (!rc)
+			rc = total_merge(c, &drained);
+		if (!rc && aggs)
+			rc = graph_aggs_merge(aggs, &drained);
 		if (rc)
 			goto out_split;
 		/* the decisions, against aggregates that include this drain's traces */
@@ -2432,7 +2640,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 			if (!keep)
 				continue;
 			for (size_t i = 0; i < one.ntasks && !rc; i++)
-				rc = add_task(kept, &one.tasks[i]);
+				rc = add_task_kept(kept, &ks, &one.tasks[i]);
 			for (size_t i = 0; i < one.nevents && !rc; i++)
 				rc = add_event(kept, &one.events[i]);
 			for (size_t i = 0; i < one.nedges && !rc; i++)
@@ -2449,6 +2657,7 @@ out_split:
 	/* what stays: the unfinished traces' elements and table entries */
 	graph_free(&c->pend);
 	c->pend = rest;
+	memset(&c->pend_strs, 0, sizeof(c->pend_strs)); /* they were the old pend's */
 	graph_init(&rest);
 	{
 		size_t w = 0;
@@ -2490,6 +2699,7 @@ out_split:
 out:
 	graph_free(&rest);
 	graph_free(&one);
+	graph_aggs_free(&drained);
 	free(done);
 	return rc;
 }

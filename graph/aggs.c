@@ -360,8 +360,14 @@ static size_t tmap_find(const struct tmap *m, const struct graph *g, struct grap
 	return i | ((size_t)1 << (sizeof(size_t) * 8 - 1)); /* high bit: free slot i */
 }
 
+/* The tables of one add on the stack up to this many slots (a trace of a few tasks: one
+ * add per finished trace, so a malloc each would be a good part of its cost). */
+#define ADD_STACK_SLOTS 64
+
 static int add_graph(struct graph_aggs *a, const struct graph *g, uint32_t *ttype)
 {
+	size_t stackslot[ADD_STACK_SLOTS];
+	uint64_t stackseen[2 * ADD_STACK_SLOTS];
 	struct tmap m = { 0 };
 	uint64_t *seen = NULL; /* (task index, event name hash) pairs already counted */
 	size_t seencap = 0, i;
@@ -370,7 +376,9 @@ static int add_graph(struct graph_aggs *a, const struct graph *g, uint32_t *ttyp
 	m.cap = 16;
 	while (m.cap < 2 * g->ntasks + 2)
 		m.cap *= 2;
-	if (!(m.slot = calloc(m.cap, sizeof(*m.slot))))
+	if (m.cap <= ADD_STACK_SLOTS)
+		m.slot = memset(stackslot, 0, m.cap * sizeof(*m.slot));
+	else if (!(m.slot = calloc(m.cap, sizeof(*m.slot))))
 		return -ENOMEM;
 	for (i = 0; i < g->ntasks; i++) {
 		const struct graph_task *t = &g->tasks[i];
@@ -404,7 +412,11 @@ static int add_graph(struct graph_aggs *a, const struct graph *g, uint32_t *ttyp
 	seencap = 16;
 	while (seencap < 2 * g->nevents + 2)
 		seencap *= 2;
-	if (!(seen = calloc(seencap * 2, sizeof(*seen)))) {
+	if (!g->nevents)
+		seencap = 0;
+	else if (seencap <= ADD_STACK_SLOTS)
+		seen = memset(stackseen, 0, 2 * seencap * sizeof(*seen));
+	else if (!(seen = calloc(seencap * 2, sizeof(*seen)))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -443,20 +455,25 @@ static int add_graph(struct graph_aggs *a, const struct graph *g, uint32_t *ttyp
 			goto out;
 	}
 out:
-	free(seen);
-	free(m.slot);
+	if (seen != stackseen)
+		free(seen);
+	if (m.slot != stackslot)
+		free(m.slot);
 	return rc;
 }
 
 int graph_aggs_add(struct graph_aggs *a, const struct graph *g)
 {
-	uint32_t *ttype = calloc(g->ntasks + 1, sizeof(*ttype));
+	uint32_t stackttype[ADD_STACK_SLOTS],
+		*ttype = g->ntasks < ADD_STACK_SLOTS ? stackttype :
+						       calloc(g->ntasks + 1, sizeof(*ttype));
 	int rc;
 
 	if (!ttype)
 		return -ENOMEM;
 	rc = add_graph(a, g, ttype);
-	free(ttype);
+	if (ttype != stackttype)
+		free(ttype);
 	return rc;
 }
 

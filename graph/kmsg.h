@@ -22,8 +22,9 @@
  *
  * Limits: addresses are compared as the kernel sees them on each host, so NAT between the
  * hosts (or a proxy) hides the match; the ranges of one direction of a connection in one call
- * must lie within 1 GiB before and 3 GiB after its first one (sequence numbers wrap at 4 GiB).  Nothing here allocates beyond the result
- * array and a sort index; nothing exits or prints.
+ * must lie within 1 GiB before and 3 GiB after its first send (sequence numbers wrap at
+ * 4 GiB).  Nothing here allocates beyond the result array and an index of the receives
+ * (sorted, and hashed by direction); nothing exits or prints.
  */
 #ifndef WEFT_GRAPH_KMSG_H
 #define WEFT_GRAPH_KMSG_H

@@ -186,7 +186,10 @@ int graph_store_sqlite_check_plans(struct graph_store *s, char *why, size_t whys
 
 /*
  * Opens (creating if absent) the SQLite store at path; checks or creates the schema version.
- * NULL with why[] on failure (not a store, a newer schema, no permission, ...).
+ * NULL with why[] on failure (not a store, a newer schema, no permission, ...).  A store is
+ * used by one thread at a time (any thread, not two at once): its statements and caches are
+ * shared by its calls, and its SQLite connection has no mutex of its own.  Open one per
+ * thread to work in parallel.
  */
 struct graph_store *graph_store_open(const char *path, char *why, size_t whysz);
 void graph_store_close(struct graph_store *s);

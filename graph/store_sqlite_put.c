@@ -244,16 +244,30 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 		rc = SQLITE_DONE; /* known absent */
 	}
 	if (rc == SQLITE_ROW) {
-		int64_t *f[] = { &a->tr,	 &a->start,	     &a->end,	    &a->ntasks,
-				 &a->nhosts,	 &a->root_task,	     &a->root_type, &a->root_host,
-				 &a->root_start, &a->root_parentless };
+		int64_t *f[] = { &a->start,	&a->end,	&a->ntasks,
+				 &a->nhosts,	&a->root_task,	&a->root_type,
+				 &a->root_host, &a->root_start, &a->root_parentless };
 
-		for (int i = 0; i < 10; i++)
-			*f[i] = sqlite3_column_int64(t, i);
+		a->tr = sqlite3_column_int64(t, 0);
 		sqlite3_reset(t);
 		if (a->tr <= 0 || a->tr > (INT64_MAX >> 16))
 			return sq_failf(why, whysz, -EIO,
 					"graph store: a trace row id out of range");
+		t = sq_stmt(s, ST_TRACE_ROW);
+		sqlite3_bind_int64(t, 1, a->tr);
+		rc = sqlite3_step(t);
+		if (rc != SQLITE_ROW) {
+			rc = rc == SQLITE_DONE ?
+				     sq_failf(why, whysz, -EIO,
+					      "graph store: trace row %" PRId64 " vanished",
+					      a->tr) :
+				     sq_fail(s, rc, why, whysz, "reading a trace");
+			sqlite3_reset(t);
+			return rc;
+		}
+		for (int i = 0; i < 9; i++)
+			*f[i] = sqlite3_column_int64(t, i);
+		sqlite3_reset(t);
 		e->v[0] = 1;
 		e->v[1] = (int64_t)s->ntacc++;
 		*out = a;
@@ -758,17 +772,51 @@ struct gref {
 	int kind; /* 0 task, 1 event, 2 edge: a trace's tasks come first */
 };
 
-static int gref_cmp(const void *pa, const void *pb)
+/*
+ * The batch's elements (tasks, then events, then edges, each in batch order) grouped by
+ * trace, stably: the traces in the order they first appear, a trace's elements in the order
+ * given.  A counting sort on a hash of the trace ids (not a comparison sort of the elements:
+ * a kept batch of the graph capture is already in that order, trace by trace).  *r is
+ * replaced; *ntraces set.
+ */
+static int group_traces(struct gref **r, size_t n, size_t *ntraces)
 {
-	const struct gref *a = pa, *b = pb;
+	struct kmap m = { 0 };
+	size_t *tr = malloc((n + 1) * sizeof(*tr)), *pos = NULL, nt = 0;
+	struct gref *o = malloc((n + 1) * sizeof(*o));
+	int rc = -ENOMEM;
 
-	if (a->hi != b->hi)
-		return a->hi < b->hi ? -1 : 1;
-	if (a->lo != b->lo)
-		return a->lo < b->lo ? -1 : 1;
-	if (a->kind != b->kind)
-		return a->kind < b->kind ? -1 : 1;
-	return a->i < b->i ? -1 : a->i > b->i;
+	if (!tr || !o)
+		goto out;
+	for (size_t j = 0; j < n; j++) {
+		bool isnew;
+		struct kent *e = sq_kmap_get(&m, (*r)[j].hi, (*r)[j].lo, 0, &isnew);
+
+		if (!e)
+			goto out;
+		if (isnew)
+			e->v[0] = (int64_t)nt++;
+		tr[j] = (size_t)e->v[0];
+	}
+	if (!(pos = calloc(nt + 1, sizeof(*pos))))
+		goto out;
+	for (size_t j = 0; j < n; j++)
+		pos[tr[j] + 1]++;
+	for (size_t t = 1; t <= nt; t++)
+		pos[t] += pos[t - 1];
+	for (size_t j = 0; j < n; j++)
+		o[pos[tr[j]]++] = (*r)[j];
+	free(*r);
+	*r = o;
+	o = NULL;
+	*ntraces = nt;
+	rc = 0;
+out:
+	sq_kmap_free(&m);
+	free(tr);
+	free(pos);
+	free(o);
+	return rc;
 }
 
 /* An empty map with room for about n, cheap to empty again: the per-trace maps. */
@@ -789,7 +837,7 @@ static int kmap_fit(struct kmap *m, size_t n)
 }
 
 /*
- * The batch trace by trace (its elements sorted by trace, each kind in batch order), so that
+ * The batch trace by trace (its elements grouped by trace, each kind in batch order), so that
  * the maps of one trace's tasks, hosts, edges and event names stay small and in cache, and
  * each trace's chunk is written as soon as its elements are coded.
  */
@@ -811,11 +859,12 @@ static int put_traces(struct sq *s, const struct graph *g, struct graph_put_stat
 		r[p++] = (struct gref){ g->events[j].trace.hi, g->events[j].trace.lo, j, 1 };
 	for (j = 0; j < g->nedges; j++)
 		r[p++] = (struct gref){ g->edges[j].trace.hi, g->edges[j].trace.lo, j, 2 };
-	qsort(r, n, sizeof(*r), gref_cmp);
-	for (j = 0, q = 0; j < n; j++) {
-		ix[j] = r[j].i;
-		q += !j || r[j].hi != r[j - 1].hi || r[j].lo != r[j - 1].lo;
+	if ((rc = group_traces(&r, n, &q))) {
+		rc = sq_failf(why, whysz, rc, "out of memory");
+		goto out;
 	}
+	for (j = 0; j < n; j++)
+		ix[j] = r[j].i;
 	if (sq_kmap_reserve(&s->ptraces, q)) { /* q: the number of traces */
 		rc = sq_failf(why, whysz, -ENOMEM, "out of memory");
 		goto out;

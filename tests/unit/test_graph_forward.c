@@ -214,8 +214,8 @@ static struct rec rec_read(const char *tag)
 		assert_true(r.spans < 4096);
 		assert_int_equal(strlen(trace), 32);
 		assert_int_equal(strlen(span), 16);
-		keys[r.spans] = malloc(64);
-		snprintf(keys[r.spans], 64, "%s %s", trace, span);
+		keys[r.spans] = malloc(96); /* room for both as scanned: -Wformat-truncation */
+		snprintf(keys[r.spans], 96, "%s %s", trace, span);
 		r.spans++;
 		r.parents += strcmp(parent, "-") != 0;
 		r.events += ev;

@@ -968,6 +968,109 @@ static void test_kernel_sends_room(void **state)
 	graphcap_free(c);
 }
 
+/*
+ * The capture's running total of aggregates (the outlier rules' view) is bounded: eighteen
+ * drains each finish a kernel task of 60 s, whose concurrency is 60,000 entries (a ms each);
+ * the caller's aggregates of each drain hold them (and are put, then dropped), the total does
+ * not.  When the total kept every ms of every process since the start, the eighteenth drain
+ * took it past GRAPH_AGGS_MAX (2^20) entries and every drain from then on failed with -E2BIG.
+ */
+static void test_total_bounded(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 5 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const uint64_t S = 1000000000ull;
+	struct graph_aggs aggs;
+	struct graph kept;
+	struct graphcap *c;
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	graph_init(&kept);
+	for (uint32_t k = 0; k <= 18; k++) {
+		uint64_t t = T0 + k * 70 * S;
+
+		/* a request read at t, answered 60 s later (no sender: a root of its own) */
+		krec(c, false, t, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * (k + 1), 5);
+		if (k) { /* the previous exchange is complete now */
+			graph_aggs_init(&aggs);
+			assert_int_equal(graphcap_drain(c, false, &kept, &aggs), 1);
+			assert_int_equal(aggs.nconc, GRAPH_CONC_MAX_MS);
+			graph_aggs_free(&aggs);
+			graph_clear(&kept);
+		}
+		if (k < 18)
+			krec(c, true, t + 60 * S, 20, 21, 0xf1, a2, 80, a1, 5000, 10 * (k + 1), 5);
+	}
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
+/*
+ * A thread's calls on a socket handed over out of time order (another CPU's record first),
+ * some held over from a drain before: the server's reply to the second request comes before
+ * its receive of it, and the first exchange was buffered through a drain that could not
+ * finish it.  The capture orders each thread's calls by time (a counting sort by thread and
+ * socket, then a sort of the group only when it came out of order): two server tasks, each
+ * from its receive to its reply, each joined to its client's request by a message edge.
+ */
+static void test_kernel_out_of_order(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 6 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const struct graph_task *cl[2] = { NULL, NULL }, *sv[2] = { NULL, NULL };
+	struct graph kept;
+	struct graphcap *c;
+	int64_t t0 = 0;
+	char why[256];
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, true, T0 + 100, 10, 10, 0xc1, a1, 5000, a2, 80, 110, 10); /* request 1 */
+	krec(c, false, T0 + 105, 20, 21, 0xf1, a2, 80, a1, 5000, 110, 10);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 0); /* held over */
+	krec(c, true, T0 + 200, 20, 21, 0xf1, a2, 80, a1, 5000, 1005, 5); /* reply 1 */
+	krec(c, false, T0 + 210, 10, 10, 0xc1, a1, 5000, a2, 80, 1005, 5);
+	krec(c, true, T0 + 300, 10, 10, 0xc1, a1, 5000, a2, 80, 130, 20); /* request 2 */
+	krec(c, true, T0 + 400, 20, 21, 0xf1, a2, 80, a1, 5000, 1012, 7); /* its reply first */
+	krec(c, false, T0 + 305, 20, 21, 0xf1, a2, 80, a1, 5000, 130, 20);
+	krec(c, false, T0 + 410, 10, 10, 0xc1, a1, 5000, a2, 80, 1012, 7);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 4);
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (!i || kept.tasks[i].start < t0)
+			t0 = kept.tasks[i].start;
+	for (size_t i = 0; i < kept.ntasks; i++) {
+		const struct graph_task *t = &kept.tasks[i];
+		bool second = t->start - t0 >= 200; /* the first request's began at t0 */
+
+		if (t->pid == 10)
+			cl[second] = t;
+		else
+			sv[second] = t;
+	}
+	for (int k = 0; k < 2; k++) {
+		assert_non_null(cl[k]);
+		assert_non_null(sv[k]);
+		assert_string_equal(sv[k]->name, "serve :80");
+		assert_true(graph_id128_eq(sv[k]->trace, cl[k]->trace));
+		assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl[k]->id, sv[k]->id));
+	}
+	assert_int_equal(cl[0]->end - cl[0]->start, 110);
+	assert_int_equal(sv[0]->end - sv[0]->start, 95);
+	assert_int_equal(cl[1]->end - cl[1]->start, 110);
+	assert_int_equal(sv[1]->end - sv[1]->start, 95);
+	assert_false(graph_id128_eq(cl[0]->trace, cl[1]->trace));
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -1210,6 +1313,8 @@ int main(void)
 		cmocka_unit_test(test_kernel_pool),
 		cmocka_unit_test(test_kernel_forgotten),
 		cmocka_unit_test(test_kernel_room_drains),
+		cmocka_unit_test(test_total_bounded),
+		cmocka_unit_test(test_kernel_out_of_order),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

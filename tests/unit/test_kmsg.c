@@ -245,6 +245,78 @@ static void test_v4_mapped(void **state)
 	assert_null(m);
 }
 
+/*
+ * Random sends and receives in any order, checked against the quadratic definition: the
+ * receives overlap one another, some are long, some read a direction nobody sent on, some
+ * sends go where nobody reads, some calls are empty, one connection is IPv6 and one has the
+ * IPv4 numbers of another's direction; the sends come as a drain gives them (its own, then
+ * those remembered from earlier drains: a direction's sends out of stream order), so the
+ * search of a direction's receives starts far from where the last one ended.
+ */
+static void test_random_any_order(void **state)
+{
+	enum { NMAX = 300 };
+	static struct kmsg_io s[NMAX], r[NMAX];
+
+	(void)state;
+	srand(777);
+	for (int round = 0; round < 200; round++) {
+		size_t ns = 0, nr = 0, n, got = 0;
+		struct kmsg_match *m;
+		uint32_t base = (uint32_t)rand() * 2654435761u;
+
+		while (ns < NMAX || nr < NMAX) {
+			int c = rand() % 5; /* 4: a direction the others never use */
+			uint16_t port = (uint16_t)(100 + c);
+			uint32_t start = base + (uint32_t)(rand() % 20000), len;
+			bool send = rand() % 2, v6 = c == 1;
+
+			if (send && ns < NMAX) {
+				len = rand() % 20 ? 1 + (uint32_t)(rand() % 700) : 0;
+				if (c == 3) /* the IPv4 numbers the other way: B -> A */
+					s[ns++] = io(B, 80, A, 100, start + len, len);
+				else if (v6)
+					s[ns++] = io6(V6A, port, V6B, 80, start + len, len);
+				else
+					s[ns++] = io(A, port, B, 80, start + len, len);
+			} else if (!send && nr < NMAX) {
+				len = rand() % 20 ?
+					      1 + (uint32_t)(rand() % (rand() % 10 ? 900 : 9000)) :
+					      0;
+				if (c == 4) /* from a port nobody sends from */
+					r[nr++] = io(B, 80, A, 999, start + len, len);
+				else if (v6)
+					r[nr++] = io6(V6B, 80, V6A, port, start + len, len);
+				else
+					r[nr++] = io(B, 80, A, port, start + len, len);
+			}
+		}
+		assert_int_equal(kmsg_match(s, ns, r, nr, &m, &n), 0);
+		for (size_t i = 0; i < ns; i++)
+			for (size_t k = 0; k < nr; k++) {
+				int64_t rel, lo, hi;
+
+				if (!s[i].len || !r[k].len || !kmsg_mirrored(&s[i], &r[k]))
+					continue;
+				rel = (int32_t)((r[k].seq_end - r[k].len) -
+						(s[i].seq_end - s[i].len));
+				lo = rel > 0 ? rel : 0;
+				hi = rel + (int64_t)r[k].len < (int64_t)s[i].len ?
+					     rel + (int64_t)r[k].len :
+					     (int64_t)s[i].len;
+				if (hi <= lo)
+					continue;
+				assert_true(got < n);
+				assert_int_equal(m[got].send, i);
+				assert_int_equal(m[got].recv, k);
+				assert_int_equal(m[got].bytes, hi - lo);
+				got++;
+			}
+		assert_int_equal(n, got);
+		free(m);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -254,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_pieces_and_batches),
 		cmocka_unit_test(test_directions_and_connections),
 		cmocka_unit_test(test_random_against_definition),
+		cmocka_unit_test(test_random_any_order),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
