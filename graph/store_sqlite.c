@@ -504,7 +504,7 @@ struct graph_store *graph_store_sqlite_open(const char *path, char *why, size_t 
 			goto out_free;
 		}
 	}
-	/* 64 MiB of page cache: the trace id index takes inserts at random places */
+	/* 16 MiB of page cache (cache_size in KiB when negative): the trace id index takes inserts at random places */
 	if ((err = sq_exec(s,
 			   "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
 			   " PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 8192;",
