@@ -28,6 +28,8 @@ static const char *const queries[] = {
 	"distinct(args.fd), stddev(args.count)",
 	"from uprobe:libc:malloc select quantile(arg0, 0.75) as q, max(arg0)",
 	"from span(syscall:read), span(uprobe:libc:malloc) graph sample 2.5% every 1s",
+	/* raw tracepoint programs (raw=1) where this kernel's BTF allows */
+	"from kernel:sockets where comm = 'redis-benchmark' graph",
 };
 
 static char *write_plan(const struct plan *p, size_t *len)
@@ -67,6 +69,9 @@ static void test_round_trip(void **state)
 		assert_true(p->sample == res.plan->sample);
 		assert_int_equal(p->event_size, res.plan->event_size);
 		assert_string_equal(p->query, queries[i]);
+		assert_int_equal(p->nprogs, res.plan->nprogs);
+		for (int k = 0; k < p->nprogs; k++)
+			assert_int_equal(p->progs[k].raw_tp, res.plan->progs[k].raw_tp);
 		plan_free(p);
 		free(a);
 		free(b);
@@ -139,6 +144,7 @@ static void test_hostile(void **state)
 		{ "name=tracepoint", "name=trace%ZZpoint", "a bad escape" },
 		{ "order=1", "order=99", "an order column out of range" },
 		{ "desc=1", "desc=7", "a flag out of range" },
+		{ " first=0", " first=0 raw=2", "a raw tracepoint flag out of range" },
 	};
 
 	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
