@@ -806,9 +806,8 @@ static void emit_lit_str(struct cg *c, const char *s)
  * that matches none of the query's probes is an error, not a silent `false`. */
 static void emit_probe_match(struct cg *c, const struct expr *e, const char *pat, bool glob)
 {
-	int n = 0;
-
 	char rb[64];
+	int n = 0;
 
 	emit(c, "({ __u64 _c = %s; (0", cookie_expr(c, rb, sizeof(rb)));
 	for (int i = 0; i < c->p->nattach; i++) {
@@ -1250,7 +1249,6 @@ static void emit_graph_ksock_filter(struct cg *c)
 {
 	const struct probe_field *fam = cur_field(c, "family"), *proto = cur_field(c, "protocol"),
 				 *ret = cur_field(c, "ret"), *flags = cur_field(c, "flags");
-
 	char f1[320], f2[320], f3[320], f4[320];
 
 	if (!fam || !proto || !ret || !flags)

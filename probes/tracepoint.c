@@ -169,8 +169,10 @@ static bool tracepoint_available(struct probe_err *err)
 /* A perf event of type tracepoint with the program linked to it (BPF_LINK_CREATE when the
  * kernel has perf links, which bpf cookies need anyway).  pid is ignored: a tracepoint fires
  * for every process and the program filters, so that one attachment serves -p too.  A raw
- * tracepoint program (the compiler's choice for kernel:sockets) is attached as one, by the
- * event's name; it has no cookie: the program was compiled for this one attach point. */
+ * tracepoint program (the compiler's choice for kernel:sockets: tp_btf/EVENT, its arguments
+ * typed by the kernel's BTF, which libbpf resolves from the section name at load) is attached
+ * as one, and a plain raw_tp program by the event's name; neither has a cookie: the program
+ * was compiled for its one attach point. */
 int tracepoint_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
 		      pid_t pid, struct probe_links *links, struct probe_err *err)
 {
