@@ -333,6 +333,52 @@ static int size_maps(struct bpf_object *obj, const struct plan *p, const struct 
  * object compiled by a weft that had no scopes lacks them: fine unscoped, refused scoped
  * (it would trace the whole machine).
  */
+/*
+ * A raw tracepoint program reads the tracepoint's arguments by position, as the kernel it was
+ * compiled against passes them (plan_prog.raw_nargs, compiler/sema.c): on a kernel whose
+ * tracepoint passes another number of them, the same positions hold other values (and the
+ * verifier would accept most of them), so such a query is refused here, before anything loads.
+ */
+static int raw_args_check(const struct plan *p, struct agent_err *err)
+{
+	uint32_t sizes[PROBE_MAX_FIELDS];
+
+	for (int i = 0; i < p->nprogs; i++) {
+		const struct plan_prog *g = &p->progs[i];
+		const char *ev;
+		int n;
+
+		if (!g->raw_tp)
+			continue;
+		if (g->first_attach < 0 || g->first_attach >= p->nattach) {
+			set_err(err, "manifest: program %s has no attach point", g->name);
+			return -EINVAL;
+		}
+		ev = p->attach[g->first_attach].target.event;
+		n = probe_tp_btf_args(NULL, ev, sizes, PROBE_MAX_FIELDS);
+		if (n == g->raw_nargs)
+			continue;
+		if (n < 0)
+			set_err(err,
+				"the query reads the raw tracepoint %s, whose arguments this "
+				"kernel's BTF does not give (%s)",
+				ev, strerror(-n));
+		else
+			set_err(err,
+				"the query was compiled for a kernel whose tracepoint %s passes %d "
+				"arguments; this kernel's passes %d",
+				ev, g->raw_nargs, n);
+		if (err)
+			snprintf(
+				err->detail, sizeof(err->detail),
+				"compile it where the kernel's tracepoints are this host's, or with "
+				"WEFT_RAW_TP=0 in the environment of `weft submit` or `weft run` "
+				"(classic tracepoints)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int scope_set(struct bpf_object *obj, const struct agent_scope *s, struct agent_err *err)
 {
 	uint32_t kind = s ? (uint32_t)s->kind : WEFT_SCOPE_ALL, ino;
@@ -442,6 +488,9 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 	if (rc)
 		goto fail;
 
+	rc = raw_args_check(p, err);
+	if (rc)
+		goto fail;
 	multi = agent_multi_prepare(q->obj, p);
 	load_log = malloc(VERIFIER_LOG_MAX);
 	load_log_len = 0;

@@ -18,6 +18,7 @@
 #include <bpf/btf.h>
 #include "compiler/diag.h"
 #include "compiler/kbtf.h"
+#include "probes/probes.h"
 
 struct kbtf_mark {
 	uint32_t id; /* a struct or union */
@@ -129,35 +130,7 @@ const char *kbtf_type_name(struct kbtf *k, uint32_t id, char *buf, size_t sz)
 
 int kbtf_tp_args(struct kbtf *k, const char *event, uint32_t *sizes, int max)
 {
-	const struct btf_type *t;
-	const struct btf_param *pa;
-	char name[192];
-	int id, n;
-
-	if (snprintf(name, sizeof(name), "btf_trace_%s", event) >= (int)sizeof(name))
-		return -ENOENT;
-	id = btf__find_by_name_kind(k->btf, name, BTF_KIND_TYPEDEF);
-	if (id <= 0)
-		return -ENOENT;
-	t = btf__type_by_id(k->btf, btf__type_by_id(k->btf, (uint32_t)id)->type);
-	if (!t || !btf_is_ptr(t))
-		return -EINVAL;
-	t = btf__type_by_id(k->btf, t->type);
-	if (!t || !btf_is_func_proto(t) || btf_vlen(t) < 1)
-		return -EINVAL;
-	pa = btf_params(t);
-	n = btf_vlen(t) - 1; /* the first is the probe's own data */
-	for (int i = 0; i < n && i < max; i++) {
-		const struct btf_type *a = skip_mods(k->btf, pa[i + 1].type, NULL);
-
-		if (a && btf_is_ptr(a))
-			sizes[i] = 8;
-		else if (a && (btf_is_int(a) || btf_is_any_enum(a)))
-			sizes[i] = a->size;
-		else
-			return -EINVAL;
-	}
-	return n;
+	return probe_tp_btf_args(k->btf, event, sizes, max);
 }
 
 const char *kbtf_cname(struct kbtf *k, uint32_t id, char *buf, size_t sz)

@@ -88,8 +88,11 @@ int manifest_write(const struct plan *p, FILE *out)
 
 		fprintf(out, "prog ");
 		put_str(out, g->name);
-		fprintf(out, " kind=%d source=%d end=%d first=%d%s\n", g->kind, g->source,
-			g->is_end, g->first_attach, g->raw_tp ? " raw=1" : "");
+		fprintf(out, " kind=%d source=%d end=%d first=%d", g->kind, g->source, g->is_end,
+			g->first_attach);
+		if (g->raw_tp) /* a raw tracepoint: the number of arguments compiled for */
+			fprintf(out, " raw=%d", g->raw_nargs);
+		fprintf(out, "\n");
 	}
 	for (int i = 0; i < p->nattach; i++) {
 		const struct plan_attach *a = &p->attach[i];
@@ -488,15 +491,18 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		NEED_I64("source", 0, AST_MAX_SOURCES - 1, g->source);
 		NEED_I64("end", 0, 1, g->is_end);
 		NEED_I64("first", 0, MANIFEST_MAX_ATTACH - 1, g->first_attach);
-		/* optional (a raw tracepoint program): an agent older than it refuses the key */
+		/* optional (a raw tracepoint program, with the number of arguments its tracepoint
+		 * passes on the kernel it was compiled for): an agent older than it refuses the key */
 		raw = kv(tok, n, 2, "raw");
 		g->raw_tp = false;
+		g->raw_nargs = 0;
 		if (raw) {
 			int64_t x = 0;
 
-			if (get_i64(r, raw, 0, 1, &x))
+			if (get_i64(r, raw, 1, PROBE_MAX_FIELDS, &x))
 				return -EINVAL;
-			g->raw_tp = x == 1;
+			g->raw_tp = true;
+			g->raw_nargs = (int)x;
 		}
 		p->nprogs++;
 		return 0;

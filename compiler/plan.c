@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "compiler/kbtf.h"
 #include "compiler/plan.h"
 #include "compiler/sema.h"
 #include "kernel/aggstate.h"
@@ -216,6 +217,12 @@ static int plan_probes(struct plan *p, struct ast_query *q, struct diag_list *dl
 					pr->is_end = end;
 					pr->first_attach = p->nattach;
 					pr->raw_tp = raw; /* its own program: no cookie */
+					if (raw) {
+						uint32_t sz[PROBE_MAX_FIELDS];
+
+						pr->raw_nargs = kbtf_tp_args(q->kbtf, tg->event, sz,
+									     PROBE_MAX_FIELDS);
+					}
 				}
 				a->target = *tg;
 				a->target.fields = NULL; /* owned by the probe set */

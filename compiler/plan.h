@@ -110,6 +110,8 @@ struct plan_prog {
 	int first_attach; /* a representative attach point (its field layout) */
 	bool raw_tp; /* a raw tracepoint (sema_ksock_raw()): section tp_btf/EVENT, one attach
 		      * point, the fields read from the arguments, the cookie a constant */
+	int raw_nargs; /* raw_tp: the tracepoint's arguments in the BTF compiled against; the
+			* agent refuses a kernel whose tracepoint passes another number */
 };
 
 struct plan_column {

@@ -180,6 +180,17 @@ void probe_links_truncate(struct probe_links *links, int n);
  * reused. */
 void probe_links_destroy(struct probe_links *links);
 
+/*
+ * The arguments a tracepoint passes to a raw tracepoint program, from BTF b (NULL: the running
+ * kernel's): the typedef btf_trace_EVENT is a pointer to a function of (void *__data, ARGS...);
+ * the byte size of each of ARGS (8 for a pointer) into sizes[0..max).  Returns their number,
+ * -ENOENT when the BTF (or the kernel) has no such typedef, -EINVAL when an argument is neither
+ * an integer nor a pointer.  The compiler picks raw tracepoints by it (compiler/kbtf.c) and the
+ * agent checks that its kernel passes what the program was compiled for (agent/query.c).
+ */
+struct btf;
+int probe_tp_btf_args(const struct btf *b, const char *event, uint32_t *sizes, int max);
+
 struct probe_provider {
 	enum probe_kind kind;
 	const char *name; /* "tracepoint" */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "probes/probes.h"
 #include "probes/provider.h"
@@ -164,6 +165,59 @@ static bool tracepoint_available(struct probe_err *err)
 		return false;
 	}
 	return true;
+}
+
+static const struct btf_type *btf_skip_mods(const struct btf *b, uint32_t id)
+{
+	const struct btf_type *t = btf__type_by_id(b, id);
+
+	/* bounded: a cycle of modifiers would be corrupt BTF */
+	for (int i = 0; t && i < 32 && (btf_is_mod(t) || btf_is_typedef(t)); i++)
+		t = btf__type_by_id(b, t->type);
+	return t && !btf_is_mod(t) && !btf_is_typedef(t) ? t : NULL;
+}
+
+int probe_tp_btf_args(const struct btf *b, const char *event, uint32_t *sizes, int max)
+{
+	struct btf *own = NULL;
+	const struct btf_type *t;
+	const struct btf_param *pa;
+	char name[192];
+	int id, n = -ENOENT;
+
+	if (snprintf(name, sizeof(name), "btf_trace_%s", event) >= (int)sizeof(name))
+		return -ENOENT;
+	if (!b) {
+		own = btf__load_vmlinux_btf();
+		if (!own)
+			return -ENOENT;
+		b = own;
+	}
+	id = btf__find_by_name_kind(b, name, BTF_KIND_TYPEDEF);
+	if (id <= 0)
+		goto out;
+	n = -EINVAL;
+	t = btf__type_by_id(b, btf__type_by_id(b, (uint32_t)id)->type);
+	if (!t || !btf_is_ptr(t))
+		goto out;
+	t = btf__type_by_id(b, t->type);
+	if (!t || !btf_is_func_proto(t) || btf_vlen(t) < 1)
+		goto out;
+	pa = btf_params(t);
+	for (int i = 0; i + 1 < btf_vlen(t) && i < max; i++) {
+		const struct btf_type *a = btf_skip_mods(b, pa[i + 1].type);
+
+		if (a && btf_is_ptr(a))
+			sizes[i] = 8;
+		else if (a && (btf_is_int(a) || btf_is_any_enum(a)))
+			sizes[i] = a->size;
+		else
+			goto out;
+	}
+	n = btf_vlen(t) - 1; /* the first is the probe's own data */
+out:
+	btf__free(own);
+	return n;
 }
 
 /* A perf event of type tracepoint with the program linked to it (BPF_LINK_CREATE when the

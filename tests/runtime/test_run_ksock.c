@@ -571,6 +571,48 @@ static void test_kernel_sockets_codegen(void **state)
 }
 
 /*
+ * A query compiled where the tracepoints pass five arguments (a made-up Linux 6.3 BTF), run
+ * on this kernel, whose pass three: refused before anything loads, saying both counts and
+ * what to do (a program compiled for three arguments on a five-argument kernel would read
+ * other values at the same positions, and the verifier would accept it).
+ */
+static void test_kernel_sockets_raw_mismatch(void **state)
+{
+	char dir[] = "/tmp/weft-test-ksockmm-XXXXXX", path[PATH_MAX];
+	char *argv[] = { getenv("WEFT_BIN"),
+			 (char *)"run",
+			 (char *)"-c",
+			 (char *)"true",
+			 (char *)"-S",
+			 path,
+			 (char *)"from kernel:sockets graph",
+			 NULL };
+	struct wr_proc p;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux5.btf", dir);
+	btf_without_ipv6(path, true);
+	assert_int_equal(setenv("WEFT_BTF", path, 1), 0);
+	snprintf(path, sizeof(path), "%s/k.db", dir);
+	rc = wr_start(&p, argv);
+	assert_int_equal(unsetenv("WEFT_BTF"), 0);
+	assert_int_equal(rc, 0);
+	rc = wr_finish(&p, WR_TIMEOUT_MS);
+	if (rc == 0 || !strstr(p.err.p, "passes 5 arguments; this kernel's passes 3") ||
+	    !strstr(p.err.p, "WEFT_RAW_TP=0"))
+		wr_dump(&p, "weft run");
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(p.err.p, "tracepoint sock_send_length passes 5 arguments; this "
+					"kernel's passes 3"));
+	assert_non_null(strstr(p.err.p, "WEFT_RAW_TP=0"));
+	assert_null(strstr(p.err.p, "verifier"));
+	wr_free(&p);
+	assert_int_equal(wr_rm_rf(dir), 0);
+}
+
+/*
  * Compile once, run everywhere: a query compiled against the BTF of a made-up kernel whose
  * task_struct has tgid at offset 0 (WEFT_BTF) reads the right tgid on this kernel, where it
  * lies elsewhere: libbpf relocated the offset at load.  wl_syscalls makes exactly 1000
@@ -665,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_sockets_v4mapped),
 		cmocka_unit_test(test_kernel_sockets_classic),
 		cmocka_unit_test(test_kernel_sockets_codegen),
+		cmocka_unit_test(test_kernel_sockets_raw_mismatch),
 		cmocka_unit_test(test_core_relocates),
 		cmocka_unit_test(test_str_through_chain),
 	};

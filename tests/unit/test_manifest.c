@@ -28,7 +28,7 @@ static const char *const queries[] = {
 	"distinct(args.fd), stddev(args.count)",
 	"from uprobe:libc:malloc select quantile(arg0, 0.75) as q, max(arg0)",
 	"from span(syscall:read), span(uprobe:libc:malloc) graph sample 2.5% every 1s",
-	/* raw tracepoint programs (raw=1) where this kernel's BTF allows */
+	/* raw tracepoint programs (raw=N, the tracepoint's arguments) where the BTF allows */
 	"from kernel:sockets where comm = 'redis-benchmark' graph",
 };
 
@@ -70,8 +70,10 @@ static void test_round_trip(void **state)
 		assert_int_equal(p->event_size, res.plan->event_size);
 		assert_string_equal(p->query, queries[i]);
 		assert_int_equal(p->nprogs, res.plan->nprogs);
-		for (int k = 0; k < p->nprogs; k++)
+		for (int k = 0; k < p->nprogs; k++) {
 			assert_int_equal(p->progs[k].raw_tp, res.plan->progs[k].raw_tp);
+			assert_int_equal(p->progs[k].raw_nargs, res.plan->progs[k].raw_nargs);
+		}
 		plan_free(p);
 		free(a);
 		free(b);
@@ -144,7 +146,9 @@ static void test_hostile(void **state)
 		{ "name=tracepoint", "name=trace%ZZpoint", "a bad escape" },
 		{ "order=1", "order=99", "an order column out of range" },
 		{ "desc=1", "desc=7", "a flag out of range" },
-		{ " first=0", " first=0 raw=2", "a raw tracepoint flag out of range" },
+		{ " first=0", " first=0 raw=0", "a raw tracepoint of no arguments" },
+		{ " first=0", " first=0 raw=65",
+		  "a raw tracepoint of more arguments than a field list" },
 	};
 
 	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
