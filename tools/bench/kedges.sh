@@ -158,11 +158,7 @@ run_on() {
 	$tracer_cpu "$WEFT" run ${WEFT_RUN_OPTS:-} -S "$store" "$q" >"$log/$1.weft.out" \
 		2>"$log/$1.weft.err" &
 	wpid=$!
-	for _ in $(seq 1200); do
-		grep -q attached "$log/$1.weft.err" && break
-		kill -0 "$wpid" 2>/dev/null || { cat "$log/$1.weft.err" >&2; exit 1; }
-		sleep 0.05
-	done
+	wait_attached "$wpid" "$log/$1.weft.err"
 	rps=$(bench_run "$1")
 	# the program's cost per call, from weft's own cost meter (the map weft_cost: per CPU
 	# runs, runs timed, their time; the newest map of that name is this run's)

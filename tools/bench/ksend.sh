@@ -51,11 +51,7 @@ run_weft() {
 	rm -f "$store"*
 	taskset -c 1 "$WEFT" run -S "$store" "$query" >"$log/$1.out" 2>"$log/$1.err" &
 	wpid=$!
-	for _ in $(seq 1200); do
-		grep -q attached "$log/$1.err" && break
-		kill -0 "$wpid" 2>/dev/null || { cat "$log/$1.err" >&2; exit 1; }
-		sleep 0.05
-	done
+	wait_attached "$wpid" "$log/$1.err"
 	ns=$(run_ksend)
 	kill -INT "$wpid"
 	wait "$wpid"

@@ -94,6 +94,18 @@ wait_probes() {
 	return 1
 }
 
+# wait_attached PID ERRFILE: until `weft run` (PID) has said on its stderr (ERRFILE) that its
+# probes are attached; exits the script with weft's words if it ends first, or after 60 s.
+wait_attached() {
+	for _ in $(seq 1200); do
+		grep -q attached "$2" && return 0
+		kill -0 "$1" 2>/dev/null || { cat "$2" >&2; exit 1; }
+		sleep 0.05
+	done
+	echo "bench: weft did not attach within 60 s" >&2
+	exit 1
+}
+
 # wait_quiet [MAX_S]: waits (up to MAX_S, default 60) until no other process holds BPF
 # probes, so a measurement does not pay for someone else's tracing.  Prints a warning if it
 # gave up.
