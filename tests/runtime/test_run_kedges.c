@@ -76,8 +76,10 @@ static int group_setup(void **state)
 	snprintf(vb, sizeof(vb), "wke%db", p % 10000000);
 	snprintf(addr_s, sizeof(addr_s), "10.231.%d.1", p % 250);
 	snprintf(addr_c, sizeof(addr_c), "10.231.%d.2", p % 250);
-	snprintf(addr6_s, sizeof(addr6_s), "fd00:231:%d::1", p % 250);
-	snprintf(addr6_c, sizeof(addr6_c), "fd00:231:%d::2", p % 250);
+	/* never a 0 group: "fd00:231:0::1" is not RFC 5952 text (that is "fd00:231::1"), which
+	 * the names weft writes are and the checks compare with */
+	snprintf(addr6_s, sizeof(addr6_s), "fd00:231:%d::1", p % 250 + 1);
+	snprintf(addr6_c, sizeof(addr6_c), "fd00:231:%d::2", p % 250 + 1);
 	snprintf(dir, sizeof(dir), "/tmp/weft-test-kedges-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;

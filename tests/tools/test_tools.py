@@ -569,6 +569,9 @@ def t_cpuwalk():
                  "import time\nos.sched_setaffinity(0, {1})\n"
                  "end = time.monotonic() + 1.0\n"
                  "while time.monotonic() < end: pass\n", wait_go=True)
+    # pinned before tracing starts: pinned only by its own body, after "go", it ran on CPU 0
+    # for an instant first, and a sample once fell there
+    os.sched_setaffinity(p.pid, {1})
     w, b = start_both("cpuwalk", ["-p", str(p.pid)])
     go(p)
     w.proc.wait(timeout=WAIT)
