@@ -38,6 +38,11 @@
 #   BENCH_KEDGES_CLASSIC=1: one more configuration, "classic": weft with the classic
 #     tracepoints (WEFT_RAW_TP=0), as it attached them before raw tracepoints (and as it
 #     does on a kernel whose tracepoints' arguments it does not know)
+#   BENCH_KEDGES_SCHED=1: two more configurations, "idle" and "batch": weft run under
+#     `chrt --idle 0` (SCHED_IDLE) and `chrt --batch 0` (SCHED_BATCH), what the tracer's
+#     scheduling class does to the traced program
+#   BENCH_KEDGES_ALT=PATH: one more configuration, "alt": the same query run by the weft
+#     binary PATH (another build: an A/B of two builds in one interleaved run)
 #   BENCH_KEDGES_SAMPLE=P: one more configuration, "sampled": the same query with
 #     `graph sample P%` (the aggregates of every request, whole graphs of P% and the
 #     outliers); its check: every request seen (N + 1 traces), nothing lost in the kernel
@@ -213,6 +218,9 @@ one() {
 	sampled) run_on "sampled-$2" "${query% graph} graph sample ${BENCH_KEDGES_SAMPLE}%" ;;
 	empty) run_bt "empty-$2" "$bt_empty" ;;
 	bt) run_bt "bt-$2" "$bt_same" ;;
+	idle) tracer_cpu="chrt --idle 0 $tracer_cpu" run_on "idle-$2" ;;
+	batch) tracer_cpu="chrt --batch 0 $tracer_cpu" run_on "batch-$2" ;;
+	alt) WEFT=$BENCH_KEDGES_ALT run_on "alt-$2" ;;
 	ring-*) WEFT_RUN_OPTS="--ringbuf-size ${1#ring-}" run_on "$1-$2" ;;
 	esac
 }
@@ -220,6 +228,8 @@ one() {
 configs="off on"
 [ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
 [ "${BENCH_KEDGES_CLASSIC:-0}" = 1 ] && configs="$configs classic"
+[ "${BENCH_KEDGES_SCHED:-0}" = 1 ] && configs="$configs idle batch"
+[ -n "${BENCH_KEDGES_ALT:-}" ] && configs="$configs alt"
 [ -n "${BENCH_KEDGES_SAMPLE:-}" ] && configs="$configs sampled"
 for r in ${BENCH_KEDGES_RINGS:-}; do
 	configs="$configs ring-$r"
