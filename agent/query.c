@@ -329,11 +329,6 @@ static int size_maps(struct bpf_object *obj, const struct plan *p, const struct 
 }
 
 /*
- * The scope's rodata before load (kernel/weft.bpf.h: weft_scope_kind, weft_scope_netns).  An
- * object compiled by a weft that had no scopes lacks them: fine unscoped, refused scoped
- * (it would trace the whole machine).
- */
-/*
  * A raw tracepoint program reads the tracepoint's arguments by position, as the kernel it was
  * compiled against passes them (plan_prog.raw_nargs, compiler/sema.c): on a kernel whose
  * tracepoint passes another number of them, the same positions hold other values (and the
@@ -379,6 +374,77 @@ static int raw_args_check(const struct plan *p, struct agent_err *err)
 	return 0;
 }
 
+/*
+ * A classic tracepoint program reads its record's fields at the offsets of the format it was
+ * compiled against (plan.tpf, the manifest's `tpfield` lines): on a kernel whose tracepoint
+ * lays a field out otherwise it would read other bytes, and the verifier would take it (the
+ * record's bytes are all readable).  So each field is checked against this host's own format
+ * of every tracepoint the program attaches to, before anything loads.
+ */
+static int tp_layout_check(const struct plan *p, struct agent_err *err)
+{
+	for (int a = 0; a < p->nattach; a++) {
+		const struct probe_target *t = &p->attach[a].target;
+		struct probe_field *fields = NULL;
+		const struct plan_tpfield *bad = NULL;
+		const struct probe_field *have = NULL;
+		bool any = false;
+		int nf = 0, rc;
+
+		for (int i = 0; i < p->ntpf && !any; i++)
+			any = p->tpf[i].prog == p->attach[a].prog;
+		if (!any)
+			continue;
+		rc = tracefs_format_read_host(t->category, t->event, &fields, &nf, NULL);
+		if (rc) {
+			set_err(err, "cannot read this host's format of tracepoint %s:%s: %s",
+				t->category, t->event, strerror(-rc));
+			return rc;
+		}
+		for (int i = 0; i < p->ntpf && !bad; i++) {
+			const struct plan_tpfield *f = &p->tpf[i];
+
+			if (f->prog != p->attach[a].prog)
+				continue;
+			have = NULL;
+			for (int k = 0; k < nf && !have; k++)
+				if (strcmp(fields[k].name, f->name) == 0)
+					have = &fields[k];
+			if (!have || have->offset != f->offset || have->size != f->size ||
+			    have->is_signed != f->is_signed)
+				bad = f;
+		}
+		if (bad && !have)
+			set_err(err,
+				"the query reads field %s of tracepoint %s:%s, which this kernel's "
+				"tracepoint does not have",
+				bad->name, t->category, t->event);
+		else if (bad)
+			set_err(err,
+				"the query was compiled where tracepoint %s:%s has field %s at offset "
+				"%u (%u bytes, %s); this kernel's has it at offset %u (%u bytes, %s)",
+				t->category, t->event, bad->name, bad->offset, bad->size,
+				bad->is_signed ? "signed" : "unsigned", have->offset, have->size,
+				have->is_signed ? "signed" : "unsigned");
+		free(fields);
+		if (bad) {
+			if (err)
+				snprintf(
+					err->detail, sizeof(err->detail),
+					"agents do not compile: compile the query where the kernel "
+					"lays the tracepoint out as this host's does, and submit it "
+					"to the agents of such kernels (weft submit --only-host)");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The scope's rodata before load (kernel/weft.bpf.h: weft_scope_kind, weft_scope_netns).  An
+ * object compiled by a weft that had no scopes lacks them: fine unscoped, refused scoped
+ * (it would trace the whole machine).
+ */
 static int scope_set(struct bpf_object *obj, const struct agent_scope *s, struct agent_err *err)
 {
 	uint32_t kind = s ? (uint32_t)s->kind : WEFT_SCOPE_ALL, ino;
@@ -489,6 +555,8 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 		goto fail;
 
 	rc = raw_args_check(p, err);
+	if (!rc)
+		rc = tp_layout_check(p, err);
 	if (rc)
 		goto fail;
 	multi = agent_multi_prepare(q->obj, p);

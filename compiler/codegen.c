@@ -381,12 +381,53 @@ static void temps_for(struct cg *c, const struct expr *e)
 
 static void emit_expr(struct cg *c, const struct expr *e);
 
+/*
+ * Remembers that the current program reads field f of a classic tracepoint's record, at the
+ * offset of the format compiled against (plan.tpf, the manifest's `tpfield` lines): the agent
+ * checks its own kernel's format before loading, since a record laid out otherwise would be
+ * read at the wrong bytes and the verifier would take it.
+ */
+static void tpf_note(struct cg *c, const struct probe_field *f)
+{
+	struct plan *p = c->p;
+	int prog = (int)(c->prog - p->progs);
+	struct plan_tpfield *t;
+
+	if (c->prog->raw_tp ||
+	    (c->prog->kind != PROBE_TRACEPOINT && c->prog->kind != PROBE_SYSCALL))
+		return;
+	for (int i = 0; i < p->ntpf; i++)
+		if (p->tpf[i].prog == prog && strcmp(p->tpf[i].name, f->name) == 0)
+			return;
+	if (p->ntpf == PLAN_MAX_TPF) {
+		c->err = -E2BIG;
+		return;
+	}
+	if (p->ntpf % 16 == 0) {
+		t = realloc(p->tpf, (size_t)(p->ntpf + 16) * sizeof(*t));
+		if (!t) {
+			c->err = -ENOMEM;
+			return;
+		}
+		p->tpf = t;
+	}
+	t = &p->tpf[p->ntpf++];
+	memset(t, 0, sizeof(*t));
+	t->prog = prog;
+	snprintf(t->name, sizeof(t->name), "%s", f->name);
+	t->offset = f->offset;
+	t->size = f->size;
+	t->is_signed = f->is_signed;
+}
+
 static const struct probe_field *cur_field(struct cg *c, const char *name)
 {
 	const struct probe_field *f = c->tgt ? sema_target_field(c->tgt, name) : NULL;
 
 	if (!f)
 		c->err = -EINVAL;
+	else
+		tpf_note(c, f);
 	return f;
 }
 

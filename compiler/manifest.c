@@ -114,6 +114,14 @@ int manifest_write(const struct plan *p, FILE *out)
 		put_kv(out, "usdt", t->usdt_name);
 		fputc('\n', out);
 	}
+	for (int i = 0; i < p->ntpf; i++) {
+		const struct plan_tpfield *f = &p->tpf[i];
+
+		fprintf(out, "tpfield prog=%d offset=%u size=%u signed=%d", f->prog, f->offset,
+			f->size, f->is_signed);
+		put_kv(out, "name", f->name);
+		fputc('\n', out);
+	}
 	for (int i = 0; i < p->nkeys; i++) {
 		const struct plan_slot *k = &p->keys[i];
 
@@ -546,6 +554,36 @@ static int parse_line(struct reader *r, struct plan *p, char *line, int *state)
 		p->nattach++;
 		return 0;
 	}
+	if (strcmp(tok[0], "tpfield") == 0) {
+		/* a classic tracepoint's field a program reads (written only by a compiler that
+		 * records them: an agent older than it refuses the line) */
+		static const char *const keys[] = {
+			"prog", "offset", "size", "signed", "name", NULL
+		};
+		struct plan_tpfield *f;
+
+		if (p->ntpf == PLAN_MAX_TPF)
+			return fail(r, "too many tracepoint fields");
+		if (p->ntpf % 16 == 0) {
+			f = realloc(p->tpf, (size_t)(p->ntpf + 16) * sizeof(*f));
+			if (!f)
+				return -ENOMEM;
+			p->tpf = f;
+		}
+		f = &p->tpf[p->ntpf];
+		memset(f, 0, sizeof(*f));
+		if (check_keys(r, tok, n, 1, keys))
+			return -EINVAL;
+		NEED_I64("prog", 0, PLAN_MAX_PROGS - 1, f->prog);
+		NEED_I64("offset", 0, UINT16_MAX, f->offset);
+		NEED_I64("size", 1, UINT16_MAX, f->size);
+		NEED_I64("signed", 0, 1, f->is_signed);
+		NEED_STR("name", f->name);
+		if (!f->name[0])
+			return fail(r, "tracepoint field without a name");
+		p->ntpf++;
+		return 0;
+	}
 	if (strcmp(tok[0], "key") == 0 || strcmp(tok[0], "field") == 0) {
 		bool is_key = tok[0][0] == 'k';
 		struct plan_slot *s;
@@ -631,6 +669,13 @@ static int validate(struct reader *r, struct plan *p)
 	for (int i = 0; i < p->nattach; i++)
 		if (p->attach[i].prog >= p->nprogs)
 			return fail(r, "attach point of an unknown program");
+	for (int i = 0; i < p->ntpf; i++) {
+		const struct plan_prog *g =
+			p->tpf[i].prog < p->nprogs ? &p->progs[p->tpf[i].prog] : NULL;
+
+		if (!g || g->raw_tp || (g->kind != PROBE_TRACEPOINT && g->kind != PROBE_SYSCALL))
+			return fail(r, "tracepoint field %d of no classic tracepoint program", i);
+	}
 	for (int i = 0; i < p->ncols; i++) {
 		int lim = !p->aggregating ? p->nfields : p->cols[i].is_agg ? p->naggs : p->nkeys;
 

@@ -578,6 +578,8 @@ void plan_graph_windows(const struct plan *p, struct plan *out)
 	out->attach = NULL;
 	out->nattach = 0;
 	out->nprogs = 0;
+	out->tpf = NULL;
+	out->ntpf = 0;
 	out->keys = NULL;
 	out->nkeys = 0;
 	out->key_size = 8;
@@ -600,6 +602,7 @@ void plan_free(struct plan *p)
 	free(p->query);
 	free(p->format);
 	free(p->attach);
+	free(p->tpf);
 	free(p->keys);
 	free(p->aggs);
 	free(p->fields);

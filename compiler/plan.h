@@ -27,6 +27,7 @@
 
 #define PLAN_VERSION 1
 #define PLAN_MAX_PROGS 64
+#define PLAN_MAX_TPF 1024 /* tracepoint fields read, all programs together */
 #define PLAN_DEFAULT_GROUPS 10240
 #define PLAN_MAX_GROUPS (1u << 22) /* weft run --max-groups, and what a manifest may ask */
 #define PLAN_DEFAULT_SPANS 10240
@@ -114,6 +115,15 @@ struct plan_prog {
 			* agent refuses a kernel whose tracepoint passes another number */
 };
 
+/* A field of a classic tracepoint's record that a program reads, where the format compiled
+ * against put it (codegen fills these; manifest line `tpfield`). */
+struct plan_tpfield {
+	int prog; /* index into progs */
+	char name[64];
+	uint16_t offset, size;
+	bool is_signed;
+};
+
 struct plan_column {
 	char name[64];
 	bool is_agg;
@@ -130,6 +140,10 @@ struct plan {
 	int nattach;
 	struct plan_prog progs[PLAN_MAX_PROGS];
 	int nprogs;
+	/* the classic tracepoint fields the programs read: an agent refuses a kernel whose
+	 * tracepoint lays one of them out otherwise (its own format, before loading) */
+	struct plan_tpfield *tpf;
+	int ntpf;
 
 	/* aggregating: the key and value layouts of the aggregation map */
 	struct plan_slot *keys;

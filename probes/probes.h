@@ -240,9 +240,14 @@ bool probe_glob_match(const char *pattern, const char *s); /* '*' and '?' */
 bool probe_has_wildcard(const char *s);
 /* Mounts tracefs at /sys/kernel/tracing if absent; returns its path or NULL. */
 const char *tracefs_dir(void);
-/* Reads events/CAT/EVENT/format. Returns 0 or -errno. *fields is malloc'd. */
+/* Reads events/CAT/EVENT/format where the compiler reads formats: $WEFT_TRACEFS (a directory
+ * laid out like tracefs: another kernel's formats) or this host's tracefs.  Returns 0 or
+ * -errno. *fields is malloc'd. */
 int tracefs_format_read(const char *category, const char *event, struct probe_field **fields,
 			int *nfields, int *id);
+/* The same from this host's tracefs always (an agent checking what it will attach). */
+int tracefs_format_read_host(const char *category, const char *event, struct probe_field **fields,
+			     int *nfields, int *id);
 /* Resolves a library name ("libc", "libc.so.6") or path to an absolute ELF path, through
  * /proc/PID/maps when pid > 0, then the dynamic linker's cache.  0 or -ENOENT. */
 int probe_resolve_binary(const char *name, pid_t pid, char *out, size_t outsz);

@@ -145,10 +145,21 @@ static bool field_parse(char *line, struct probe_field *f)
 	return true;
 }
 
-int tracefs_format_read(const char *category, const char *event, struct probe_field **fields,
-			int *nfields, int *id)
+/*
+ * Where the compiler reads tracepoints' formats: $WEFT_TRACEFS (a directory laid out like
+ * tracefs, DIR/events/CAT/EVENT/format: another kernel's, to compile for it, as $WEFT_BTF
+ * is for its types) or this host's tracefs.
+ */
+static const char *formats_dir(void)
 {
-	const char *dir = tracefs_dir();
+	const char *env = getenv("WEFT_TRACEFS");
+
+	return env && *env ? env : tracefs_dir();
+}
+
+static int format_read(const char *dir, const char *category, const char *event,
+		       struct probe_field **fields, int *nfields, int *id)
+{
 	struct probe_field *v = NULL;
 	char path[512], line[1024];
 	int n = 0, tp_id = -1, ret = 0;
@@ -202,6 +213,18 @@ out_close:
 	return ret;
 }
 
+int tracefs_format_read(const char *category, const char *event, struct probe_field **fields,
+			int *nfields, int *id)
+{
+	return format_read(formats_dir(), category, event, fields, nfields, id);
+}
+
+int tracefs_format_read_host(const char *category, const char *event, struct probe_field **fields,
+			     int *nfields, int *id)
+{
+	return format_read(tracefs_dir(), category, event, fields, nfields, id);
+}
+
 static bool dir_is_subdir(int dfd, const struct dirent *de)
 {
 	struct stat st;
@@ -217,7 +240,7 @@ static bool dir_is_subdir(int dfd, const struct dirent *de)
 
 int tracefs_events_list(const char *cat_glob, const char *event_glob, struct strv *out)
 {
-	const char *dir = tracefs_dir();
+	const char *dir = formats_dir();
 	char path[512];
 	struct dirent *ce, *ee;
 	DIR *cd, *ed;

@@ -25,9 +25,11 @@ static const char explain_help[] =
 	"                      input, e.g. a pipe)\n"
 	"  -p, --pid PID       resolve library names through the maps of process PID\n"
 	"  -d, --dump PASSES   print the tree or plan after each named pass, comma-separated:\n"
-	"                      parse, sema (the annotated tree), plan (the manifest agents\n"
-	"                      receive), codegen (the BPF C), clang (the object)\n"
-	"  -m, --manifest      print the manifest instead of the readable plan\n"
+	"                      parse, sema (the annotated tree), plan (the manifest as the\n"
+	"                      plan pass leaves it), codegen (the BPF C), clang (the object)\n"
+	"  -m, --manifest      print the manifest agents receive instead of the readable\n"
+	"                      plan (after code generation, which adds the tracepoint\n"
+	"                      fields the programs read)\n"
 	"  -v, --verbose       more detail (repeat for debug output)\n"
 	"  -h, --help          this text\n"
 	"\n"
@@ -105,6 +107,8 @@ int cmd_explain(int argc, char **argv)
 		fprintf(stderr, "weft: explain takes one query (quote it)\n");
 		return WEFT_EXIT_USAGE;
 	}
+	if (manifest && last < PASS_CODEGEN)
+		last = PASS_CODEGEN; /* codegen adds the tracepoint fields read (plan.tpf) */
 	tool_set_verbose(verbose);
 	opts.verbose = verbose > 0;
 	src = tool_read_query(file, optind < argc ? argv[optind] : NULL, &name);

@@ -54,7 +54,8 @@ static void test_round_trip(void **state)
 		struct plan *p;
 
 		diag_list_init(&dl, queries[i], "query");
-		assert_int_equal(compiler_run(queries[i], &o, PASS_PLAN, &dl, &res), 0);
+		/* through codegen, which adds the tracepoint fields read (tpfield lines) */
+		assert_int_equal(compiler_run(queries[i], &o, PASS_CODEGEN, &dl, &res), 0);
 		a = write_plan(res.plan, &la);
 		p = manifest_read(a, la, err, sizeof(err));
 		if (!p)
@@ -73,6 +74,23 @@ static void test_round_trip(void **state)
 		for (int k = 0; k < p->nprogs; k++) {
 			assert_int_equal(p->progs[k].raw_tp, res.plan->progs[k].raw_tp);
 			assert_int_equal(p->progs[k].raw_nargs, res.plan->progs[k].raw_nargs);
+		}
+		assert_int_equal(p->ntpf, res.plan->ntpf);
+		for (int k = 0; k < p->ntpf; k++) {
+			assert_int_equal(p->tpf[k].prog, res.plan->tpf[k].prog);
+			assert_string_equal(p->tpf[k].name, res.plan->tpf[k].name);
+			assert_int_equal(p->tpf[k].offset, res.plan->tpf[k].offset);
+			assert_int_equal(p->tpf[k].size, res.plan->tpf[k].size);
+			assert_int_equal(p->tpf[k].is_signed, res.plan->tpf[k].is_signed);
+		}
+		/* `sum(args.count)` of syscall:read: its one field read, where this kernel's
+		 * format puts it; a query reading no field has none */
+		if (strstr(queries[i], "from syscall:read group by comm")) {
+			assert_int_equal(p->ntpf, 1);
+			assert_string_equal(p->tpf[0].name, "count");
+			assert_int_equal(p->tpf[0].size, 8);
+		} else if (i == 0) {
+			assert_int_equal(p->ntpf, 0);
 		}
 		plan_free(p);
 		free(a);
@@ -149,6 +167,20 @@ static void test_hostile(void **state)
 		{ " first=0", " first=0 raw=0", "a raw tracepoint of no arguments" },
 		{ " first=0", " first=0 raw=65",
 		  "a raw tracepoint of more arguments than a field list" },
+		{ "\nkey ", "\ntpfield prog=5 offset=8 size=8 signed=1 name=id\nkey ",
+		  "a tracepoint field of an unknown program" },
+		{ "\nkey ", "\ntpfield prog=0 offset=8 size=0 signed=1 name=id\nkey ",
+		  "a tracepoint field of no bytes" },
+		{ "\nkey ", "\ntpfield prog=0 offset=70000 size=8 signed=1 name=id\nkey ",
+		  "a tracepoint field beyond any record" },
+		{ "\nkey ", "\ntpfield prog=0 offset=8 size=8 signed=2 name=id\nkey ",
+		  "a tracepoint field neither signed nor unsigned" },
+		{ "\nkey ", "\ntpfield prog=0 offset=8 size=8 signed=1 name=\nkey ",
+		  "a tracepoint field without a name" },
+		{ "\nkey ", "\ntpfield prog=0 offset=8 size=8 signed=1\nkey ",
+		  "a tracepoint field whose name is missing" },
+		{ "\nkey ", "\ntpfield prog=0 offset=8 size=8 signed=1 name=id color=red\nkey ",
+		  "a tracepoint field with an unknown key" },
 	};
 
 	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
@@ -156,6 +188,20 @@ static void test_hostile(void **state)
 		expect_refused(bad, edits[i].why);
 		free(bad);
 	}
+	/* the same line, well formed, is read (the refusals above are for their reasons) */
+	bad = edit(text, "\nkey ", "\ntpfield prog=0 offset=8 size=8 signed=1 name=id\nkey ");
+	{
+		char err[128];
+		struct plan *q = manifest_read(bad, strlen(bad), err, sizeof(err));
+
+		if (!q)
+			fail_msg("refused a good tpfield line: %s", err);
+		assert_int_equal(q->ntpf, 1);
+		assert_string_equal(q->tpf[0].name, "id");
+		assert_int_equal(q->tpf[0].offset, 8);
+		plan_free(q);
+	}
+	free(bad);
 	/* every truncation is refused (the end line is missing) */
 	for (size_t cut = 0; cut + 5 < len; cut += 7) {
 		char err[128], *copy = strndup(text, cut);
