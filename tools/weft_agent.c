@@ -71,6 +71,10 @@ static const char agent_help[] =
 	"  weft agent --connect tcp://aggregator.example:7470 --server-key aggregator.pub \\\n"
 	"             --key agent1.key\n"
 	"\n"
+	"Environment: WEFT_HUGEPAGES=0 keeps the agent's heap in 4 KiB pages (by default,\n"
+	"where transparent huge pages are \"madvise\", weft starts itself again with\n"
+	"glibc's glibc.malloc.hugetlb=1: fewer page faults as a capture grows).\n"
+	"\n"
 	"Exit status: 0 stopped by a signal, 1 failure (e.g. unreadable keys, a --scope this\n"
 	"kernel cannot apply), 2 bad command line (also a --scope that is missing, or no\n"
 	"network namespace or cgroup v2 directory).\n";

@@ -131,6 +131,10 @@ static const char aggregator_help[] =
 	"  weft aggregator --key aggregator.key --allow allow --http 7480   # http://127.0.0.1:7480/\n"
 	"  weft aggregator --key aggregator.key --allow allow --graph-forward http://otelcol:4318\n"
 	"\n"
+	"Environment: WEFT_HUGEPAGES=0 keeps the aggregator's heap in 4 KiB pages (by default,\n"
+	"where transparent huge pages are \"madvise\", weft starts itself again with\n"
+	"glibc's glibc.malloc.hugetlb=1: fewer page faults as its stores grow).\n"
+	"\n"
 	"Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (unreadable keys, a store in\n"
 	"use, an address in use), 2 bad command line.\n";
 

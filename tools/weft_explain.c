@@ -33,6 +33,10 @@ static const char explain_help[] =
 	"  -v, --verbose       more detail (repeat for debug output)\n"
 	"  -h, --help          this text\n"
 	"\n"
+	"Environment: WEFT_BTF=FILE and WEFT_TRACEFS=DIR compile against another kernel's\n"
+	"types and tracepoint formats (the agents' kernels, where they differ from this\n"
+	"one's); WEFT_RAW_TP=0 keeps kernel:sockets on classic tracepoints.\n"
+	"\n"
 	"Exit status: 0 the query is valid, 2 bad command line, 3 the query has errors.\n";
 
 int cmd_explain(int argc, char **argv)

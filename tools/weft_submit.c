@@ -86,6 +86,10 @@ static const char submit_help[] =
 	"              --key alice.key 'from syscall:write group by host\n"
 	"              select sum(args.count) every 10s'\n"
 	"\n"
+	"Environment: WEFT_BTF=FILE and WEFT_TRACEFS=DIR compile against another kernel's\n"
+	"types and tracepoint formats (the agents' kernels, where they differ from this\n"
+	"one's); WEFT_RAW_TP=0 keeps kernel:sockets on classic tracepoints.\n"
+	"\n"
 	"Exit status: 0 the query ended (or --no-follow, or detached by Ctrl-C), 1 the\n"
 	"aggregator could not be reached or refused the query, 2 bad command line, 3 the\n"
 	"query has errors.\n";

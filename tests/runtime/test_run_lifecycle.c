@@ -22,6 +22,8 @@
  *    zombie.
  * Deadlines only catch hangs; nothing here asserts elapsed time.
  *  - windows longer than the once-a-second flip are numbered 0, 1, 2, ... (exact count).
+ *  - weft's heap in huge pages: it re-starts itself with glibc.malloc.hugetlb=1 where THP
+ *    is "madvise", and the -c command gets the user's environment back exactly.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +31,7 @@
 #include <cmocka.h>
 
 #include "run_util.h"
+#include "tests/slurp.h"
 #include "tests/skip.h"
 #include "tools/weft.h"
 
@@ -603,6 +606,95 @@ static void test_sigterm_ends_command_ignoring_it(void **state)
 	wr_free(&p);
 }
 
+/* weft's environment as it started (the kernel's copy: /proc/PID/environ), '\n' between. */
+static char *start_environ(pid_t pid)
+{
+	char path[64], *env = calloc(1, 1 << 16);
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	assert_non_null(env);
+	assert_non_null(f = fopen(path, "re"));
+	n = fread(env, 1, (1 << 16) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (env[i] == '\0')
+			env[i] = '\n';
+	return env;
+}
+
+/*
+ * One run for test_heap_hugepages: GLIBC_TUNABLES as `user` (NULL: unset) and
+ * WEFT_HUGEPAGES as `off`; checks what the -c command saw (the user's environment exactly)
+ * and whether weft's own start-up environment carries the tunable (`want`).
+ */
+static void heap_run(const char *user, const char *off, bool want)
+{
+	char *argv[] = {
+		getenv("WEFT_BIN"),
+		(char *)"run",
+		(char *)"--cpu-budget",
+		(char *)"0",
+		(char *)"-c",
+		(char *)"sh -c 'echo T=${GLIBC_TUNABLES-unset} R=${WEFT_HEAP_REEXEC-unset}; "
+			"read x'",
+		(char *)"from syscall:getppid select count() as n",
+		NULL
+	};
+	char seen[256], line[256], *env;
+	struct wr_proc p;
+	bool has;
+
+	assert_int_equal(user ? setenv("GLIBC_TUNABLES", user, 1) : unsetenv("GLIBC_TUNABLES"), 0);
+	assert_int_equal(off ? setenv("WEFT_HUGEPAGES", off, 1) : unsetenv("WEFT_HUGEPAGES"), 0);
+	assert_int_equal(wr_start(&p, argv), 0);
+	assert_int_equal(unsetenv("GLIBC_TUNABLES"), 0);
+	assert_int_equal(unsetenv("WEFT_HUGEPAGES"), 0);
+	if (wr_wait_out(&p, "R=", WR_TIMEOUT_MS))
+		wr_dump(&p, "weft run");
+	assert_true(wr_cut_line(&p.out, "T=", line, sizeof(line)));
+	env = start_environ(p.pid);
+	wr_close_stdin(&p);
+	if (wr_finish(&p, WR_TIMEOUT_MS) != 0)
+		wr_dump(&p, "weft run");
+	snprintf(seen, sizeof(seen), "T=%s R=unset", user ? user : "unset");
+	assert_string_equal(line, seen);
+	has = strstr(env, "glibc.malloc.hugetlb=1") != NULL;
+	if (has != want)
+		fail_msg(
+			"weft started %s glibc.malloc.hugetlb=1 (GLIBC_TUNABLES %s, WEFT_HUGEPAGES "
+			"%s); its environment:\n%s",
+			has ? "with" : "without", user ? user : "unset", off ? off : "unset", env);
+	if (want && user)
+		assert_non_null(strstr(env, user)); /* the user's tunables kept beside it */
+	free(env);
+	wr_free(&p);
+}
+
+/*
+ * Where transparent huge pages are "madvise", `weft run` starts itself once more with
+ * glibc.malloc.hugetlb=1 (its heap in 2 MiB pages: a growing capture's page faults), and
+ * gives the command it runs the user's environment back exactly: no GLIBC_TUNABLES where
+ * the user had none, the user's where there was one, never the re-start's mark.
+ * WEFT_HUGEPAGES=0 keeps weft as it started.  Elsewhere ("always", "never") weft never
+ * re-starts, and the test checks that.
+ */
+static void test_heap_hugepages(void **state)
+{
+	char *mode = test_slurp_or_empty("/sys/kernel/mm/transparent_hugepage/enabled");
+	bool madvise = strstr(mode, "[madvise]") != NULL;
+
+	(void)state;
+	free(mode);
+	heap_run(NULL, NULL, madvise);
+	heap_run("glibc.malloc.check=0", NULL, madvise);
+	heap_run(NULL, "0", false);
+	if (!madvise)
+		printf("note: transparent huge pages are not \"madvise\" here: only that weft "
+		       "does not re-start was checked\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -615,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_sigkill_ends_command),
 		cmocka_unit_test(test_sigterm_ends_command_ignoring_it),
 		cmocka_unit_test(test_windows_longer_than_a_flip),
+		cmocka_unit_test(test_heap_hugepages),
 	};
 
 	if (!wr_ready())

@@ -98,7 +98,7 @@ wait_probes() {
 # probes are attached; exits the script with weft's words if it ends first, or after 60 s.
 wait_attached() {
 	for _ in $(seq 1200); do
-		grep -q attached "$2" && return 0
+		grep -qs attached "$2" && return 0 # -s: the file may not be there yet
 		kill -0 "$1" 2>/dev/null || { cat "$2" >&2; exit 1; }
 		sleep 0.05
 	done
