@@ -33,7 +33,6 @@
 #include "probes/probes.h"
 #include "probes/provider.h"
 
-#define PERF_MAX_CPUS 4096
 #define PERF_MAX_PERIOD 1000000000000ULL /* 1e12: beyond it a sample is never taken */
 
 struct perf_ev {
@@ -281,43 +280,11 @@ static int hardware_list(const char *const *parts, int nparts, const struct prob
 }
 
 /* One sampling event of t on cpu for every process, prog linked to it (the link owns it). */
-static int perf_attach_cpu(struct bpf_program *prog, const struct probe_target *t,
-			   const struct perf_ev *ev, uint64_t cookie, pid_t pid, int cpu,
-			   struct probe_links *links, struct probe_err *err)
-{
-	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
-	struct perf_event_attr attr;
-	struct bpf_link *link;
-	int fd, e;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = t->kind == PROBE_HARDWARE ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE;
-	attr.config = ev->config;
-	attr.sample_period = t->period_ns;
-	attr.disabled = 1;
-	fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0)
-		return perr_attach(err, t, pid, errno);
-	link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
-	if (!link) {
-		e = errno;
-		close(fd);
-		return perr_attach(err, t, pid, e);
-	}
-	if (probe_links_push(links, link)) {
-		bpf_link__destroy(link);
-		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
-	}
-	return 0;
-}
-
 static int perf_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
 		       pid_t pid, struct probe_links *links, struct probe_err *err)
 {
 	const struct perf_ev *ev = perf_find(t->kind, t->event);
-	int start = links->n, ncpus, ret = 0;
-	int *cpus;
+	struct perf_event_attr attr;
 
 	/* a manifest's target is checked again: the name, and the period's bounds */
 	if (!ev || strcmp(ev->name, t->event) != 0)
@@ -325,33 +292,13 @@ static int perf_attach(struct bpf_program *prog, const struct probe_target *t, u
 				t->event);
 	if (t->period_ns < ev->min_period || t->period_ns > PERF_MAX_PERIOD)
 		return perr_set(err, PERR_RATE, NULL, "%s: period out of range", t->name);
-	cpus = malloc(PERF_MAX_CPUS * sizeof(*cpus));
-	if (!cpus)
-		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
-	ncpus = probe_cpus_online(cpus, PERF_MAX_CPUS);
-	if (ncpus <= 0) {
-		ret = perr_set(err, PERR_SYSTEM, NULL,
-			       "cannot read the online CPUs (/sys/devices/system/cpu/online): %s",
-			       ncpus ? strerror(-ncpus) : "none listed");
-		goto out_free;
-	}
-	for (int i = 0; i < ncpus && ret == 0; i++)
-		ret = perf_attach_cpu(prog, t, ev, cookie, pid, cpus[i], links, err);
-	if (ret)
-		probe_links_truncate(links, start);
-out_free:
-	free(cpus);
-	return ret;
-}
-
-static bool perf_available(struct probe_err *err)
-{
-	if (probe_features_get()->perf_event)
-		return true;
-	perr_set(err, PERR_FEATURE, NULL,
-		 "this kernel cannot attach BPF programs to perf events (perf_event_open failed "
-		 "or BPF_PROG_TYPE_PERF_EVENT is missing)");
-	return false;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = t->kind == PROBE_HARDWARE ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE;
+	attr.config = ev->config;
+	attr.sample_period = t->period_ns;
+	attr.disabled = 1;
+	return probe_perf_attach_cpus(prog, t, &attr, false, cookie, pid, links, err);
 }
 
 const struct probe_provider provider_software = {
@@ -363,7 +310,7 @@ const struct probe_provider provider_software = {
 	.usage = "software:EVENT[:PERIOD] (software:page-faults:1, software:cs)",
 	.resolve = software_resolve,
 	.list = software_list,
-	.available = perf_available,
+	.available = probe_perf_available,
 	.attach = perf_attach,
 };
 
@@ -376,6 +323,6 @@ const struct probe_provider provider_hardware = {
 	.usage = "hardware:EVENT[:PERIOD] (hardware:cycles:1000000)",
 	.resolve = hardware_resolve,
 	.list = hardware_list,
-	.available = perf_available,
+	.available = probe_perf_available,
 	.attach = perf_attach,
 };

@@ -77,6 +77,15 @@ int probe_binary_attachable(const struct probe_target *t, pid_t pid, struct prob
 
 /* The online CPUs (timer.c): writes at most max ids into cpus; their count or -errno. */
 int probe_cpus_online(int *cpus, int max);
+struct perf_event_attr;
+/* Opens a perf event of attr on every online CPU (on the first only, if first_cpu_only) and
+ * attaches prog to each with cookie (timer.c, for the profile, interval, software and
+ * hardware providers); on failure none stays attached.  0, or -1 with err filled. */
+int probe_perf_attach_cpus(struct bpf_program *prog, const struct probe_target *t,
+			   const struct perf_event_attr *attr, bool first_cpu_only, uint64_t cookie,
+			   pid_t pid, struct probe_links *links, struct probe_err *err);
+/* The available op of the providers on perf events: whether BPF can attach to them. */
+bool probe_perf_available(struct probe_err *err);
 
 /* Whether a probe set provider kind needs ELF files (uprobe, uretprobe, usdt). */
 bool probe_kind_is_binary(enum probe_kind k);

@@ -185,26 +185,17 @@ int probe_cpus_online(int *cpus, int max)
  * event is opened disabled and libbpf enables it once the program is on it; the link owns
  * (and closes) the event's fd.
  */
-static int timer_attach_cpu(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
-			    pid_t pid, int cpu, struct probe_links *links, struct probe_err *err)
+/* One perf event of attr on cpu, prog attached with cookie, its link in links. */
+static int perf_attach_one(struct bpf_program *prog, const struct probe_target *t,
+			   const struct perf_event_attr *attr, uint64_t cookie, pid_t pid, int cpu,
+			   struct probe_links *links, struct probe_err *err)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
-	struct perf_event_attr attr;
+	struct perf_event_attr a = *attr;
 	struct bpf_link *link;
 	int fd, e;
 
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_CPU_CLOCK;
-	attr.disabled = 1;
-	if (t->kind == PROBE_PROFILE) {
-		attr.freq = 1;
-		attr.sample_freq = t->hz;
-	} else {
-		attr.sample_period = t->period_ns; /* cpu-clock counts nanoseconds */
-	}
-	fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	fd = (int)syscall(__NR_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return perr_attach(err, t, pid, errno);
 	link = bpf_program__attach_perf_event_opts(prog, fd, &opts);
@@ -220,16 +211,13 @@ static int timer_attach_cpu(struct bpf_program *prog, const struct probe_target 
 	return 0;
 }
 
-/* profile: every online CPU; interval: the first online CPU (usually 0). */
-static int timer_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
-			pid_t pid, struct probe_links *links, struct probe_err *err)
+int probe_perf_attach_cpus(struct bpf_program *prog, const struct probe_target *t,
+			   const struct perf_event_attr *attr, bool first_cpu_only, uint64_t cookie,
+			   pid_t pid, struct probe_links *links, struct probe_err *err)
 {
 	int start = links->n, ncpus, ret = 0;
-	int *cpus;
+	int *cpus = malloc(TIMER_MAX_CPUS * sizeof(*cpus));
 
-	if (t->kind == PROBE_PROFILE ? t->hz == 0 : t->period_ns == 0)
-		return perr_set(err, PERR_RATE, NULL, "%s has no rate", t->name);
-	cpus = malloc(TIMER_MAX_CPUS * sizeof(*cpus));
 	if (!cpus)
 		return perr_set(err, PERR_SYSTEM, NULL, "out of memory");
 	ncpus = probe_cpus_online(cpus, TIMER_MAX_CPUS);
@@ -239,10 +227,10 @@ static int timer_attach(struct bpf_program *prog, const struct probe_target *t, 
 			       ncpus ? strerror(-ncpus) : "none listed");
 		goto out_free;
 	}
-	if (t->kind == PROBE_INTERVAL)
+	if (first_cpu_only)
 		ncpus = 1;
 	for (int i = 0; i < ncpus && ret == 0; i++)
-		ret = timer_attach_cpu(prog, t, cookie, pid, cpus[i], links, err);
+		ret = perf_attach_one(prog, t, attr, cookie, pid, cpus[i], links, err);
 	if (ret)
 		probe_links_truncate(links, start);
 out_free:
@@ -250,7 +238,7 @@ out_free:
 	return ret;
 }
 
-static bool timer_available(struct probe_err *err)
+bool probe_perf_available(struct probe_err *err)
 {
 	if (probe_features_get()->perf_event)
 		return true;
@@ -258,6 +246,29 @@ static bool timer_available(struct probe_err *err)
 		 "this kernel cannot attach BPF programs to perf events (perf_event_open failed "
 		 "or BPF_PROG_TYPE_PERF_EVENT is missing)");
 	return false;
+}
+
+/* profile: every online CPU; interval: the first online CPU (usually 0). */
+static int timer_attach(struct bpf_program *prog, const struct probe_target *t, uint64_t cookie,
+			pid_t pid, struct probe_links *links, struct probe_err *err)
+{
+	struct perf_event_attr attr;
+
+	if (t->kind == PROBE_PROFILE ? t->hz == 0 : t->period_ns == 0)
+		return perr_set(err, PERR_RATE, NULL, "%s has no rate", t->name);
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.disabled = 1;
+	if (t->kind == PROBE_PROFILE) {
+		attr.freq = 1;
+		attr.sample_freq = t->hz;
+	} else {
+		attr.sample_period = t->period_ns; /* cpu-clock counts nanoseconds */
+	}
+	return probe_perf_attach_cpus(prog, t, &attr, t->kind == PROBE_INTERVAL, cookie, pid, links,
+				      err);
 }
 
 const struct probe_provider provider_profile = {
@@ -269,7 +280,7 @@ const struct probe_provider provider_profile = {
 	.usage = "profile:RATE (99hz, 10ms)",
 	.resolve = profile_resolve,
 	.list = NULL,
-	.available = timer_available,
+	.available = probe_perf_available,
 	.attach = timer_attach,
 };
 
@@ -282,6 +293,6 @@ const struct probe_provider provider_interval = {
 	.usage = "interval:PERIOD (1s, 100ms)",
 	.resolve = interval_resolve,
 	.list = NULL,
-	.available = timer_available,
+	.available = probe_perf_available,
 	.attach = timer_attach,
 };
