@@ -426,6 +426,7 @@ static void sq_close(struct graph_store *base)
 	sq_kmap_free(&s->ptypes);
 	sq_kmap_free(&s->pblocks);
 	free(s->tacc);
+	free(s->tbloom);
 	free(s->body.p);
 	if (s->tya)
 		for (i = 0; i < FLUSH_TYPES; i++)

@@ -217,6 +217,16 @@ struct sq {
 	/* graph_store_list()'s filters, for weft_chunk_match() */
 	struct kmap lf_types;
 	int64_t lf_host;
+	/* A Bloom filter of the trace ids in the store (store_sqlite_put.c, tbloom_*): a put
+	 * looks up a trace the batch brings only when the filter may hold it, so a new trace
+	 * (most of them, under kernel edges) costs no index lookup.  Built at a put from the
+	 * traces table, again when another connection changed the file (data_version) or more
+	 * ids were added than it was sized for; ids of deleted traces stay in it (a lookup that
+	 * finds nothing, as before). */
+	uint64_t *tbloom;
+	uint64_t tbloom_mask; /* bits - 1 */
+	uint64_t tbloom_n, tbloom_cap; /* ids added; ids it was sized for */
+	int64_t tbloom_dv; /* PRAGMA data_version when built */
 };
 
 /* store_sqlite.c */

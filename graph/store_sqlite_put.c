@@ -204,14 +204,108 @@ static int trace_seed(struct sq *s, struct tacc *a, char *why, size_t whysz)
 
 /* The trace of id, from the put's map or the file (then what it holds is seeded into the
  * put's maps); created when absent if create.  NULL *out (and 0) when absent and !create. */
+/* ---------------------------------------------------------------- the trace-id filter */
+
+#define TBLOOM_K 4 /* probes an id: ~0.2 % false positives at 16 bits an id */
+#define TBLOOM_MIN_IDS 65536
+#define TBLOOM_MAX_BITS (1ULL << 28) /* 32 MiB: a larger store gets more false positives */
+
+static uint64_t tbloom_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	return x ^ (x >> 33);
+}
+
+static void tbloom_pos(const struct sq *s, int64_t hi, int64_t lo, uint64_t pos[TBLOOM_K])
+{
+	uint64_t h1 = tbloom_mix((uint64_t)hi ^ tbloom_mix((uint64_t)lo + 0x9e3779b97f4a7c15ULL));
+	uint64_t h2 = tbloom_mix(h1) | 1;
+
+	for (int i = 0; i < TBLOOM_K; i++)
+		pos[i] = (h1 + (uint64_t)i * h2) & s->tbloom_mask;
+}
+
+static void tbloom_add(struct sq *s, int64_t hi, int64_t lo)
+{
+	uint64_t pos[TBLOOM_K];
+
+	if (!s->tbloom)
+		return;
+	tbloom_pos(s, hi, lo, pos);
+	for (int i = 0; i < TBLOOM_K; i++)
+		s->tbloom[pos[i] >> 6] |= 1ULL << (pos[i] & 63);
+	s->tbloom_n++;
+}
+
+/* false: the id is certainly not in the store; true: it may be (look it up) */
+static bool tbloom_maybe(const struct sq *s, int64_t hi, int64_t lo)
+{
+	uint64_t pos[TBLOOM_K];
+
+	if (!s->tbloom)
+		return true;
+	tbloom_pos(s, hi, lo, pos);
+	for (int i = 0; i < TBLOOM_K; i++)
+		if (!(s->tbloom[pos[i] >> 6] & (1ULL << (pos[i] & 63))))
+			return false;
+	return true;
+}
+
+/*
+ * Before a put: the filter as the store now is.  Rebuilt from the traces table when there is
+ * none, when another connection committed since (data_version: a second writer's traces),
+ * or when more ids were added than it was sized for.  Without memory, or if the table cannot
+ * be read, the put goes on without it (every trace looked up, as before); a failure the put
+ * itself would meet is the put's to report.
+ */
+static void tbloom_sync(struct sq *s)
+{
+	int64_t dv = 0, count = 0;
+	uint64_t bits = 1024, ids;
+	sqlite3_stmt *t = NULL;
+	char why[8];
+	int rc;
+
+	if (sq_pragma_int(s, "PRAGMA data_version", &dv, why, sizeof(why)))
+		goto off;
+	if (s->tbloom && dv == s->tbloom_dv && s->tbloom_n <= s->tbloom_cap)
+		return;
+	if (sq_pragma_int(s, "SELECT count(*) FROM traces", &count, why, sizeof(why)))
+		goto off;
+	ids = (uint64_t)count * 2 > TBLOOM_MIN_IDS ? (uint64_t)count * 2 : TBLOOM_MIN_IDS;
+	while (bits < ids * 16 && bits < TBLOOM_MAX_BITS)
+		bits <<= 1;
+	free(s->tbloom);
+	s->tbloom = calloc(bits / 64, sizeof(uint64_t));
+	if (!s->tbloom)
+		goto off;
+	s->tbloom_mask = bits - 1;
+	s->tbloom_n = 0;
+	s->tbloom_cap = ids;
+	s->tbloom_dv = dv;
+	if (sqlite3_prepare_v2(s->db, "SELECT hi, lo FROM traces", -1, &t, NULL) != SQLITE_OK)
+		goto off;
+	while ((rc = sqlite3_step(t)) == SQLITE_ROW)
+		tbloom_add(s, sqlite3_column_int64(t, 0), sqlite3_column_int64(t, 1));
+	sqlite3_finalize(t);
+	if (rc == SQLITE_DONE)
+		return;
+off:
+	free(s->tbloom);
+	s->tbloom = NULL;
+}
+
 static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct tacc **out,
 		     struct graph_put_stats *st, char *why, size_t whysz)
 {
 	int64_t hi = sq_bias(id.hi), lo = sq_bias(id.lo);
-	bool isnew;
+	bool isnew, looked;
 	struct kent *e = sq_kmap_get(&s->ptraces, (uint64_t)hi, (uint64_t)lo, 0, &isnew);
 	struct tacc *a;
-	sqlite3_stmt *t;
+	sqlite3_stmt *t = NULL;
 	int rc;
 
 	*out = NULL;
@@ -235,13 +329,14 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 	memset(a, 0, sizeof(*a));
 	a->hi = hi;
 	a->lo = lo;
-	if (isnew) {
+	looked = isnew && tbloom_maybe(s, hi, lo);
+	if (looked) {
 		t = sq_stmt(s, ST_TRACE_GET);
 		sqlite3_bind_int64(t, 1, hi);
 		sqlite3_bind_int64(t, 2, lo);
 		rc = sqlite3_step(t);
 	} else {
-		rc = SQLITE_DONE; /* known absent */
+		rc = SQLITE_DONE; /* known absent: from this put, or by the filter */
 	}
 	if (rc == SQLITE_ROW) {
 		int64_t *f[] = { &a->start,	&a->end,	&a->ntasks,
@@ -273,7 +368,7 @@ static int trace_get(struct sq *s, struct graph_id128 id, bool create, struct ta
 		*out = a;
 		return trace_seed(s, a, why, whysz);
 	}
-	if (isnew)
+	if (looked)
 		sqlite3_reset(t);
 	if (rc != SQLITE_DONE)
 		return sq_fail(s, rc, why, whysz, "reading a trace");
@@ -761,6 +856,8 @@ static int put_flush(struct sq *s, char *why, size_t whysz)
 		}
 		if ((rc = sq_step_done(s, t, why, whysz, "writing a trace")))
 			return rc;
+		if (a->isnew) /* a rolled-back put leaves its ids: lookups that find nothing */
+			tbloom_add(s, a->hi, a->lo);
 	}
 	return 0;
 }
@@ -924,6 +1021,7 @@ int sq_put_opts(struct graph_store *base, const struct graph *g, unsigned flags,
 	s->noaggs = flags & GRAPH_PUT_NO_AGGS;
 	if ((rc = sq_begin(s, why, whysz)))
 		return rc;
+	tbloom_sync(s); /* inside the transaction: no writer can come between */
 	if ((rc = sq_step_int(s, sq_stmt(s, ST_TRACE_MAX), &s->next_tr, why, whysz,
 			      "reading traces")) < 0) {
 		sq_rollback(s);
