@@ -273,6 +273,11 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 					fprintf(f, "%s%s", j ? ", " : " ", q->only_hosts[j]);
 				fputc('\n', f);
 			}
+			if (q->has_rows) /* a stream query */
+				fprintf(f,
+					"      rows: %" PRIu64 " relayed from agents, %" PRIu64
+					" not relayed to a subscriber\n",
+					q->rows, q->rows_dropped);
 			if (q->vm_sync) { /* a side of `weft vm sync`: the pair's state */
 				fprintf(f,
 					"      vm sync (host query %" PRIu64
