@@ -1131,6 +1131,8 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		/* over before it reached us (a late join): say so, with nothing in it */
 		agent_sched_set_window(
 			&q->s, agent_sched_window_of(&q->s, end - (end > q->s.epoch ? 1 : 0)));
+		if (q->stream)
+			ship_rows(d, q, true); /* no rows, and no more: the client need not wait */
 		ship_partial(d, q, true);
 		remember_ended(d, q);
 		goto out_free;

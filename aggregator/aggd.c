@@ -636,7 +636,10 @@ static void query_end(struct aggd *a, struct query *q)
 	aggd_txn_begin(a);
 	aggd_store_query_end(a->store, q->id);
 	for (struct peer *p = a->peers; p; p = p->next) {
-		aggd_peer_sub_del(p, q->id);
+		/* a stream's subscribers keep it: an agent late for the last window still
+		 * sends its last rows (relayed until the query is forgotten) */
+		if (!q->stream)
+			aggd_peer_sub_del(p, q->id);
 		if (aggd_peer_is_sender(p)) {
 			struct pq *e = aggd_peer_pq(p, q->id);
 
@@ -942,6 +945,8 @@ static void tick(struct aggd *a, bool full)
 		struct query *q = a->q[i];
 
 		if (q->ended && mono > q->ended_mono && mono - q->ended_mono > ENDED_KEEP_NS) {
+			for (struct peer *p = a->peers; q->stream && p; p = p->next)
+				aggd_peer_sub_del(p, q->id);
 			aggd_query_free(q);
 			a->q[i] = a->q[--a->nq];
 			continue;

@@ -7,6 +7,10 @@
  * acknowledged after the next checkpoint) once relayed, so an agent's spool resends only what
  * the aggregator has not taken.
  *
+ * A stream's subscriptions outlive its last window (until the query is forgotten, 10 minutes
+ * after its end): an agent late for that window still sends its last rows, with `last`, which
+ * the clients wait for (tools/weft_cluster.h, tool_rows_wait).
+ *
  * Must never: wait for a client (a batch a client's full queue cannot take is dropped for that
  * client and its rows counted in its sub's rows_dropped, which its next batch and Result say),
  * or relay a batch that does not fit the plan (refused and counted in `rejected`).
@@ -90,7 +94,7 @@ void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		refuse(a, p, b, why);
 		goto out;
 	}
-	if (!aggd_peer_pq(p, q->id))
+	if (!q->ended && !aggd_peer_pq(p, q->id))
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
 	q->rows += rows;
 	for (struct peer *c = a->peers; c; c = c->next) {

@@ -505,6 +505,7 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 {
 	struct plan *own = NULL;
 	struct stream_state ss = { 0 };
+	struct tool_rows_wait rw = { 0 };
 	bool stream = p && !p->aggregating && !p->graph, ended = false;
 	int rc, status = WEFT_EXIT_OK;
 
@@ -529,8 +530,13 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 			status = WEFT_EXIT_FAIL;
 			break;
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			if (stream && tool_rows_done(&rw, "weft", id)) {
+				ended = true;
+				break;
+			}
 			continue;
+		}
 		if (m->body_case == WEFT__ENVELOPE__BODY_RESULT && m->result->query_id == id) {
 			bool last = m->result->last;
 
@@ -555,13 +561,16 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 				wire_free(m); /* cannot happen: the first result has the manifest */
 				continue;
 			}
-			if (stream)
+			if (stream) {
 				stream_result(&ss, m->result);
-			else if (print_result(p, m->result, fmt))
+				tool_rows_result(&rw, m->result);
+			} else if (print_result(p, m->result, fmt)) {
 				status = WEFT_EXIT_FAIL;
+			}
 			aggd_client_progress(cl, id, m->result->window + 1);
 			wire_free(m);
-			if (last) {
+			/* a stream's hosts late for its last window still send their last rows */
+			if (last && (!stream || tool_rows_done(&rw, "weft", id))) {
 				ended = true;
 				break;
 			}
@@ -572,7 +581,12 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 			/* before the first Result of --attach, the plan is not known yet */
 			stream = stream || !p;
 			stream_batch(&ss, p, m->row_batch, fmt);
+			tool_rows_batch(&rw, m->row_batch);
 			wire_free(m);
+			if (tool_rows_done(&rw, "weft", id)) {
+				ended = true;
+				break;
+			}
 			continue;
 		}
 		if (m->body_case == WEFT__ENVELOPE__BODY_ERROR) {
@@ -590,6 +604,7 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 	if (stream)
 		stream_end(&ss, id, fmt, ended);
 	stream_free(&ss);
+	tool_rows_free(&rw);
 	plan_free(own);
 	return status;
 }

@@ -20,7 +20,9 @@
  *              checks), one with another column count than the query's and one with text
  *              where the query has integers (refused by the aggregator against the plan):
  *              each counted in `rejected`, none relayed; then a good one of 2 rows, relayed
- *              to the client with exactly its values under the raw agent's host.
+ *              to the client with exactly its values under the raw agent's host; the raw
+ *              agent never sends its last batch (`last`), which the client waits for after
+ *              the query's last window and then names on stderr.
  *
  * Nothing is asserted about timing: the workloads run after both agents run the query, and
  * the query is cancelled after they have exited and the client has printed their rows.
@@ -355,6 +357,8 @@ static void test_hostile(void **state)
 	cl_raw_close(&raw);
 	cl_cancel(cl, NULL, id);
 	cl_expect_end(sub);
+	/* the raw agent never sends its last rows: the client waited for them, and says so */
+	assert_true(cl_file_has(sub->err, ": the last rows of rawagent did not come within"));
 
 	out = cl_slurp(sub->out);
 	wr_buf_add(&b, out, strlen(out));
