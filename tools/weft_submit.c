@@ -324,6 +324,7 @@ struct stream_state {
 	} * hosts;
 	size_t nhosts;
 	uint64_t rows, agent_lost, relay_dropped, unprinted, malformed;
+	uint64_t received; /* rows of the batches that came */
 	struct {
 		uint64_t window, ringbuf;
 	} * wins; /* rows lost to full ring buffers, per window (its latest revision) */
@@ -383,6 +384,7 @@ static void stream_batch(struct stream_state *ss, const struct plan *p, const We
 	size_t ii = 0, it = 0;
 
 	ss->agent_lost += b->lost;
+	ss->received += b->has_rows ? b->rows : 0;
 	if (b->has_dropped && b->dropped > ss->relay_dropped)
 		ss->relay_dropped = b->dropped; /* this client's count so far */
 	if (!rows)
@@ -449,6 +451,50 @@ static void stream_result(struct stream_state *ss, const Weft__Result *r)
 	ss->wins = nv;
 	ss->wins[ss->nwins].window = r->window;
 	ss->wins[ss->nwins++].ringbuf = rb;
+}
+
+static void drop_msg(void *ctx, Weft__Envelope *e)
+{
+	(void)ctx;
+	wire_free(e); /* after the end: a batch dropped here counts in the difference below */
+}
+
+/*
+ * At a stream's end: the rows the aggregator took from the agents (its status) against those
+ * that came here.  What it could not relay to this client is counted even when no later
+ * batch or window could say so (a client it forgot while it was slow loses its subscription,
+ * and with it the rows until it subscribes again).
+ */
+static void stream_reconcile(struct stream_state *ss, struct aggd_client *cl, uint64_t id,
+			     const char *to)
+{
+	Weft__Envelope e, *reply = NULL;
+	Weft__StatusRequest req;
+	int rc;
+
+	weft__status_request__init(&req);
+	req.has_query_id = true;
+	req.query_id = id;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REQUEST;
+	e.status_request = &req;
+	rc = aggd_client_send(cl, &e);
+	if (rc == 0)
+		rc = tool_cluster_reply_other(cl, 0, &reply, drop_msg, NULL);
+	if (rc <= 0 || reply->body_case != WEFT__ENVELOPE__BODY_STATUS_REPLY) {
+		fprintf(stderr,
+			"weft: no status from %s: rows it could not relay are not counted\n", to);
+		wire_free(reply);
+		return;
+	}
+	for (size_t i = 0; i < reply->status_reply->n_queries; i++) {
+		const Weft__QueryStatus *qs = reply->status_reply->queries[i];
+
+		if (qs->query_id == id && qs->has_rows && qs->rows > ss->received &&
+		    qs->rows - ss->received > ss->relay_dropped)
+			ss->relay_dropped = qs->rows - ss->received;
+	}
+	wire_free(reply);
 }
 
 /* The last line of a stream: rows per host, and every row lost on the way. */
@@ -601,6 +647,8 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 		}
 		wire_free(m);
 	}
+	if (stream && ended)
+		stream_reconcile(&ss, cl, id, to);
 	if (stream)
 		stream_end(&ss, id, fmt, ended);
 	stream_free(&ss);
