@@ -22,7 +22,9 @@
  *              each counted in `rejected`, none relayed; then a good one of 2 rows, relayed
  *              to the client with exactly its values under the raw agent's host; the raw
  *              agent never sends its last batch (`last`), which the client waits for after
- *              the query's last window and then names on stderr.
+ *              the query's last window and then names on stderr.  A raw client (a key
+ *              allow-listed as client) sending the same good batch is refused for its role,
+ *              answered with an Error and counted; its rows reach nobody.
  *
  * Nothing is asserted about timing: the workloads run after both agents run the query, and
  * the query is cancelled after they have exited and the client has printed their rows.
@@ -354,6 +356,21 @@ static void test_hostile(void **state)
 	raw_batch(&raw, id, 5, 2, ints, 8, texts, 2);
 	assert_true(CL_WAIT(json_rows(sub->out, "rawagent") == 2, CL_WAIT_MS));
 	assert_int_equal(cl_rejected(cl, NULL), rejected + 3);
+	cl_raw_close(&raw);
+	/* a client may not send rows: refused by its key's role, answered and counted */
+	cl_raw_open(&raw, cl, cl->endpoint, "me");
+	cl_raw_hello(&raw, "client", "");
+	raw_batch(&raw, id, 5, 2, ints, 8, texts, 2);
+	{
+		Weft__Envelope *m = cl_raw_expect(&raw, WEFT__ENVELOPE__BODY_ERROR, CL_WAIT_MS);
+
+		assert_non_null(m);
+		assert_true(m->error->has_in_reply_to);
+		assert_int_equal(m->error->in_reply_to, raw.seq);
+		assert_non_null(strstr(m->error->message, "may not send row_batch"));
+		wire_free(m);
+	}
+	assert_true(CL_WAIT(cl_rejected(cl, NULL) == rejected + 4, CL_WAIT_MS));
 	cl_raw_close(&raw);
 	cl_cancel(cl, NULL, id);
 	cl_expect_end(sub);
