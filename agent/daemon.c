@@ -12,6 +12,9 @@
  * (agent/graphcap.h), as `weft run` does; at each window end its finished traces (the kept
  * ones and the aggregates of all) are spooled as a GraphBatch before the window's Partial,
  * which has no groups (the aggregator counts a window's batches when its Partials close it).
+ * A stream query (a select without aggregates) has its rows read from its ring buffer as they
+ * come, turned into cells (agent_row_cells()) and spooled as RowBatches of at most
+ * ROW_BATCH_CELLS cells, the last of a window before its Partial, which has no groups either.
  * Windows are aligned to QueryStart.epoch_realtime_ns: window w
  * ends at epoch + (w+1) * every in CLOCK_REALTIME, on every host alike (the schedule of
  * agent/schedule.h, which weft run follows too; windows the agent was too late for are
@@ -53,14 +56,21 @@
 #define ENDED_MEMORY 256 /* queries that ended here, so a repeated QueryStart is ignored */
 #define GRAPH_POLL_MAX 8 /* graph queries whose ring buffers wake the loop */
 #define PARTIAL_ROOM 4096 /* bytes of an envelope besides the partial's groups */
+/* cells of one RowBatch: its decode stays within wire_decode()'s memory bound (an integer
+ * cell costs 8 bytes decoded, a text cell 16 besides its bytes) */
+#define ROW_BATCH_CELLS 65536
+#define ROW_BATCH_TEXT (8u << 20) /* text bytes of one RowBatch */
+#define ROW_FLUSH_NS (100 * MS) /* rows wait at most about this long for their batch */
+#define ROW_DROPS_MAX 64 /* queries whose dropped RowBatches the spool tells apart */
 
 /* ---------------------------------------------------------------- the spool */
 
 struct spool_entry {
 	uint64_t seq; /* of its latest transmission on this connection; 0: not sent */
-	void *buf; /* a packed Weft__Partial, or Weft__GraphBatch */
+	void *buf; /* a packed Weft__Partial, Weft__GraphBatch or Weft__RowBatch */
 	size_t len;
 	Weft__Envelope__BodyCase kind;
+	uint64_t qid, rows; /* a RowBatch: its query and rows */
 };
 
 struct agent_spool {
@@ -70,6 +80,9 @@ struct agent_spool {
 	uint64_t bytes, dropped;
 	uint32_t max;
 	uint64_t max_bytes;
+	struct {
+		uint64_t qid, rows;
+	} row_drops[ROW_DROPS_MAX]; /* rows of dropped RowBatches, by query */
 };
 
 static struct spool_entry *spool_at(const struct agent_spool *s, size_t i)
@@ -86,6 +99,41 @@ struct agent_spool *agent_spool_new(uint32_t max, uint64_t max_bytes)
 	s->max = max ? max : AGENT_SPOOL_MAX_DEFAULT;
 	s->max_bytes = max_bytes ? max_bytes : AGENT_SPOOL_BYTES_DEFAULT;
 	return s;
+}
+
+static void spool_row_drop(struct agent_spool *s, const struct spool_entry *e)
+{
+	size_t free_at = ROW_DROPS_MAX;
+
+	for (size_t i = 0; i < ROW_DROPS_MAX; i++) {
+		if (s->row_drops[i].rows && s->row_drops[i].qid == e->qid) {
+			s->row_drops[i].rows += e->rows;
+			return;
+		}
+		if (!s->row_drops[i].rows && free_at == ROW_DROPS_MAX)
+			free_at = i;
+	}
+	if (free_at < ROW_DROPS_MAX) {
+		s->row_drops[free_at].qid = e->qid;
+		s->row_drops[free_at].rows = e->rows;
+	} else {
+		log_err("agent: %" PRIu64 " rows of query %" PRIu64
+			" dropped with the spool, not reported to the aggregator (too many "
+			"queries lost rows at once)",
+			e->rows, e->qid);
+	}
+}
+
+uint64_t agent_spool_rows_dropped(struct agent_spool *s, uint64_t qid)
+{
+	for (size_t i = 0; s && i < ROW_DROPS_MAX; i++)
+		if (s->row_drops[i].rows && s->row_drops[i].qid == qid) {
+			uint64_t n = s->row_drops[i].rows;
+
+			s->row_drops[i].rows = 0;
+			return n;
+		}
+	return 0;
 }
 
 static void spool_pop(struct agent_spool *s)
@@ -142,6 +190,8 @@ unsigned agent_spool_add_kind(struct agent_spool *s, Weft__Envelope__BodyCase ki
 
 	/* the newest always stays: dropping it instead would lose the freshest data */
 	while (s->n && (s->n >= s->max || s->bytes + len > s->max_bytes)) {
+		if (spool_at(s, 0)->rows)
+			spool_row_drop(s, spool_at(s, 0));
 		spool_pop(s);
 		s->dropped++;
 		dropped++;
@@ -167,6 +217,24 @@ const void *agent_spool_next(const struct agent_spool *s, size_t *len)
 	e = spool_at(s, s->nsent);
 	*len = e->len;
 	return e->buf;
+}
+
+unsigned agent_spool_add_rows(struct agent_spool *s, void *buf, size_t len, uint64_t qid,
+			      uint64_t rows)
+{
+	unsigned dropped = agent_spool_add_kind(s, WEFT__ENVELOPE__BODY_ROW_BATCH, buf, len);
+	struct spool_entry *e = s->n ? spool_at(s, s->n - 1) : NULL;
+
+	if (e && e->buf == buf) {
+		e->qid = qid;
+		e->rows = rows;
+	} else {
+		/* no room for the entry: this batch was the one lost */
+		struct spool_entry lost = { .qid = qid, .rows = rows };
+
+		spool_row_drop(s, &lost);
+	}
+	return dropped;
 }
 
 Weft__Envelope__BodyCase agent_spool_kind(const struct agent_spool *s)
@@ -227,6 +295,21 @@ struct dquery {
 	const char *stopped; /* why it ended early on this host (its last Partial says so) */
 	struct graphcap *gc; /* a graph query: its capture; its windows' table is of wplan */
 	struct plan wplan;
+	bool stream; /* a stream query: its rows go in RowBatches; its windows' table is wplan's */
+	struct rowacc {
+		int64_t *ints;
+		size_t nints, intcap;
+		struct {
+			size_t off, len;
+		} * texts;
+		size_t ntexts, textcap;
+		char *txt;
+		size_t txtlen, txtcap;
+		uint64_t rows, lost;
+		uint64_t shipped; /* CLOCK_MONOTONIC of its last batch */
+		struct agent_cell *cells; /* ncols */
+	} ra;
+	struct agent_daemon *d;
 	struct dquery *next;
 };
 
@@ -658,6 +741,158 @@ static void ship_graph(struct agent_daemon *d, struct dquery *q, bool final, boo
 	graph_aggs_free(&aggs);
 }
 
+/* ---------------------------------------------------------------- stream queries */
+
+static void rowacc_reset(struct rowacc *ra)
+{
+	ra->nints = ra->ntexts = ra->txtlen = 0;
+	ra->rows = 0;
+}
+
+static void rowacc_free(struct rowacc *ra)
+{
+	free(ra->ints);
+	free(ra->texts);
+	free(ra->txt);
+	free(ra->cells);
+	memset(ra, 0, sizeof(*ra));
+}
+
+static bool grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 256;
+	void *nv;
+
+	if (need <= *cap)
+		return true;
+	while (n < need)
+		n *= 2;
+	nv = realloc(*v, n * elem);
+	if (!nv)
+		return false;
+	*v = nv;
+	*cap = n;
+	return true;
+}
+
+/*
+ * The rows gathered for q as one RowBatch, spooled (before the window's Partial: the
+ * aggregator relays them before it closes the window).  Rows that cannot be packed or
+ * spooled are counted in the next batch's `lost`, and so are those the spool dropped.
+ */
+static void ship_rows(struct agent_daemon *d, struct dquery *q, bool last)
+{
+	struct rowacc *ra = &q->ra;
+	Weft__Envelope e = WEFT__ENVELOPE__INIT;
+	Weft__RowBatch b = WEFT__ROW_BATCH__INIT;
+	ProtobufCBinaryData *texts = NULL;
+	char why[256];
+	unsigned dropped;
+	void *buf;
+	size_t len;
+
+	ra->lost += agent_spool_rows_dropped(d->spool, q->id);
+	if (!ra->rows && !ra->lost && !last)
+		return;
+	if (ra->ntexts && !(texts = calloc(ra->ntexts, sizeof(*texts))))
+		goto lost;
+	for (size_t i = 0; i < ra->ntexts; i++) {
+		texts[i].data = (uint8_t *)ra->txt + ra->texts[i].off;
+		texts[i].len = ra->texts[i].len;
+	}
+	b.query_id = q->id;
+	b.window = q->s.window;
+	b.host = d->host;
+	b.has_columns = true;
+	b.columns = (uint32_t)q->plan->ncols;
+	b.has_rows = true;
+	b.rows = ra->rows;
+	b.n_ints = ra->nints;
+	b.ints = ra->ints;
+	b.n_texts = ra->ntexts;
+	b.texts = texts;
+	b.has_lost = ra->lost > 0;
+	b.lost = ra->lost;
+	b.has_last = last;
+	b.last = last;
+	e.version = WIRE_VERSION;
+	e.seq = 1; /* for the check only: the spool stamps each transmission */
+	e.body_case = WEFT__ENVELOPE__BODY_ROW_BATCH;
+	e.row_batch = &b;
+	if (wire_validate(&e, why, sizeof(why)) != 0) {
+		log_err("agent: query %" PRIu64 " window %" PRIu64 ": invalid row batch: %s", q->id,
+			q->s.window, why);
+		goto lost;
+	}
+	len = weft__row_batch__get_packed_size(&b);
+	buf = malloc(len + 1);
+	if (!buf) {
+		log_err("agent: query %" PRIu64 ": out of memory for a row batch", q->id);
+		goto lost;
+	}
+	weft__row_batch__pack(&b, buf);
+	dropped = agent_spool_add_rows(d->spool, buf, len, q->id, ra->rows);
+	if (dropped)
+		log_warn("agent: the spool is full: %u oldest entries dropped (their rows are "
+			 "reported lost)",
+			 dropped);
+	d->st.row_batches++;
+	d->st.rows += ra->rows;
+	ra->shipped = mono_ns();
+	ra->lost = 0;
+	free(texts);
+	rowacc_reset(ra);
+	return;
+lost:
+	free(texts);
+	d->st.rows_lost += ra->rows;
+	ra->lost += ra->rows; /* said in the next batch */
+	rowacc_reset(ra);
+}
+
+/* A record of a stream query (agent_query_poll()): its cells gathered for the next batch. */
+static int stream_row(void *ctx, const struct plan *p, const void *rec, size_t len)
+{
+	struct dquery *q = ctx;
+	struct rowacc *ra = &q->ra;
+	size_t ncols = (size_t)p->ncols, ntext = 0;
+	int rc;
+
+	rc = agent_row_cells(p, rec, len, agent_query_resolver(q->q), ra->cells, &ra->txt,
+			     &ra->txtlen, &ra->txtcap);
+	if (rc == 0) {
+		for (size_t c = 0; c < ncols; c++)
+			ntext += ra->cells[c].text;
+		if (!grow((void **)&ra->ints, &ra->intcap, ra->nints + ncols - ntext,
+			  sizeof(*ra->ints)) ||
+		    !grow((void **)&ra->texts, &ra->textcap, ra->ntexts + ntext,
+			  sizeof(*ra->texts)))
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		/* a record the plan does not read, or no memory: lost, and said */
+		ra->lost++;
+		q->d->st.rows_lost++;
+		return 0;
+	}
+	for (size_t c = 0; c < ncols; c++) {
+		const struct agent_cell *cl = &ra->cells[c];
+
+		if (cl->text) {
+			ra->texts[ra->ntexts].off = (size_t)cl->i;
+			ra->texts[ra->ntexts++].len =
+				cl->len > WIRE_MAX_CELL ? WIRE_MAX_CELL : cl->len;
+		} else {
+			ra->ints[ra->nints++] = cl->i;
+		}
+	}
+	ra->rows++;
+	if (ra->nints + ra->ntexts + ncols > ROW_BATCH_CELLS || ra->txtlen >= ROW_BATCH_TEXT ||
+	    ra->rows >= WIRE_MAX_ROWS)
+		ship_rows(q->d, q, false);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- queries */
 
 static void flip(struct dquery *q)
@@ -680,6 +915,7 @@ static void query_free(struct dquery *q)
 		return;
 	agent_query_free(q->q);
 	graphcap_free(q->gc);
+	rowacc_free(&q->ra);
 	agent_table_free(q->win);
 	plan_free(q->plan);
 	free(q);
@@ -721,6 +957,10 @@ static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
 	flip(q);
 	if (q->gc)
 		ship_graph(d, q, true, last); /* the agent goes: what it holds goes too */
+	if (q->stream) {
+		agent_query_poll(q->q, 0); /* what was in flight */
+		ship_rows(d, q, last);
+	}
 	ship_partial(d, q, last);
 	unlink_query(d, q);
 	if (last)
@@ -771,6 +1011,10 @@ static bool query_tick(struct agent_daemon *d, struct dquery *q)
 			flip(q);
 			if (q->gc)
 				ship_graph(d, q, false, false);
+			if (q->stream) {
+				agent_query_poll(q->q, 0);
+				ship_rows(d, q, false);
+			}
 			ship_partial(d, q, false);
 			skipped = agent_sched_close(&q->s, real_ns(), mono_ns());
 			if (skipped)
@@ -833,10 +1077,10 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		send_query_error(d, q->id, msg, NULL);
 		goto out_free;
 	}
-	if (!q->plan->aggregating && !q->plan->graph) {
-		send_query_error(d, q->id,
-				 "stream queries (a select without aggregates) are not supported "
-				 "in the cluster yet: run them on one host with `weft run`",
+	q->d = d;
+	q->stream = !q->plan->aggregating && !q->plan->graph;
+	if (q->stream && (q->plan->ncols < 1 || (size_t)q->plan->ncols > WIRE_MAX_CELLS)) {
+		send_query_error(d, q->id, "a stream query's columns cannot travel in row batches",
 				 NULL);
 		goto out_free;
 	}
@@ -868,8 +1112,17 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		}
 		ao.on_row = graph_row;
 		ao.row_ctx = q;
+	} else if (q->stream) {
+		plan_graph_windows(q->plan, &q->wplan); /* windows of no groups */
+		q->ra.cells = calloc((size_t)q->plan->ncols, sizeof(*q->ra.cells));
+		if (!q->ra.cells) {
+			send_query_error(d, q->id, "out of memory", NULL);
+			goto out_free;
+		}
+		ao.on_row = stream_row;
+		ao.row_ctx = q;
 	}
-	q->win = agent_table_new(q->gc ? &q->wplan : q->plan, 0);
+	q->win = agent_table_new(q->gc || q->stream ? &q->wplan : q->plan, 0);
 	if (!q->win) {
 		send_query_error(d, q->id, "cannot make the query's table", strerror(errno));
 		goto out_free;
@@ -878,6 +1131,8 @@ static void query_start(struct agent_daemon *d, const Weft__QueryStart *m)
 		/* over before it reached us (a late join): say so, with nothing in it */
 		agent_sched_set_window(
 			&q->s, agent_sched_window_of(&q->s, end - (end > q->s.epoch ? 1 : 0)));
+		if (q->stream)
+			ship_rows(d, q, true); /* no rows, and no more: the client need not wait */
 		ship_partial(d, q, true);
 		remember_ended(d, q);
 		goto out_free;
@@ -1109,8 +1364,11 @@ static void tick(struct agent_daemon *d)
 {
 	for (struct dquery *q = d->queries, *next; q; q = next) {
 		next = q->next;
-		if (q->gc)
-			agent_query_poll(q->q, 0); /* graph records into the capture */
+		if (q->gc || q->stream)
+			agent_query_poll(q->q, 0); /* graph records into the capture, rows */
+		/* rows do not wait for the window's end: a batch at most every ROW_FLUSH_NS */
+		if (q->stream && q->ra.rows && mono_ns() - q->ra.shipped >= ROW_FLUSH_NS)
+			ship_rows(d, q, false);
 		query_tick(d, q);
 	}
 	session_tick(d->sess);
@@ -1123,6 +1381,10 @@ static int wait_ms(struct agent_daemon *d)
 	for (struct dquery *q = d->queries; q; q = q->next) {
 		uint64_t w = agent_sched_wait_ns(&q->s, real, now);
 
+		if (q->stream && q->ra.rows) /* rows waiting for their batch */
+			w = q->ra.shipped + ROW_FLUSH_NS > now ?
+				    q->ra.shipped + ROW_FLUSH_NS - now :
+				    0;
 		if (w < wait)
 			wait = w;
 	}
@@ -1178,10 +1440,11 @@ int agent_daemon_run(struct agent_daemon *d)
 			istop = n;
 			it[n++] = (zmq_pollitem_t){ .fd = d->o.stop_fd, .events = ZMQ_POLLIN };
 		}
-		/* graph records wake the loop (tick() takes them); past GRAPH_POLL_MAX graph
-		 * queries, the others are read at least every AGENT_FLIP_MAX_NS */
+		/* graph records and stream rows wake the loop (tick() takes them); past
+		 * GRAPH_POLL_MAX such queries, the others are read at least every
+		 * AGENT_FLIP_MAX_NS */
 		for (struct dquery *q = d->queries; q && ng < GRAPH_POLL_MAX; q = q->next)
-			if (q->gc && agent_query_fd(q->q) >= 0) {
+			if ((q->gc || q->stream) && agent_query_fd(q->q) >= 0) {
 				it[n++] = (zmq_pollitem_t){ .fd = agent_query_fd(q->q),
 							    .events = ZMQ_POLLIN };
 				ng++;

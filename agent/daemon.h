@@ -69,6 +69,9 @@ struct agent_daemon_stats {
 	uint64_t queries; /* running now */
 	uint64_t graph_batches; /* GraphBatches spooled */
 	uint64_t graph_lost; /* graph elements that could not be packed into a batch */
+	uint64_t row_batches; /* RowBatches spooled (stream queries) */
+	uint64_t rows; /* stream rows spooled */
+	uint64_t rows_lost; /* stream rows that could not be shipped (also in RowBatch.lost) */
 	bool connected; /* welcomed on the current connection */
 };
 
@@ -111,6 +114,12 @@ unsigned agent_spool_add(struct agent_spool *s, void *buf, size_t len);
 /* The same for a body of another kind (a packed Weft__GraphBatch). */
 unsigned agent_spool_add_kind(struct agent_spool *s, Weft__Envelope__BodyCase kind, void *buf,
 			      size_t len);
+/* A RowBatch of `rows` rows of query qid: when the spool drops it (full), the rows are
+ * counted for that query (agent_spool_rows_dropped()). */
+unsigned agent_spool_add_rows(struct agent_spool *s, void *buf, size_t len, uint64_t qid,
+			      uint64_t rows);
+/* The rows of query qid's RowBatches the spool dropped since the last call (taken). */
+uint64_t agent_spool_rows_dropped(struct agent_spool *s, uint64_t qid);
 /* The kind of the entry agent_spool_next() returns (a Partial when none). */
 Weft__Envelope__BodyCase agent_spool_kind(const struct agent_spool *s);
 /* The oldest entry not yet sent on this connection, or NULL. */

@@ -805,18 +805,22 @@ static int field_width(const struct plan_slot *f, bool last)
 	return w > name ? w : name;
 }
 
-void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out)
+#define HOST_WIDTH 12 /* the host column of a cluster's stream rows */
+
+void agent_row_header_host(const struct plan *p, bool host, enum agent_format fmt, FILE *out)
 {
 	struct sbuf b = { 0 };
 
 	if (fmt != AGENT_FMT_TEXT || !out || !plan_valid_stream(p) || p->format)
 		return; /* formatted rows have no header: they are for scripts */
+	if (host)
+		sb_printf(&b, "%-*s", p->ncols ? HOST_WIDTH : 0, "host");
 	for (int c = 0; c < p->ncols; c++) {
 		const struct plan_slot *f = &p->fields[p->cols[c].idx];
 		bool last = c == p->ncols - 1;
 		int w = field_width(f, last);
 
-		if (c)
+		if (c || host)
 			sb_putc(&b, ' ');
 		sb_printf(&b, agent_render_is_text(f->render) ? "%-*s" : "%*s", w, p->cols[c].name);
 	}
@@ -824,6 +828,11 @@ void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out)
 	if (!b.oom)
 		fwrite(b.p, 1, b.len, out);
 	sb_free(&b);
+}
+
+void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out)
+{
+	agent_row_header_host(p, false, fmt, out);
 }
 
 /*
@@ -887,32 +896,22 @@ static void row_format(const struct plan *p, const struct rowfmt *rf, const stru
 		sb_putc(b, '\n');
 }
 
-int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agent_format fmt,
-		    const struct agent_resolver *r, FILE *out)
+/* A row whose values are kv (by field index) printed to out; host: a first column. */
+static int kv_row_print(const struct plan *p, const char *host, const struct kv *kv,
+			enum agent_format fmt, FILE *out)
 {
-	struct sbuf txt = { 0 }, b = { 0 };
-	struct kv *kv;
+	struct sbuf b = { 0 };
 	int rc = 0;
 
-	if (!rec || !out || (fmt != AGENT_FMT_TEXT && fmt != AGENT_FMT_JSON) ||
-	    !plan_valid_stream(p) || len < p->event_size)
-		return -EINVAL; /* a short or garbled record: nothing printed */
-	kv = calloc((size_t)p->nfields + 1, sizeof(*kv));
-	if (!kv)
-		return -ENOMEM;
-	for (int i = 0; i < p->nfields; i++) {
-		const struct plan_slot *f = &p->fields[i];
-
-		agent_slot_value(p, f,
-				 f->render == RENDER_HOST ? NULL : (const uint8_t *)rec + f->offset,
-				 r, &txt, &kv[i]);
-	}
-	agent_kv_fix(kv, p->nfields, &txt);
 	if (fmt == AGENT_FMT_TEXT && p->format) {
 		struct rowfmt *rf = malloc(sizeof(*rf));
 		uint32_t bo, bl;
 		const char *why;
 
+		if (host) {
+			sb_text(&b, host, strlen(host));
+			sb_putc(&b, ' ');
+		}
 		/* the manifest reader refused a malformed format: this parse succeeds */
 		if (rf && rowfmt_parse(p->format, strlen(p->format), rf, &bo, &bl, &why) == 0)
 			row_format(p, rf, kv, &b);
@@ -921,8 +920,21 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 		free(rf);
 		goto done;
 	}
-	if (fmt == AGENT_FMT_JSON)
+	if (fmt == AGENT_FMT_JSON) {
 		sb_puts(&b, "{\"type\":\"row\"");
+		if (host) {
+			sb_puts(&b, ",\"host\":");
+			sb_json_str(&b, host, strlen(host));
+		}
+	} else if (host) {
+		struct sbuf cell = { 0 };
+
+		sb_text(&cell, host, strlen(host));
+		sb_printf(&b, "%-*s", p->ncols ? HOST_WIDTH : 0, cell.p ? cell.p : "");
+		if (cell.oom)
+			b.oom = true;
+		sb_free(&cell);
+	}
 	for (int c = 0; c < p->ncols; c++) {
 		const struct plan_slot *f = &p->fields[p->cols[c].idx];
 		const struct kv *v = &kv[p->cols[c].idx];
@@ -938,7 +950,7 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 			int w = field_width(f, c == p->ncols - 1);
 
 			sb_kv(&cell, f->render, v, false);
-			if (c)
+			if (c || host)
 				sb_putc(&b, ' ');
 			sb_printf(&b, agent_render_is_text(f->render) ? "%-*s" : "%*s", w,
 				  cell.p ? cell.p : "");
@@ -949,12 +961,133 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 	}
 	sb_puts(&b, fmt == AGENT_FMT_JSON ? "}\n" : "\n");
 done:
-	if (!rc && (b.oom || txt.oom))
+	if (!rc && b.oom)
 		rc = -ENOMEM;
 	else if (!rc && b.len && fwrite(b.p, 1, b.len, out) != b.len)
 		rc = -EIO;
 	sb_free(&b);
+	return rc;
+}
+
+/* The values of record rec by field index; their text in txt (kv made pointers). */
+static int record_kv(const struct plan *p, const void *rec, size_t len,
+		     const struct agent_resolver *r, struct sbuf *txt, struct kv **out)
+{
+	struct kv *kv;
+
+	if (!rec || !plan_valid_stream(p) || len < p->event_size)
+		return -EINVAL; /* a short or garbled record */
+	kv = calloc((size_t)p->nfields + 1, sizeof(*kv));
+	if (!kv)
+		return -ENOMEM;
+	for (int i = 0; i < p->nfields; i++) {
+		const struct plan_slot *f = &p->fields[i];
+
+		agent_slot_value(p, f,
+				 f->render == RENDER_HOST ? NULL : (const uint8_t *)rec + f->offset,
+				 r, txt, &kv[i]);
+	}
+	agent_kv_fix(kv, p->nfields, txt);
+	if (txt->oom) {
+		free(kv);
+		return -ENOMEM;
+	}
+	*out = kv;
+	return 0;
+}
+
+int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agent_format fmt,
+		    const struct agent_resolver *r, FILE *out)
+{
+	struct sbuf txt = { 0 };
+	struct kv *kv = NULL;
+	int rc;
+
+	if (!out || (fmt != AGENT_FMT_TEXT && fmt != AGENT_FMT_JSON))
+		return -EINVAL;
+	rc = record_kv(p, rec, len, r, &txt, &kv);
+	if (rc == 0)
+		rc = kv_row_print(p, NULL, kv, fmt, out);
 	sb_free(&txt);
+	free(kv);
+	return rc;
+}
+
+bool agent_col_is_text(const struct plan *p, int c)
+{
+	if (!p || c < 0 || c >= p->ncols || !p->cols || !p->fields || p->cols[c].idx < 0 ||
+	    p->cols[c].idx >= p->nfields)
+		return false;
+	return agent_render_is_text(p->fields[p->cols[c].idx].render);
+}
+
+int agent_row_cells(const struct plan *p, const void *rec, size_t len,
+		    const struct agent_resolver *r, struct agent_cell *cells, char **txtp,
+		    size_t *txtlen, size_t *txtcap)
+{
+	struct sbuf txt = { .p = *txtp, .len = *txtlen, .cap = *txtp ? *txtcap : 0 };
+	size_t len0 = *txtlen;
+	struct sbuf own = { 0 };
+	struct kv *kv = NULL;
+	int rc;
+
+	rc = record_kv(p, rec, len, r, &own, &kv);
+	if (rc)
+		goto out;
+	for (int c = 0; c < p->ncols; c++) {
+		const struct kv *v = &kv[p->cols[c].idx];
+
+		cells[c] = (struct agent_cell){ .text = v->text, .i = v->i };
+		if (v->text) {
+			cells[c].i = (int64_t)txt.len; /* an offset until agent_cells_fix() */
+			cells[c].len = v->len;
+			sb_put(&txt, v->s, v->len);
+		}
+	}
+	/* the buffer may have moved even if a later growth failed */
+	*txtp = txt.p;
+	*txtcap = txt.cap;
+	*txtlen = txt.oom ? len0 : txt.len;
+	if (txt.oom)
+		rc = -ENOMEM;
+out:
+	free(kv);
+	sb_free(&own);
+	return rc;
+}
+
+void agent_cells_fix(struct agent_cell *cells, size_t n, const char *txt)
+{
+	for (size_t i = 0; i < n; i++)
+		if (cells[i].text) {
+			cells[i].s = txt ? txt + cells[i].i : "";
+			cells[i].i = 0;
+		}
+}
+
+int agent_cells_print(const struct plan *p, const char *host, const struct agent_cell *cells,
+		      size_t n, enum agent_format fmt, FILE *out)
+{
+	struct kv *kv;
+	int rc;
+
+	if (!out || !cells || (fmt != AGENT_FMT_TEXT && fmt != AGENT_FMT_JSON) ||
+	    !plan_valid_stream(p) || n != (size_t)p->ncols)
+		return -EINVAL;
+	kv = calloc((size_t)p->nfields + 1, sizeof(*kv));
+	if (!kv)
+		return -ENOMEM;
+	for (int c = 0; c < p->ncols; c++) {
+		struct kv *v = &kv[p->cols[c].idx];
+
+		v->text = cells[c].text;
+		v->i = cells[c].text ? 0 : cells[c].i;
+		v->s = cells[c].text ? cells[c].s : NULL;
+		v->len = cells[c].len > UINT32_MAX ? UINT32_MAX : (uint32_t)cells[c].len;
+		if (v->text && !v->s)
+			v->s = "", v->len = 0;
+	}
+	rc = kv_row_print(p, host, kv, fmt, out);
 	free(kv);
 	return rc;
 }

@@ -92,6 +92,39 @@ int agent_row_print(const struct plan *p, const void *rec, size_t len, enum agen
 /* The header line of a text stream (column names); nothing for JSON. */
 void agent_row_header(const struct plan *p, enum agent_format fmt, FILE *out);
 
+/*
+ * A stream row as cells, for the cluster (weft.proto's RowBatch): one per column of the
+ * select, in order; a column whose render is text (agent_col_is_text()) holds text (s, len,
+ * any bytes), any other an integer (printed with the column's render).  The text of many rows
+ * is gathered in one malloc'd buffer *txt of *txtlen bytes and *txtcap capacity (NULL, 0, 0
+ * at first; the caller frees it).
+ */
+struct agent_cell {
+	bool text;
+	int64_t i;
+	const char *s;
+	size_t len;
+};
+
+/* Whether column c of stream plan p holds text (false for a bad index). */
+bool agent_col_is_text(const struct plan *p, int c);
+/*
+ * The cells of one stream record (as agent_row_print() reads it) into cells[p->ncols]; their
+ * text is appended to *txt, each text cell's i its offset there (the buffer moves as it
+ * grows): agent_cells_fix() makes them pointers once the buffer is complete.  0, -EINVAL
+ * (short record, not a stream), -ENOMEM (nothing appended).
+ */
+int agent_row_cells(const struct plan *p, const void *rec, size_t len,
+		    const struct agent_resolver *r, struct agent_cell *cells, char **txt,
+		    size_t *txtlen, size_t *txtcap);
+void agent_cells_fix(struct agent_cell *cells, size_t n, const char *txt);
+/* A row of cells printed as agent_row_print() prints a record, with a column `host` first
+ * when host is not NULL (text: before the others; JSON: the member "host"). */
+int agent_cells_print(const struct plan *p, const char *host, const struct agent_cell *cells,
+		      size_t n, enum agent_format fmt, FILE *out);
+/* agent_row_header() with a column `host` first when host is true. */
+void agent_row_header_host(const struct plan *p, bool host, enum agent_format fmt, FILE *out);
+
 /* What a count of drop reason `reason` (enum weft_drop) counts, in words ("span starts"). */
 const char *agent_drop_what(unsigned int reason);
 

@@ -124,6 +124,8 @@ const char *wire_body_name(Weft__Envelope__BodyCase body)
 		return "error";
 	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
 		return "graph_batch";
+	case WEFT__ENVELOPE__BODY_ROW_BATCH:
+		return "row_batch";
 	default:
 		return "none";
 	}
@@ -138,7 +140,8 @@ bool wire_body_allowed(enum wire_role role, Weft__Envelope__BodyCase body)
 		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 		       body == WEFT__ENVELOPE__BODY_PARTIAL ||
 		       body == WEFT__ENVELOPE__BODY_QUERY_ERROR ||
-		       body == WEFT__ENVELOPE__BODY_GRAPH_BATCH;
+		       body == WEFT__ENVELOPE__BODY_GRAPH_BATCH ||
+		       body == WEFT__ENVELOPE__BODY_ROW_BATCH;
 	case WIRE_ROLE_CLIENT:
 		return body == WEFT__ENVELOPE__BODY_HELLO ||
 		       body == WEFT__ENVELOPE__BODY_HEARTBEAT ||
@@ -156,7 +159,7 @@ bool wire_body_from_server(Weft__Envelope__BodyCase body)
 	return body == WEFT__ENVELOPE__BODY_WELCOME || body == WEFT__ENVELOPE__BODY_QUERY_START ||
 	       body == WEFT__ENVELOPE__BODY_QUERY_STOP || body == WEFT__ENVELOPE__BODY_ACK ||
 	       body == WEFT__ENVELOPE__BODY_RESULT || body == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
-	       body == WEFT__ENVELOPE__BODY_ERROR;
+	       body == WEFT__ENVELOPE__BODY_ERROR || body == WEFT__ENVELOPE__BODY_ROW_BATCH;
 }
 
 bool wire_seq_accept(struct wire_seq *s, uint64_t instance, uint64_t seq)
@@ -546,6 +549,29 @@ static bool check_graph_batch(struct why *w, const Weft__GraphBatch *m)
 	return true;
 }
 
+/* A batch of stream rows: bounded counts, as many cells as rows x columns. */
+static bool check_row_batch(struct why *w, const Weft__RowBatch *m)
+{
+	uint64_t rows = m->has_rows ? m->rows : 0, cols = m->has_columns ? m->columns : 0;
+
+	if (!check_query_id(w, "RowBatch", m->query_id) ||
+	    !check_str(w, "RowBatch.host", m->host, WIRE_MAX_HOST, TEXT_NAME, true))
+		return false;
+	if (rows > WIRE_MAX_ROWS)
+		return bad(w, "RowBatch.rows: %" PRIu64 " (at most %u)", rows, WIRE_MAX_ROWS);
+	if (cols > WIRE_MAX_CELLS)
+		return bad(w, "RowBatch.columns: %" PRIu64 " (at most %u)", cols, WIRE_MAX_CELLS);
+	if ((m->n_ints && !m->ints) || (m->n_texts && !m->texts) ||
+	    (uint64_t)m->n_ints + m->n_texts != rows * cols)
+		return bad(w, "RowBatch: %zu cells for %" PRIu64 " rows of %" PRIu64 " columns",
+			   m->n_ints + m->n_texts, rows, cols);
+	for (size_t i = 0; i < m->n_texts; i++)
+		if (m->texts[i].len > WIRE_MAX_CELL || (m->texts[i].len && !m->texts[i].data))
+			return bad(w, "RowBatch.texts[%zu]: %zu bytes (at most %u)", i,
+				   m->texts[i].len, WIRE_MAX_CELL);
+	return true;
+}
+
 static bool check_body(struct why *w, const Weft__Envelope *e)
 {
 	switch (e->body_case) {
@@ -607,6 +633,8 @@ static bool check_body(struct why *w, const Weft__Envelope *e)
 				 true);
 	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
 		return check_graph_batch(w, e->graph_batch);
+	case WEFT__ENVELOPE__BODY_ROW_BATCH:
+		return check_row_batch(w, e->row_batch);
 	default:
 		return bad(w, "no body (or one this version does not know)");
 	}
@@ -659,7 +687,7 @@ static bool varint_get(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
 
 /*
  * The envelope's own fields, without decoding the bodies: well-formed tags and lengths, and
- * how many body fields (numbers 10..23) appear.  protobuf-c keeps only the last of several
+ * how many body fields (numbers 10..WIRE_BODY_LAST) appear.  protobuf-c keeps only the last of several
  * oneof members, which would hide a malformed sender.
  */
 static bool scan_envelope(const uint8_t *p, size_t len, unsigned *nbodies, struct why *w)

@@ -33,7 +33,11 @@
 /* Tasks, events and edges of one GraphBatch, each */
 #define WIRE_MAX_ELEMS 1000000u
 /* The highest body number this version knows (weft.proto's Envelope.body) */
-#define WIRE_BODY_LAST WEFT__ENVELOPE__BODY_GRAPH_BATCH
+#define WIRE_BODY_LAST WEFT__ENVELOPE__BODY_ROW_BATCH
+/* Rows of one RowBatch, cells of one row, bytes of one text cell */
+#define WIRE_MAX_ROWS 100000u
+#define WIRE_MAX_CELLS 256u
+#define WIRE_MAX_CELL 65536u
 
 enum wire_role { WIRE_ROLE_NONE, WIRE_ROLE_AGENT, WIRE_ROLE_CLIENT, WIRE_ROLE_AGGREGATOR };
 

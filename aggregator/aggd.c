@@ -219,6 +219,7 @@ int aggd_peer_sub_add(struct peer *p, uint64_t id)
 	p->subs = nv;
 	p->subs[p->nsubs].id = id;
 	p->subs[p->nsubs].manifest_sent = false;
+	p->subs[p->nsubs].rows_dropped = 0;
 	p->nsubs++;
 	return 0;
 }
@@ -378,10 +379,11 @@ void *aggd_memdup(const void *p, size_t n)
 	return d;
 }
 
-/* The plan q's windows merge with: its own, or for a graph query one of no groups. */
+/* The plan q's windows merge with: its own, or for a graph or stream query one of no
+ * groups. */
 const struct plan *aggd_query_wplan(const struct query *q)
 {
-	return q->plan->graph ? &q->wplan : q->plan;
+	return q->plan->graph || q->stream ? &q->wplan : q->plan;
 }
 
 /* A query in memory, from a submit or the store.  NULL with a reason in why. */
@@ -418,11 +420,20 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 		/* its windows merge partials of no groups; its graph comes in GraphBatches */
 		plan_graph_windows(q->plan, &q->wplan);
 	} else if (!q->plan->aggregating) {
-		snprintf(
-			why, whysz,
-			"a select without aggregates is a stream of rows, which the cluster does not "
-			"merge: run it on one host with `weft run`");
-		goto out_free;
+		/* a stream: its rows are relayed to its subscribers, its windows have no groups */
+		if (q->parent_id) {
+			snprintf(why, whysz,
+				 "a stream query (a select without aggregates) does not pass "
+				 "through a child aggregator: connect its agents to the root");
+			goto out_free;
+		}
+		if (q->plan->ncols < 1 || q->plan->ncols > (int)WIRE_MAX_CELLS) {
+			snprintf(why, whysz, "a stream query of %d columns (1 to %u)",
+				 q->plan->ncols, WIRE_MAX_CELLS);
+			goto out_free;
+		}
+		q->stream = true;
+		plan_graph_windows(q->plan, &q->wplan);
 	}
 	wo.epoch_ns = q->epoch_ns;
 	wo.every_ns = q->plan->every_ns;
@@ -625,7 +636,10 @@ static void query_end(struct aggd *a, struct query *q)
 	aggd_txn_begin(a);
 	aggd_store_query_end(a->store, q->id);
 	for (struct peer *p = a->peers; p; p = p->next) {
-		aggd_peer_sub_del(p, q->id);
+		/* a stream's subscribers keep it: an agent late for the last window still
+		 * sends its last rows (relayed until the query is forgotten) */
+		if (!q->stream)
+			aggd_peer_sub_del(p, q->id);
 		if (aggd_peer_is_sender(p)) {
 			struct pq *e = aggd_peer_pq(p, q->id);
 
@@ -773,7 +787,8 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		log_debug("aggregator: %s: seq %" PRIu64 " after %" PRIu64 ": dropped",
 			  aggd_peer_label(p), e->seq, p->ctl.last);
 		if (e->body_case == WEFT__ENVELOPE__BODY_PARTIAL ||
-		    e->body_case == WEFT__ENVELOPE__BODY_GRAPH_BATCH)
+		    e->body_case == WEFT__ENVELOPE__BODY_GRAPH_BATCH ||
+		    e->body_case == WEFT__ENVELOPE__BODY_ROW_BATCH)
 			p->ack_due = a->acks_due = true;
 		goto out;
 	}
@@ -792,6 +807,9 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		break;
 	case WEFT__ENVELOPE__BODY_GRAPH_BATCH:
 		aggd_on_graph_batch(a, p, e);
+		break;
+	case WEFT__ENVELOPE__BODY_ROW_BATCH:
+		aggd_on_row_batch(a, p, e);
 		break;
 	case WEFT__ENVELOPE__BODY_QUERY_ERROR:
 		aggd_on_query_error(a, p, e->query_error);
@@ -927,6 +945,8 @@ static void tick(struct aggd *a, bool full)
 		struct query *q = a->q[i];
 
 		if (q->ended && mono > q->ended_mono && mono - q->ended_mono > ENDED_KEEP_NS) {
+			for (struct peer *p = a->peers; q->stream && p; p = p->next)
+				aggd_peer_sub_del(p, q->id);
 			aggd_query_free(q);
 			a->q[i] = a->q[--a->nq];
 			continue;

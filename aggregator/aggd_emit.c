@@ -75,6 +75,8 @@ static void result_send(struct aggd *a, struct query *q, const struct aggd_windo
 		r.manifest.data = q->manifest;
 		r.manifest.len = r.has_manifest ? q->manifest_len : 0;
 		r.results_dropped = p->results_dropped;
+		r.has_rows_dropped = q->stream;
+		r.rows_dropped = s->rows_dropped;
 		aggd_env_init(a, &e);
 		e.body_case = WEFT__ENVELOPE__BODY_RESULT;
 		e.result = &r;

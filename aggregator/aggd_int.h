@@ -33,6 +33,7 @@ struct pq {
 struct sub {
 	uint64_t id;
 	bool manifest_sent;
+	uint64_t rows_dropped; /* a stream query: its rows not relayed to this client */
 };
 
 struct peer {
@@ -96,6 +97,10 @@ struct query {
 	char **only; /* Submit.only_hosts: it runs on these agents alone; none: on every one */
 	size_t nonly;
 	struct aggd_vm *vm; /* the guest side of a VM synchronisation: the pair (aggd_vm.c) */
+	bool stream; /* a select without aggregates: its rows are relayed (aggd_rows.c), its
+		      * windows merge partials of no groups (wplan) */
+	uint64_t rows, rows_dropped; /* rows its agents shipped; those not relayed to some
+				      * subscriber */
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
@@ -229,6 +234,9 @@ uint64_t aggd_parent_rejected(const struct aggd *a);
 int aggd_parent_spool(struct aggd *a, const Weft__Partial *pt);
 /* Spools a packed body of another kind (a GraphBatch) for the parent; takes body. */
 int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *body, size_t len);
+
+/* aggd_rows.c: a stream query's RowBatches relayed to its subscribers */
+void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env);
 
 /* aggd_graph.c: graph batches into the graph store, stitching, the completeness check */
 #define AGGD_GRAPH_TOUCHED_MAX (1u << 20) /* traces per query checked at its end */

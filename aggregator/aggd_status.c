@@ -70,6 +70,9 @@ static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__Qu
 	qs->n_only_hosts = q->nonly;
 	qs->only_hosts = q->only;
 	qs->vm_sync = aggd_vm_state(a, q, vs);
+	qs->has_rows = qs->has_rows_dropped = q->stream;
+	qs->rows = q->rows;
+	qs->rows_dropped = q->rows_dropped;
 	*hosts_out = hosts;
 	return qs;
 }
@@ -370,6 +373,9 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 			fputs(",\"vm_sync\":", f);
 			aggd_vm_sync_json(q->vm_sync, f);
 		}
+		if (q->has_rows) /* a stream query: rows relayed, and not */
+			fprintf(f, ",\"rows\":%" PRIu64 ",\"rows_dropped\":%" PRIu64, q->rows,
+				q->rows_dropped);
 		fputc('}', f);
 	}
 	fputs("]}\n", f);

@@ -7,6 +7,7 @@
 #ifndef WEFT_TOOL_CLUSTER_H
 #define WEFT_TOOL_CLUSTER_H
 #include <stdbool.h>
+#include <stdint.h>
 #include "aggregator/aggd.h"
 
 struct tool_cluster {
@@ -43,5 +44,32 @@ struct aggd_client *tool_cluster_connect(struct tool_cluster *tc);
 /* The answer to the request just sent: the first StatusReply or Error.  1 with *out, 0 when
  * timeout_ms passed (0: AGGD_CLIENT_TIMEOUT_MS). */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
+/* The same, handing every other message (results, rows, Errors not in reply to anything) to
+ * other(ctx, e), which takes it, instead of dropping it. */
+int tool_cluster_reply_other(struct aggd_client *c, int timeout_ms, Weft__Envelope **out,
+			     void (*other)(void *ctx, Weft__Envelope *e), void *ctx);
+
+/*
+ * The end of a stream query for a client: its last Result says the window closed, but an
+ * agent that was late for it (listed in `missing`) still sends its last rows after it.  The
+ * rows of a query are all in once every host of the last Result (`hosts` and `missing`) has
+ * sent its RowBatch with `last`, or TOOL_ROWS_GRACE_MS after that Result (then
+ * tool_rows_done() says which hosts did not finish).
+ */
+#define TOOL_ROWS_GRACE_MS 10000
+struct tool_rows_wait {
+	char **got; /* hosts whose last RowBatch came */
+	size_t ngot;
+	char **need; /* the hosts of the last Result */
+	size_t nneed;
+	bool result_last;
+	uint64_t deadline_ms; /* CLOCK_MONOTONIC */
+};
+void tool_rows_batch(struct tool_rows_wait *w, const Weft__RowBatch *b);
+void tool_rows_result(struct tool_rows_wait *w, const Weft__Result *r);
+/* Whether all rows are in (or the grace passed: the hosts still out said on stderr, prefixed
+ * with who). */
+bool tool_rows_done(struct tool_rows_wait *w, const char *who, uint64_t query_id);
+void tool_rows_free(struct tool_rows_wait *w);
 
 #endif

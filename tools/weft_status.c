@@ -116,6 +116,12 @@ struct aggd_client *tool_cluster_connect(struct tool_cluster *tc)
  */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out)
 {
+	return tool_cluster_reply_other(c, timeout_ms, out, NULL, NULL);
+}
+
+int tool_cluster_reply_other(struct aggd_client *c, int timeout_ms, Weft__Envelope **out,
+			     void (*other)(void *ctx, Weft__Envelope *e), void *ctx)
+{
 	struct timespec t0, t1;
 
 	if (timeout_ms <= 0)
@@ -135,11 +141,98 @@ int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **o
 		if (rc <= 0)
 			continue;
 		if ((*out)->body_case == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
-		    (*out)->body_case == WEFT__ENVELOPE__BODY_ERROR)
+		    ((*out)->body_case == WEFT__ENVELOPE__BODY_ERROR &&
+		     (!other || (*out)->error->has_in_reply_to)))
 			return 1;
-		wire_free(*out);
+		if (other)
+			other(ctx, *out); /* takes it */
+		else
+			wire_free(*out);
 		*out = NULL;
 	}
+}
+
+/* ---- the end of a stream query's rows ---- */
+
+static uint64_t rows_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool rows_has(char *const *v, size_t n, const char *h)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i], h) == 0)
+			return true;
+	return false;
+}
+
+static void rows_add(char ***v, size_t *n, const char *h)
+{
+	char **nv;
+
+	if (rows_has(*v, *n, h) || *n >= 65536)
+		return;
+	nv = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!nv)
+		return;
+	*v = nv;
+	if (((*v)[*n] = strdup(h)))
+		(*n)++;
+}
+
+void tool_rows_batch(struct tool_rows_wait *w, const Weft__RowBatch *b)
+{
+	if (b->has_last && b->last)
+		rows_add(&w->got, &w->ngot, b->host);
+}
+
+void tool_rows_result(struct tool_rows_wait *w, const Weft__Result *r)
+{
+	if (!r->last)
+		return;
+	for (size_t i = 0; i < r->n_hosts; i++)
+		rows_add(&w->need, &w->nneed, r->hosts[i]);
+	for (size_t i = 0; i < r->n_missing; i++)
+		rows_add(&w->need, &w->nneed, r->missing[i]);
+	if (!w->result_last)
+		w->deadline_ms = rows_now_ms() + TOOL_ROWS_GRACE_MS;
+	w->result_last = true;
+}
+
+bool tool_rows_done(struct tool_rows_wait *w, const char *who, uint64_t query_id)
+{
+	bool all = true;
+
+	if (!w->result_last)
+		return false;
+	for (size_t i = 0; i < w->nneed; i++)
+		all &= rows_has(w->got, w->ngot, w->need[i]);
+	if (all)
+		return true;
+	if (rows_now_ms() < w->deadline_ms)
+		return false;
+	fprintf(stderr, "%s: query %" PRIu64 ": the last rows of", who, query_id);
+	for (size_t i = 0, k = 0; i < w->nneed; i++)
+		if (!rows_has(w->got, w->ngot, w->need[i]))
+			fprintf(stderr, "%s %s", k++ ? "," : "", w->need[i]);
+	fprintf(stderr, " did not come within %d s: rows they send later are not here\n",
+		TOOL_ROWS_GRACE_MS / 1000);
+	return true;
+}
+
+void tool_rows_free(struct tool_rows_wait *w)
+{
+	for (size_t i = 0; i < w->ngot; i++)
+		free(w->got[i]);
+	for (size_t i = 0; i < w->nneed; i++)
+		free(w->need[i]);
+	free(w->got);
+	free(w->need);
+	memset(w, 0, sizeof(*w));
 }
 
 /* ---- printing ---- */
@@ -273,6 +366,11 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 					fprintf(f, "%s%s", j ? ", " : " ", q->only_hosts[j]);
 				fputc('\n', f);
 			}
+			if (q->has_rows) /* a stream query */
+				fprintf(f,
+					"      rows: %" PRIu64 " relayed from agents, %" PRIu64
+					" not relayed to a subscriber\n",
+					q->rows, q->rows_dropped);
 			if (q->vm_sync) { /* a side of `weft vm sync`: the pair's state */
 				fprintf(f,
 					"      vm sync (host query %" PRIu64

@@ -53,10 +53,16 @@ static const char submit_help[] =
 	"reads the store).  With --format json each window is one object of type\n"
 	"\"graph_window\" (docs/graphs.md \"In the cluster\").\n"
 	"\n"
-	"Only queries with aggregates, and graph queries, run on a cluster; a stream of rows\n"
-	"(a select without aggregates) runs on one host with `weft run`.  The query text\n"
-	"travels as UTF-8 of at most 64 KiB: anything else is refused here, before\n"
-	"connecting (exit status 3).\n"
+	"A stream of rows (a select without aggregates) prints its rows as the agents ship\n"
+	"them, each with the agent's host in a first column `host` (with --format json one\n"
+	"object of type \"row\" a row, with a member \"host\"): the rows of one host come in\n"
+	"the order they were read there; the hosts' rows interleave as they arrive (a select\n"
+	"column `host`, the builtin, stands for the host column).  At the\n"
+	"end (the query's last window, or Ctrl-C) a last line counts the rows of each host\n"
+	"and every row lost on the way: to a full ring buffer on an agent, not shipped by an\n"
+	"agent, not relayed by the aggregator to this client (with --format json an object of\n"
+	"type \"stream_end\").  The query text travels as UTF-8 of at most 64 KiB: anything\n"
+	"else is refused here, before connecting (exit status 3).\n"
 	"\n"
 	CLUSTER_OPTIONS_HELP
 	"  -f, --file FILE        read the query from FILE, a regular file ('-': standard\n"
@@ -310,6 +316,236 @@ static char *manifest_bytes(const struct plan *p, size_t *len)
 	return buf;
 }
 
+/* ---- stream queries: rows relayed in RowBatches (docs/protocol.md "Row batches") */
+
+#define STREAM_HOSTS_MAX 65536
+
+struct stream_state {
+	bool header; /* the text header was printed */
+	struct {
+		char *host;
+		uint64_t rows;
+	} * hosts;
+	size_t nhosts;
+	uint64_t rows, agent_lost, relay_dropped, unprinted, malformed;
+	uint64_t received; /* rows of the batches that came */
+	struct {
+		uint64_t window, ringbuf;
+	} * wins; /* rows lost to full ring buffers, per window (its latest revision) */
+	size_t nwins;
+};
+
+static void stream_free(struct stream_state *ss)
+{
+	for (size_t i = 0; i < ss->nhosts; i++)
+		free(ss->hosts[i].host);
+	free(ss->hosts);
+	free(ss->wins);
+}
+
+static void stream_count_host(struct stream_state *ss, const char *host, uint64_t rows)
+{
+	void *nv;
+
+	for (size_t i = 0; i < ss->nhosts; i++)
+		if (strcmp(ss->hosts[i].host, host) == 0) {
+			ss->hosts[i].rows += rows;
+			return;
+		}
+	if (ss->nhosts >= STREAM_HOSTS_MAX)
+		return;
+	nv = realloc(ss->hosts, (ss->nhosts + 1) * sizeof(*ss->hosts));
+	if (!nv)
+		return;
+	ss->hosts = nv;
+	ss->hosts[ss->nhosts].host = strdup(host);
+	ss->hosts[ss->nhosts].rows = rows;
+	if (ss->hosts[ss->nhosts].host)
+		ss->nhosts++;
+}
+
+/*
+ * Whether stream p has a column named `host`: the host builtin stands for the host column
+ * then (1); any other expression so named would clash with it in JSON rows (-1).
+ */
+static int stream_host_col(const struct plan *p)
+{
+	for (int c = 0; c < p->ncols; c++)
+		if (strcmp(p->cols[c].name, "host") == 0)
+			return p->cols[c].idx >= 0 && p->cols[c].idx < p->nfields &&
+					       p->fields[p->cols[c].idx].render == RENDER_HOST ?
+				       1 :
+				       -1;
+	return 0;
+}
+
+/* A relayed RowBatch: its rows printed with their host (p NULL: no manifest yet, counted). */
+static void stream_batch(struct stream_state *ss, const struct plan *p, const Weft__RowBatch *b,
+			 enum agent_format fmt)
+{
+	uint64_t rows = b->has_rows ? b->rows : 0, ntext = 0;
+	struct agent_cell *cells;
+	size_t ii = 0, it = 0;
+
+	ss->agent_lost += b->lost;
+	ss->received += b->has_rows ? b->rows : 0;
+	if (b->has_dropped && b->dropped > ss->relay_dropped)
+		ss->relay_dropped = b->dropped; /* this client's count so far */
+	if (!rows)
+		return;
+	if (!p) {
+		ss->unprinted += rows;
+		return;
+	}
+	for (int c = 0; c < p->ncols; c++)
+		ntext += agent_col_is_text(p, c);
+	cells = calloc((size_t)p->ncols + 1, sizeof(*cells));
+	if (!cells || b->columns != (uint32_t)p->ncols || b->n_texts != rows * ntext ||
+	    b->n_ints != rows * ((uint64_t)p->ncols - ntext)) {
+		ss->malformed += rows;
+		free(cells);
+		return;
+	}
+	if (!ss->header) {
+		agent_row_header_host(p, stream_host_col(p) == 0, fmt, stdout);
+		ss->header = true;
+	}
+	for (uint64_t r = 0; r < rows; r++) {
+		for (int c = 0; c < p->ncols; c++) {
+			if (agent_col_is_text(p, c)) {
+				cells[c] =
+					(struct agent_cell){ .text = true,
+							     .s = (const char *)b->texts[it].data,
+							     .len = b->texts[it].len };
+				it++;
+			} else {
+				cells[c] = (struct agent_cell){ .i = b->ints[ii++] };
+			}
+		}
+		if (agent_cells_print(p, stream_host_col(p) ? NULL : b->host, cells,
+				      (size_t)p->ncols, fmt, stdout))
+			ss->unprinted++;
+		else
+			ss->rows++;
+	}
+	stream_count_host(ss, b->host, rows);
+	free(cells);
+	fflush(stdout);
+}
+
+/* A window of a stream query: what it says of rows lost to full ring buffers, and of rows
+ * this client was not relayed. */
+static void stream_result(struct stream_state *ss, const Weft__Result *r)
+{
+	uint64_t rb = r->n_drops > WEFT_DROP_RINGBUF_FULL ? r->drops[WEFT_DROP_RINGBUF_FULL] : 0;
+	void *nv;
+
+	if (r->has_rows_dropped && r->rows_dropped > ss->relay_dropped)
+		ss->relay_dropped = r->rows_dropped;
+	for (size_t i = 0; i < ss->nwins; i++)
+		if (ss->wins[i].window == r->window) {
+			ss->wins[i].ringbuf = rb; /* a revision holds the whole window again */
+			return;
+		}
+	if (!rb)
+		return;
+	nv = realloc(ss->wins, (ss->nwins + 1) * sizeof(*ss->wins));
+	if (!nv)
+		return;
+	ss->wins = nv;
+	ss->wins[ss->nwins].window = r->window;
+	ss->wins[ss->nwins++].ringbuf = rb;
+}
+
+static void drop_msg(void *ctx, Weft__Envelope *e)
+{
+	(void)ctx;
+	wire_free(e); /* after the end: a batch dropped here counts in the difference below */
+}
+
+/*
+ * At a stream's end: the rows the aggregator took from the agents (its status) against those
+ * that came here.  What it could not relay to this client is counted even when no later
+ * batch or window could say so (a client it forgot while it was slow loses its subscription,
+ * and with it the rows until it subscribes again).
+ */
+static void stream_reconcile(struct stream_state *ss, struct aggd_client *cl, uint64_t id,
+			     const char *to)
+{
+	Weft__Envelope e, *reply = NULL;
+	Weft__StatusRequest req;
+	int rc;
+
+	weft__status_request__init(&req);
+	req.has_query_id = true;
+	req.query_id = id;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REQUEST;
+	e.status_request = &req;
+	rc = aggd_client_send(cl, &e);
+	if (rc == 0)
+		rc = tool_cluster_reply_other(cl, 0, &reply, drop_msg, NULL);
+	if (rc <= 0 || reply->body_case != WEFT__ENVELOPE__BODY_STATUS_REPLY) {
+		fprintf(stderr,
+			"weft: no status from %s: rows it could not relay are not counted\n", to);
+		wire_free(reply);
+		return;
+	}
+	for (size_t i = 0; i < reply->status_reply->n_queries; i++) {
+		const Weft__QueryStatus *qs = reply->status_reply->queries[i];
+
+		if (qs->query_id == id && qs->has_rows && qs->rows > ss->received &&
+		    qs->rows - ss->received > ss->relay_dropped)
+			ss->relay_dropped = qs->rows - ss->received;
+	}
+	wire_free(reply);
+}
+
+/* The last line of a stream: rows per host, and every row lost on the way. */
+static void stream_end(const struct stream_state *ss, uint64_t id, enum agent_format fmt,
+		       bool ended)
+{
+	uint64_t ringbuf = 0, lost;
+
+	for (size_t i = 0; i < ss->nwins; i++)
+		ringbuf += ss->wins[i].ringbuf;
+	lost = ringbuf + ss->agent_lost + ss->relay_dropped + ss->unprinted + ss->malformed;
+	if (fmt == AGENT_FMT_JSON) {
+		printf("{\"type\":\"stream_end\",\"query_id\":%" PRIu64 ",\"ended\":%s,"
+		       "\"rows\":%" PRIu64 ",\"hosts\":{",
+		       id, ended ? "true" : "false", ss->rows);
+		for (size_t i = 0; i < ss->nhosts; i++) {
+			if (i)
+				putchar(',');
+			text_json_fputs(stdout, ss->hosts[i].host);
+			printf(":%" PRIu64, ss->hosts[i].rows);
+		}
+		printf("},\"lost\":%" PRIu64 ",\"ringbuf_full\":%" PRIu64
+		       ",\"not_shipped\":%" PRIu64 ",\"not_relayed\":%" PRIu64
+		       ",\"unprinted\":%" PRIu64 ",\"malformed\":%" PRIu64 "}\n",
+		       lost, ringbuf, ss->agent_lost, ss->relay_dropped, ss->unprinted,
+		       ss->malformed);
+	} else {
+		printf("rows: %" PRIu64, ss->rows);
+		for (size_t i = 0; i < ss->nhosts; i++)
+			printf("%s%s %" PRIu64, i ? ", " : " (", ss->hosts[i].host,
+			       ss->hosts[i].rows);
+		printf("%s; lost: ", ss->nhosts ? ")" : "");
+		if (!lost)
+			printf("none");
+		else
+			printf("%" PRIu64 " rows (%" PRIu64
+			       " to full ring buffers on agents, %" PRIu64
+			       " not shipped by agents, %" PRIu64
+			       " not relayed to this client, %" PRIu64
+			       " not printable here, %" PRIu64 " malformed)",
+			       lost, ringbuf, ss->agent_lost, ss->relay_dropped, ss->unprinted,
+			       ss->malformed);
+		printf("%s\n", ended ? "" : "; detached before the query's end");
+	}
+	fflush(stdout);
+}
+
 /*
  * Prints the results of query id until its last window, Ctrl-C (detach) or a refusal.
  * p: the query's plan, or NULL to take it from the manifest of the first result (--attach).
@@ -318,6 +554,9 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 		  int sfd, const char *to)
 {
 	struct plan *own = NULL;
+	struct stream_state ss = { 0 };
+	struct tool_rows_wait rw = { 0 };
+	bool stream = p && !p->aggregating && !p->graph, ended = false;
 	int rc, status = WEFT_EXIT_OK;
 
 	aggd_client_remember(cl, id);
@@ -341,8 +580,13 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 			status = WEFT_EXIT_FAIL;
 			break;
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			if (stream && tool_rows_done(&rw, "weft", id)) {
+				ended = true;
+				break;
+			}
 			continue;
+		}
 		if (m->body_case == WEFT__ENVELOPE__BODY_RESULT && m->result->query_id == id) {
 			bool last = m->result->last;
 
@@ -351,27 +595,48 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 
 				own = manifest_read((const char *)m->result->manifest.data,
 						    m->result->manifest.len, err, sizeof(err));
-				if (!own || (!own->aggregating && !own->graph)) {
+				if (!own) {
 					fprintf(stderr,
 						"weft: query %" PRIu64 ": its manifest does "
 						"not read: %s\n",
-						id, err[0] ? err : "not an aggregating query");
+						id, err[0] ? err : "malformed");
 					wire_free(m);
 					status = WEFT_EXIT_FAIL;
 					break;
 				}
 				p = own;
+				stream = !p->aggregating && !p->graph;
 			}
 			if (!p) {
 				wire_free(m); /* cannot happen: the first result has the manifest */
 				continue;
 			}
-			if (print_result(p, m->result, fmt))
+			if (stream) {
+				stream_result(&ss, m->result);
+				tool_rows_result(&rw, m->result);
+			} else if (print_result(p, m->result, fmt)) {
 				status = WEFT_EXIT_FAIL;
+			}
 			aggd_client_progress(cl, id, m->result->window + 1);
 			wire_free(m);
-			if (last)
+			/* a stream's hosts late for its last window still send their last rows */
+			if (last && (!stream || tool_rows_done(&rw, "weft", id))) {
+				ended = true;
 				break;
+			}
+			continue;
+		}
+		if (m->body_case == WEFT__ENVELOPE__BODY_ROW_BATCH &&
+		    m->row_batch->query_id == id) {
+			/* before the first Result of --attach, the plan is not known yet */
+			stream = stream || !p;
+			stream_batch(&ss, p, m->row_batch, fmt);
+			tool_rows_batch(&rw, m->row_batch);
+			wire_free(m);
+			if (tool_rows_done(&rw, "weft", id)) {
+				ended = true;
+				break;
+			}
 			continue;
 		}
 		if (m->body_case == WEFT__ENVELOPE__BODY_ERROR) {
@@ -386,6 +651,12 @@ static int follow(struct aggd_client *cl, uint64_t id, const struct plan *p, enu
 		}
 		wire_free(m);
 	}
+	if (stream && ended)
+		stream_reconcile(&ss, cl, id, to);
+	if (stream)
+		stream_end(&ss, id, fmt, ended);
+	stream_free(&ss);
+	tool_rows_free(&rw);
 	plan_free(own);
 	return status;
 }
@@ -563,9 +834,9 @@ int cmd_submit(int argc, char **argv)
 			fprintf(stderr, "weft: %s\n", strerror(-rc));
 		goto out;
 	}
-	if (!res.plan->aggregating && !res.plan->graph) {
-		fprintf(stderr, "weft: a select without aggregates is a stream of rows, which the "
-				"cluster does not merge: run it on one host with `weft run`\n");
+	if (!res.plan->aggregating && !res.plan->graph && stream_host_col(res.plan) < 0) {
+		fprintf(stderr, "weft: a stream on a cluster prints each row's host in a column "
+				"`host`: name the select's column `host` otherwise\n");
 		status = WEFT_EXIT_QUERY;
 		goto out;
 	}

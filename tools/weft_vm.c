@@ -22,6 +22,9 @@ static const char vm_help[] =
 	"       weft vm record --output FILE [--for D] [-- CMD ARGS...]   (its own --help)\n"
 	"       weft vm sync --to ENDPOINT ... --host-agent NAME --guest-agent NAME\n"
 	"                    --guest-binary PATH   (live, through a cluster; its own --help)\n"
+	"       weft vm live --to ENDPOINT ... --host-agent NAME --guest-agent NAME\n"
+	"                    --guest-binary PATH   (this view, live from a cluster; its own\n"
+	"                    --help)\n"
 	"\n"
 	"What the vCPUs of virtual machines were doing, from the host's kvm and scheduler\n"
 	"events, and each guest thread's time corrected by the state of the vCPU under it.\n"
@@ -311,6 +314,8 @@ int cmd_vm(int argc, char **argv)
 		return vm_record_cmd(argc - 1, argv + 1);
 	if (strcmp(argv[1], "sync") == 0)
 		return vm_sync_cmd(argc - 1, argv + 1);
+	if (strcmp(argv[1], "live") == 0)
+		return vm_live_cmd(argc - 1, argv + 1);
 	fprintf(stderr,
 		"weft vm: unknown command '%s' (analyze, record or sync; see `weft vm --help`)\n",
 		argv[1]);

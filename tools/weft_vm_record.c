@@ -58,13 +58,7 @@
 #define VM_RECORD_MAX_BYTES (1ULL << 30) /* rows held, all children together */
 #define VM_RECORD_MAX_Q 12
 
-struct rq {
-	const char *name; /* the stream event's name */
-	const char *tp; /* tracefs events/ path of a kvm tracepoint, NULL: always present */
-	const char *query; /* without its `for` */
-};
-
-static const struct rq rqs[] = {
+const struct vm_rq vm_record_queries[] = {
 	{ "sys_enter_ioctl", NULL,
 	  "from syscall:ioctl where args.cmd = 0xae80 select time, cpu, pid, tid, comm, args.cmd as "
 	  "cmd, args.fd as fd" },
@@ -95,7 +89,18 @@ static const struct rq rqs[] = {
 	  "from tracepoint:kvm:kvm_nested_vmexit_inject select time, cpu, pid, tid, args.exit_code "
 	  "as exit_code, args.isa as isa" },
 };
-#define NRQ (sizeof(rqs) / sizeof(rqs[0]))
+#define NRQ (sizeof(vm_record_queries) / sizeof(vm_record_queries[0]))
+const size_t vm_record_nqueries = NRQ;
+
+bool vm_rq_present(const struct vm_rq *q)
+{
+	char path[256];
+
+	if (!q->tp)
+		return true;
+	snprintf(path, sizeof(path), "/sys/kernel/tracing/events/%s", q->tp);
+	return access(path, F_OK) == 0;
+}
 
 static const char record_help[] =
 	"Usage: weft vm record --output FILE [--for D] [OPTIONS] [-- CMD ARGS...]\n"
@@ -130,7 +135,7 @@ static const char record_help[] =
 	"more than 1 GiB of rows), 2 bad command line.\n";
 
 struct child {
-	const struct rq *q;
+	const struct vm_rq *q;
 	pid_t pid;
 	int out, err; /* -1 once at EOF */
 	char *buf; /* stdout */
@@ -242,23 +247,16 @@ static int drain(struct child *c, bool isout, uint64_t *total)
 	return 0;
 }
 
-struct rec_ev {
-	int64_t time;
-	size_t seq;
-	json_t *o;
-};
-
 static int cmp_ev(const void *a, const void *b)
 {
-	const struct rec_ev *x = a, *y = b;
+	const struct vm_rec_ev *x = a, *y = b;
 
 	if (x->time != y->time)
 		return x->time < y->time ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* A row of query q as a stream event (NULL if the row is not one); lost rows into *lost. */
-static json_t *row_event(const struct rq *q, json_t *row, uint64_t *lost)
+json_t *vm_record_row_event(const char *name, json_t *row, uint64_t *lost)
 {
 	const char *type = json_string_value(json_object_get(row, "type"));
 	json_t *o, *fields;
@@ -277,8 +275,8 @@ static json_t *row_event(const struct rq *q, json_t *row, uint64_t *lost)
 		return NULL;
 	fields = json_object();
 	o = json_pack("{s:O, s:O, s:s, s:O, s:O}", "time", json_object_get(row, "time"), "cpu",
-		      json_object_get(row, "cpu"), "name", q->name, "tid",
-		      json_object_get(row, "tid"), "pid", json_object_get(row, "pid"));
+		      json_object_get(row, "cpu"), "name", name, "tid", json_object_get(row, "tid"),
+		      "pid", json_object_get(row, "pid"));
 	if (!o || !fields) {
 		json_decref(o);
 		json_decref(fields);
@@ -298,8 +296,7 @@ static json_t *row_event(const struct rq *q, json_t *row, uint64_t *lost)
 	return o;
 }
 
-/* The VMs found: per process, its threads' KVM_RUN calls, on stderr. */
-static void discovery(const struct rec_ev *ev, size_t n)
+void vm_record_discovery(const struct vm_rec_ev *ev, size_t n)
 {
 	struct thr {
 		int64_t pid, tid;
@@ -352,6 +349,39 @@ static void discovery(const struct rec_ev *ev, size_t n)
 	free(t);
 }
 
+int vm_record_write(FILE *out, struct vm_rec_ev *ev, size_t nev, size_t nqueries, uint64_t lost)
+{
+	if (nev)
+		qsort(ev, nev, sizeof(*ev), cmp_ev);
+	fprintf(out, "# weft vm record: %zu events from %zu queries\n", nev, nqueries);
+	if (lost)
+		fprintf(out,
+			"# lost: %" PRIu64 " rows (full ring buffers): states around them may "
+			"be wrong\n",
+			lost);
+	for (size_t i = 0; i < nev; i++) {
+		/* the comm is the discovery's, not the stream's: out while dumping */
+		json_t *comm = json_object_get(ev[i].o, "comm");
+		int rc;
+
+		if (comm) {
+			json_incref(comm);
+			json_object_del(ev[i].o, "comm");
+		}
+		rc = json_dumpf(ev[i].o, out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (comm)
+			json_object_set_new(ev[i].o, "comm", comm);
+		if (rc || fputc('\n', out) < 0)
+			return -EIO;
+	}
+	if (lost) /* an event too, which the analysis counts and reports (VM_LOST_EVENT) */
+		fprintf(out,
+			"{\"time\":%" PRId64
+			",\"cpu\":0,\"name\":\"%s\",\"fields\":{\"rows\":%" PRIu64 "}}\n",
+			nev ? ev[nev - 1].time : 0, VM_LOST_EVENT, lost);
+	return ferror(out) ? -EIO : 0;
+}
+
 int vm_record_cmd(int argc, char **argv)
 {
 	enum { OPT_FOR = 256, OPT_RINGBUF };
@@ -366,7 +396,7 @@ int vm_record_cmd(int argc, char **argv)
 	const char *output = NULL, *dur = NULL, *ringbuf = NULL;
 	char forclause[80] = "", self[4096];
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
-	struct rec_ev *ev = NULL;
+	struct vm_rec_ev *ev = NULL;
 	size_t nch = 0, nev = 0, capev = 0;
 	uint64_t total = 0, lost = 0;
 	pid_t cmd = -1;
@@ -422,19 +452,14 @@ int vm_record_cmd(int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	memset(ch, 0, sizeof(ch));
 	for (size_t i = 0; i < NRQ; i++) {
-		char path[256];
-
-		if (rqs[i].tp) {
-			snprintf(path, sizeof(path), "/sys/kernel/tracing/events/%s", rqs[i].tp);
-			if (access(path, F_OK) != 0) {
-				fprintf(stderr,
-					"weft vm record: no tracepoint %s on this kernel (no KVM "
-					"module?): left out\n",
-					rqs[i].tp);
-				continue;
-			}
+		if (!vm_rq_present(&vm_record_queries[i])) {
+			fprintf(stderr,
+				"weft vm record: no tracepoint %s on this kernel (no KVM "
+				"module?): left out\n",
+				vm_record_queries[i].tp);
+			continue;
 		}
-		ch[nch].q = &rqs[i];
+		ch[nch].q = &vm_record_queries[i];
 		ch[nch].out = ch[nch].err = -1;
 		if (spawn(&ch[nch], self, forclause, ringbuf)) {
 			fprintf(stderr, "weft vm record: starting weft run: %s\n", strerror(errno));
@@ -547,13 +572,13 @@ int vm_record_cmd(int argc, char **argv)
 			p = nl ? nl + 1 : end;
 			if (!row)
 				continue;
-			o = row_event(ch[i].q, row, &lost);
+			o = vm_record_row_event(ch[i].q->name, row, &lost);
 			json_decref(row);
 			if (!o)
 				continue;
 			if (nev == capev) {
 				size_t ncap = capev ? capev * 2 : 4096;
-				struct rec_ev *n2 = realloc(ev, ncap * sizeof(*ev));
+				struct vm_rec_ev *n2 = realloc(ev, ncap * sizeof(*ev));
 
 				if (!n2) {
 					json_decref(o);
@@ -565,8 +590,9 @@ int vm_record_cmd(int argc, char **argv)
 				ev = n2;
 				capev = ncap;
 			}
-			ev[nev] = (struct rec_ev){ json_integer_value(json_object_get(o, "time")),
-						   nev, o };
+			ev[nev] =
+				(struct vm_rec_ev){ json_integer_value(json_object_get(o, "time")),
+						    nev, o };
 			nev++;
 		}
 		free(ch[i].buf);
@@ -574,31 +600,16 @@ int vm_record_cmd(int argc, char **argv)
 	}
 	if (failed)
 		goto out;
-	qsort(ev, nev, sizeof(*ev), cmp_ev);
 	out = strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
 	if (!out) {
 		fprintf(stderr, "weft vm record: %s: %s\n", output, strerror(errno));
 		goto out;
 	}
-	discovery(ev, nev);
-	fprintf(out, "# weft vm record: %zu events from %zu queries\n", nev, nch);
-	if (lost)
-		fprintf(out,
-			"# lost: %" PRIu64 " rows (full ring buffers): states around them may "
-			"be wrong\n",
-			lost);
-	for (size_t i = 0; i < nev; i++) {
-		json_object_del(ev[i].o, "comm");
-		if (json_dumpf(ev[i].o, out, JSON_COMPACT | JSON_PRESERVE_ORDER) ||
-		    fputc('\n', out) < 0)
-			break;
-	}
-	if (lost) /* an event too, which the analysis counts and reports (VM_LOST_EVENT) */
-		fprintf(out,
-			"{\"time\":%" PRId64
-			",\"cpu\":0,\"name\":\"%s\",\"fields\":{\"rows\":%" PRIu64 "}}\n",
-			nev ? ev[nev - 1].time : 0, VM_LOST_EVENT, lost);
-	if ((out == stdout ? fflush(out) : fclose(out)) != 0) {
+	if (nev)
+		qsort(ev, nev, sizeof(*ev), cmp_ev);
+	vm_record_discovery(ev, nev);
+	if (vm_record_write(out, ev, nev, nch, lost) ||
+	    (out == stdout ? fflush(out) : fclose(out)) != 0) {
 		fprintf(stderr, "weft vm record: writing %s: %s\n", output, strerror(errno));
 		goto out;
 	}

@@ -112,19 +112,8 @@ enum {
 	OPT_PRINT,
 };
 
-struct side {
-	const char *what; /* "host", "guest" */
-	char *text;
-	struct compile_result res;
-	struct diag_list dl;
-	char *manifest;
-	size_t manifest_len;
-	uint64_t id;
-	bool last;
-};
-
 /* The probe of a USDT stand-in for the hypercall: arg0 nr, arg1 a0. */
-static bool source_ok(const char *s)
+bool vm_source_ok(const char *s)
 {
 	return strncmp(s, "usdt:", 5) == 0 && !strpbrk(s, " \t\n,()'\"");
 }
@@ -163,7 +152,7 @@ static char *guest_query(const char *binary, const char *every, const char *dur)
 	return q;
 }
 
-static int compile_side(struct side *s, int verbose)
+int vm_side_compile(struct vm_side *s, int verbose)
 {
 	struct compile_opts copts = { .sz = sizeof(copts), .verbose = verbose > 0 };
 	char *buf = NULL;
@@ -176,7 +165,7 @@ static int compile_side(struct side *s, int verbose)
 	diag_print(&s->dl, stderr, isatty(2));
 	if (rc) {
 		if (!diag_has_errors(&s->dl))
-			fprintf(stderr, "weft vm sync: the %s query: %s\n", s->what, strerror(-rc));
+			fprintf(stderr, "%s: the %s query: %s\n", s->who, s->what, strerror(-rc));
 		return diag_has_errors(&s->dl) ? WEFT_EXIT_QUERY : WEFT_EXIT_FAIL;
 	}
 	m = open_memstream(&buf, &len);
@@ -185,7 +174,7 @@ static int compile_side(struct side *s, int verbose)
 	rc = manifest_write(s->res.plan, m);
 	if (fclose(m) != 0 || rc) {
 		free(buf);
-		fprintf(stderr, "weft vm sync: cannot write the %s query's manifest\n", s->what);
+		fprintf(stderr, "%s: cannot write the %s query's manifest\n", s->who, s->what);
 		return WEFT_EXIT_FAIL;
 	}
 	s->manifest = buf;
@@ -193,7 +182,7 @@ static int compile_side(struct side *s, int verbose)
 	return WEFT_EXIT_OK;
 }
 
-static void cancel(struct aggd_client *cl, uint64_t id)
+void vm_side_cancel(struct aggd_client *cl, uint64_t id)
 {
 	Weft__Envelope e;
 	Weft__QueryStop st;
@@ -208,9 +197,8 @@ static void cancel(struct aggd_client *cl, uint64_t id)
 	aggd_client_send(cl, &e);
 }
 
-/* Submits one side, limited to its agents; its id into s->id.  A WEFT_EXIT_* status. */
-static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct side *s,
-		       char **agents, size_t nagents, uint64_t pair_host)
+int vm_side_submit(struct aggd_client *cl, struct tool_cluster *tc, struct vm_side *s,
+		   char **agents, size_t nagents, uint64_t pair_host)
 {
 	Weft__Envelope e, *reply = NULL;
 	Weft__Submit sub;
@@ -237,23 +225,23 @@ static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct s
 	e.version = WIRE_VERSION;
 	e.seq = 1;
 	if (wire_validate(&e, why, sizeof(why))) {
-		fprintf(stderr, "weft vm sync: the %s query cannot be sent: %s\n", s->what, why);
+		fprintf(stderr, "%s: the %s query cannot be sent: %s\n", s->who, s->what, why);
 		return WEFT_EXIT_QUERY;
 	}
 	rc = aggd_client_send(cl, &e);
 	if (rc == 0)
-		rc = tool_cluster_reply(cl, tc->timeout_ms > 10000 ? tc->timeout_ms : 10000,
-					&reply);
+		rc = tool_cluster_reply_other(cl, tc->timeout_ms > 10000 ? tc->timeout_ms : 10000,
+					      &reply, s->other, s->ctx);
 	if (rc <= 0) {
-		fprintf(stderr, "weft vm sync: no answer from %s to the %s query: %s\n", tc->to,
+		fprintf(stderr, "%s: no answer from %s to the %s query: %s\n", s->who, tc->to,
 			s->what, rc ? strerror(-rc) : "timed out");
 		status = WEFT_EXIT_FAIL;
 	} else if (reply->body_case == WEFT__ENVELOPE__BODY_ERROR) {
-		fprintf(stderr, "weft vm sync: %s: the %s query: %s\n", tc->to, s->what,
+		fprintf(stderr, "%s: %s: the %s query: %s\n", s->who, tc->to, s->what,
 			reply->error->message);
 		status = WEFT_EXIT_FAIL;
 	} else if (reply->status_reply->n_queries != 1) {
-		fprintf(stderr, "weft vm sync: %s answered without a query id\n", tc->to);
+		fprintf(stderr, "%s: %s answered without a query id\n", s->who, tc->to);
 		status = WEFT_EXIT_FAIL;
 	} else {
 		const Weft__QueryStatus *qs = reply->status_reply->queries[0];
@@ -262,15 +250,15 @@ static int submit_side(struct aggd_client *cl, struct tool_cluster *tc, struct s
 		if (qs->n_only_hosts != nagents || (pair_host && !qs->vm_sync)) {
 			/* an aggregator older than Submit.only_hosts would run it everywhere */
 			fprintf(stderr,
-				"weft vm sync: %s does not limit queries to agents or pair them "
+				"%s: %s does not limit queries to agents or pair them "
 				"(an older weft?): query %" PRIu64 " cancelled\n",
-				tc->to, s->id);
-			cancel(cl, s->id);
+				s->who, tc->to, s->id);
+			vm_side_cancel(cl, s->id);
 			s->id = 0;
 			wire_free(reply);
 			return WEFT_EXIT_FAIL;
 		}
-		fprintf(stderr, "weft vm sync: %s query %" PRIu64 " sent to %zu agent%s", s->what,
+		fprintf(stderr, "%s: %s query %" PRIu64 " sent to %zu agent%s", s->who, s->what,
 			s->id, qs->n_hosts, qs->n_hosts == 1 ? "" : "s");
 		for (size_t i = 0; i < qs->n_hosts; i++)
 			fprintf(stderr, "%s%s", i ? ", " : " (", qs->hosts[i]);
@@ -299,8 +287,8 @@ static void print_state(const Weft__Result *r, const char *side, bool json)
 }
 
 /* Follows both queries until both ended; the final state's synced into *synced. */
-static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct side *h,
-		       struct side *g, bool json, int sfd, bool *synced)
+static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct vm_side *h,
+		       struct vm_side *g, bool json, int sfd, bool *synced)
 {
 	int signals = 0;
 
@@ -318,8 +306,8 @@ static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct s
 			}
 			fprintf(stderr, "weft vm sync: cancelling both queries; waiting for their "
 					"last windows (Ctrl-C again to leave now)\n");
-			cancel(cl, h->id);
-			cancel(cl, g->id);
+			vm_side_cancel(cl, h->id);
+			vm_side_cancel(cl, g->id);
 		}
 		rc = aggd_client_recv(cl, 200, &m);
 		if (rc < 0) {
@@ -330,7 +318,7 @@ static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct s
 			continue;
 		if (m->body_case == WEFT__ENVELOPE__BODY_RESULT &&
 		    (m->result->query_id == h->id || m->result->query_id == g->id)) {
-			struct side *s = m->result->query_id == h->id ? h : g;
+			struct vm_side *s = m->result->query_id == h->id ? h : g;
 
 			if (m->result->vm_sync) {
 				print_state(m->result, s->what, json);
@@ -352,17 +340,24 @@ static int follow_pair(struct aggd_client *cl, struct tool_cluster *tc, struct s
 	return WEFT_EXIT_OK;
 }
 
-static bool duration_ok(const char *opt, const char *arg)
+bool vm_duration_ok(const char *who, const char *opt, const char *arg)
 {
 	uint64_t ns;
 
 	if (units_duration_parse(arg, UNITS_NS_PER_SEC, &ns) || ns < 1000000ULL ||
 	    strpbrk(arg, " \t\n'\"")) {
-		fprintf(stderr, "weft vm sync: %s takes a duration (1s, 500ms), not '%s'\n", opt,
-			arg);
+		fprintf(stderr, "%s: %s takes a duration (1s, 500ms), not '%s'\n", who, opt, arg);
 		return false;
 	}
 	return true;
+}
+
+void vm_side_free(struct vm_side *s)
+{
+	free(s->text);
+	free(s->manifest);
+	compile_result_free(&s->res);
+	diag_list_free(&s->dl);
 }
 
 int vm_sync_cmd(int argc, char **argv)
@@ -386,7 +381,8 @@ int vm_sync_cmd(int argc, char **argv)
 	char *hosts[MAX_AGENTS], *guests[MAX_AGENTS];
 	size_t nhosts = 0, nguests = 0;
 	const char *binary = NULL, *source = NULL, *every = "1s", *dur = NULL;
-	struct side h = { .what = "host" }, g = { .what = "guest" };
+	struct vm_side h = { .who = "weft vm sync", .what = "host" },
+		       g = { .who = "weft vm sync", .what = "guest" };
 	struct aggd_client *cl = NULL;
 	bool json = false, print = false, synced = false;
 	int c, rc, verbose = 0, vm_pid = 0, status, sfd = -1;
@@ -432,7 +428,7 @@ int vm_sync_cmd(int argc, char **argv)
 			break;
 		}
 		case OPT_SOURCE:
-			if (!source_ok(optarg)) {
+			if (!vm_source_ok(optarg)) {
 				fprintf(stderr,
 					"weft vm sync: --hypercall-source takes a USDT probe "
 					"(usdt:BIN:[PROVIDER:]NAME, arg0 the nr, arg1 the a0), not "
@@ -443,12 +439,12 @@ int vm_sync_cmd(int argc, char **argv)
 			source = optarg;
 			break;
 		case OPT_EVERY:
-			if (!duration_ok("--every", optarg))
+			if (!vm_duration_ok("weft vm sync", "--every", optarg))
 				return WEFT_EXIT_USAGE;
 			every = optarg;
 			break;
 		case OPT_FOR:
-			if (!duration_ok("--for", optarg))
+			if (!vm_duration_ok("weft vm sync", "--for", optarg))
 				return WEFT_EXIT_USAGE;
 			dur = optarg;
 			break;
@@ -505,9 +501,9 @@ int vm_sync_cmd(int argc, char **argv)
 		goto out;
 	}
 	tool_set_verbose(verbose);
-	status = compile_side(&h, verbose);
+	status = vm_side_compile(&h, verbose);
 	if (status == WEFT_EXIT_OK)
-		status = compile_side(&g, verbose);
+		status = vm_side_compile(&g, verbose);
 	if (status != WEFT_EXIT_OK)
 		goto out;
 
@@ -517,11 +513,11 @@ int vm_sync_cmd(int argc, char **argv)
 		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
 		goto out;
 	}
-	status = submit_side(cl, &tc, &h, hosts, nhosts, 0);
+	status = vm_side_submit(cl, &tc, &h, hosts, nhosts, 0);
 	if (status == WEFT_EXIT_OK) {
-		status = submit_side(cl, &tc, &g, guests, nguests, h.id);
+		status = vm_side_submit(cl, &tc, &g, guests, nguests, h.id);
 		if (status != WEFT_EXIT_OK)
-			cancel(cl, h.id); /* a host side without its guest is of no use */
+			vm_side_cancel(cl, h.id); /* a host side without its guest is of no use */
 	}
 	if (status != WEFT_EXIT_OK)
 		goto out;
@@ -532,11 +528,7 @@ out:
 	aggd_client_free(cl);
 	if (sfd >= 0)
 		close(sfd);
-	for (struct side *s = &h; s; s = s == &h ? &g : NULL) {
-		free(s->text);
-		free(s->manifest);
-		compile_result_free(&s->res);
-		diag_list_free(&s->dl);
-	}
+	vm_side_free(&h);
+	vm_side_free(&g);
 	return status;
 }

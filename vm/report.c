@@ -138,6 +138,16 @@ int vm_report_text(FILE *f, const struct vm_analysis *a, const struct vm_report_
 	if (!a->sync.guest)
 		return ferror(f) ? -EIO : 0;
 	fputc('\n', f);
+	if (!a->sync.synced && !a->sync.assumed) {
+		/* live (weft vm live): no point seen on both sides yet */
+		fprintf(f,
+			"clock: UNSYNCHRONISED: no synchronisation point seen on both sides yet: no "
+			"offset, the guest's %" PRIu64
+			" events are not on the host's time line and "
+			"no guest thread is fused\n",
+			a->guest_events);
+		return ferror(f) ? -EIO : 0;
+	}
 	if (a->sync.synced)
 		fprintf(f,
 			"clock: host = guest %c %" PRId64 " ns, within +-%" PRId64
@@ -292,6 +302,11 @@ int vm_report_json(FILE *f, const struct vm_analysis *a, const struct vm_report_
 					      (json_int_t)a->sync.offset_ns, "error_ns",
 					      (json_int_t)a->sync.error_ns));
 		if (a->sync.assumed) /* unknown, never 0 */
+			json_object_set_new(json_object_get(root, "sync"), "error_ns", json_null());
+		if (!a->sync.synced && !a->sync.assumed) /* unsynchronised: no offset at all */
+			json_object_set_new(json_object_get(root, "sync"), "offset_ns",
+					    json_null());
+		if (!a->sync.synced && !a->sync.assumed)
 			json_object_set_new(json_object_get(root, "sync"), "error_ns", json_null());
 		idx = threads_by_loss(a);
 		if (!idx) {

@@ -12,7 +12,7 @@
  *             instance), Welcome.last_seq says what was merged, the agent resends the rest:
  *             no window is lost and none is merged twice
  *   refuse    garbage bytes and a body an aggregator never sends are counted, not obeyed; a
- *             stream query and a bad manifest get a QueryError
+ *             query compiled for one process (-p) and a bad manifest get a QueryError
  *   stop      QueryStop: the last partial says last=true; SIGTERM: the agent exits 0
  *
  * Needs root and the kernel (it loads BPF); skipped otherwise.
@@ -219,9 +219,9 @@ struct compiled {
 	size_t mlen;
 };
 
-static void compile(struct compiled *c, const char *q)
+static void compile_pid(struct compiled *c, const char *q, pid_t pid)
 {
-	struct compile_opts o = { .sz = sizeof(o) };
+	struct compile_opts o = { .sz = sizeof(o), .pid = pid };
 	FILE *m;
 
 	memset(c, 0, sizeof(*c));
@@ -233,6 +233,11 @@ static void compile(struct compiled *c, const char *q)
 	m = open_memstream(&c->manifest, &c->mlen);
 	assert_int_equal(manifest_write(c->res.plan, m), 0);
 	fclose(m);
+}
+
+static void compile(struct compiled *c, const char *q)
+{
+	compile_pid(c, q, 0);
 }
 
 static void compiled_free(struct compiled *c)
@@ -526,14 +531,14 @@ static void test_agent_end_to_end(void **state)
 		s.object.len = agg.res.object_sz;
 		send_env(&f, WEFT__ENVELOPE__BODY_SUBMIT, &s);
 	}
-	/* a stream query and a manifest that is not one */
-	compile(&stream, "from syscall:getppid select pid");
+	/* a query compiled for one process (-p), and a manifest that is not one */
+	compile_pid(&stream, "from syscall:getppid select pid", getpid());
 	send_start(&f, 2, "stream", stream.manifest, stream.mlen, stream.res.object,
 		   stream.res.object_sz);
 	e = recv_kind_running(&f, WEFT__ENVELOPE__BODY_QUERY_ERROR, 20000, &m, agg.res.plan);
 	assert_non_null(e);
 	assert_int_equal(e->query_error->query_id, 2);
-	assert_non_null(strstr(e->query_error->message, "not supported in the cluster"));
+	assert_non_null(strstr(e->query_error->message, "compiled for one process"));
 	wire_free(e);
 	send_start(&f, 3, "bad", "weft-manifest 9\n", 16, stream.res.object, stream.res.object_sz);
 	e = recv_kind_running(&f, WEFT__ENVELOPE__BODY_QUERY_ERROR, 20000, &m, agg.res.plan);

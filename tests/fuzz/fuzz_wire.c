@@ -417,6 +417,29 @@ static void seeds_write(const char *dir)
 	seed_write(dir, "error", &e);
 
 	{
+		/* a stream query's rows: two of (integer, text) */
+		Weft__RowBatch rb = WEFT__ROW_BATCH__INIT;
+		int64_t ints[2] = { 123456789, -1 };
+		ProtobufCBinaryData texts[2] = { { 4, (uint8_t *)"bash" }, { 0, NULL } };
+
+		rb.query_id = 3;
+		rb.window = 1;
+		rb.host = (char *)"h";
+		rb.has_columns = rb.has_rows = true;
+		rb.columns = 2;
+		rb.rows = 2;
+		rb.n_ints = 2;
+		rb.ints = ints;
+		rb.n_texts = 2;
+		rb.texts = texts;
+		rb.has_lost = true;
+		rb.lost = 1;
+		e.body_case = WEFT__ENVELOPE__BODY_ROW_BATCH;
+		e.row_batch = &rb;
+		seed_write(dir, "row_batch", &e);
+	}
+
+	{
 		struct graph g;
 		struct graph_task gt = { .trace = { 1, 2 },
 					 .id = 1,

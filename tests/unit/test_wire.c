@@ -52,6 +52,9 @@ struct full {
 	Weft__QueryError query_error;
 	Weft__Error error;
 	Weft__GraphBatch graph_batch;
+	Weft__RowBatch row_batch;
+	int64_t rints[4];
+	ProtobufCBinaryData rtexts[2];
 	Weft__GraphTask gt[2], *gtp[2];
 	Weft__GraphEvent gev, *gevp[1];
 	Weft__GraphEdge ged, *gedp[1];
@@ -75,7 +78,7 @@ static const Weft__Envelope__BodyCase all_bodies[] = {
 	WEFT__ENVELOPE__BODY_RESULT,	   WEFT__ENVELOPE__BODY_STATUS_REQUEST,
 	WEFT__ENVELOPE__BODY_STATUS_REPLY, WEFT__ENVELOPE__BODY_SUBSCRIBE,
 	WEFT__ENVELOPE__BODY_QUERY_ERROR,  WEFT__ENVELOPE__BODY_ERROR,
-	WEFT__ENVELOPE__BODY_GRAPH_BATCH,
+	WEFT__ENVELOPE__BODY_GRAPH_BATCH,  WEFT__ENVELOPE__BODY_ROW_BATCH,
 };
 #define NBODIES (sizeof(all_bodies) / sizeof(all_bodies[0]))
 
@@ -364,6 +367,32 @@ static void full_init(struct full *f, Weft__Envelope__BodyCase body)
 		f->graph_batch.aggs.len = sizeof(f->obj);
 		f->e.graph_batch = &f->graph_batch;
 		break;
+	case WEFT__ENVELOPE__BODY_ROW_BATCH:
+		/* two rows of three columns: integer, text, integer */
+		weft__row_batch__init(&f->row_batch);
+		f->row_batch.query_id = 5;
+		f->row_batch.window = 2;
+		f->row_batch.host = "web-1";
+		f->row_batch.has_columns = f->row_batch.has_rows = true;
+		f->row_batch.columns = 3;
+		f->row_batch.rows = 2;
+		f->rints[0] = 1000;
+		f->rints[1] = -7;
+		f->rints[2] = 2000;
+		f->rints[3] = 1ll << 40;
+		f->row_batch.n_ints = 4;
+		f->row_batch.ints = f->rints;
+		f->rtexts[0] = (ProtobufCBinaryData){ 5, (uint8_t *)"bash\n" };
+		f->rtexts[1] = (ProtobufCBinaryData){ 0, NULL };
+		f->row_batch.n_texts = 2;
+		f->row_batch.texts = f->rtexts;
+		f->row_batch.has_lost = true;
+		f->row_batch.lost = 3;
+		f->row_batch.has_last = f->row_batch.last = true;
+		f->row_batch.has_dropped = true;
+		f->row_batch.dropped = 1;
+		f->e.row_batch = &f->row_batch;
+		break;
 	default:
 		fail();
 	}
@@ -421,6 +450,16 @@ static void test_round_trip_every_body(void **state)
 			assert_int_equal(d->query_start->object.len, 64);
 			assert_memory_equal(d->query_start->object.data, f.obj, 64);
 			assert_int_equal(d->query_start->end_realtime_ns, 5000);
+			break;
+		case WEFT__ENVELOPE__BODY_ROW_BATCH:
+			assert_int_equal(d->row_batch->rows, 2);
+			assert_int_equal(d->row_batch->n_ints, 4);
+			assert_int_equal(d->row_batch->ints[1], -7);
+			assert_int_equal(d->row_batch->ints[3], 1ll << 40);
+			assert_int_equal(d->row_batch->texts[0].len, 5);
+			assert_memory_equal(d->row_batch->texts[0].data, "bash\n", 5);
+			assert_int_equal(d->row_batch->texts[1].len, 0);
+			assert_int_equal(d->row_batch->dropped, 1);
 			break;
 		case WEFT__ENVELOPE__BODY_WELCOME:
 			assert_true(d->welcome->has_last_seq);
@@ -761,6 +800,33 @@ static void b_gb_task_host(struct full *f)
 	f->gt[0].host = "a\nb";
 }
 
+static void b_rb_cells(struct full *f)
+{
+	f->row_batch.n_ints = 3;
+}
+static void b_rb_rows(struct full *f)
+{
+	f->row_batch.rows = WIRE_MAX_ROWS + 1;
+}
+static void b_rb_columns(struct full *f)
+{
+	f->row_batch.columns = WIRE_MAX_CELLS + 1;
+}
+static void b_rb_text_long(struct full *f)
+{
+	static uint8_t big[WIRE_MAX_CELL + 1];
+
+	f->rtexts[1] = (ProtobufCBinaryData){ sizeof(big), big };
+}
+static void b_rb_host(struct full *f)
+{
+	f->row_batch.host = "";
+}
+static void b_rb_query(struct full *f)
+{
+	f->row_batch.query_id = 0;
+}
+
 static void b_vs_outside(struct full *f)
 {
 	f->vs.offset_ns = f->vs.hi_ns + 1;
@@ -796,6 +862,12 @@ static const struct breakage breakages[] = {
 	{ WEFT__ENVELOPE__BODY_RESULT, "Result.vm_sync.query_id: 0", b_vs_host0 },
 	{ WEFT__ENVELOPE__BODY_SUBMIT, "Submit.only_hosts: control character", b_submit_only_ctl },
 	{ WEFT__ENVELOPE__BODY_SUBMIT, "Submit.vm_sync_host.query_id: 0", b_submit_pair0 },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch: 5 cells for 2 rows of 3 columns", b_rb_cells },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch.rows: 100001", b_rb_rows },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch.columns: 257", b_rb_columns },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch.texts[1]: 65537 bytes", b_rb_text_long },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch.host: empty", b_rb_host },
+	{ WEFT__ENVELOPE__BODY_ROW_BATCH, "RowBatch.query_id: 0", b_rb_query },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[1].id: 0", b_gb_task_id },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0]: trace id 0", b_gb_trace0 },
 	{ WEFT__ENVELOPE__BODY_GRAPH_BATCH, "GraphTask[0].end_ns: before its start", b_gb_end },
@@ -1570,7 +1642,8 @@ static void test_roles_and_bodies(void **state)
 			     b == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 			     b == WEFT__ENVELOPE__BODY_PARTIAL ||
 			     b == WEFT__ENVELOPE__BODY_QUERY_ERROR ||
-			     b == WEFT__ENVELOPE__BODY_GRAPH_BATCH;
+			     b == WEFT__ENVELOPE__BODY_GRAPH_BATCH ||
+			     b == WEFT__ENVELOPE__BODY_ROW_BATCH;
 		bool client =
 			b == WEFT__ENVELOPE__BODY_HELLO || b == WEFT__ENVELOPE__BODY_HEARTBEAT ||
 			b == WEFT__ENVELOPE__BODY_SUBMIT || b == WEFT__ENVELOPE__BODY_QUERY_STOP ||
@@ -1581,7 +1654,8 @@ static void test_roles_and_bodies(void **state)
 			      b == WEFT__ENVELOPE__BODY_QUERY_STOP ||
 			      b == WEFT__ENVELOPE__BODY_ACK || b == WEFT__ENVELOPE__BODY_RESULT ||
 			      b == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
-			      b == WEFT__ENVELOPE__BODY_ERROR;
+			      b == WEFT__ENVELOPE__BODY_ERROR ||
+			      b == WEFT__ENVELOPE__BODY_ROW_BATCH; /* relayed to clients */
 
 		assert_int_equal(wire_body_allowed(WIRE_ROLE_AGENT, b), agent);
 		assert_int_equal(wire_body_allowed(WIRE_ROLE_AGGREGATOR, b), agent);

@@ -4,7 +4,7 @@
  * hypercall, for `weft vm sync` on a machine without KVM (this project's development machine
  * has no /dev/kvm: kvm:kvm_hypercall never fires there).
  *
- *   wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only|dirty]
+ *   wl_vmsync_fake N K_NS OUT [ok|contradict|guest-only|dirty] [SLEEP_US]
  *
  * Its "guest clock" is CLOCK_MONOTONIC + K_NS.  For id = 1..N: it reads the guest clock
  * (before), fires the USDT probe weft_fake:fake_kvm_hypercall(nr 0x77656674, a0 id) -- THE
@@ -23,6 +23,12 @@
  *
  * OUT gets one line per point: "id before after honest", the values the probe reported and
  * whether they are the ones read (1) or the contradict mode's (0); then "done N".
+ * With SLEEP_US > 0 it also plays the host's vCPU thread for `weft vm live` (test_cluster_vmlive):
+ * it names itself wl_fake_vcpu0 and, after each point, calls ioctl(fd, KVM_RUN) on /dev/null
+ * (ENOTTY, but syscall:ioctl with cmd 0xae80 fires: `weft vm record`'s discovery finds it,
+ * as test_vm_record's wl_kvm_ioctl) and sleeps SLEEP_US (blocked on the host: idle, then
+ * woken: preempted until it runs).  The fake hypercall, a kvm event of the host stream, makes
+ * it a vCPU of the analysis.
  * Deterministic apart from the clock values; no threads.
  */
 #include <stdbool.h>
@@ -30,8 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/sdt.h>
 #include <time.h>
+#include <unistd.h>
 #include <weft/vmsync.h>
 
 static int64_t guest_clock(int64_t k)
@@ -49,6 +60,8 @@ int main(int argc, char **argv)
 	const char *mode = argc > 4 ? argv[4] : "ok";
 	bool contradict = strcmp(mode, "contradict") == 0, fake = strcmp(mode, "guest-only") != 0;
 	bool dirty = strcmp(mode, "dirty") == 0;
+	long sleep_us = argc > 5 ? strtol(argv[5], NULL, 10) : 0;
+	int vcpu = -1;
 	FILE *out;
 
 	if (argc < 4 || n <= 0 || k < 0 || (dirty && n < 3) ||
@@ -60,6 +73,12 @@ int main(int argc, char **argv)
 	out = fopen(argv[3], "w");
 	if (!out)
 		return 1;
+	if (sleep_us > 0) {
+		prctl(PR_SET_NAME, "wl_fake_vcpu0", 0, 0, 0);
+		vcpu = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (vcpu < 0)
+			return 1;
+	}
 	for (long id = 1; id <= n; id++) {
 		int64_t before, after;
 		int honest = 1;
@@ -83,6 +102,13 @@ int main(int argc, char **argv)
 		}
 		WEFT_VMSYNC_POINT(id, before, after);
 		fprintf(out, "%ld %lld %lld %d\n", id, (long long)before, (long long)after, honest);
+		if (vcpu >= 0) {
+			struct timespec nap = { sleep_us / 1000000, (sleep_us % 1000000) * 1000 };
+
+			if (ioctl(vcpu, 0xae80 /* KVM_RUN */, 0) >= 0 || errno != ENOTTY)
+				return 1;
+			nanosleep(&nap, NULL);
+		}
 	}
 	fprintf(out, "done %ld\n", n);
 	if (fclose(out))
