@@ -83,6 +83,34 @@ void vm_side_cancel(struct aggd_client *cl, uint64_t id);
 void vm_side_free(struct vm_side *s);
 /* A USDT probe that stands in for the hypercall (--hypercall-source). */
 bool vm_source_ok(const char *s);
+
+/* The options `weft vm sync` and `weft vm live` share (weft_vm_sync.c): each command's own
+ * options are numbered from VM_OPT_OWN on. */
+#define VM_MAX_AGENTS 64
+enum {
+	VM_OPT_HOST_AGENT = 256,
+	VM_OPT_GUEST_AGENT,
+	VM_OPT_GUEST_BINARY,
+	VM_OPT_VM_PID,
+	VM_OPT_SOURCE,
+	VM_OPT_FOR,
+	VM_OPT_FORMAT,
+	VM_OPT_OWN,
+};
+struct vm_pair {
+	const char *who; /* "weft vm sync": the commands' words begin with it */
+	char *hosts[VM_MAX_AGENTS], *guests[VM_MAX_AGENTS];
+	size_t nhosts, nguests;
+	const char *binary, *source, *dur; /* --guest-binary, --hypercall-source, --for */
+	int vm_pid;
+	bool json;
+};
+/* One of the shared options into o: 1 taken, 0 not one of them, -1 a bad value (said). */
+int vm_pair_opt(struct vm_pair *o, int c, char *arg);
+/* After the options: --guest-binary given and usable in a query; 0, or -1 (said). */
+int vm_pair_binary_check(const struct vm_pair *o);
+/* Before submitting: agents named on both sides; 0, or -1 (said). */
+int vm_pair_agents_check(const struct vm_pair *o);
 /* A duration for --every/--for (at least 1 ms), said on stderr if not. */
 bool vm_duration_ok(const char *who, const char *opt, const char *arg);
 

@@ -52,7 +52,6 @@
 
 #define VM_LIVE_MAX_BYTES (1ULL << 30) /* rows held (as stream JSON), both sides */
 #define VM_LIVE_MAX_Q 16
-#define MAX_AGENTS 64
 #define EXIT_UNSYNCED 4
 
 /* clang-format off */
@@ -117,14 +116,7 @@ static const char live_help[] =
 /* clang-format on */
 
 enum {
-	OPT_HOST_AGENT = 256,
-	OPT_GUEST_AGENT,
-	OPT_GUEST_BINARY,
-	OPT_VM_PID,
-	OPT_SOURCE,
-	OPT_EVERY,
-	OPT_FOR,
-	OPT_FORMAT,
+	OPT_EVERY = VM_OPT_OWN,
 	OPT_INTERVALS,
 	OPT_TOP,
 	OPT_REC_HOST,
@@ -554,14 +546,14 @@ int vm_live_cmd(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		CLUSTER_LONGOPTS,
-		{ "host-agent", required_argument, NULL, OPT_HOST_AGENT },
-		{ "guest-agent", required_argument, NULL, OPT_GUEST_AGENT },
-		{ "guest-binary", required_argument, NULL, OPT_GUEST_BINARY },
-		{ "vm-pid", required_argument, NULL, OPT_VM_PID },
-		{ "hypercall-source", required_argument, NULL, OPT_SOURCE },
+		{ "host-agent", required_argument, NULL, VM_OPT_HOST_AGENT },
+		{ "guest-agent", required_argument, NULL, VM_OPT_GUEST_AGENT },
+		{ "guest-binary", required_argument, NULL, VM_OPT_GUEST_BINARY },
+		{ "vm-pid", required_argument, NULL, VM_OPT_VM_PID },
+		{ "hypercall-source", required_argument, NULL, VM_OPT_SOURCE },
 		{ "every", required_argument, NULL, OPT_EVERY },
-		{ "for", required_argument, NULL, OPT_FOR },
-		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "for", required_argument, NULL, VM_OPT_FOR },
+		{ "format", required_argument, NULL, VM_OPT_FORMAT },
 		{ "intervals", no_argument, NULL, OPT_INTERVALS },
 		{ "top", required_argument, NULL, OPT_TOP },
 		{ "record-host", required_argument, NULL, OPT_REC_HOST },
@@ -573,9 +565,9 @@ int vm_live_cmd(int argc, char **argv)
 	};
 	static struct live L;
 	struct tool_cluster tc = { 0 };
-	char *hosts[MAX_AGENTS], *guests[MAX_AGENTS], forclause[64] = "";
-	size_t nhosts = 0, nguests = 0;
-	const char *binary = NULL, *source = NULL, *dur = NULL, *rec_host = NULL, *rec_guest = NULL;
+	struct vm_pair o = { .who = "weft vm live" };
+	char forclause[64] = "";
+	const char *rec_host = NULL, *rec_guest = NULL;
 	uint64_t every_ms = 0, next = 0;
 	pid_t viewer = -1;
 	struct aggd_client *cl = NULL;
@@ -591,50 +583,12 @@ int vm_live_cmd(int argc, char **argv)
 			return WEFT_EXIT_USAGE;
 		if (rc)
 			continue;
+		rc = vm_pair_opt(&o, c, optarg);
+		if (rc < 0)
+			return WEFT_EXIT_USAGE;
+		if (rc)
+			continue;
 		switch (c) {
-		case OPT_HOST_AGENT:
-		case OPT_GUEST_AGENT: {
-			char **v = c == OPT_HOST_AGENT ? hosts : guests;
-			size_t *n = c == OPT_HOST_AGENT ? &nhosts : &nguests;
-
-			if (*n >= MAX_AGENTS || !*optarg || strchr(optarg, '\n')) {
-				fprintf(stderr,
-					"weft vm live: at most %d agents a side, each a host "
-					"name\n",
-					MAX_AGENTS);
-				return WEFT_EXIT_USAGE;
-			}
-			v[(*n)++] = optarg;
-			break;
-		}
-		case OPT_GUEST_BINARY:
-			binary = optarg;
-			break;
-		case OPT_VM_PID: {
-			char *end;
-			long v;
-
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || v <= 0 || v > 0x3fffffff) {
-				fprintf(stderr, "weft vm live: --vm-pid takes a pid, not '%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
-			L.vm_pid = v;
-			break;
-		}
-		case OPT_SOURCE:
-			if (!vm_source_ok(optarg)) {
-				fprintf(stderr,
-					"weft vm live: --hypercall-source takes a USDT probe "
-					"(usdt:BIN:[PROVIDER:]NAME, arg0 the nr, arg1 the a0), not "
-					"'%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
-			source = optarg;
-			break;
 		case OPT_EVERY: {
 			uint64_t ns;
 
@@ -644,21 +598,6 @@ int vm_live_cmd(int argc, char **argv)
 			every_ms = ns / 1000000ULL;
 			break;
 		}
-		case OPT_FOR:
-			if (!vm_duration_ok("weft vm live", "--for", optarg))
-				return WEFT_EXIT_USAGE;
-			dur = optarg;
-			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "json") == 0) {
-				L.json = true;
-			} else if (strcmp(optarg, "text") != 0) {
-				fprintf(stderr,
-					"weft vm live: --format takes text or json, not '%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
-			break;
 		case OPT_INTERVALS:
 			L.ro.intervals = true;
 			break;
@@ -701,23 +640,21 @@ int vm_live_cmd(int argc, char **argv)
 		fprintf(stderr, "weft vm live: unexpected argument '%s'\n", argv[optind]);
 		return WEFT_EXIT_USAGE;
 	}
-	if (!binary || strpbrk(binary, " \t\n,()'\"") || !*binary) {
-		fputs("weft vm live: --guest-binary PATH names the guest's program that fires "
-		      "weft:vm_sync (a path without blanks, commas, quotes or parentheses)\n",
-		      stderr);
+	if (vm_pair_binary_check(&o))
 		return WEFT_EXIT_USAGE;
-	}
-	if (dur)
-		snprintf(forclause, sizeof(forclause), " for %s", dur);
+	L.vm_pid = o.vm_pid;
+	L.json = o.json;
+	if (o.dur)
+		snprintf(forclause, sizeof(forclause), " for %s", o.dur);
 	/* the host's set: `weft vm record`'s, the hypercall's source replaced if asked */
 	for (size_t i = 0; i < vm_record_nqueries; i++) {
 		const struct vm_rq *r = &vm_record_queries[i];
 
-		if (source && strcmp(r->name, "kvm_hypercall") == 0)
+		if (o.source && strcmp(r->name, "kvm_hypercall") == 0)
 			rc = add_query(
 				&L, r->name, false,
 				"from %s select time, cpu, pid, tid, arg0 as nr, arg1 as a0%s",
-				source, forclause);
+				o.source, forclause);
 		else if (!vm_rq_present(r)) {
 			fprintf(stderr,
 				"weft vm live: no tracepoint %s on this machine (no KVM module?): "
@@ -738,7 +675,7 @@ int vm_live_cmd(int argc, char **argv)
 	if (add_query(&L, "vm_sync", true,
 		      "from usdt:%s:weft:vm_sync select time, cpu, pid, tid, arg0 as id, arg1 as "
 		      "before, arg2 as after%s",
-		      binary, forclause))
+		      o.binary, forclause))
 		goto oom;
 	if (print) {
 		for (size_t i = 0; i < L.nq; i++)
@@ -746,10 +683,7 @@ int vm_live_cmd(int argc, char **argv)
 			       L.q[i].s.text);
 		goto out;
 	}
-	if (!nhosts || !nguests) {
-		fputs("weft vm live: name the host's agents (--host-agent) and the guest's "
-		      "(--guest-agent)\n",
-		      stderr);
+	if (vm_pair_agents_check(&o)) {
 		status = WEFT_EXIT_USAGE;
 		goto out;
 	}
@@ -772,8 +706,8 @@ int vm_live_cmd(int argc, char **argv)
 	for (size_t i = 0; i < L.nq && status == WEFT_EXIT_OK; i++) {
 		L.q[i].s.other = live_msg;
 		L.q[i].s.ctx = &L;
-		status = L.q[i].guest ? vm_side_submit(cl, &tc, &L.q[i].s, guests, nguests, 0) :
-					vm_side_submit(cl, &tc, &L.q[i].s, hosts, nhosts, 0);
+		status = L.q[i].guest ? vm_side_submit(cl, &tc, &L.q[i].s, o.guests, o.nguests, 0) :
+					vm_side_submit(cl, &tc, &L.q[i].s, o.hosts, o.nhosts, 0);
 		if (status == WEFT_EXIT_OK)
 			aggd_client_remember(cl, L.q[i].s.id);
 	}

@@ -98,17 +98,8 @@ static const char sync_help[] =
 /* clang-format on */
 
 #define EXIT_UNSYNCED 4
-#define MAX_AGENTS 64
-
 enum {
-	OPT_HOST_AGENT = 256,
-	OPT_GUEST_AGENT,
-	OPT_GUEST_BINARY,
-	OPT_VM_PID,
-	OPT_SOURCE,
-	OPT_EVERY,
-	OPT_FOR,
-	OPT_FORMAT,
+	OPT_EVERY = VM_OPT_OWN,
 	OPT_PRINT,
 };
 
@@ -352,6 +343,88 @@ bool vm_duration_ok(const char *who, const char *opt, const char *arg)
 	return true;
 }
 
+int vm_pair_opt(struct vm_pair *o, int c, char *arg)
+{
+	char *end;
+	long v;
+
+	switch (c) {
+	case VM_OPT_HOST_AGENT:
+	case VM_OPT_GUEST_AGENT: {
+		char **list = c == VM_OPT_HOST_AGENT ? o->hosts : o->guests;
+		size_t *n = c == VM_OPT_HOST_AGENT ? &o->nhosts : &o->nguests;
+
+		if (*n >= VM_MAX_AGENTS || !*arg || strchr(arg, '\n')) {
+			fprintf(stderr, "%s: at most %d agents a side, each a host name\n", o->who,
+				VM_MAX_AGENTS);
+			return -1;
+		}
+		list[(*n)++] = arg;
+		return 1;
+	}
+	case VM_OPT_GUEST_BINARY:
+		o->binary = arg;
+		return 1;
+	case VM_OPT_VM_PID:
+		errno = 0;
+		v = strtol(arg, &end, 10);
+		if (errno || *end || v <= 0 || v > 0x3fffffff) {
+			fprintf(stderr, "%s: --vm-pid takes a pid, not '%s'\n", o->who, arg);
+			return -1;
+		}
+		o->vm_pid = (int)v;
+		return 1;
+	case VM_OPT_SOURCE:
+		if (!vm_source_ok(arg)) {
+			fprintf(stderr,
+				"%s: --hypercall-source takes a USDT probe (usdt:BIN:[PROVIDER:]NAME, "
+				"arg0 the nr, arg1 the a0), not '%s'\n",
+				o->who, arg);
+			return -1;
+		}
+		o->source = arg;
+		return 1;
+	case VM_OPT_FOR:
+		if (!vm_duration_ok(o->who, "--for", arg))
+			return -1;
+		o->dur = arg;
+		return 1;
+	case VM_OPT_FORMAT:
+		if (strcmp(arg, "json") == 0) {
+			o->json = true;
+		} else if (strcmp(arg, "text") == 0) {
+			o->json = false;
+		} else {
+			fprintf(stderr, "%s: --format takes text or json, not '%s'\n", o->who, arg);
+			return -1;
+		}
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int vm_pair_binary_check(const struct vm_pair *o)
+{
+	if (o->binary && *o->binary && !strpbrk(o->binary, " \t\n,()'\""))
+		return 0;
+	fprintf(stderr,
+		"%s: --guest-binary PATH names the guest's program that fires weft:vm_sync (a "
+		"path without blanks, commas, quotes or parentheses)\n",
+		o->who);
+	return -1;
+}
+
+int vm_pair_agents_check(const struct vm_pair *o)
+{
+	if (o->nhosts && o->nguests)
+		return 0;
+	fprintf(stderr,
+		"%s: name the host's agents (--host-agent) and the guest's (--guest-agent)\n",
+		o->who);
+	return -1;
+}
+
 void vm_side_free(struct vm_side *s)
 {
 	free(s->text);
@@ -364,28 +437,27 @@ int vm_sync_cmd(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		CLUSTER_LONGOPTS,
-		{ "host-agent", required_argument, NULL, OPT_HOST_AGENT },
-		{ "guest-agent", required_argument, NULL, OPT_GUEST_AGENT },
-		{ "guest-binary", required_argument, NULL, OPT_GUEST_BINARY },
-		{ "vm-pid", required_argument, NULL, OPT_VM_PID },
-		{ "hypercall-source", required_argument, NULL, OPT_SOURCE },
+		{ "host-agent", required_argument, NULL, VM_OPT_HOST_AGENT },
+		{ "guest-agent", required_argument, NULL, VM_OPT_GUEST_AGENT },
+		{ "guest-binary", required_argument, NULL, VM_OPT_GUEST_BINARY },
+		{ "vm-pid", required_argument, NULL, VM_OPT_VM_PID },
+		{ "hypercall-source", required_argument, NULL, VM_OPT_SOURCE },
 		{ "every", required_argument, NULL, OPT_EVERY },
-		{ "for", required_argument, NULL, OPT_FOR },
-		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "for", required_argument, NULL, VM_OPT_FOR },
+		{ "format", required_argument, NULL, VM_OPT_FORMAT },
 		{ "print-queries", no_argument, NULL, OPT_PRINT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tool_cluster tc = { 0 };
-	char *hosts[MAX_AGENTS], *guests[MAX_AGENTS];
-	size_t nhosts = 0, nguests = 0;
-	const char *binary = NULL, *source = NULL, *every = "1s", *dur = NULL;
+	struct vm_pair o = { .who = "weft vm sync" };
+	const char *every = "1s";
 	struct vm_side h = { .who = "weft vm sync", .what = "host" },
 		       g = { .who = "weft vm sync", .what = "guest" };
 	struct aggd_client *cl = NULL;
-	bool json = false, print = false, synced = false;
-	int c, rc, verbose = 0, vm_pid = 0, status, sfd = -1;
+	bool print = false, synced = false;
+	int c, rc, verbose = 0, status, sfd = -1;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
@@ -394,69 +466,16 @@ int vm_sync_cmd(int argc, char **argv)
 			return WEFT_EXIT_USAGE;
 		if (rc)
 			continue;
+		rc = vm_pair_opt(&o, c, optarg);
+		if (rc < 0)
+			return WEFT_EXIT_USAGE;
+		if (rc)
+			continue;
 		switch (c) {
-		case OPT_HOST_AGENT:
-		case OPT_GUEST_AGENT: {
-			char **v = c == OPT_HOST_AGENT ? hosts : guests;
-			size_t *n = c == OPT_HOST_AGENT ? &nhosts : &nguests;
-
-			if (*n >= MAX_AGENTS || !*optarg || strchr(optarg, '\n')) {
-				fprintf(stderr,
-					"weft vm sync: at most %d agents a side, each a host "
-					"name\n",
-					MAX_AGENTS);
-				return WEFT_EXIT_USAGE;
-			}
-			v[(*n)++] = optarg;
-			break;
-		}
-		case OPT_GUEST_BINARY:
-			binary = optarg;
-			break;
-		case OPT_VM_PID: {
-			char *end;
-			long v;
-
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || v <= 0 || v > 0x3fffffff) {
-				fprintf(stderr, "weft vm sync: --vm-pid takes a pid, not '%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
-			vm_pid = (int)v;
-			break;
-		}
-		case OPT_SOURCE:
-			if (!vm_source_ok(optarg)) {
-				fprintf(stderr,
-					"weft vm sync: --hypercall-source takes a USDT probe "
-					"(usdt:BIN:[PROVIDER:]NAME, arg0 the nr, arg1 the a0), not "
-					"'%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
-			source = optarg;
-			break;
 		case OPT_EVERY:
 			if (!vm_duration_ok("weft vm sync", "--every", optarg))
 				return WEFT_EXIT_USAGE;
 			every = optarg;
-			break;
-		case OPT_FOR:
-			if (!vm_duration_ok("weft vm sync", "--for", optarg))
-				return WEFT_EXIT_USAGE;
-			dur = optarg;
-			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "json") == 0) {
-				json = true;
-			} else if (strcmp(optarg, "text") != 0) {
-				fprintf(stderr,
-					"weft vm sync: --format takes text or json, not '%s'\n",
-					optarg);
-				return WEFT_EXIT_USAGE;
-			}
 			break;
 		case OPT_PRINT:
 			print = true;
@@ -476,14 +495,10 @@ int vm_sync_cmd(int argc, char **argv)
 		fprintf(stderr, "weft vm sync: unexpected argument '%s'\n", argv[optind]);
 		return WEFT_EXIT_USAGE;
 	}
-	if (!binary || strpbrk(binary, " \t\n,()'\"") || !*binary) {
-		fputs("weft vm sync: --guest-binary PATH names the guest's program that fires "
-		      "weft:vm_sync (a path without blanks, commas, quotes or parentheses)\n",
-		      stderr);
+	if (vm_pair_binary_check(&o))
 		return WEFT_EXIT_USAGE;
-	}
-	h.text = host_query(source, vm_pid, every, dur);
-	g.text = guest_query(binary, every, dur);
+	h.text = host_query(o.source, o.vm_pid, every, o.dur);
+	g.text = guest_query(o.binary, every, o.dur);
 	if (!h.text || !g.text) {
 		status = WEFT_EXIT_FAIL;
 		goto out;
@@ -493,10 +508,7 @@ int vm_sync_cmd(int argc, char **argv)
 		status = WEFT_EXIT_OK;
 		goto out;
 	}
-	if (!nhosts || !nguests) {
-		fputs("weft vm sync: name the host's agents (--host-agent) and the guest's "
-		      "(--guest-agent)\n",
-		      stderr);
+	if (vm_pair_agents_check(&o)) {
 		status = WEFT_EXIT_USAGE;
 		goto out;
 	}
@@ -513,15 +525,15 @@ int vm_sync_cmd(int argc, char **argv)
 		status = tc.usage_error ? WEFT_EXIT_USAGE : WEFT_EXIT_FAIL;
 		goto out;
 	}
-	status = vm_side_submit(cl, &tc, &h, hosts, nhosts, 0);
+	status = vm_side_submit(cl, &tc, &h, o.hosts, o.nhosts, 0);
 	if (status == WEFT_EXIT_OK) {
-		status = vm_side_submit(cl, &tc, &g, guests, nguests, h.id);
+		status = vm_side_submit(cl, &tc, &g, o.guests, o.nguests, h.id);
 		if (status != WEFT_EXIT_OK)
 			vm_side_cancel(cl, h.id); /* a host side without its guest is of no use */
 	}
 	if (status != WEFT_EXIT_OK)
 		goto out;
-	status = follow_pair(cl, &tc, &h, &g, json, sfd, &synced);
+	status = follow_pair(cl, &tc, &h, &g, o.json, sfd, &synced);
 	if (status == WEFT_EXIT_OK && !synced)
 		status = EXIT_UNSYNCED;
 out:
