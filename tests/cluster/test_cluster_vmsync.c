@@ -53,74 +53,16 @@
 #include "compiler/compiler.h"
 #include "compiler/plan.h"
 #include "tests/cluster/cluster_util.h"
+#include "tests/cluster/vmpair_util.h"
 #include "tests/skip.h"
 #include "vm/sync.h"
 
 #define K_NS 7000000123LL
 #define NPOINTS 40
 
-struct fixture {
-	struct cl cl;
-	struct cl_proc *agg, *host, *guest;
-	char wl[PATH_MAX], source[PATH_MAX + 64];
-	int runs;
-	bool failed;
-};
-
-static struct fixture *live;
-
-static void clean_at_exit(void)
-{
-	if (live && live->cl.dir[0]) {
-		live->cl.passed = !live->failed;
-		cl_fini(&live->cl);
-		live->cl.dir[0] = 0;
-	}
-}
-
 static int group_setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	char buf[65536];
-	ssize_t n;
-	int in, out;
-
-	if (!f)
-		return -1;
-	*state = f;
-	live = f;
-	atexit(clean_at_exit);
-	f->failed = true;
-	cl_init(&f->cl);
-	cl_keygen(&f->cl, "agent", "vmhost", true);
-	cl_keygen(&f->cl, "agent", "vmguest", true);
-	f->agg = cl_aggregator(&f->cl, "agg", NULL, NULL, NULL);
-	f->host = cl_agent(&f->cl, "vmhost", "agent-vmhost", NULL, NULL, true);
-	f->guest = cl_agent(&f->cl, "vmguest", "agent-vmguest", NULL, NULL, true);
-	/* a copy of its own: no other test's process fires its probes (uprobes are by inode) */
-	snprintf(f->wl, sizeof(f->wl), "%s", cl_path(&f->cl, "wl_vmsync"));
-	in = open(wr_workload("wl_vmsync_fake"), O_RDONLY | O_CLOEXEC);
-	assert_true(in >= 0);
-	out = open(f->wl, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	snprintf(f->source, sizeof(f->source), "usdt:%s:weft_fake:fake_kvm_hypercall", f->wl);
-	f->failed = false;
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	f->failed |= !f->cl.passed;
-	clean_at_exit();
-	live = NULL;
-	free(f);
-	return 0;
+	return vmpair_setup(state, "wl_vmsync");
 }
 
 /* The id after "weft vm sync: SIDE query " on p's stderr, and the agent it was sent to. */
