@@ -77,6 +77,11 @@ def check(cond, what):
 # ------------------------------------------------------------------------ tracers
 
 
+# Every tracer started, so that main() kills those a failed check left running (they run in
+# sessions of their own, which the test's end does not reach).
+TRACERS = []
+
+
 class Tracer:
     """A tracer process whose stdout and stderr go to files (never a pipe that fills)."""
 
@@ -87,6 +92,7 @@ class Tracer:
         step("start %s: %s" % (name, " ".join(argv)))
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.out,
                                      stderr=self.err, start_new_session=True)
+        TRACERS.append(self)
 
     def text(self, f):
         f.seek(0)
@@ -1127,6 +1133,11 @@ def main():
     except Skip as e:
         print("skipped: %s" % e, file=sys.stderr)
         return SKIP
+    finally:
+        for t in TRACERS:  # a check that failed before stop(): detach its probes
+            if t.proc.poll() is None:
+                t.proc.kill()
+                t.proc.wait()
     step("passed")
     return 0
 
