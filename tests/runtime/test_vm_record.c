@@ -13,8 +13,8 @@
  *     KVM_RUN calls";
  *   - the merge is in time order and its sched events are that thread's: between two of its
  *     KVM_RUN calls it was switched out blocked (its nanosleep) and switched back in: N - 1
- *     such intervals, but for at most two where the kernel's tracepoint did not deliver one
- *     of the two switches (counted; see the assertion);
+ *     such intervals, but for a few where the kernel's tracepoint did not deliver the
+ *     switch-in (counted; see the assertion);
  *   - every kvm query of the set attached (the tracepoints exist here, they never fire: the
  *     stream has no kvm_* event) and `weft vm analyze` reads the stream: no vCPU, no exit.
  * Every thread's sched_switch of this loaded machine goes through one ring buffer: 32 MiB of
@@ -47,7 +47,7 @@ static void test_record_discovery(void **state)
 	char cmd[4096], path[256], *out, *err, *line, *save = NULL;
 	long tid = -1, pid = -1, runs = -1, enotty = -1;
 	long ioctls = 0, others = 0, kvm = 0, between_out = 0, outs_since = 0, ins_since = 0;
-	long holes = 0;
+	long holes = 0, preempted = 0;
 	long long last_time = -1;
 	bool seen_first = false;
 
@@ -125,23 +125,30 @@ static void test_record_discovery(void **state)
 						 pid);
 				if (seen_first) {
 					/* since the previous call: out blocked (the sleep), back in;
-					 * or one of the two only: a switch the tracepoint did not
-					 * deliver (below) */
+					 * or a switch-in the tracepoint did not deliver (below) */
 					if (outs_since > 0 && ins_since > 0)
 						between_out++;
-					else if ((outs_since > 0) != (ins_since > 0))
+					else if (outs_since > 0)
 						holes++;
+					else if (ins_since > 0 && preempted > 0)
+						between_out++; /* see below */
+					else
+						fail_msg("an interval with no switch-out (%ld in)",
+							 ins_since);
 				}
 				seen_first = true;
-				outs_since = ins_since = 0;
+				outs_since = ins_since = preempted = 0;
 				ioctls++;
 			} else {
 				others++;
 			}
 		} else if (strcmp(name, "sched_switch") == 0) {
-			if (json_integer_value(json_object_get(f, "prev_pid")) == tid &&
-			    blocked(json_object_get(f, "prev_state")))
-				outs_since++;
+			if (json_integer_value(json_object_get(f, "prev_pid")) == tid) {
+				if (blocked(json_object_get(f, "prev_state")))
+					outs_since++;
+				else
+					preempted++;
+			}
 			if (json_integer_value(json_object_get(f, "next_pid")) == tid)
 				ins_since++;
 		}
@@ -152,15 +159,24 @@ static void test_record_discovery(void **state)
 	assert_int_equal(others, 0);
 	/*
 	 * Every interval between two calls holds the thread's blocked switch-out and its switch-in
-	 * back; on this kernel, now and then one sched_switch reaches no consumer of the
-	 * tracepoint at all (seen by weft, bpftrace and a plain ftrace instance alike, with
-	 * nothing counted lost: tests/runtime/test_run_span_sides.c has the evidence), which
-	 * leaves an interval with one of the two: counted as a hole, at most 2 in 199 intervals
-	 * (one seen in a CI run).  An interval with neither fails the test.
+	 * back.  Two exceptions, neither a loss of weft's:
+	 *  - preempted between arming its sleep's timer and blocking, for longer than the sleep,
+	 *    the thread is switched out runnable (prev_state 0) and never blocks: such an
+	 *    interval counts as a switch-out and back;
+	 *  - on this kernel, now and then a switch-in reaches no consumer of the tracepoint at all
+	 *    (seen by weft, bpftrace and a plain ftrace instance alike, with nothing counted lost:
+	 *    tests/runtime/test_run_span_sides.c has the evidence): an interval with the blocked
+	 *    switch-out and no switch-in is a hole.  Measured 2026-11-27 with this workload under
+	 *    `weft vm record`: none in 3 runs on the idle machine; beside two busy loops, 2 in 14
+	 *    runs (one each in two); beside bpftrace attaching and detaching sched_switch, 4 in
+	 *    14 runs (one run had 2); 3 in one run of a CI's sanitizer build (2 cores, two tests
+	 *    at once).
+	 *    Allowed: 10 of the 199 intervals, every one a lost switch-in.  An interval with no
+	 *    switch-out at all fails the test at once (above).
 	 */
 	if (holes)
-		printf("# %ld intervals with one of their two switches missing\n", holes);
-	assert_true(holes <= 2);
+		printf("# %ld intervals with their switch-in missing\n", holes);
+	assert_true(holes <= 10);
 	assert_int_equal(between_out + holes, N_RUNS - 1);
 	assert_int_equal(kvm, 0);
 
