@@ -330,6 +330,7 @@ void aggd_query_free(struct query *q)
 		free(q->errors[i]);
 	free(q->errors);
 	free(q->metrics);
+	aggd_rows_keep_free(q);
 	for (size_t i = 0; i < q->nonly; i++)
 		free(q->only[i]);
 	free(q->only);

@@ -318,7 +318,14 @@ struct aggd_opts {
 	uint64_t graph_forward_queue; /* elements waiting for the forwarding thread */
 	uint64_t graph_forward_aggs_ns; /* how often the aggregates go */
 	uint64_t graph_forward_wait_ns; /* at a clean stop, how long the collector gets */
+	/* a stream query's relayed row batches kept for a client that comes back (forgotten
+	 * while slow, or reconnected), in bytes per query: 0 AGGD_STREAM_KEEP_DEFAULT, < 0
+	 * none */
+	int64_t stream_keep;
 };
+
+#define AGGD_STREAM_KEEP_DEFAULT (32LL << 20) /* 32 MiB a stream query */
+#define AGGD_STREAM_KEEP_BATCHES (1u << 20) /* and at most this many batches */
 
 /* Forwarding graphs (aggd_gfwd.c) */
 #define AGGD_GFWD_SPOOL_DIR "graph-forward.spool"

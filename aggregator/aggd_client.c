@@ -31,6 +31,7 @@ struct aggd_client {
 	bool refused, handshake_failed;
 	struct csub {
 		uint64_t id, next; /* the next window the caller has not seen */
+		uint64_t next_batch; /* the next relayed RowBatch (seq) not returned; 0: none */
 	} * subs;
 	size_t nsubs;
 };
@@ -60,6 +61,10 @@ static void client_subscribe_all(struct aggd_client *c)
 		s.query_id = c->subs[i].id;
 		s.has_from_window = true;
 		s.from_window = c->subs[i].next;
+		/* a stream's rows: those the aggregator still keeps from the first not seen (it
+		 * ignores this for other queries) */
+		s.has_from_row_batch = true;
+		s.from_row_batch = c->subs[i].next_batch ? c->subs[i].next_batch : 1;
 		weft__envelope__init(&e);
 		e.body_case = WEFT__ENVELOPE__BODY_SUBSCRIBE;
 		e.subscribe = &s;
@@ -80,6 +85,9 @@ static void client_welcomed(void *ctx, const struct session_welcome *sw)
 {
 	struct aggd_client *c = ctx;
 
+	if (sw->restarted)
+		for (size_t i = 0; i < c->nsubs; i++)
+			c->subs[i].next_batch = 0; /* another instance numbers its batches anew */
 	if (!sw->first)
 		client_subscribe_all(c);
 }
@@ -109,6 +117,29 @@ static const struct session_ops client_session_ops = {
 	.refused = client_refused,
 };
 
+/*
+ * Whether e is a relayed RowBatch already returned (the aggregator sends again what it keeps
+ * from the number the subscription asked for, which a batch still queued here may have
+ * passed); else it is noted as the latest.
+ */
+static bool row_batch_seen(struct aggd_client *c, const Weft__Envelope *e)
+{
+	const Weft__RowBatch *b;
+
+	if (e->body_case != WEFT__ENVELOPE__BODY_ROW_BATCH || !e->row_batch->has_seq)
+		return false;
+	b = e->row_batch;
+	for (size_t i = 0; i < c->nsubs; i++) {
+		if (c->subs[i].id != b->query_id)
+			continue;
+		if (b->seq < c->subs[i].next_batch)
+			return true;
+		c->subs[i].next_batch = b->seq + 1;
+		return false;
+	}
+	return false;
+}
+
 int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out)
 {
 	uint64_t deadline = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
@@ -133,9 +164,15 @@ int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out
 			session_poll_events(c->s);
 		if (n && (items[0].revents & ZMQ_POLLIN)) {
 			/* the session's own messages are handled inside; more may be queued */
-			while ((rc = session_recv(c->s, out)) > 0)
+			while ((rc = session_recv(c->s, out)) > 0) {
+				if (*out && row_batch_seen(c, *out)) {
+					wire_free(*out);
+					*out = NULL;
+					continue;
+				}
 				if (*out)
 					return 1;
+			}
 			if (rc < 0)
 				return rc;
 		}
@@ -289,6 +326,7 @@ static int sub_add(struct aggd_client *c, uint64_t query_id)
 	c->subs = nv;
 	c->subs[c->nsubs].id = query_id;
 	c->subs[c->nsubs].next = 0;
+	c->subs[c->nsubs].next_batch = 0;
 	c->nsubs++;
 	return 0;
 }
@@ -308,6 +346,8 @@ int aggd_client_subscribe(struct aggd_client *c, uint64_t query_id)
 	s.query_id = query_id;
 	s.has_from_window = true; /* every window the aggregator still retains, then on */
 	s.from_window = 0;
+	s.has_from_row_batch = true; /* and a stream's rows it still keeps */
+	s.from_row_batch = 1;
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_SUBSCRIBE;
 	e.subscribe = &s;

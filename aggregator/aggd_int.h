@@ -101,6 +101,16 @@ struct query {
 		      * windows merge partials of no groups (wplan) */
 	uint64_t rows, rows_dropped; /* rows its agents shipped; those not relayed to some
 				      * subscriber */
+	/* its relayed batches, numbered (row_seq: the last number given), the latest kept for
+	 * a client that comes back (aggd_rows.c): a ring of nkeep from keep_head, keep_bytes
+	 * of packed RowBatches */
+	uint64_t row_seq;
+	struct rowkeep {
+		uint64_t seq, rows;
+		void *buf;
+		size_t len;
+	} * keep;
+	size_t nkeep, keep_cap, keep_head, keep_bytes;
 };
 
 /* A partial waiting for the parent's Ack: its packed Weft__Partial, and the seq of its latest
@@ -237,6 +247,10 @@ int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *
 
 /* aggd_rows.c: a stream query's RowBatches relayed to its subscribers */
 void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env);
+/* Sends client p the batches of stream q kept from number `from` on (a Subscribe's
+ * from_row_batch); those it cannot take are counted as not relayed. */
+void aggd_rows_replay(struct aggd *a, struct peer *p, struct query *q, uint64_t from);
+void aggd_rows_keep_free(struct query *q);
 
 /* aggd_graph.c: graph batches into the graph store, stitching, the completeness check */
 #define AGGD_GRAPH_TOUCHED_MAX (1u << 20) /* traces per query checked at its end */

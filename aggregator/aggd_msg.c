@@ -373,6 +373,8 @@ void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env
 
 		n = aggd_qwin_replay(q->qw, env->subscribe->from_window, aggd_replay_window, &c);
 	}
+	if (q->stream && env->subscribe->has_from_row_batch)
+		aggd_rows_replay(a, p, q, env->subscribe->from_row_batch);
 	/* an ended query (still listed in status) has nothing more to send */
 	if (q->ended) {
 		aggd_peer_sub_del(p, q->id);

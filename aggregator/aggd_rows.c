@@ -3,9 +3,17 @@
  * Stream queries on a cluster (docs/protocol.md "Row batches"): a select without aggregates
  * runs on every agent like any query, its windows close on Partials of no groups, and its
  * rows come in RowBatches, which the aggregator checks against the query's plan and relays
- * to the query's subscribers as they come.  It keeps no rows: a batch is settled (and
- * acknowledged after the next checkpoint) once relayed, so an agent's spool resends only what
- * the aggregator has not taken.
+ * to the query's subscribers as they come.  A batch is settled (and acknowledged after the
+ * next checkpoint) once relayed, so an agent's spool resends only what the aggregator has
+ * not taken.
+ *
+ * Relayed batches are numbered per query (seq 1, 2, ...) and carry the query's rows so far
+ * (total_rows), so that a client knows exactly what it missed; the latest are kept in memory
+ * (--stream-keep bytes a query, AGGD_STREAM_KEEP_BATCHES batches at most; the oldest go
+ * first) for a client that comes back: one forgotten while it was too slow to send its
+ * heartbeats, or reconnected, subscribes again from the next number it has not seen and gets
+ * what is still kept before anything new.  Nothing is stored: an aggregator's restart loses
+ * them.
  *
  * A stream's subscriptions outlive its last window (until the query is forgotten, 10 minutes
  * after its end): an agent late for that window still sends its last rows, with `last`, which
@@ -18,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "aggregator/aggd.h"
 #include "agent/result.h"
@@ -61,10 +70,128 @@ static bool fits_plan(const struct query *q, const Weft__RowBatch *b, char *why,
 	return true;
 }
 
+void aggd_rows_keep_free(struct query *q)
+{
+	for (size_t i = 0; i < q->nkeep; i++)
+		free(q->keep[(q->keep_head + i) % q->keep_cap].buf);
+	free(q->keep);
+	q->keep = NULL;
+	q->nkeep = q->keep_cap = q->keep_head = q->keep_bytes = 0;
+}
+
+static void keep_drop_oldest(struct query *q)
+{
+	struct rowkeep *k = &q->keep[q->keep_head];
+
+	q->keep_bytes -= k->len;
+	free(k->buf);
+	k->buf = NULL;
+	q->keep_head = (q->keep_head + 1) % q->keep_cap;
+	q->nkeep--;
+}
+
+/* Keeps relayed batch b of q, the oldest dropped to stay within the bounds; a batch that
+ * cannot be kept (larger than the bound, no memory) is not, and a client coming back will
+ * count its rows as missed (total_rows). */
+static void keep_add(struct aggd *a, struct query *q, const Weft__RowBatch *b)
+{
+	int64_t max = a->o.stream_keep ? a->o.stream_keep : AGGD_STREAM_KEEP_DEFAULT;
+	size_t len = weft__row_batch__get_packed_size(b);
+	struct rowkeep *k;
+	void *buf;
+
+	if (max < 0 || len > (uint64_t)max)
+		return;
+	while (q->nkeep &&
+	       (q->keep_bytes + len > (uint64_t)max || q->nkeep >= AGGD_STREAM_KEEP_BATCHES))
+		keep_drop_oldest(q);
+	if (q->nkeep == q->keep_cap) {
+		size_t cap = q->keep_cap ? 2 * q->keep_cap : 64;
+		struct rowkeep *nv = calloc(cap, sizeof(*nv));
+
+		if (!nv)
+			return;
+		for (size_t i = 0; i < q->nkeep; i++)
+			nv[i] = q->keep[(q->keep_head + i) % q->keep_cap];
+		free(q->keep);
+		q->keep = nv;
+		q->keep_cap = cap;
+		q->keep_head = 0;
+	}
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return;
+	weft__row_batch__pack(b, buf);
+	k = &q->keep[(q->keep_head + q->nkeep) % q->keep_cap];
+	k->seq = b->seq;
+	k->rows = b->has_rows ? b->rows : 0;
+	k->buf = buf;
+	k->len = len;
+	q->nkeep++;
+	q->keep_bytes += len;
+}
+
+/* Sends relayed batch b to client c under its subscription s; its rows are counted as not
+ * relayed to c when c cannot take it (its queue is full, or it is gone). */
+static void relay_to(struct aggd *a, struct peer *c, struct sub *s, struct query *q,
+		     const Weft__RowBatch *b)
+{
+	Weft__RowBatch out = *b;
+	uint64_t rows = b->has_rows ? b->rows : 0;
+	Weft__Envelope e;
+	int rc;
+
+	out.has_dropped = true;
+	out.dropped = s->rows_dropped;
+	aggd_env_init(a, &e);
+	e.body_case = WEFT__ENVELOPE__BODY_ROW_BATCH;
+	e.row_batch = &out;
+	rc = aggd_peer_send(a, c, &e);
+	if (rc == 0)
+		return;
+	/* a slow (or gone) client loses these rows, never stalls the others */
+	s->rows_dropped += rows;
+	q->rows_dropped += rows;
+	log_info("aggregator: %s: %" PRIu64 " rows of query %" PRIu64 " not relayed (%s); %" PRIu64
+		 " so far",
+		 aggd_peer_label(c), rows, q->id, strerror(-rc), s->rows_dropped);
+}
+
+void aggd_rows_replay(struct aggd *a, struct peer *p, struct query *q, uint64_t from)
+{
+	struct sub *s = aggd_peer_sub(p, q->id);
+	size_t sent = 0;
+
+	if (!s || !q->stream)
+		return;
+	for (size_t i = 0; i < q->nkeep; i++) {
+		const struct rowkeep *k = &q->keep[(q->keep_head + i) % q->keep_cap];
+		Weft__RowBatch *b;
+
+		if (k->seq < from)
+			continue;
+		b = weft__row_batch__unpack(NULL, k->len, k->buf);
+		if (!b) {
+			/* packed here from a batch that was checked: only memory can fail */
+			s->rows_dropped += k->rows;
+			q->rows_dropped += k->rows;
+			continue;
+		}
+		relay_to(a, p, s, q, b);
+		weft__row_batch__free_unpacked(b, NULL);
+		sent++;
+	}
+	if (sent)
+		log_info("aggregator: %s: %zu kept row batches of query %" PRIu64
+			 " sent again (from %" PRIu64 ")",
+			 aggd_peer_label(p), sent, q->id, from);
+}
+
 void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 {
 	const Weft__RowBatch *b = env->row_batch;
 	uint64_t rows = b->has_rows ? b->rows : 0;
+	Weft__RowBatch relayed;
 	struct query *q;
 	size_t nsubs = 0;
 	char why[256];
@@ -97,32 +224,23 @@ void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env
 	if (!q->ended && !aggd_peer_pq(p, q->id))
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
 	q->rows += rows;
+	relayed = *b;
+	relayed.has_seq = relayed.has_total_rows = true;
+	relayed.seq = ++q->row_seq;
+	relayed.total_rows = q->rows;
+	relayed.has_dropped = false; /* each client's own */
+	keep_add(a, q, &relayed);
 	for (struct peer *c = a->peers; c; c = c->next) {
-		Weft__RowBatch out = *b;
-		Weft__Envelope e;
 		struct sub *s;
-		int rc;
 
 		if (c->role != WIRE_ROLE_CLIENT || !(s = aggd_peer_sub(c, q->id)))
 			continue;
 		nsubs++;
-		out.has_dropped = true;
-		out.dropped = s->rows_dropped;
-		aggd_env_init(a, &e);
-		e.body_case = WEFT__ENVELOPE__BODY_ROW_BATCH;
-		e.row_batch = &out;
-		rc = aggd_peer_send(a, c, &e);
-		if (rc == 0)
-			continue;
-		/* a slow (or gone) client loses these rows, never stalls the others */
-		s->rows_dropped += rows;
-		q->rows_dropped += rows;
-		log_info("aggregator: %s: %" PRIu64 " rows of query %" PRIu64
-			 " not relayed (%s); %" PRIu64 " so far",
-			 aggd_peer_label(c), rows, q->id, strerror(-rc), s->rows_dropped);
+		relay_to(a, c, s, q, &relayed);
 	}
 	if (!nsubs && rows) {
-		/* nobody to take them: said in status, never silent */
+		/* nobody to take them now (a client that comes back may get them from those
+		 * kept): said in status, never silent */
 		q->rows_dropped += rows;
 		log_debug("aggregator: query %" PRIu64 ": %" PRIu64
 			  " rows of %s with no subscriber",

@@ -80,6 +80,11 @@ static const char aggregator_help[] =
 	"                          (default 64)\n"
 	"      --spool-max N       windows kept for the parent until acknowledged (default\n"
 	"                          4096); the oldest is dropped when full, counted\n"
+	"      --stream-keep S     a stream query's latest row batches kept in memory for a\n"
+	"                          client that comes back (forgotten while it was too slow to\n"
+	"                          send its heartbeats, or reconnected): it gets them before\n"
+	"                          anything new, and counts what was no longer kept as lost\n"
+	"                          (default 32MiB a query; 0: none)\n"
 	"      --http ADDR:PORT    serve the web face: pages of the cluster, live queries and\n"
 	"                          traces, their JSON API and /metrics for Prometheus\n"
 	"                          (docs/http.md).  Read-only.  PORT alone binds 127.0.0.1;\n"
@@ -184,6 +189,7 @@ enum {
 	OPT_GFWD_QUEUE,
 	OPT_GFWD_AGGS,
 	OPT_GFWD_WAIT,
+	OPT_STREAM_KEEP,
 };
 
 /* A --graph-forward* option into o; -1 when its value is bad (said). */
@@ -275,6 +281,7 @@ int cmd_aggregator(int argc, char **argv)
 		{ "heartbeat", required_argument, NULL, 'B' },
 		{ "keep", required_argument, NULL, 'K' },
 		{ "spool-max", required_argument, NULL, 'S' },
+		{ "stream-keep", required_argument, NULL, OPT_STREAM_KEEP },
 		{ "http", required_argument, NULL, 'H' },
 		{ "http-token", required_argument, NULL, 'T' },
 		{ "graph-forward", required_argument, NULL, OPT_GFWD },
@@ -372,6 +379,19 @@ int cmd_aggregator(int argc, char **argv)
 			if (parse_count("--spool-max", optarg, 1000000, &v))
 				return WEFT_EXIT_USAGE;
 			o.spool_max = v;
+			break;
+		case OPT_STREAM_KEEP:
+			if (strcmp(optarg, "0") == 0) {
+				o.stream_keep = -1;
+			} else if (units_size_parse(optarg, &v) || v == 0 || v > (1ULL << 40)) {
+				fprintf(stderr,
+					"weft: --stream-keep takes a size up to 1TiB (16MiB, 1GiB, "
+					"...; 0: none), not '%s'\n",
+					optarg);
+				return WEFT_EXIT_USAGE;
+			} else {
+				o.stream_keep = (int64_t)v;
+			}
 			break;
 		case OPT_GFWD:
 		case OPT_GFWD_SPOOL:

@@ -61,7 +61,10 @@ static const char submit_help[] =
 	"end (the query's last window, or Ctrl-C) a last line counts the rows of each host\n"
 	"and every row lost on the way: to a full ring buffer on an agent, not shipped by an\n"
 	"agent, not relayed by the aggregator to this client (with --format json an object of\n"
-	"type \"stream_end\").  The query text travels as UTF-8 of at most 64 KiB: anything\n"
+	"type \"stream_end\").  A client the aggregator forgot (stopped, or too busy to send its\n"
+	"heartbeats) or whose connection dropped gets the rows it missed when it comes back,\n"
+	"as far as the aggregator still keeps them (weft aggregator --stream-keep), each row\n"
+	"once.  The query text travels as UTF-8 of at most 64 KiB: anything\n"
 	"else is refused here, before connecting (exit status 3).\n"
 	"\n"
 	CLUSTER_OPTIONS_HELP
@@ -391,6 +394,11 @@ static void stream_batch(struct stream_state *ss, const struct plan *p, const We
 	ss->received += b->has_rows ? b->rows : 0;
 	if (b->has_dropped && b->dropped > ss->relay_dropped)
 		ss->relay_dropped = b->dropped; /* this client's count so far */
+	/* the query's rows so far against those that came here: what this client missed
+	 * (also while the aggregator had forgotten it, beyond what it kept) */
+	if (b->has_total_rows && b->total_rows > ss->received &&
+	    b->total_rows - ss->received > ss->relay_dropped)
+		ss->relay_dropped = b->total_rows - ss->received;
 	if (!rows)
 		return;
 	if (!p) {

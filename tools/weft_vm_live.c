@@ -281,6 +281,10 @@ static bool live_batch(struct live *L, struct lq *q, Weft__Envelope *m)
 		q->not_relayed = b->dropped;
 	tool_rows_batch(&q->rw, b);
 	q->received += rows;
+	/* the query's rows so far against those that came: what was missed here */
+	if (b->has_total_rows && b->total_rows > q->received &&
+	    b->total_rows - q->received > q->not_relayed)
+		q->not_relayed = b->total_rows - q->received;
 	if (!rows)
 		return false;
 	for (int c = 0; c < p->ncols; c++)

@@ -25,6 +25,13 @@
  *              the query's last window and then names on stderr.  A raw client (a key
  *              allow-listed as client) sending the same good batch is refused for its role,
  *              answered with an Error and counted; its rows reach nobody.
+ *   comeback   a client is stopped (SIGSTOP); ns1's N1 rows are relayed to it (they wait
+ *              in its connection's queue); the aggregator forgets it (silent for three
+ *              heartbeats); ns2's N2 rows come, relayed to nobody; the client is continued:
+ *              it reads ns1's rows, says Hello again, subscribes again from the first batch
+ *              it has not seen, gets the batches the aggregator kept (its log says so) and
+ *              prints exactly N1 and N2 rows, each once, with nothing lost.  (With nothing
+ *              kept, as before --stream-keep, ns2's rows never came.)
  *
  * Nothing is asserted about timing: the workloads run after both agents run the query, and
  * the query is cancelled after they have exited and the client has printed their rows.
@@ -32,6 +39,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +83,7 @@ static int group_setup(void **state)
 	for (int k = 0; k < NS; k++)
 		cl_keygen(&f->cl, "agent", hosts[k], true);
 	cl_keygen(&f->cl, "agent", "rawagent", true);
+	cl_keygen(&f->cl, "client", "slow", true);
 	f->agg = cl_aggregator(&f->cl, "agg", listen, NULL, NULL);
 	cl_net_scoped_agents(&f->cl, &f->net, hosts, NS, listen, f->scope, f->agents);
 	snprintf(f->comm, sizeof(f->comm), "%s_r", f->cl.tag);
@@ -100,20 +109,22 @@ static void query_of(const struct fixture *f, char *q, size_t sz)
 		 f->comm);
 }
 
-/* `weft submit --format FMT QUERY`, following; returns once each agent runs it. */
-static struct cl_proc *submit(struct fixture *f, const char *log, const char *fmt,
-			      const char *query, uint64_t *id)
+/* `weft submit --format FMT QUERY` with key KEY (NAME.key), following; returns once each
+ * agent runs it. */
+static struct cl_proc *submit_as(struct fixture *f, const char *key, const char *log,
+				 const char *fmt, const char *query, uint64_t *id)
 {
 	struct cl *cl = &f->cl;
 	struct cl_proc *p;
-	char needle[64], *err, *s;
+	char needle[64], keyfile[64], *err, *s;
 
+	snprintf(keyfile, sizeof(keyfile), "%s.key", key);
 	p = cl_spawn(cl, log, NULL,
 		     (char *const[]){ getenv("WEFT_BIN"), (char *)"submit", (char *)"--to",
 				      cl->endpoint, (char *)"--server-key",
 				      (char *)cl_pub(cl, cl->client_server), (char *)"--key",
-				      (char *)cl_path(cl, "me.key"), (char *)"--format",
-				      (char *)fmt, (char *)query, NULL });
+				      (char *)cl_path(cl, keyfile), (char *)"--format", (char *)fmt,
+				      (char *)query, NULL });
 	cl_expect_log(p, " runs on ", CL_WAIT_MS);
 	err = cl_slurp(p->err);
 	s = strstr(err, "weft: query ");
@@ -125,6 +136,12 @@ static struct cl_proc *submit(struct fixture *f, const char *log, const char *fm
 	for (int k = 0; k < NS; k++)
 		cl_expect_log(f->agents[k], needle, CL_WAIT_MS);
 	return p;
+}
+
+static struct cl_proc *submit(struct fixture *f, const char *log, const char *fmt,
+			      const char *query, uint64_t *id)
+{
+	return submit_as(f, "me", log, fmt, query, id);
 }
 
 /* Rows of a --format json output: those of host (NULL: any). */
@@ -401,12 +418,92 @@ static void test_hostile(void **state)
 	cl->passed = true;
 }
 
+/* The rows the aggregator has taken for query id (weft status). */
+static long long status_rows(struct cl *cl, uint64_t id)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *qv = wj_get(st, "queries");
+	long long n = -1;
+
+	for (size_t i = 0; qv && i < qv->nkids; i++)
+		if (wj_int_of(&qv->kids[i], "id") == (long long)id)
+			n = wj_int_of(&qv->kids[i], "rows");
+	wj_free(st);
+	return n;
+}
+
+static void test_comeback(void **state)
+{
+	const unsigned long calls[NS] = { 1201, 2402 };
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	struct cl_proc *sub;
+	struct wr_json j = { 0 };
+	struct wr_buf b = { 0 };
+	char q[256], needle[128], host[256] = "", *out;
+	const struct wj *end = NULL;
+	long long per_host[NS] = { 0 };
+	uint64_t id;
+
+	cl->passed = false;
+	query_of(f, q, sizeof(q));
+	sub = submit_as(f, "slow", "comeback", "json", q, &id);
+	assert_int_equal(kill(sub->pid, SIGSTOP), 0);
+	/* ns1's rows relayed to the stopped client (they wait in its connection's queue),
+	 * then the client forgotten, then ns2's rows relayed to nobody */
+	cl_workload(cl, f->comm, f->net.ns[0], calls[0], 1);
+	assert_true(CL_WAIT(status_rows(cl, id) == (long long)calls[0], CL_WAIT_MS));
+	gethostname(host, sizeof(host) - 1);
+	snprintf(needle, sizeof(needle), "client %s (key slow) expired", host);
+	cl_expect_log(f->agg, needle, CL_WAIT_MS);
+	cl_workload(cl, f->comm, f->net.ns[1], calls[1], 1);
+	assert_true(CL_WAIT(status_rows(cl, id) == (long long)(calls[0] + calls[1]), CL_WAIT_MS));
+	assert_int_equal(json_rows(sub->out, NULL), 0);
+	assert_int_equal(kill(sub->pid, SIGCONT), 0);
+	snprintf(needle, sizeof(needle), "kept row batches of query %llu sent again (from ",
+		 (unsigned long long)id);
+	cl_expect_log(f->agg, needle, CL_WAIT_MS);
+	assert_true(
+		CL_WAIT(json_rows(sub->out, NULL) >= (long long)(calls[0] + calls[1]), CL_WAIT_MS));
+	cl_cancel(cl, NULL, id);
+	cl_expect_end(sub);
+
+	out = cl_slurp(sub->out);
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, &j);
+	free(b.p);
+	for (size_t i = 0; i < j.n; i++) {
+		const struct wj *w = j.v[i];
+		int k;
+
+		if (wr_is_type(w, "stream_end")) {
+			end = w;
+			continue;
+		}
+		for (k = 0; k < NS && strcmp(wj_str(wj_get(w, "host")), hosts[k]); k++)
+			;
+		assert_true(k < NS);
+		per_host[k]++;
+		assert_string_equal(wj_str(wj_get(w, "comm")), f->comm);
+	}
+	for (int k = 0; k < NS; k++)
+		assert_int_equal(per_host[k], calls[k]);
+	assert_non_null(end);
+	assert_int_equal(wj_int_of(end, "rows"), calls[0] + calls[1]);
+	assert_int_equal(wj_int_of(end, "lost"), 0);
+	assert_int_equal(wj_int_of(end, "not_relayed"), 0);
+	wr_json_free(&j);
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rows),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_comeback),
 	};
 
 	if (!wr_ready())
