@@ -144,19 +144,27 @@ static struct cl_proc *submit(struct fixture *f, const char *log, const char *fm
 	return submit_as(f, "me", log, fmt, query, id);
 }
 
-/* Rows of a --format json output: those of host (NULL: any). */
-static long long json_rows(const char *path, const char *host)
+/* The JSON lines of file path into j: its complete lines (a line still being written is
+ * left out). */
+static void json_lines(const char *path, struct wr_json *j)
 {
-	struct cl_res r;
-	long long n = 0;
 	struct wr_buf b = { 0 };
 	char *s = cl_slurp(path), *nl = strrchr(s, '\n');
 
 	wr_buf_add(&b, s, nl ? (size_t)(nl - s + 1) : 0);
 	free(s);
-	memset(&r, 0, sizeof(r));
-	wr_json_lines(&b, &r.j);
+	wr_json_lines(&b, j);
 	free(b.p);
+}
+
+/* Rows of a --format json output: those of host (NULL: any). */
+static long long json_rows(const char *path, const char *host)
+{
+	struct cl_res r;
+	long long n = 0;
+
+	memset(&r, 0, sizeof(r));
+	json_lines(path, &r.j);
 	for (size_t i = 0; i < r.j.n; i++)
 		if (wr_is_type(r.j.v[i], "row") &&
 		    (!host || (wj_str(wj_get(r.j.v[i], "host")) &&
@@ -174,8 +182,7 @@ static void test_rows(void **state)
 	struct cl *cl = &f->cl;
 	struct cl_proc *sub;
 	struct wr_json j = { 0 };
-	struct wr_buf b = { 0 };
-	char q[256], *out;
+	char q[256];
 	const struct wj *end = NULL, *qs = NULL;
 	long long per_host[NS] = { 0 };
 	struct {
@@ -195,11 +202,7 @@ static void test_rows(void **state)
 	cl_cancel(cl, NULL, id);
 	cl_expect_end(sub);
 
-	out = cl_slurp(sub->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	json_lines(sub->out, &j);
 	memset(tids, 0, sizeof(tids));
 	for (size_t i = 0; i < j.n; i++) {
 		const struct wj *w = j.v[i];
@@ -346,8 +349,6 @@ static void test_hostile(void **state)
 	int64_t ints[8] = { 1000, 1, 4242, 110, 2000, 0, 4343, 110 };
 	ProtobufCBinaryData texts[2] = { { 4, (uint8_t *)"rawA" }, { 4, (uint8_t *)"rawB" } };
 	struct wr_json j = { 0 };
-	struct wr_buf b = { 0 };
-	char *out;
 	int seen = 0;
 
 	cl->passed = false;
@@ -394,11 +395,7 @@ static void test_hostile(void **state)
 	/* the raw agent never sends its last rows: the client waited for them, and says so */
 	assert_true(cl_file_has(sub->err, ": the last rows of rawagent did not come within"));
 
-	out = cl_slurp(sub->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	json_lines(sub->out, &j);
 	for (size_t i = 0; i < j.n; i++) {
 		const struct wj *w = j.v[i];
 
@@ -439,8 +436,7 @@ static void test_comeback(void **state)
 	struct cl *cl = &f->cl;
 	struct cl_proc *sub;
 	struct wr_json j = { 0 };
-	struct wr_buf b = { 0 };
-	char q[256], needle[128], host[256] = "", *out;
+	char q[256], needle[128], host[256] = "";
 	const struct wj *end = NULL;
 	long long per_host[NS] = { 0 };
 	uint64_t id;
@@ -468,11 +464,7 @@ static void test_comeback(void **state)
 	cl_cancel(cl, NULL, id);
 	cl_expect_end(sub);
 
-	out = cl_slurp(sub->out);
-	wr_buf_add(&b, out, strlen(out));
-	free(out);
-	wr_json_lines(&b, &j);
-	free(b.p);
+	json_lines(sub->out, &j);
 	for (size_t i = 0; i < j.n; i++) {
 		const struct wj *w = j.v[i];
 		int k;
