@@ -4,12 +4,13 @@
  * provider in a CTF trace directory become tasks, events and edges, and every other LTTng-UST
  * event becomes an event of the weft task open on its thread at that moment.
  *
- * CTF is read by libbabeltrace2, never by hand.  The directory is searched for CTF traces
- * (every directory below it that holds a file named `metadata`, as an LTTng session's output
- * holds ust/uid/0/64-bit, ust/pid/..., kernel/), one src.ctf.fs component per trace; all
- * their streams go through one flt.utils.muxer, so that the events reach our sink in time
- * order whatever stream (one per CPU) each was written to; the sink is a simple sink
- * (bt_graph_add_simple_sink_component) whose consume function is the importer proper.
+ * CTF is read by libbabeltrace2, never by hand, through graph/ctf_read.c (vm/ctf.c reads
+ * kernel traces with it too).  The directory is searched for CTF traces (every directory
+ * below it that holds a file named `metadata`, as an LTTng session's output holds
+ * ust/uid/0/64-bit, ust/pid/..., kernel/), one src.ctf.fs component per trace; all their
+ * streams go through one flt.utils.muxer, so that the events reach the importer in time
+ * order whatever stream (one per CPU) each was written to; a simple sink hands each
+ * message to the importer proper (ctf_message()).
  *
  * The importer is a small state machine over the time-ordered events:
  *   - weft:task_begin appends a task (end unknown) and pushes it on its thread's stack of
@@ -35,142 +36,40 @@
  * process that sends the graph back through a pipe ("the reader process" below);
  * graph_import_ctf_here() runs it in the caller, for the fuzzer's coverage.
  *
- * Why one file of ~1,550 lines: it is one importer over one state (struct ctf_import) and
- * one library; its parts (finding traces, reading fields, the state machine, the sink, the
- * component graph, the reader process) are each used only by the next, and keeping
- * libbabeltrace2's types out of every other file of graph/ is worth more than short files.
+ * Why one file of ~1,270 lines: it is one importer over one state (struct ctf_import); its
+ * parts (reading weft's fields, the state machine, the sink, the reader process) are each
+ * used only by the next.  What does not depend on what an event means (finding the traces,
+ * the component graph, babeltrace2's fields and error cause) is graph/ctf_read.c's, shared
+ * with vm/ctf.c; libbabeltrace2's types stay out of every other file of graph/.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <babeltrace2/babeltrace.h>
 #include <jansson.h>
 
-#include "base/text.h"
+#include "graph/ctf_read.h"
 #include "graph/graph.h"
 #include "graph/import.h"
 #include "graph/import_priv.h" /* IMP_TIME_MAX, the bound of every importer */
 
 #define CTF_MAX_TRACES 1024 /* trace directories under one input */
-#define CTF_MAX_DEPTH 8 /* how deep below the input they are searched */
 #define CTF_ATTR_DEPTH 16 /* nesting of a payload field kept as an attribute */
 #define CTF_ATTR_ELEMS 1024 /* elements of one array kept */
 #define CTF_ATTR_NODES 65536 /* values of one event's attributes (arrays nest: a bound in all) */
 /* Open tasks of one thread that other events may go to: a thread that begins more without
  * ending them (an event loop) forgets its oldest, so that ending one costs O(this). */
 #define CTF_MAX_OPEN 1024
-
-/* ------------------------------------------------------------------ finding the traces */
-
-struct ctf_dirs {
-	char **v;
-	size_t n, cap;
-};
-
-static void ctf_dirs_free(struct ctf_dirs *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i]);
-	free(d->v);
-}
-
-static int ctf_dirs_add(struct ctf_dirs *d, const char *path)
-{
-	if (d->n >= CTF_MAX_TRACES)
-		return -E2BIG;
-	if (d->n == d->cap) {
-		size_t ncap = d->cap ? d->cap * 2 : 8;
-		char **v = realloc(d->v, ncap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		d->v = v;
-		d->cap = ncap;
-	}
-	d->v[d->n] = strdup(path);
-	if (!d->v[d->n])
-		return -ENOMEM;
-	d->n++;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* A trace directory's entries, which babeltrace2 opens as streams, are all regular files or
- * directories (a FIFO or a link to a device would block or never end): 0, or -EINVAL with
- * the entry's path in bad[]. */
-static int ctf_plain(const char *path, char *bad, size_t badsz)
-{
-	char sub[PATH_MAX];
-	struct stat st;
-	struct dirent *de;
-	DIR *dir = opendir(path);
-	int ret = 0;
-
-	if (!dir)
-		return -errno;
-	while (ret == 0 && (de = readdir(dir))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub) ||
-		    stat(sub, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
-			snprintf(bad, badsz, "%s", sub);
-			ret = -EINVAL;
-		}
-	}
-	closedir(dir);
-	return ret;
-}
-
-/* Every directory at or below `path` (symbolic links not followed) holding a regular file
- * `metadata`; a trace directory is not searched further (its index/ holds no trace). */
-static int ctf_find(const char *path, int depth, struct ctf_dirs *d, char *bad, size_t badsz)
-{
-	char sub[PATH_MAX];
-	struct stat st;
-	struct dirent *de;
-	DIR *dir;
-	int ret = 0;
-
-	if (snprintf(sub, sizeof(sub), "%s/metadata", path) >= (int)sizeof(sub))
-		return -ENAMETOOLONG;
-	if (stat(sub, &st) == 0 && S_ISREG(st.st_mode)) {
-		ret = ctf_plain(path, bad, badsz);
-		return ret ? ret : ctf_dirs_add(d, path);
-	}
-	if (depth >= CTF_MAX_DEPTH)
-		return 0;
-	dir = opendir(path);
-	if (!dir)
-		return depth == 0 ? -errno : 0;
-	while (ret == 0 && (de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
-			continue;
-		if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
-			continue;
-		ret = ctf_find(sub, depth + 1, d, bad, badsz);
-	}
-	closedir(dir);
-	return ret;
-}
 
 /* ------------------------------------------------------------------ the importer's state */
 
@@ -407,49 +306,18 @@ static void ctf_import_free(struct ctf_import *im)
 
 /* ------------------------------------------------------------------ reading fields */
 
-static bool field_is(const bt_field *f, bt_field_class_type type)
-{
-	return f && bt_field_class_type_is(bt_field_get_class_type(f), type);
-}
-
-/* The member `name` of structure field s, or NULL (s NULL or not a structure too). */
-static const bt_field *member(const bt_field *s, const char *name)
-{
-	if (!field_is(s, BT_FIELD_CLASS_TYPE_STRUCTURE))
-		return NULL;
-	return bt_field_structure_borrow_member_field_by_name_const(s, name);
-}
-
-/* An integer field of either signedness as int64; false if f is not an integer. */
-static bool field_int(const bt_field *f, int64_t *v)
-{
-	if (field_is(f, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER)) {
-		*v = bt_field_integer_signed_get_value(f);
-		return true;
-	}
-	if (field_is(f, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
-		uint64_t u = bt_field_integer_unsigned_get_value(f);
-
-		if (u > INT64_MAX)
-			return false;
-		*v = (int64_t)u;
-		return true;
-	}
-	return false;
-}
-
 /* The payload's unsigned integer member `name`; refuses (false, im failed) anything else. */
 static bool pay_u64(struct ctf_import *im, const bt_field *pay, const char *ev, const char *name,
 		    uint64_t *v)
 {
-	const bt_field *f = member(pay, name);
+	const bt_field *f = ctf_read_member(pay, name);
 
 	if (!f) {
 		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): no payload field %s", im->index, ev,
 			 name);
 		return false;
 	}
-	if (!field_is(f, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
+	if (!ctf_read_is(f, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
 		ctf_fail(im, -EINVAL,
 			 "event %" PRIu64 " (%s): payload field %s is not an unsigned integer",
 			 im->index, ev, name);
@@ -462,14 +330,14 @@ static bool pay_u64(struct ctf_import *im, const bt_field *pay, const char *ev, 
 static bool pay_str(struct ctf_import *im, const bt_field *pay, const char *ev, const char *name,
 		    const char **s, uint64_t *len)
 {
-	const bt_field *f = member(pay, name);
+	const bt_field *f = ctf_read_member(pay, name);
 
 	if (!f) {
 		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): no payload field %s", im->index, ev,
 			 name);
 		return false;
 	}
-	if (!field_is(f, BT_FIELD_CLASS_TYPE_STRING)) {
+	if (!ctf_read_is(f, BT_FIELD_CLASS_TYPE_STRING)) {
 		ctf_fail(im, -EINVAL, "event %" PRIu64 " (%s): payload field %s is not a string",
 			 im->index, ev, name);
 		return false;
@@ -491,32 +359,6 @@ static bool pay_trace(struct ctf_import *im, const bt_field *pay, const char *ev
 		return false;
 	}
 	return true;
-}
-
-/* A JSON string of s[0, len): bytes that are not UTF-8 become '?' (jansson wants UTF-8). */
-static json_t *json_text(const char *s, size_t len)
-{
-	json_t *j;
-	char *c;
-
-	if (text_utf8_valid(s, len, NULL))
-		return json_stringn(s, len);
-	c = malloc(len + 1);
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < len;) {
-		size_t k = text_utf8_seq(s + i, len - i);
-
-		if (!k) {
-			c[i++] = '?';
-		} else {
-			memcpy(c + i, s + i, k);
-			i += k;
-		}
-	}
-	j = json_stringn(c, len);
-	free(c);
-	return j;
 }
 
 /* A field as JSON: integers (an unsigned one above INT64_MAX as a decimal string), reals
@@ -561,7 +403,7 @@ static json_t *field_json(const bt_field *f, int depth, size_t *budget)
 		return isfinite(d) ? json_real(d) : json_null();
 	}
 	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_STRING))
-		return json_text(bt_field_string_get_value(f), bt_field_string_get_length(f));
+		return ctf_read_text(f, SIZE_MAX, false);
 	if (bt_field_class_type_is(t, BT_FIELD_CLASS_TYPE_STRUCTURE)) {
 		const bt_field_class *fc = bt_field_borrow_class_const(f);
 		uint64_t n = bt_field_class_structure_get_member_count(fc);
@@ -725,8 +567,8 @@ static void task_end(struct ctf_import *im, const bt_field *pay, const struct ct
 
 	if (!pay_trace(im, pay, ev, &trace) || !pay_u64(im, pay, ev, "task", &id))
 		return;
-	f = member(pay, "status");
-	if (!f || !field_int(f, &status) || status < GRAPH_STATUS_UNSET ||
+	f = ctf_read_member(pay, "status");
+	if (!f || !ctf_read_int(f, false, &status) || status < GRAPH_STATUS_UNSET ||
 	    status > GRAPH_STATUS_ERROR) {
 		ctf_fail(im, -EINVAL,
 			 "event %" PRIu64 " (%s): payload field status is not an integer 0, 1 or 2",
@@ -825,8 +667,8 @@ static void other_event(struct ctf_import *im, const char *name, const bt_field 
 	e.trace = t->trace;
 	e.task = t->id;
 	e.name = graph_strdup(im->g, name);
-	attrs = field_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE) ? field_json(pay, 0, &budget) :
-							       json_object();
+	attrs = ctf_read_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE) ? field_json(pay, 0, &budget) :
+								  json_object();
 	e.attrs = json_arena(im->g, attrs);
 	if (!e.name || !e.attrs) {
 		ctf_fail(im, -ENOMEM, "event %" PRIu64 " (%s): out of memory", im->index, name);
@@ -880,20 +722,20 @@ static bool event_context(struct ctf_import *im, const bt_event *event, const ch
 
 	w->pid = w->tid = -1;
 	w->procname = NULL;
-	if (!field_is(ctx, BT_FIELD_CLASS_TYPE_STRUCTURE))
+	if (!ctf_read_is(ctx, BT_FIELD_CLASS_TYPE_STRUCTURE))
 		return true;
 	for (size_t i = 0; i < 2; i++) {
-		const bt_field *f = member(ctx, keys[i]);
+		const bt_field *f = ctf_read_member(ctx, keys[i]);
 
-		if (f && !field_int(f, out[i])) {
+		if (f && !ctf_read_int(f, false, out[i])) {
 			ctf_fail(im, -EINVAL,
 				 "event %" PRIu64 " (%s): context field %s is not an integer",
 				 im->index, name, keys[i]);
 			return false;
 		}
 	}
-	w->procname = member(ctx, "procname");
-	if (w->procname && !field_is(w->procname, BT_FIELD_CLASS_TYPE_STRING)) {
+	w->procname = ctf_read_member(ctx, "procname");
+	if (w->procname && !ctf_read_is(w->procname, BT_FIELD_CLASS_TYPE_STRING)) {
 		ctf_fail(im, -EINVAL,
 			 "event %" PRIu64 " (%s): context field procname is not a string",
 			 im->index, name);
@@ -971,195 +813,72 @@ out:
 	im->index++;
 }
 
-static bt_graph_simple_sink_component_consume_func_status ctf_consume(bt_message_iterator *it,
-								      void *data)
-{
-	struct ctf_import *im = data;
-	bt_message_array_const msgs;
-	uint64_t n = 0;
-
-	switch (bt_message_iterator_next(it, &msgs, &n)) {
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
-		break;
-	default:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		if (!im->err)
-			ctf_message(im, msgs[i]);
-		bt_message_put_ref(msgs[i]);
-	}
-	return im->err ? BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR :
-			 BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
-}
-
 /* ------------------------------------------------------------------ the graph of components */
 
-/* The message of the deepest cause of babeltrace2's error of this thread (the first that went
- * wrong: cause 0, e.g. "Cannot create trace for `DIR`."), the error released; "" if none.
- * Components log nothing (BT_LOGGING_LEVEL_NONE: a library does not write on stderr), so
- * the causes that only a log line would give are not there. */
-static void ctf_bt_cause(char *buf, size_t size)
+/* err's message "DIR: WHAT: CAUSE" (": CAUSE" only if there is one), cut at its size. */
+static int ctf_fail_bt(struct graph_import_err *err, const char *dir, int ret, const char *what,
+		       const char *cause)
 {
-	const bt_error *e = bt_current_thread_take_error();
-	uint64_t n;
+	int n = snprintf(err->msg, sizeof(err->msg), "%s: %s", dir, what);
 
-	buf[0] = '\0';
-	if (!e)
-		return;
-	n = bt_error_get_cause_count(e);
-	if (n) {
-		const bt_error_cause *c = bt_error_borrow_cause_by_index(e, 0);
-		const char *m = bt_error_cause_get_message(c);
-
-		snprintf(buf, size, "%s", m ? m : "");
-	}
-	bt_error_release(e);
-}
-
-static int ctf_fail_bt(struct graph_import_err *err, const char *dir, int ret, const char *what)
-{
-	char cause[384];
-
-	ctf_bt_cause(cause, sizeof(cause));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s%s%s", dir, what, cause[0] ? ": " : "", cause);
+	if (cause[0] && n >= 0 && (size_t)n < sizeof(err->msg))
+		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s", cause);
 	return ret;
 }
 
-/*
- * babeltrace2's plugins, found and loaded (dlopen) on the first import and kept: finding them
- * scans the plugin directory and loads every plugin in it, which costs more than reading a
- * small trace.  babeltrace2's reference counts are not atomic, so imports are serialized
- * (ctf_lock): a process may import CTF traces from several threads, one at a time.
- */
-static pthread_mutex_t ctf_lock = PTHREAD_MUTEX_INITIALIZER;
-static const bt_plugin *ctf_plugin, *utils_plugin;
-
-/* Loads the plugins if not yet done; the caller holds ctf_lock. */
+/* Loads babeltrace2's plugins if not yet done, in the caller's process: its reader processes
+ * then find them loaded (graph/ctf_read.c keeps them).  The caller holds ctf_read_lock(). */
 static int ctf_plugins_load(const char *dir, struct graph_import_err *err)
 {
-	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		ctf_plugin = NULL;
-	if (!utils_plugin && bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					    &utils_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		utils_plugin = NULL;
-	if (!ctf_plugin || !utils_plugin)
-		return ctf_fail_bt(err, dir, -ENOENT,
-				   "babeltrace2's ctf and utils plugins cannot be loaded");
-	return 0;
+	char cause[CTF_READ_CAUSE];
+
+	if (ctf_read_plugins())
+		return 0;
+	ctf_read_cause(cause, sizeof(cause));
+	return ctf_fail_bt(err, dir, -ENOENT,
+			   "babeltrace2's ctf and utils plugins cannot be loaded", cause);
 }
 
-/* Builds src.ctf.fs (one per trace directory) -> flt.utils.muxer -> our sink and runs it. */
-static int ctf_run(const char *dir, const struct ctf_dirs *dirs, struct ctf_import *im,
+/* The sink's callback (graph/ctf_read.h): the importer reads on while nothing failed. */
+static bool ctf_on_message(const bt_message *msg, void *data)
+{
+	struct ctf_import *im = data;
+
+	ctf_message(im, msg);
+	return !im->err;
+}
+
+/* src.ctf.fs (one per trace directory) -> flt.utils.muxer -> the importer: 0, or -errno with
+ * err's message set. */
+static int ctf_run(const char *dir, const struct ctf_read_dirs *dirs, struct ctf_import *im,
 		   struct graph_import_err *err)
 {
-	const bt_component_class_source *fs;
-	const bt_component_class_filter *muxc;
-	const bt_component_filter *mux;
-	const bt_component_sink *sink;
-	bt_graph *graph = NULL;
-	uint64_t nin = 0;
-	int ret = -EINVAL;
+	struct ctf_read_fault f;
+	enum ctf_read_status rs = ctf_read_run(dirs, ctf_on_message, im, &f);
+	char what[64];
 
-	fs = bt_plugin_borrow_source_component_class_by_name_const(ctf_plugin, "fs");
-	muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils_plugin, "muxer");
-	graph = bt_graph_create(0);
-	if (!fs || !muxc || !graph) {
-		ret = ctf_fail_bt(err, dir, -ENOENT, "babeltrace2 has no src.ctf.fs or muxer");
-		goto out_graph;
-	}
-	if (bt_graph_add_filter_component(graph, muxc, "mux", NULL, BT_LOGGING_LEVEL_NONE, &mux) !=
-	    BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-		ret = ctf_fail_bt(err, dir, -ENOMEM, "cannot make a muxer");
-		goto out_graph;
-	}
-	for (size_t i = 0; i < dirs->n; i++) {
-		const bt_component_source *src;
-		bt_value *params = bt_value_map_create(), *inputs = NULL;
-		bt_graph_add_component_status s = BT_GRAPH_ADD_COMPONENT_STATUS_MEMORY_ERROR;
-		char name[32];
-
-		if (params &&
-		    bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) ==
-			    BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK &&
-		    bt_value_array_append_string_element(inputs, dirs->v[i]) ==
-			    BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK) {
-			snprintf(name, sizeof(name), "src%zu", i);
-			s = bt_graph_add_source_component(graph, fs, name, params,
-							  BT_LOGGING_LEVEL_NONE, &src);
-		}
-		bt_value_put_ref(params);
-		if (s != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-			char what[PATH_MAX + 64];
-
-			snprintf(what, sizeof(what), "babeltrace2 cannot read the CTF trace %s",
-				 dirs->v[i]);
-			ret = ctf_fail_bt(err, dir, -EINVAL, what);
-			goto out_graph;
-		}
-		for (uint64_t p = 0; p < bt_component_source_get_output_port_count(src); p++) {
-			const bt_port_output *out =
-				bt_component_source_borrow_output_port_by_index_const(src, p);
-			const bt_port_input *in =
-				bt_component_filter_borrow_input_port_by_index_const(mux, nin);
-
-			if (!in || bt_graph_connect_ports(graph, out, in, NULL) !=
-					   BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-				ret = ctf_fail_bt(err, dir, -ENOMEM, "cannot connect a stream");
-				goto out_graph;
-			}
-			nin++;
-		}
-	}
-	if (bt_graph_add_simple_sink_component(graph, "weft", NULL, ctf_consume, NULL, im, &sink) !=
-		    BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-	    bt_graph_connect_ports(graph,
-				   bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
-				   bt_component_sink_borrow_input_port_by_index_const(sink, 0),
-				   NULL) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-		ret = ctf_fail_bt(err, dir, -ENOMEM, "cannot make the sink");
-		goto out_graph;
-	}
-	for (unsigned again = 0;;) {
-		bt_graph_run_status s = bt_graph_run(graph);
-
-		/* files never make a component wait; bounded all the same */
-		if (s == BT_GRAPH_RUN_STATUS_AGAIN && ++again < 1000000)
-			continue;
-		if (s == BT_GRAPH_RUN_STATUS_OK) {
-			ret = 0;
-		} else if (s == BT_GRAPH_RUN_STATUS_AGAIN) {
-			snprintf(err->msg, sizeof(err->msg),
-				 "%s: babeltrace2 keeps asking to retry", dir);
-			ret = -EAGAIN;
-		} else if (im->err) {
-			bt_current_thread_clear_error();
-			snprintf(err->msg, sizeof(err->msg), "%s: %.400s", dir, im->msg);
-			ret = im->err;
-		} else {
-			char what[64];
-
-			snprintf(what, sizeof(what), "babeltrace2 failed at event %" PRIu64,
-				 im->index);
-			ret = ctf_fail_bt(err, dir,
-					  s == BT_GRAPH_RUN_STATUS_MEMORY_ERROR ? -ENOMEM : -EINVAL,
-					  what);
-		}
+	switch (rs) {
+	case CTF_READ_OK:
+		return 0;
+	case CTF_READ_STOPPED:
+		snprintf(err->msg, sizeof(err->msg), "%s: %.400s", dir, im->msg);
+		return im->err;
+	case CTF_READ_CLASSES:
+		return ctf_fail_bt(err, dir, -ENOENT, "babeltrace2 has no src.ctf.fs or muxer",
+				   f.cause);
+	case CTF_READ_TRACE:
+		return ctf_fail_bt(err, dir, -EINVAL, f.what, f.cause);
+	case CTF_READ_GRAPH:
+		return ctf_fail_bt(err, dir, -ENOMEM, f.what, f.cause);
+	case CTF_READ_AGAIN:
+		snprintf(err->msg, sizeof(err->msg), "%s: babeltrace2 keeps asking to retry", dir);
+		return -EAGAIN;
+	case CTF_READ_FAILED:
+	case CTF_READ_NOMEM:
 		break;
 	}
-out_graph:
-	bt_graph_put_ref(graph);
-	/* components finalized in a failed graph may append causes after we took the error:
-	 * left pending, this thread's error would grow with every import */
-	bt_current_thread_clear_error();
-	return ret;
+	snprintf(what, sizeof(what), "babeltrace2 failed at event %" PRIu64, im->index);
+	return ctf_fail_bt(err, dir, rs == CTF_READ_NOMEM ? -ENOMEM : -EINVAL, what, f.cause);
 }
 
 /* After the last event: cut tasks end there; events and edges naming no task of this import
@@ -1211,8 +930,8 @@ static int ctf_finish(struct ctf_import *im)
 }
 
 /* The import proper, in this process, of the traces dirs[] found in dir: into g (left as it
- * was on error), with its statistics in *st.  The caller holds ctf_lock. */
-static int ctf_import_here(const char *dir, const struct ctf_dirs *dirs, struct graph *g,
+ * was on error), with its statistics in *st.  The caller holds ctf_read_lock(). */
+static int ctf_import_here(const char *dir, const struct ctf_read_dirs *dirs, struct graph *g,
 			   struct graph_ctf_stats *st, struct graph_import_err *err)
 {
 	struct ctf_import *im = calloc(1, sizeof(*im));
@@ -1411,9 +1130,9 @@ static int pipe_read(FILE *f, const char *dir, struct graph *g, struct graph_ctf
 	return ret;
 }
 
-/* Imports in a child process (see above).  The caller holds ctf_lock: no other thread of
- * this process is inside babeltrace2 while it forks. */
-static int ctf_import_child(const char *dir, const struct ctf_dirs *dirs, struct graph *g,
+/* Imports in a child process (see above).  The caller holds ctf_read_lock(): no other thread
+ * of this process is inside babeltrace2 while it forks. */
+static int ctf_import_child(const char *dir, const struct ctf_read_dirs *dirs, struct graph *g,
 			    struct graph_ctf_stats *st, struct graph_import_err *err)
 {
 	static const int crash_sigs[] = {
@@ -1491,7 +1210,7 @@ static int ctf_import(const char *dir, struct graph *g, struct graph_ctf_stats *
 		      struct graph_import_err *err, bool child)
 {
 	struct graph_ctf_stats local;
-	struct ctf_dirs dirs = { 0 };
+	struct ctf_read_dirs dirs = { 0 };
 	char bad[PATH_MAX] = "";
 	int ret;
 
@@ -1500,7 +1219,7 @@ static int ctf_import(const char *dir, struct graph *g, struct graph_ctf_stats *
 	if (!st)
 		st = &local;
 	memset(st, 0, sizeof(*st));
-	ret = ctf_find(dir, 0, &dirs, bad, sizeof(bad));
+	ret = ctf_read_find(dir, CTF_MAX_TRACES, &dirs, bad, sizeof(bad));
 	if (ret) {
 		if (ret == -EINVAL)
 			snprintf(err->msg, sizeof(err->msg),
@@ -1515,19 +1234,18 @@ static int ctf_import(const char *dir, struct graph *g, struct graph_ctf_stats *
 	if (!dirs.n) {
 		snprintf(err->msg, sizeof(err->msg),
 			 "%s: no CTF trace in it (no file named metadata, %d levels deep)", dir,
-			 CTF_MAX_DEPTH);
+			 CTF_READ_DEPTH);
 		ret = -ENOENT;
 		goto out_dirs;
 	}
-	qsort(dirs.v, dirs.n, sizeof(dirs.v[0]), cmp_str);
-	pthread_mutex_lock(&ctf_lock);
+	ctf_read_lock();
 	ret = ctf_plugins_load(dir, err);
 	if (ret == 0)
 		ret = child ? ctf_import_child(dir, &dirs, g, st, err) :
 			      ctf_import_here(dir, &dirs, g, st, err);
-	pthread_mutex_unlock(&ctf_lock);
+	ctf_read_unlock();
 out_dirs:
-	ctf_dirs_free(&dirs);
+	ctf_read_dirs_free(&dirs);
 	return ret;
 }
 

@@ -10,8 +10,9 @@
  * How it works.  Every directory below the input that holds a file named `metadata` is a trace
  * (an LTTng session's output holds kernel/ and ust/uid/0/64-bit/); each gets a src.ctf.fs, all
  * their streams go through one flt.utils.muxer, so that events arrive in time order whatever
- * CPU's stream they were written to, and a simple sink writes each event as one JSON line
- * (jansson):
+ * CPU's stream they were written to, and each event is written as one JSON line (jansson).
+ * The reading is graph/ctf_read.c's, shared with the graph importer (graph/import_ctf.c);
+ * what follows is this file's:
  *
  *   time    the event's clock snapshot in ns from its clock's origin (LTTng's clocks have the
  *           Unix epoch as origin: host and guest times are then both wall-clock based, and the
@@ -47,15 +48,13 @@
  * packet size of 0, found by fuzz_vm_ctf): a child that writes nothing for VM_CTF_STALL_MS
  * is killed and the trace refused.  vm_stream_open_ctf(dir, false, ...) converts in the
  * caller, for the fuzzer's coverage.  babeltrace2's reference counts are not atomic: one
- * conversion at a time per process (a mutex).
+ * conversion or graph import at a time per process (ctf_read_lock()).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,89 +68,10 @@
 #include <jansson.h>
 
 #include "base/text.h"
+#include "graph/ctf_read.h"
 #include "vm/stream.h"
 
 #define CTF_MAX_TRACES 64 /* trace directories below one input */
-#define CTF_MAX_DEPTH 8 /* how deep below the input they are searched */
-
-/* ------------------------------------------------------------------ finding the traces */
-
-struct ctf_dirs {
-	char *v[CTF_MAX_TRACES];
-	size_t n;
-};
-
-static void dirs_free(struct ctf_dirs *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		free(d->v[i]);
-	d->n = 0;
-}
-
-/* Every entry of a trace directory is a regular file or a directory (a FIFO would block
- * babeltrace2): 0 or -EINVAL. */
-static int dir_plain(const char *path)
-{
-	char sub[PATH_MAX];
-	struct stat st;
-	struct dirent *de;
-	DIR *dir = opendir(path);
-	int ret = 0;
-
-	if (!dir)
-		return -errno;
-	while (ret == 0 && (de = readdir(dir))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub) ||
-		    stat(sub, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-			ret = -EINVAL;
-	}
-	closedir(dir);
-	return ret;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int dirs_find(const char *path, int depth, struct ctf_dirs *d)
-{
-	char sub[PATH_MAX];
-	struct stat st;
-	struct dirent *de;
-	DIR *dir;
-	int ret = 0;
-
-	if (snprintf(sub, sizeof(sub), "%s/metadata", path) >= (int)sizeof(sub))
-		return -ENAMETOOLONG;
-	if (stat(sub, &st) == 0 && S_ISREG(st.st_mode)) {
-		ret = dir_plain(path);
-		if (ret)
-			return ret;
-		if (d->n == CTF_MAX_TRACES)
-			return -E2BIG;
-		d->v[d->n] = strdup(path);
-		return d->v[d->n] ? (d->n++, 0) : -ENOMEM;
-	}
-	if (depth >= CTF_MAX_DEPTH)
-		return 0;
-	dir = opendir(path);
-	if (!dir)
-		return depth == 0 ? -errno : 0;
-	while (ret == 0 && (de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
-			continue;
-		if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
-			continue;
-		ret = dirs_find(sub, depth + 1, d);
-	}
-	closedir(dir);
-	return ret;
-}
 
 /* ------------------------------------------------------------------ the conversion */
 
@@ -178,52 +98,6 @@ static void conv_fail(struct conv *c, const char *tag, const char *fmt, ...)
 	va_end(ap);
 }
 
-static bool field_is(const bt_field *f, bt_field_class_type type)
-{
-	return f && bt_field_class_type_is(bt_field_get_class_type(f), type);
-}
-
-static const bt_field *member(const bt_field *s, const char *name)
-{
-	if (!field_is(s, BT_FIELD_CLASS_TYPE_STRUCTURE))
-		return NULL;
-	return bt_field_structure_borrow_member_field_by_name_const(s, name);
-}
-
-/* An integer (or enumeration) field as int64 (unsigned above INT64_MAX wraps); false if not. */
-static bool field_int(const bt_field *f, int64_t *v)
-{
-	if (field_is(f, BT_FIELD_CLASS_TYPE_SIGNED_INTEGER)) {
-		*v = bt_field_integer_signed_get_value(f);
-		return true;
-	}
-	if (field_is(f, BT_FIELD_CLASS_TYPE_UNSIGNED_INTEGER)) {
-		*v = (int64_t)bt_field_integer_unsigned_get_value(f);
-		return true;
-	}
-	return false;
-}
-
-static json_t *json_text(const char *s, size_t len)
-{
-	char buf[VM_CTF_STR_MAX];
-
-	if (len > sizeof(buf))
-		len = sizeof(buf);
-	/* a cut may split a UTF-8 sequence: what is left of it becomes '?' like any invalid byte */
-	for (size_t i = 0; i < len;) {
-		size_t k = text_utf8_seq(s + i, len - i);
-
-		if (!k || (k == 1 && (unsigned char)s[i] < 0x20)) {
-			buf[i++] = '?';
-		} else {
-			memcpy(buf + i, s + i, k);
-			i += k;
-		}
-	}
-	return json_stringn(buf, len);
-}
-
 /* The kernel's name of a field of event `name` (lttng-modules names a thread id tid). */
 static const char *field_name(const char *ev, const char *f)
 {
@@ -245,7 +119,7 @@ static void payload(struct conv *c, const char *ev, const bt_field *pay, json_t 
 	const bt_field_class *fc;
 	uint64_t n;
 
-	if (!field_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE))
+	if (!ctf_read_is(pay, BT_FIELD_CLASS_TYPE_STRUCTURE))
 		return;
 	fc = bt_field_borrow_class_const(pay);
 	n = bt_field_class_structure_get_member_count(fc);
@@ -260,12 +134,12 @@ static void payload(struct conv *c, const char *ev, const bt_field *pay, json_t 
 		if (!name || !*name || strlen(name) >= VM_NAME_MAX ||
 		    !text_utf8_valid(name, strlen(name), NULL))
 			continue; /* no name the stream could carry */
-		if (field_int(f, &iv))
+		if (ctf_read_int(f, true, &iv))
 			v = json_integer(iv);
-		else if (field_is(f, BT_FIELD_CLASS_TYPE_BOOL))
+		else if (ctf_read_is(f, BT_FIELD_CLASS_TYPE_BOOL))
 			v = json_boolean(bt_field_bool_get_value(f));
-		else if (field_is(f, BT_FIELD_CLASS_TYPE_STRING))
-			v = json_text(bt_field_string_get_value(f), bt_field_string_get_length(f));
+		else if (ctf_read_is(f, BT_FIELD_CLASS_TYPE_STRING))
+			v = ctf_read_text(f, VM_CTF_STR_MAX, true);
 		else
 			continue; /* arrays, structures, reals: nothing the analysis reads */
 		if (!v || json_object_set_new(fields, field_name(ev, name), v)) {
@@ -292,17 +166,17 @@ static const char *event_name(const char *name, char *buf, size_t size)
 
 static bool ctx_int(struct conv *c, const bt_field *ctx, const char *a, const char *b, int64_t *out)
 {
-	const bt_field *f = member(ctx, a);
+	const bt_field *f = ctf_read_member(ctx, a);
 
 	if (!f)
-		f = member(ctx, b);
+		f = ctf_read_member(ctx, b);
 	*out = -1;
 	if (!f)
 		return true;
-	if (!field_int(f, out) || *out < 0) {
+	if (!ctf_read_int(f, true, out) || *out < 0) {
 		conv_fail(c, "E_VM_CTF",
 			  "event %" PRIu64 ": context field %s is not an integer >= 0",
-			  c->st->events + 1, member(ctx, a) ? a : b);
+			  c->st->events + 1, ctf_read_member(ctx, a) ? a : b);
 		return false;
 	}
 	return true;
@@ -340,7 +214,8 @@ static void conv_event(struct conv *c, const bt_message *msg)
 		return;
 	}
 	pctx = packet ? bt_packet_borrow_context_field_const(packet) : NULL;
-	if (!field_int(member(pctx, "cpu_id"), &cpu) || cpu < 0 || cpu >= VM_CTF_MAX_CPUS) {
+	if (!ctf_read_int(ctf_read_member(pctx, "cpu_id"), true, &cpu) || cpu < 0 ||
+	    cpu >= VM_CTF_MAX_CPUS) {
 		conv_fail(c, "E_VM_CTF",
 			  "event %" PRIu64 " (%s): no cpu_id from 0 to %d in its packet context "
 			  "(LTTng writes one stream per CPU)",
@@ -416,8 +291,11 @@ static void conv_event(struct conv *c, const bt_message *msg)
 	free(line);
 }
 
-static void conv_message(struct conv *c, const bt_message *msg)
+/* The sink's callback (graph/ctf_read.h): the conversion goes on while nothing failed. */
+static bool conv_message(const bt_message *msg, void *data)
 {
+	struct conv *c = data;
+
 	switch (bt_message_get_type(msg)) {
 	case BT_MESSAGE_TYPE_EVENT:
 		conv_event(c, msg);
@@ -438,166 +316,42 @@ static void conv_message(struct conv *c, const bt_message *msg)
 	default:
 		break;
 	}
-}
-
-static bt_graph_simple_sink_component_consume_func_status conv_consume(bt_message_iterator *it,
-								       void *data)
-{
-	struct conv *c = data;
-	bt_message_array_const msgs;
-	uint64_t n = 0;
-
-	switch (bt_message_iterator_next(it, &msgs, &n)) {
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_END:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_END;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_AGAIN:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_AGAIN;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_MEMORY_ERROR:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_MEMORY_ERROR;
-	case BT_MESSAGE_ITERATOR_NEXT_STATUS_OK:
-		break;
-	default:
-		return BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		if (!c->tag)
-			conv_message(c, msgs[i]);
-		bt_message_put_ref(msgs[i]);
-	}
-	return c->tag ? BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_ERROR :
-			BT_GRAPH_SIMPLE_SINK_COMPONENT_CONSUME_FUNC_STATUS_OK;
+	return !c->tag;
 }
 
 /* ------------------------------------------------------------------ the graph of components */
 
-static pthread_mutex_t ctf_lock = PTHREAD_MUTEX_INITIALIZER;
-static const bt_plugin *ctf_plugin, *utils_plugin;
-
-/* babeltrace2's first cause (the deepest: what went wrong first), the error released. */
-static void bt_cause(char *buf, size_t size)
+/* src.ctf.fs per trace -> flt.utils.muxer -> conv_message(); c->tag set on failure. */
+static void conv_run(struct conv *c, const struct ctf_read_dirs *dirs)
 {
-	const bt_error *e = bt_current_thread_take_error();
+	struct ctf_read_fault f;
+	const char *what = f.what;
+	char buf[80];
 
-	buf[0] = '\0';
-	if (!e)
+	switch (ctf_read_run(dirs, conv_message, c, &f)) {
+	case CTF_READ_OK:
+	case CTF_READ_STOPPED: /* c->tag says why */
 		return;
-	if (bt_error_get_cause_count(e)) {
-		const char *m = bt_error_cause_get_message(bt_error_borrow_cause_by_index(e, 0));
-
-		snprintf(buf, size, "%s", m ? m : "");
-	}
-	bt_error_release(e);
-}
-
-static void conv_fail_bt(struct conv *c, const char *what)
-{
-	char cause[300];
-
-	bt_cause(cause, sizeof(cause));
-	conv_fail(c, "E_VM_CTF", "%s%s%.300s", what, cause[0] ? ": " : "", cause);
-}
-
-/* src.ctf.fs per trace -> flt.utils.muxer -> conv_consume; c->tag set on failure. */
-static void conv_run(struct conv *c, const struct ctf_dirs *dirs)
-{
-	const bt_component_class_source *fs = NULL;
-	const bt_component_class_filter *muxc = NULL;
-	const bt_component_filter *mux;
-	const bt_component_sink *sink;
-	bt_graph *graph;
-	uint64_t nin = 0;
-
-	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		ctf_plugin = NULL;
-	if (!utils_plugin && bt_plugin_find("utils", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
-					    &utils_plugin) != BT_PLUGIN_FIND_STATUS_OK)
-		utils_plugin = NULL;
-	if (ctf_plugin)
-		fs = bt_plugin_borrow_source_component_class_by_name_const(ctf_plugin, "fs");
-	if (utils_plugin)
-		muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils_plugin, "muxer");
-	graph = bt_graph_create(0);
-	if (!fs || !muxc || !graph) {
-		conv_fail_bt(c, "babeltrace2's src.ctf.fs and flt.utils.muxer cannot be loaded");
-		goto out;
-	}
-	if (bt_graph_add_filter_component(graph, muxc, "mux", NULL, BT_LOGGING_LEVEL_NONE, &mux) !=
-	    BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-		conv_fail_bt(c, "cannot make a muxer");
-		goto out;
-	}
-	for (size_t i = 0; i < dirs->n; i++) {
-		const bt_component_source *src;
-		bt_value *params = bt_value_map_create(), *inputs = NULL;
-		bt_graph_add_component_status s = BT_GRAPH_ADD_COMPONENT_STATUS_MEMORY_ERROR;
-		char name[32], what[PATH_MAX + 64];
-
-		if (params &&
-		    bt_value_map_insert_empty_array_entry(params, "inputs", &inputs) ==
-			    BT_VALUE_MAP_INSERT_ENTRY_STATUS_OK &&
-		    bt_value_array_append_string_element(inputs, dirs->v[i]) ==
-			    BT_VALUE_ARRAY_APPEND_ELEMENT_STATUS_OK) {
-			snprintf(name, sizeof(name), "src%zu", i);
-			s = bt_graph_add_source_component(graph, fs, name, params,
-							  BT_LOGGING_LEVEL_NONE, &src);
-		}
-		bt_value_put_ref(params);
-		if (s != BT_GRAPH_ADD_COMPONENT_STATUS_OK) {
-			snprintf(what, sizeof(what), "babeltrace2 cannot read the CTF trace %s",
-				 dirs->v[i]);
-			conv_fail_bt(c, what);
-			goto out;
-		}
-		for (uint64_t p = 0; p < bt_component_source_get_output_port_count(src); p++) {
-			const bt_port_input *in =
-				bt_component_filter_borrow_input_port_by_index_const(mux, nin);
-
-			if (!in ||
-			    bt_graph_connect_ports(
-				    graph,
-				    bt_component_source_borrow_output_port_by_index_const(src, p),
-				    in, NULL) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-				conv_fail_bt(c, "cannot connect a stream");
-				goto out;
-			}
-			nin++;
-		}
-	}
-	if (bt_graph_add_simple_sink_component(graph, "weft", NULL, conv_consume, NULL, c, &sink) !=
-		    BT_GRAPH_ADD_COMPONENT_STATUS_OK ||
-	    bt_graph_connect_ports(graph,
-				   bt_component_filter_borrow_output_port_by_name_const(mux, "out"),
-				   bt_component_sink_borrow_input_port_by_index_const(sink, 0),
-				   NULL) != BT_GRAPH_CONNECT_PORTS_STATUS_OK) {
-		conv_fail_bt(c, "cannot make the sink");
-		goto out;
-	}
-	for (unsigned again = 0;;) {
-		bt_graph_run_status s = bt_graph_run(graph);
-
-		if (s == BT_GRAPH_RUN_STATUS_AGAIN && ++again < 1000000)
-			continue; /* files never make a component wait; bounded all the same */
-		if (s == BT_GRAPH_RUN_STATUS_OK)
-			break;
-		if (c->tag) {
-			bt_current_thread_clear_error();
-		} else {
-			char what[80];
-
-			snprintf(what, sizeof(what), "babeltrace2 failed after event %" PRIu64,
-				 c->st->events);
-			conv_fail_bt(c, what);
-		}
+	case CTF_READ_CLASSES:
+		what = "babeltrace2's src.ctf.fs and flt.utils.muxer cannot be loaded";
+		break;
+	case CTF_READ_TRACE:
+	case CTF_READ_GRAPH:
+		break;
+	case CTF_READ_AGAIN:
+	case CTF_READ_FAILED:
+	case CTF_READ_NOMEM:
+		snprintf(buf, sizeof(buf), "babeltrace2 failed after event %" PRIu64,
+			 c->st->events);
+		what = buf;
 		break;
 	}
-out:
-	bt_graph_put_ref(graph);
-	bt_current_thread_clear_error();
+	/* a cause of at most 299 bytes, as it always was here */
+	conv_fail(c, "E_VM_CTF", "%s%s%.299s", what, f.cause[0] ? ": " : "", f.cause);
 }
 
 /* Converts the traces of dir into out: NULL, or the error's tag with msg set. */
-static const char *convert(const struct ctf_dirs *dirs, FILE *out, struct vm_ctf_stats *st,
+static const char *convert(const struct ctf_read_dirs *dirs, FILE *out, struct vm_ctf_stats *st,
 			   char *msg, size_t msgsz)
 {
 	struct conv c = { .out = out, .st = st };
@@ -661,7 +415,7 @@ static bool read_full(int fd, void *buf, size_t n)
 }
 
 /* Runs convert() in a child; its stream copied into tmp.  0, or -1 with err set. */
-static int convert_child(const char *dir, const struct ctf_dirs *dirs, FILE *tmp,
+static int convert_child(const char *dir, const struct ctf_read_dirs *dirs, FILE *tmp,
 			 struct vm_ctf_stats *st, struct vm_err *err)
 {
 	static const int crash_sigs[] = {
@@ -801,7 +555,7 @@ struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_
 				     struct vm_err *err)
 {
 	struct vm_ctf_stats local;
-	struct ctf_dirs dirs = { .n = 0 };
+	struct ctf_read_dirs dirs = { 0 };
 	char name[PATH_MAX + 8], msg[440];
 	FILE *tmp = NULL;
 	int ret;
@@ -809,7 +563,7 @@ struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_
 	if (!st)
 		st = &local;
 	memset(st, 0, sizeof(*st));
-	ret = dirs_find(dir, 0, &dirs);
+	ret = ctf_read_find(dir, CTF_MAX_TRACES, &dirs, NULL, 0);
 	if (ret || !dirs.n) {
 		vm_err_set(err,
 			   ret == -ENOENT || ret == -ENOTDIR || ret == -EACCES ? "E_VM_FILE" :
@@ -821,17 +575,16 @@ struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_
 			   ret		  ? strerror(-ret) :
 					    "no CTF trace below it (no file named metadata, 8 levels "
 					    "deep)");
-		dirs_free(&dirs);
+		ctf_read_dirs_free(&dirs);
 		return NULL;
 	}
-	qsort(dirs.v, dirs.n, sizeof(dirs.v[0]), cmp_str);
 	tmp = tmpfile();
 	if (!tmp) {
 		vm_err_set(err, "E_VM_FILE", "%s: a temporary file: %s", dir, strerror(errno));
-		dirs_free(&dirs);
+		ctf_read_dirs_free(&dirs);
 		return NULL;
 	}
-	pthread_mutex_lock(&ctf_lock);
+	ctf_read_lock();
 	if (child) {
 		ret = convert_child(dir, &dirs, tmp, st, err);
 	} else {
@@ -843,9 +596,9 @@ struct vm_stream *vm_stream_open_ctf(const char *dir, bool child, struct vm_ctf_
 			ret = -1;
 		}
 	}
-	pthread_mutex_unlock(&ctf_lock);
+	ctf_read_unlock();
 	st->traces = dirs.n;
-	dirs_free(&dirs);
+	ctf_read_dirs_free(&dirs);
 	if (ret == 0 && (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0)) {
 		vm_err_set(err, "E_VM_FILE", "%s: the temporary file: %s", dir, strerror(errno));
 		ret = -1;
