@@ -421,13 +421,8 @@ struct query *aggd_query_make(struct aggd *a, const struct aggd_stored_query *sq
 		/* its windows merge partials of no groups; its graph comes in GraphBatches */
 		plan_graph_windows(q->plan, &q->wplan);
 	} else if (!q->plan->aggregating) {
-		/* a stream: its rows are relayed to its subscribers, its windows have no groups */
-		if (q->parent_id) {
-			snprintf(why, whysz,
-				 "a stream query (a select without aggregates) does not pass "
-				 "through a child aggregator: connect its agents to the root");
-			goto out_free;
-		}
+		/* a stream: its rows are relayed to its subscribers (and, from the parent, passed
+		 * up), its windows have no groups */
 		if (q->plan->ncols < 1 || q->plan->ncols > (int)WIRE_MAX_CELLS) {
 			snprintf(why, whysz, "a stream query of %d columns (1 to %u)",
 				 q->plan->ncols, WIRE_MAX_CELLS);

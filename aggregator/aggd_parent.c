@@ -64,11 +64,16 @@ int aggd_parent_spool_body(struct aggd *a, Weft__Envelope__BodyCase kind, void *
 	struct sprow *r;
 
 	if (par->nrows >= (a->o.spool_max ? a->o.spool_max : SPOOL_MAX_DEFAULT)) {
+		Weft__Envelope__BodyCase oldest = par->rows[0].kind;
+
 		/* bounded: the oldest goes, counted and reported in our heartbeats */
 		sprow_drop(a, 0);
 		par->dropped++;
 		log_warn("aggregator: the spool towards the parent is full: dropped its oldest "
-			 "partial (%" PRIu64 " so far)",
+			 "%s (%" PRIu64 " so far)",
+			 oldest == WEFT__ENVELOPE__BODY_ROW_BATCH   ? "row batch" :
+			 oldest == WEFT__ENVELOPE__BODY_GRAPH_BATCH ? "graph batch" :
+								      "partial",
 			 par->dropped);
 	}
 	if (par->nrows == par->cap) {
@@ -381,8 +386,10 @@ static int spool_load_row(void *ctx, uint64_t id, uint64_t tx, int kind, const v
 	r->tx = tx;
 	r->len = len;
 	/* a kind this weft does not send goes as a Partial, which the parent refuses */
-	r->kind = kind == WEFT__ENVELOPE__BODY_GRAPH_BATCH ? WEFT__ENVELOPE__BODY_GRAPH_BATCH :
-							     WEFT__ENVELOPE__BODY_PARTIAL;
+	r->kind =
+		kind == WEFT__ENVELOPE__BODY_GRAPH_BATCH || kind == WEFT__ENVELOPE__BODY_ROW_BATCH ?
+			(Weft__Envelope__BodyCase)kind :
+			WEFT__ENVELOPE__BODY_PARTIAL;
 	par->nrows++;
 	if (id > par->next_id)
 		par->next_id = id;

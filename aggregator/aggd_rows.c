@@ -15,6 +15,14 @@
  * what is still kept before anything new.  Nothing is stored: an aggregator's restart loses
  * them.
  *
+ * In a tree, a child aggregator runs the parent's stream on its agents and passes every batch
+ * it takes up through the parent link's spool (resent until the parent acknowledges it, kept
+ * across the child's restarts), under the parent's query id and with the host it came from:
+ * the parent takes batches of any host from a child aggregator (its subtree's), and only the
+ * sender's own from an agent.  The parent's Results name the leaf hosts (the child's partials
+ * carry them), whose `last` batches come up unchanged, so its clients wait for them as for
+ * agents of its own.
+ *
  * A stream's subscriptions outlive its last window (until the query is forgotten, 10 minutes
  * after its end): an agent late for that window still sends its last rows, with `last`, which
  * the clients wait for (tools/weft_cluster.h, tool_rows_wait).
@@ -187,6 +195,33 @@ void aggd_rows_replay(struct aggd *a, struct peer *p, struct query *q, uint64_t 
 			 aggd_peer_label(p), sent, q->id, from);
 }
 
+/* A child aggregator: batch b of q (checked) up to the parent, as it came but for the query
+ * id; not relayed there is logged and counted in q's rows_dropped. */
+static void forward_up(struct aggd *a, struct query *q, const Weft__RowBatch *b)
+{
+	Weft__RowBatch up = *b;
+	uint64_t rows = b->has_rows ? b->rows : 0;
+	size_t len;
+	void *body;
+	int rc = -ENOMEM;
+
+	up.query_id = q->parent_id;
+	up.has_seq = up.has_total_rows = up.has_dropped = false;
+	len = weft__row_batch__get_packed_size(&up);
+	body = malloc(len ? len : 1);
+	if (body) {
+		weft__row_batch__pack(&up, body);
+		/* the spool owns body from here, failing or not */
+		rc = aggd_parent_spool_body(a, WEFT__ENVELOPE__BODY_ROW_BATCH, body, len);
+	}
+	if (rc) {
+		q->rows_dropped += rows;
+		log_err("aggregator: query %" PRIu64 ": a row batch of %s (%" PRIu64
+			" rows) not passed to the parent: %s",
+			q->id, b->host, rows, strerror(-rc));
+	}
+}
+
 void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 {
 	const Weft__RowBatch *b = env->row_batch;
@@ -201,7 +236,8 @@ void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		p->ack_due = a->acks_due = true;
 		return;
 	}
-	if (strcmp(b->host, p->host) != 0) {
+	if (p->role != WIRE_ROLE_AGGREGATOR && strcmp(b->host, p->host) != 0) {
+		/* a child aggregator passes up its agents' batches; an agent sends its own */
 		refuse(a, p, b, "its host is not the sender's");
 		goto out;
 	}
@@ -224,6 +260,8 @@ void aggd_on_row_batch(struct aggd *a, struct peer *p, const Weft__Envelope *env
 	if (!q->ended && !aggd_peer_pq(p, q->id))
 		aggd_peer_pq_add(p, q->id, aggd_query_active(q) ? PQ_RUNNING : PQ_STOPPED);
 	q->rows += rows;
+	if (q->parent_id && a->has_parent)
+		forward_up(a, q, b);
 	relayed = *b;
 	relayed.has_seq = relayed.has_total_rows = true;
 	relayed.seq = ++q->row_seq;

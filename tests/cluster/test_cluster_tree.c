@@ -7,7 +7,11 @@
  * one partial.  At the root, grouped by host, each leaf host counts the workload's calls
  * exactly, the two runs in windows of their own, and the results name the leaf hosts, not
  * the region; ungrouped, the count is exactly twice the calls.  Cancelling at the root stops
- * the queries on the agents.
+ * the queries on the agents.  A stream query (a select without aggregates) submitted at the
+ * root runs on the agents through the region too: the region passes their row batches up,
+ * and the root's client prints exactly n3 rows of each leaf host (named as the agent, not
+ * the region) from a workload of its own, each with that workload's comm, and its
+ * stream_end counts them and no row lost.
  *
  * The parent link's Welcome (test_parent_welcome_seq): this test plays the parent of a real
  * child aggregator and sends it Welcomes; one whose seq does not increase over the parent
@@ -33,14 +37,60 @@
 #include "tests/cluster/cluster_util.h"
 #include "tests/skip.h"
 
+/* The output of a stream's `weft submit --format json`: exactly n rows of each host, of the
+ * workload's comm, none of any other host, and a last line that counts them, lost none. */
+static void stream_check(const char *path, const char *comm, const char *const *hosts,
+			 unsigned long n)
+{
+	struct wr_json j = { 0 };
+	struct wr_buf b = { 0 };
+	char *out = cl_slurp(path);
+	long long per[2] = { 0 };
+	const struct wj *end = NULL;
+
+	wr_buf_add(&b, out, strlen(out));
+	free(out);
+	wr_json_lines(&b, &j);
+	free(b.p);
+	for (size_t i = 0; i < j.n; i++) {
+		const struct wj *w = j.v[i];
+		const char *host = wj_str(wj_get(w, "host"));
+		int k;
+
+		if (wr_is_type(w, "stream_end")) {
+			assert_int_equal(i, j.n - 1);
+			end = w;
+			continue;
+		}
+		assert_true(wr_is_type(w, "row"));
+		assert_non_null(host);
+		for (k = 0; hosts[k] && strcmp(host, hosts[k]); k++)
+			;
+		if (!hosts[k] || k > 1)
+			fail_msg("a row of host %s", host);
+		per[k]++;
+		assert_string_equal(wj_str(wj_get(w, "comm")), comm);
+	}
+	assert_int_equal(per[0], n);
+	assert_int_equal(per[1], n);
+	assert_non_null(end);
+	assert_true(cl_json_true(end, "ended"));
+	assert_int_equal(wj_int_of(end, "rows"), 2 * n);
+	assert_int_equal(wj_int_of(end, "lost"), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(wj_int_of(wj_get(end, "hosts"), hosts[k]), n);
+	wr_json_free(&j);
+}
+
 static void test_tree(void **state)
 {
 	static const char *const hosts[] = { "a", "b", NULL };
-	const unsigned long n1 = 25000, n2 = 8000;
+	const unsigned long n1 = 25000, n2 = 8000, n3 = 1500;
 	struct cl *cl = *state;
-	struct cl_proc *root, *region, *agents[2], *by_host, *total;
-	char comm[32], q_host[256], q_total[256], region_ep[64], id_text[32];
-	uint64_t id_host, id_total;
+	struct cl_proc *root, *region, *agents[2], *by_host, *total, *stream;
+	char comm[32], scomm[32], q_host[256], q_total[256], q_stream[256], region_ep[64];
+	char id_text[32];
+	uint64_t id_host, id_total, id_stream;
 	const struct wj *ag;
 	struct cl_res r;
 	struct wj *st;
@@ -69,12 +119,18 @@ static void test_tree(void **state)
 		 comm);
 	snprintf(q_total, sizeof(q_total),
 		 "from syscall:getppid where comm = '%s' select count() as n every 1s", comm);
+	/* the stream's workload of its own, smaller: rows cost more than counts */
+	snprintf(scomm, sizeof(scomm), "%ss", cl->tag);
+	cl_workload_make(cl, scomm);
+	snprintf(q_stream, sizeof(q_stream),
+		 "from syscall:getppid where comm = '%s' select tid, comm", scomm);
 	by_host = cl_submit(cl, "submit-host", NULL, q_host, &id_host);
 	total = cl_submit(cl, "submit-total", NULL, q_total, &id_total);
-	/* the region runs both under ids of its own */
+	stream = cl_submit(cl, "submit-stream", NULL, q_stream, &id_stream);
+	/* the region runs the three under ids of its own */
 	for (int i = 0; i < 2; i++)
-		if (!CL_WAIT(cl_file_count(agents[i]->err, " running: ") == 2, CL_WAIT_MS))
-			fail_msg("agent %s does not run both queries", hosts[i]);
+		if (!CL_WAIT(cl_file_count(agents[i]->err, " running: ") == 3, CL_WAIT_MS))
+			fail_msg("agent %s does not run the three queries", hosts[i]);
 
 	/* the root sees the region (an aggregator), not the agents */
 	st = cl_status(cl, NULL);
@@ -91,14 +147,21 @@ static void test_tree(void **state)
 		assert_true(CL_WAIT(cl_file_sum(by_host->out, "n", hosts[i], NULL) == (long long)n1,
 				    CL_WAIT_MS));
 	cl_workload(cl, comm, NULL, n2, 3);
+	cl_workload(cl, scomm, NULL, n3, 2);
+	/* every row of both hosts at the root's client before the cancel */
+	assert_true(
+		CL_WAIT(cl_file_count(stream->out, "\"type\":\"row\"") == 2 * (int)n3, CL_WAIT_MS));
 	cl_cancel(cl, NULL, id_host);
 	cl_cancel(cl, NULL, id_total);
+	cl_cancel(cl, NULL, id_stream);
 	cl_expect_end(by_host);
 	cl_expect_end(total);
+	cl_expect_end(stream);
 	/* stopped all the way down */
 	for (int i = 0; i < 2; i++)
-		assert_true(CL_WAIT(cl_file_count(agents[i]->err, " ended after window ") == 2,
+		assert_true(CL_WAIT(cl_file_count(agents[i]->err, " ended after window ") == 3,
 				    CL_WAIT_MS));
+	stream_check(stream->out, scomm, hosts, n3);
 
 	cl_res_load(&r, by_host->out);
 	assert_true(r.ended);
