@@ -325,6 +325,7 @@ struct aggd_opts {
 };
 
 #define AGGD_STREAM_KEEP_DEFAULT (32LL << 20) /* 32 MiB a stream query */
+#define AGGD_STREAM_KEEP_STREAMS 8 /* and all streams' together at most 8 times that */
 #define AGGD_STREAM_KEEP_BATCHES (1u << 20) /* and at most this many batches */
 
 /* Forwarding graphs (aggd_gfwd.c) */

@@ -107,6 +107,8 @@ struct query {
 	uint64_t row_seq;
 	struct rowkeep {
 		uint64_t seq, rows;
+		uint64_t gen; /* the aggregator's count of kept batches when kept: the oldest of
+			       * all streams has the lowest */
 		void *buf;
 		size_t len;
 	} * keep;
@@ -161,6 +163,7 @@ struct aggd {
 	size_t npeers;
 	struct query **q;
 	size_t nq, qcap;
+	uint64_t keep_gen; /* row batches kept so far, every stream's (aggd_rows.c) */
 	struct parent par;
 	bool has_parent;
 	uint64_t rejected, before_hello;

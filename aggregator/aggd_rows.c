@@ -9,8 +9,9 @@
  *
  * Relayed batches are numbered per query (seq 1, 2, ...) and carry the query's rows so far
  * (total_rows), so that a client knows exactly what it missed; the latest are kept in memory
- * (--stream-keep bytes a query, AGGD_STREAM_KEEP_BATCHES batches at most; the oldest go
- * first) for a client that comes back: one forgotten while it was too slow to send its
+ * (--stream-keep bytes a query, AGGD_STREAM_KEEP_BATCHES batches at most, and all streams'
+ * together AGGD_STREAM_KEEP_STREAMS times --stream-keep: the oldest go first, of the query, or
+ * of all when the whole is full) for a client that comes back: one forgotten while it was too slow to send its
  * heartbeats, or reconnected, subscribes again from the next number it has not seen and gets
  * what is still kept before anything new.  Nothing is stored: an aggregator's restart loses
  * them.
@@ -98,13 +99,34 @@ static void keep_drop_oldest(struct query *q)
 	q->nkeep--;
 }
 
-/* Keeps relayed batch b of q, the oldest dropped to stay within the bounds; a batch that
- * cannot be kept (larger than the bound, no memory) is not, and a client coming back will
- * count its rows as missed (total_rows). */
+/* The query whose oldest kept batch is the oldest of all streams', or NULL if none keeps
+ * any; *total: the bytes all keep. */
+static struct query *keep_oldest(struct aggd *a, uint64_t *total)
+{
+	struct query *o = NULL;
+
+	*total = 0;
+	for (size_t i = 0; i < a->nq; i++) {
+		struct query *q = a->q[i];
+
+		if (!q->nkeep)
+			continue;
+		*total += q->keep_bytes;
+		if (!o || q->keep[q->keep_head].gen < o->keep[o->keep_head].gen)
+			o = q;
+	}
+	return o;
+}
+
+/* Keeps relayed batch b of q, the oldest dropped to stay within the bounds (q's first, then
+ * all streams'); a batch that cannot be kept (larger than the bound, no memory) is not, and
+ * a client coming back will count its rows as missed (total_rows). */
 static void keep_add(struct aggd *a, struct query *q, const Weft__RowBatch *b)
 {
 	int64_t max = a->o.stream_keep ? a->o.stream_keep : AGGD_STREAM_KEEP_DEFAULT;
+	uint64_t all_max = (uint64_t)max * AGGD_STREAM_KEEP_STREAMS, total;
 	size_t len = weft__row_batch__get_packed_size(b);
+	struct query *o;
 	struct rowkeep *k;
 	void *buf;
 
@@ -113,6 +135,8 @@ static void keep_add(struct aggd *a, struct query *q, const Weft__RowBatch *b)
 	while (q->nkeep &&
 	       (q->keep_bytes + len > (uint64_t)max || q->nkeep >= AGGD_STREAM_KEEP_BATCHES))
 		keep_drop_oldest(q);
+	while ((o = keep_oldest(a, &total)) && total + len > all_max)
+		keep_drop_oldest(o);
 	if (q->nkeep == q->keep_cap) {
 		size_t cap = q->keep_cap ? 2 * q->keep_cap : 64;
 		struct rowkeep *nv = calloc(cap, sizeof(*nv));
@@ -132,6 +156,7 @@ static void keep_add(struct aggd *a, struct query *q, const Weft__RowBatch *b)
 	weft__row_batch__pack(b, buf);
 	k = &q->keep[(q->keep_head + q->nkeep) % q->keep_cap];
 	k->seq = b->seq;
+	k->gen = ++a->keep_gen;
 	k->rows = b->has_rows ? b->rows : 0;
 	k->buf = buf;
 	k->len = len;
