@@ -73,6 +73,11 @@ static Weft__QueryStatus *query_status(struct aggd *a, struct query *q, Weft__Qu
 	qs->has_rows = qs->has_rows_dropped = q->stream;
 	qs->rows = q->rows;
 	qs->rows_dropped = q->rows_dropped;
+	qs->has_rows_kept = qs->has_rows_kept_bytes = q->stream;
+	qs->rows_kept_bytes = q->keep_bytes;
+	qs->rows_kept = 0;
+	for (size_t i = 0; i < q->nkeep; i++)
+		qs->rows_kept += q->keep[(q->keep_head + i) % q->keep_cap].rows;
 	*hosts_out = hosts;
 	return qs;
 }
@@ -376,6 +381,9 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 		if (q->has_rows) /* a stream query: rows relayed, and not */
 			fprintf(f, ",\"rows\":%" PRIu64 ",\"rows_dropped\":%" PRIu64, q->rows,
 				q->rows_dropped);
+		if (q->has_rows_kept) /* ... and those kept for a client that comes back */
+			fprintf(f, ",\"rows_kept\":%" PRIu64 ",\"rows_kept_bytes\":%" PRIu64,
+				q->rows_kept, q->rows_kept_bytes);
 		fputc('}', f);
 	}
 	fputs("]}\n", f);

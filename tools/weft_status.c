@@ -369,8 +369,13 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			if (q->has_rows) /* a stream query */
 				fprintf(f,
 					"      rows: %" PRIu64 " relayed from agents, %" PRIu64
-					" not relayed to a subscriber\n",
+					" not relayed to a subscriber",
 					q->rows, q->rows_dropped);
+			if (q->has_rows && q->has_rows_kept)
+				fprintf(f, ", %" PRIu64 " kept (%" PRIu64 " bytes)", q->rows_kept,
+					q->rows_kept_bytes);
+			if (q->has_rows)
+				fputc('\n', f);
 			if (q->vm_sync) { /* a side of `weft vm sync`: the pair's state */
 				fprintf(f,
 					"      vm sync (host query %" PRIu64

@@ -420,18 +420,24 @@ static void test_hostile(void **state)
 	cl->passed = true;
 }
 
-/* The rows the aggregator has taken for query id (weft status). */
-static long long status_rows(struct cl *cl, uint64_t id)
+/* Member `name` of query id in `weft status --format json`, -1 if absent. */
+static long long status_of(struct cl *cl, uint64_t id, const char *name)
 {
 	struct wj *st = cl_status(cl, NULL);
 	const struct wj *qv = wj_get(st, "queries");
 	long long n = -1;
 
 	for (size_t i = 0; qv && i < qv->nkids; i++)
-		if (wj_int_of(&qv->kids[i], "id") == (long long)id)
-			n = wj_int_of(&qv->kids[i], "rows");
+		if (wj_int_of(&qv->kids[i], "id") == (long long)id && wj_get(&qv->kids[i], name))
+			n = wj_int_of(&qv->kids[i], name);
 	wj_free(st);
 	return n;
+}
+
+/* The rows the aggregator has taken for query id. */
+static long long status_rows(struct cl *cl, uint64_t id)
+{
+	return status_of(cl, id, "rows");
 }
 
 /*
@@ -512,6 +518,10 @@ static void test_comeback(void **state)
 
 	f->cl.passed = false;
 	comeback(f, calls, "comeback", got, &id);
+	/* the aggregator keeps both hosts' rows (72 KB of the 128 KiB it may), and says so */
+	assert_int_equal(status_of(&f->cl, id, "rows_kept"), calls[0] + calls[1]);
+	assert_true(status_of(&f->cl, id, "rows_kept_bytes") > 0);
+	assert_true(status_of(&f->cl, id, "rows_kept_bytes") <= 128 * 1024);
 	/* everything, each row once: ns2's from what the aggregator kept */
 	snprintf(needle, sizeof(needle), "kept row batches of query %llu sent again (from ",
 		 (unsigned long long)id);
@@ -537,6 +547,8 @@ static void test_comeback_beyond_kept(void **state)
 	comeback(f, calls, "comeback-beyond", got, &id);
 	assert_int_equal(got[0], calls[0]);
 	assert_true(got[1] < (long long)calls[1]);
+	assert_true(status_of(&f->cl, id, "rows_kept") < (long long)(calls[0] + calls[1]));
+	assert_true(status_of(&f->cl, id, "rows_kept_bytes") <= 128 * 1024);
 	f->cl.passed = true;
 }
 
