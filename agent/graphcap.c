@@ -211,8 +211,23 @@ struct kop {
 	int64_t time; /* monotonic ns */
 	int64_t pid, tid;
 	uint64_t sk;
-	struct kmsg_io io;
+	uint32_t seq_end, len; /* its struct kmsg_io's own (kop_io()) */
+	uint32_t ctx; /* the rest: its socket's 4-tuple and its thread's comm, c->kctx[ctx] */
 	bool send;
+};
+
+/*
+ * What the calls of one socket on one thread have in common, kept once (a call is 48 bytes
+ * instead of 112, and some two seconds of calls are held: docs/performance.md, "What the
+ * agent's memory under kernel edges is"): the 4-tuple (seq_end and len 0) and the comm.
+ * Found by (socket, pid, tid) through kctx_ix, which names the latest; a socket whose
+ * 4-tuple or thread's comm changed gets a new one.  Rebuilt with the held calls after each
+ * drain (kctx_compact()), so it holds no more than they use.
+ */
+struct kctx {
+	uint64_t sk;
+	int64_t pid, tid;
+	struct kmsg_io io;
 	char comm[16];
 };
 
@@ -307,6 +322,10 @@ struct graphcap {
 
 	/* kernel:sockets */
 	struct kop *kops;
+	struct kctx *kctx; /* the calls' shared parts (struct kctx) */
+	size_t nkctx, cap_kctx;
+	struct hmap kctx_ix; /* (sk, pid, tid) -> its latest kctx */
+	uint32_t kctx_last[256]; /* a kctx + 1 by (sk, tid) hashed: most calls skip kctx_ix */
 	size_t nkops, cap_kops;
 	struct hmap kix; /* (pid << 32 | tid, sk, first op time) -> index into kas + 1 */
 	struct kassign *kas;
@@ -412,6 +431,8 @@ void graphcap_free(struct graphcap *c)
 	free(c->spans);
 	free(c->kops);
 	hmap_free(&c->kix);
+	hmap_free(&c->kctx_ix);
+	free(c->kctx);
 	free(c->kas);
 	free(c->ksent);
 	free(c->ktasks);
@@ -737,9 +758,128 @@ static int on_span(struct graphcap *c, const struct weft_graph_rec *r)
 	return 0;
 }
 
+/* Whether a and b are the same 4-tuple (seq_end and len aside). */
+static bool kio_same_tuple(const struct kmsg_io *a, const struct kmsg_io *b)
+{
+	return a->laddr == b->laddr && a->raddr == b->raddr && a->lport == b->lport &&
+	       a->rport == b->rport && a->v6 == b->v6 &&
+	       (!a->v6 ||
+		(memcmp(a->laddr6, b->laddr6, 16) == 0 && memcmp(a->raddr6, b->raddr6, 16) == 0));
+}
+
+/* The index in c->kctx of (sk, pid, tid) with this tuple and comm, made if new. */
+static int kctx_get(struct graphcap *c, uint64_t sk, int64_t pid, int64_t tid,
+		    const struct kmsg_io *io, const char *comm, uint32_t *ctx)
+{
+	uint32_t *last = &c->kctx_last[((sk >> 6) ^ (uint64_t)tid * 0x9e3779b1u) & 255];
+	struct hent *e;
+	struct kctx *x;
+	bool isnew;
+
+	if (*last) {
+		x = &c->kctx[*last - 1];
+		if (x->sk == sk && x->pid == pid && x->tid == tid && kio_same_tuple(&x->io, io) &&
+		    strcmp(x->comm, comm) == 0) {
+			*ctx = *last - 1;
+			return 0;
+		}
+	}
+	e = hmap_get(&c->kctx_ix, sk, (uint64_t)pid, (uint64_t)tid, &isnew);
+	if (!e)
+		return -ENOMEM;
+	if (!isnew) {
+		x = &c->kctx[e->v];
+		if (kio_same_tuple(&x->io, io) && strcmp(x->comm, comm) == 0) {
+			*ctx = (uint32_t)e->v;
+			*last = *ctx + 1;
+			return 0;
+		}
+	}
+	if (c->nkctx >= UINT32_MAX ||
+	    grow((void **)&c->kctx, &c->cap_kctx, c->nkctx + 1, sizeof(*c->kctx))) {
+		if (isnew)
+			hmap_del(&c->kctx_ix, e);
+		return -ENOMEM;
+	}
+	x = &c->kctx[c->nkctx];
+	x->sk = sk;
+	x->pid = pid;
+	x->tid = tid;
+	x->io = *io;
+	x->io.seq_end = x->io.len = 0;
+	memcpy(x->comm, comm, sizeof(x->comm));
+	e->v = c->nkctx;
+	*ctx = (uint32_t)c->nkctx++;
+	*last = *ctx + 1;
+	return 0;
+}
+
+/* Call k's struct kmsg_io, whole. */
+static struct kmsg_io kop_io(const struct graphcap *c, const struct kop *k)
+{
+	struct kmsg_io io = c->kctx[k->ctx].io;
+
+	io.seq_end = k->seq_end;
+	io.len = k->len;
+	return io;
+}
+
+/* After a drain: c->kctx holds only what the held calls use, in their order, and the index
+ * names for each (sk, pid, tid) its latest (the calls are in time order per thread and
+ * socket).  -ENOMEM leaves everything as it was. */
+static int kctx_compact(struct graphcap *c)
+{
+	struct kctx *nx = NULL;
+	uint32_t *map = NULL;
+	struct hmap ix = { 0 };
+	size_t n = 0, cap = 0;
+
+	if (c->nkctx && !(map = malloc(c->nkctx * sizeof(*map))))
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nkctx; i++)
+		map[i] = UINT32_MAX;
+	for (size_t i = 0; i < c->nkops; i++) {
+		const struct kctx *x = &c->kctx[c->kops[i].ctx];
+		struct hent *e;
+		bool isnew;
+
+		if (map[c->kops[i].ctx] != UINT32_MAX)
+			continue;
+		if (grow((void **)&nx, &cap, n + 1, sizeof(*nx)))
+			goto fail;
+		nx[n] = *x;
+		map[c->kops[i].ctx] = (uint32_t)n;
+		/* a later one of the same (sk, pid, tid) comes after it, and replaces it */
+		e = hmap_get(&ix, x->sk, (uint64_t)x->pid, (uint64_t)x->tid, &isnew);
+		if (!e)
+			goto fail;
+		e->v = n++;
+	}
+	for (size_t i = 0; i < c->nkops; i++)
+		c->kops[i].ctx = map[c->kops[i].ctx];
+	free(map);
+	free(c->kctx);
+	hmap_free(&c->kctx_ix);
+	c->kctx = nx;
+	c->nkctx = n;
+	c->cap_kctx = cap;
+	c->kctx_ix = ix;
+	memset(c->kctx_last, 0, sizeof(c->kctx_last)); /* the indices changed */
+	return 0;
+fail:
+	free(map);
+	free(nx);
+	hmap_free(&ix);
+	return -ENOMEM;
+}
+
 static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 {
 	struct kop *k;
+	struct kmsg_io io;
+	char comm[16];
+	uint32_t ctx;
+	int rc;
 
 	if (!r->a[6] || !r->a[5] || r->a[5] > UINT32_MAX || r->a[2] > UINT16_MAX ||
 	    r->a[3] > UINT16_MAX || r->a[0] > UINT32_MAX || r->a[1] > UINT32_MAX ||
@@ -759,6 +899,17 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 		c->kops = nk;
 		c->cap_kops = ncap;
 	}
+	memset(&io, 0, sizeof(io));
+	io.laddr = (uint32_t)r->a[0];
+	io.raddr = (uint32_t)r->a[1];
+	io.lport = (uint16_t)r->a[2];
+	io.rport = (uint16_t)r->a[3];
+	if (r->family == WEFT_AF_INET6) /* v4-mapped ones become IPv4 there (graph/kmsg.h) */
+		kmsg_io_set6(&io, r->in6, r->in6 + 16);
+	memset(comm, 0, sizeof(comm));
+	rec_str(comm, r->comm, sizeof(r->comm));
+	if ((rc = kctx_get(c, r->a[6], r->pid, r->tid, &io, comm, &ctx)))
+		return rc;
 	k = &c->kops[c->nkops++];
 	memset(k, 0, sizeof(*k));
 	k->time = (int64_t)r->time;
@@ -766,15 +917,9 @@ static int on_kop(struct graphcap *c, const struct weft_graph_rec *r)
 	k->tid = r->tid;
 	k->sk = r->a[6];
 	k->send = r->kind == WEFT_GREC_KSEND;
-	k->io = (struct kmsg_io){ .laddr = (uint32_t)r->a[0],
-				  .raddr = (uint32_t)r->a[1],
-				  .lport = (uint16_t)r->a[2],
-				  .rport = (uint16_t)r->a[3],
-				  .seq_end = (uint32_t)r->a[4],
-				  .len = (uint32_t)r->a[5] };
-	if (r->family == WEFT_AF_INET6) /* v4-mapped ones become IPv4 there (graph/kmsg.h) */
-		kmsg_io_set6(&k->io, r->in6, r->in6 + 16);
-	rec_str(k->comm, r->comm, sizeof(r->comm));
+	k->seq_end = (uint32_t)r->a[4];
+	k->len = (uint32_t)r->a[5];
+	k->ctx = ctx;
 	return 0;
 }
 
@@ -1316,18 +1461,23 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 
 	if (x->server) {
 		n = strlen(strcpy(buf, "{\"kernel.recv\":"));
-		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[x->first].io);
+		struct kmsg_io io = kop_io(c, &c->kops[x->first]);
+
+		n += kio_json(buf + n, sizeof(buf) - n, &io);
 		buf[n++] = '}';
 		buf[n] = 0;
 		return graph_strndup(&c->pend, buf, n);
 	}
 	n = strlen(strcpy(buf, "{\"kernel.sends\":["));
 	for (size_t i = x->first; i < x->end && ns < KEX_ATTR_SENDS; i++) {
+		struct kmsg_io io;
+
 		if (!c->kops[i].send)
 			continue;
 		if (ns++)
 			buf[n++] = ',';
-		n += kio_json(buf + n, sizeof(buf) - n, &c->kops[i].io);
+		io = kop_io(c, &c->kops[i]);
+		n += kio_json(buf + n, sizeof(buf) - n, &io);
 	}
 	buf[n++] = ']';
 	buf[n++] = '}';
@@ -1373,6 +1523,7 @@ static void ksent_make_room(struct graphcap *c)
 static int kex_emit(struct graphcap *c, const struct kex *x)
 {
 	const struct kop *f = &c->kops[x->first], *l = &c->kops[x->end - 1];
+	const struct kctx *fx = &c->kctx[f->ctx];
 	const struct kassign *as = &c->kas[x->as];
 	struct graph_task k = { 0 };
 	char name[32 + KMSG_ADDR_TEXT], ra[KMSG_ADDR_TEXT];
@@ -1381,23 +1532,23 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 	if (x->server) { /* "serve :%u" */
 		size_t n = strlen(strcpy(name, "serve :"));
 
-		name[n + put_u32(name + n, f->io.lport)] = 0;
-	} else if (!f->io.v6) { /* "request %s:%u", the address as kmsg_addr_text() writes it */
+		name[n + put_u32(name + n, fx->io.lport)] = 0;
+	} else if (!fx->io.v6) { /* "request %s:%u", the address as kmsg_addr_text() writes it */
 		size_t n = strlen(strcpy(name, "request "));
 
 		for (int i = 3; i >= 0; i--) {
-			n += put_u32(name + n, (f->io.raddr >> (8 * i)) & 255);
+			n += put_u32(name + n, (fx->io.raddr >> (8 * i)) & 255);
 			name[n++] = i ? '.' : ':';
 		}
-		name[n + put_u32(name + n, f->io.rport)] = 0;
+		name[n + put_u32(name + n, fx->io.rport)] = 0;
 	} else { /* "request [2001:db8::1]:6379" */
 		snprintf(name, sizeof(name), "request [%s]:%u",
-			 kmsg_addr_text(&f->io, true, ra, sizeof(ra)), (unsigned)f->io.rport);
+			 kmsg_addr_text(&fx->io, true, ra, sizeof(ra)), (unsigned)fx->io.rport);
 	}
 	k.trace = as->trace;
 	k.id = as->id;
 	k.parent = as->parent;
-	k.service = cached_str(&c->pend, &c->pend_strs, 0, f->comm);
+	k.service = cached_str(&c->pend, &c->pend_strs, 0, fx->comm);
 	k.name = cached_str(&c->pend, &c->pend_strs, 1, name);
 	k.host = cached_str(&c->pend, &c->pend_strs, 2, c->host);
 	k.pid = f->pid;
@@ -1460,7 +1611,7 @@ static int kex_emit(struct graphcap *c, const struct kex *x)
 		if (grow((void **)&c->ksent, &c->cap_ksent, c->nksent + 1, sizeof(*c->ksent)))
 			return -ENOMEM;
 		c->ksent[c->nksent++] =
-			(struct ksent){ c->kops[i].io, c->kops[i].time, k.id, k.trace };
+			(struct ksent){ kop_io(c, &c->kops[i]), c->kops[i].time, k.id, k.trace };
 	}
 	return 0;
 }
@@ -1587,7 +1738,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 	for (size_t i = 0; i < c->nkops; i++)
 		if (c->kops[i].send) {
 			send_op[nsends] = i;
-			sends[nsends++] = c->kops[i].io;
+			sends[nsends++] = kop_io(c, &c->kops[i]);
 		}
 	for (size_t i = 0; i < c->nksent; i++) {
 		send_op[nsends] = SIZE_MAX;
@@ -1596,7 +1747,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 	for (size_t i = 0; i < nx; i++)
 		if (xs[i].server && !trace_set(c->kas[xs[i].as].trace)) {
 			recv_x[nrecvs] = i;
-			recvs[nrecvs++] = c->kops[xs[i].first].io;
+			recvs[nrecvs++] = kop_io(c, &c->kops[xs[i].first]);
 		}
 	if ((rc = kmsg_match(sends, nsends, recvs, nrecvs, &m, &nm)))
 		goto out;
@@ -1753,6 +1904,8 @@ static int ksock_drain(struct graphcap *c, bool final)
 			e->v = (size_t)f->time;
 	}
 	c->nkops = w;
+	/* out of memory, the table stays as it was: valid, only larger */
+	(void)kctx_compact(c);
 	hmap_free(&c->kix);
 	c->kix = nkix;
 	memset(&nkix, 0, sizeof(nkix));

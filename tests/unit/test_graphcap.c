@@ -392,6 +392,77 @@ static bool has_edge(const struct graph *g, enum graph_edge_kind k, uint64_t fro
 }
 
 /*
+ * A socket the same thread uses again for another connection (the kernel reuses the struct
+ * sock's address) and a thread whose comm changed (exec): each exchange keeps its own 4-tuple
+ * and comm, also when the capture keeps them once per socket and thread and compacts them at
+ * a drain with calls still held.  Client thread 10 talks to 10.0.0.2:80 on socket 0xc1, as
+ * "p10"; a drain holds that exchange; then, as "x10", on the same socket to 10.0.0.3:90.
+ */
+static void test_kernel_socket_reused(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002, a3 = 0x0a000003;
+	const struct graph_task *r1, *r2, *s1, *s2;
+	struct weft_graph_rec r;
+	struct graphcap *c;
+	struct graph kept;
+	char why[256];
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, true, T0 + 100, 10, 10, 0xc1, a1, 5000, a2, 80, 110, 10);
+	krec(c, false, T0 + 110, 20, 20, 0xf1, a2, 80, a1, 5000, 110, 10);
+	krec(c, true, T0 + 120, 20, 20, 0xf1, a2, 80, a1, 5000, 7007, 7);
+	krec(c, false, T0 + 130, 10, 10, 0xc1, a1, 5000, a2, 80, 7007, 7);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 0); /* all held */
+	/* the same socket again, another connection, after an exec */
+	memset(&r, 0, sizeof(r));
+	r.kind = WEFT_GREC_KSEND;
+	r.time = T0 + 200;
+	r.pid = r.tid = 10;
+	snprintf(r.comm, sizeof(r.comm), "x10");
+	r.a[0] = a1;
+	r.a[1] = a3;
+	r.a[2] = 5001;
+	r.a[3] = 90;
+	r.a[4] = 2020;
+	r.a[5] = 20;
+	r.a[6] = 0xc1;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec(c, false, T0 + 210, 30, 30, 0xb1, a3, 90, a1, 5001, 2020, 20);
+	krec(c, true, T0 + 220, 30, 30, 0xb1, a3, 90, a1, 5001, 3030, 5);
+	r.kind = WEFT_GREC_KRECV;
+	r.time = T0 + 230;
+	r.a[4] = 3030;
+	r.a[5] = 5;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 4);
+	r1 = task_named(&kept, "request 10.0.0.2:80");
+	r2 = task_named(&kept, "request 10.0.0.3:90");
+	s1 = task_named(&kept, "serve :80");
+	s2 = task_named(&kept, "serve :90");
+	assert_string_equal(r1->service, "p10");
+	assert_string_equal(r2->service, "x10");
+	assert_string_equal(s1->service, "p20");
+	assert_string_equal(s2->service, "p30");
+	assert_int_equal(r1->end - r1->start, 30);
+	assert_int_equal(r2->end - r2->start, 30);
+	/* each server's task joined its own client's trace, by its own 4-tuple */
+	assert_true(graph_id128_eq(s1->trace, r1->trace));
+	assert_true(graph_id128_eq(s2->trace, r2->trace));
+	assert_false(graph_id128_eq(r1->trace, r2->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, r1->id, s1->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, r2->id, s2->id));
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
+/*
  * kernel:sockets: three tiers of unmodified programs.  Client C (10.0.0.1:5000) sends a
  * request to frontend F (10.0.0.2:80), which calls backend B (10.0.0.3:90) from its own
  * port 6000 before replying; B has a span inside its work.  F's receive is recorded before
@@ -1315,6 +1386,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_room_drains),
 		cmocka_unit_test(test_total_bounded),
 		cmocka_unit_test(test_kernel_out_of_order),
+		cmocka_unit_test(test_kernel_socket_reused),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
