@@ -42,7 +42,7 @@
 /* Socket sends and receives buffered at most, per open task allowed (max_open): they wait
  * for the drain (once a second) plus GRAPHCAP_SPAN_HOLD_NS, four a request/response, so at
  * the default 65536 x 4 (48 bytes each: 12 MiB at most, and at most as many shared parts,
- * struct kctx, 112 bytes each, one per socket and thread in use) a capture keeps up with
+ * struct kctx, 96 bytes each, one per socket and thread in use) a capture keeps up with
  * 130,000 socket calls a second, some 30,000 requests; beyond, calls are lost and counted
  * (open_evicted). */
 #define GRAPHCAP_KOPS_PER_OPEN 4
