@@ -351,9 +351,11 @@ static void test_spans(void **state)
 	graphcap_free(c);
 }
 
-/* A kernel:sockets record: pid = tid's process, 4-tuple, the sequence number after the call. */
-static void krec(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint32_t tid, uint64_t sk,
-		 uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp, uint32_t seq_end, uint32_t len)
+/* A kernel:sockets record of a thread named comm (NULL: "p" and its pid): pid = tid's
+ * process, 4-tuple, the sequence number after the call. */
+static void krec_as(struct graphcap *c, const char *comm, bool send, uint64_t t, uint32_t pid,
+		    uint32_t tid, uint64_t sk, uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp,
+		    uint32_t seq_end, uint32_t len)
 {
 	struct weft_graph_rec r;
 
@@ -362,7 +364,10 @@ static void krec(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint32
 	r.time = t;
 	r.pid = pid;
 	r.tid = tid;
-	snprintf(r.comm, sizeof(r.comm), "p%u", pid);
+	if (comm)
+		snprintf(r.comm, sizeof(r.comm), "%s", comm);
+	else
+		snprintf(r.comm, sizeof(r.comm), "p%u", pid);
 	r.a[0] = la;
 	r.a[1] = ra;
 	r.a[2] = lp;
@@ -371,6 +376,12 @@ static void krec(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint32
 	r.a[5] = len;
 	r.a[6] = sk;
 	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+}
+
+static void krec(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint32_t tid, uint64_t sk,
+		 uint32_t la, uint16_t lp, uint32_t ra, uint16_t rp, uint32_t seq_end, uint32_t len)
+{
+	krec_as(c, NULL, send, t, pid, tid, sk, la, lp, ra, rp, seq_end, len);
 }
 
 static const struct graph_task *task_named(const struct graph *g, const char *name)
@@ -404,7 +415,6 @@ static void test_kernel_socket_reused(void **state)
 	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
 	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002, a3 = 0x0a000003;
 	const struct graph_task *r1, *r2, *s1, *s2;
-	struct weft_graph_rec r;
 	struct graphcap *c;
 	struct graph kept;
 	char why[256];
@@ -419,26 +429,10 @@ static void test_kernel_socket_reused(void **state)
 	graph_init(&kept);
 	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 0); /* all held */
 	/* the same socket again, another connection, after an exec */
-	memset(&r, 0, sizeof(r));
-	r.kind = WEFT_GREC_KSEND;
-	r.time = T0 + 200;
-	r.pid = r.tid = 10;
-	snprintf(r.comm, sizeof(r.comm), "x10");
-	r.a[0] = a1;
-	r.a[1] = a3;
-	r.a[2] = 5001;
-	r.a[3] = 90;
-	r.a[4] = 2020;
-	r.a[5] = 20;
-	r.a[6] = 0xc1;
-	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec_as(c, "x10", true, T0 + 200, 10, 10, 0xc1, a1, 5001, a3, 90, 2020, 20);
 	krec(c, false, T0 + 210, 30, 30, 0xb1, a3, 90, a1, 5001, 2020, 20);
 	krec(c, true, T0 + 220, 30, 30, 0xb1, a3, 90, a1, 5001, 3030, 5);
-	r.kind = WEFT_GREC_KRECV;
-	r.time = T0 + 230;
-	r.a[4] = 3030;
-	r.a[5] = 5;
-	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec_as(c, "x10", false, T0 + 230, 10, 10, 0xc1, a1, 5001, a3, 90, 3030, 5);
 	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 2);
 	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
 	assert_int_equal(kept.ntasks, 4);
