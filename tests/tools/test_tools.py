@@ -193,6 +193,19 @@ def bt_wait(b, needle, n):
         time.sleep(0.05)
 
 
+def bt_wait_lines(b, pattern, n):
+    """Waits until n complete lines of bpftrace's printf output match `pattern` (a row that
+    several printf calls make is complete only with its last: waiting for its first part
+    and then stopping bpftrace can lose the rest).  WAIT is a safety net, as in bt_wait()."""
+    deadline = time.monotonic() + WAIT
+    while b and b.proc.poll() is None and time.monotonic() < deadline:
+        s = "".join(r["data"] for r in bt_records(b.text(b.out))
+                    if r.get("type") in ("printf", "time"))
+        if sum(1 for line in s.split("\n")[:-1] if re.match(pattern, line)) >= n:
+            return
+        time.sleep(0.05)
+
+
 def weft_records(text):
     lines = text.split("\n")[:-1]  # complete lines only: weft may be writing the last
     return [json.loads(line) for line in lines if line.strip()]
@@ -450,7 +463,8 @@ def t_setuids():
                  "os.setuid(0); os.setuid(0)\n"
                  "libc.setfsuid(0)\n"
                  "os.setresuid(0, 0, 0)\n")
-    bt_wait(b, "wl_setuids", 4)
+    # the setresuid row is three events (time() and two printf calls): wait for whole rows
+    bt_wait_lines(b, r"\S+\s+%d\s+wl_setuids\s.*\)$" % pid, 4)
     wo, wo2, bo = w.stop(), w2.stop(), b.stop() if b else None
     rows = sorted((r["probe"].split("_")[-1].split(":")[-1], r["to_uid"], r["ret"])
                   for r in weft_rows(wo, comm="wl_setuids", pid=pid))
@@ -865,7 +879,16 @@ def t_runqlat():
     wo, bo = w.stop(), b.stop() if b else None
     n = sum(sum(hist_counts(r["usecs"]).values()) for win in weft_windows(wo)
             for r in win["rows"])
-    check(n == 21, "21 wakeups of the workload (its input, 20 sleeps): %d" % n)
+    # now and then this kernel delivers a switch-in to no consumer of sched_switch at all
+    # (tests/runtime/test_run_span_sides.c has the evidence; 1 run in 10 here beside two busy
+    # loops): that wakeup's span never ends, and the next wakeup replaces its start, which
+    # weft counts as span_start_replaced; so the wakeups counted plus the starts replaced are
+    # exactly 21, and at most 2 replaced
+    replaced = sum(win.get("lost", {}).get("span_start_replaced", 0)
+                   for win in weft_windows(wo))
+    check(n + replaced == 21 and replaced <= 2,
+          "21 wakeups of the workload (its input, 20 sleeps): %d, and %d starts replaced "
+          "by the next wakeup (a switch-in the kernel did not deliver)" % (n, replaced))
     if bo is not None:
         h = bt_map(bo, "@usecs") or []
         check(sum(x["count"] for x in h) >= n, "bpftrace, which counts every task, saw "
