@@ -1461,9 +1461,9 @@ static const char *kex_attrs(struct graphcap *c, const struct kex *x)
 	size_t n = 0, ns = 0;
 
 	if (x->server) {
-		n = strlen(strcpy(buf, "{\"kernel.recv\":"));
 		struct kmsg_io io = kop_io(c, &c->kops[x->first]);
 
+		n = strlen(strcpy(buf, "{\"kernel.recv\":"));
 		n += kio_json(buf + n, sizeof(buf) - n, &io);
 		buf[n++] = '}';
 		buf[n] = 0;

@@ -11,9 +11,9 @@
  * (total_rows), so that a client knows exactly what it missed; the latest are kept in memory
  * (--stream-keep bytes a query, AGGD_STREAM_KEEP_BATCHES batches at most, and all streams'
  * together AGGD_STREAM_KEEP_STREAMS times --stream-keep: the oldest go first, of the query, or
- * of all when the whole is full) for a client that comes back: one forgotten while it was too slow to send its
- * heartbeats, or reconnected, subscribes again from the next number it has not seen and gets
- * what is still kept before anything new.  Nothing is stored: an aggregator's restart loses
+ * of all when the whole is full) for a client that comes back: one forgotten while it was
+ * too slow to send its heartbeats, or reconnected, subscribes again from the next number it
+ * has not seen and gets what is still kept before anything new.  Nothing is stored: an aggregator's restart loses
  * them.
  *
  * In a tree, a child aggregator runs the parent's stream on its agents and passes every batch
