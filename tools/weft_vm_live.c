@@ -31,13 +31,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "agent/agent.h"
@@ -390,36 +391,88 @@ static void live_msg(void *ctx, Weft__Envelope *m)
 	wire_free(m);
 }
 
-/* A side's stream as `weft vm record` writes it, into a malloc'd buffer. */
-static int side_stream(struct live *L, bool guest, char **buf, size_t *len)
+/*
+ * What a view is computed from: each side's events (the live arrays for the last view, a copy
+ * of them, not of the events, for one computed beside the loop), its queries and rows lost.
+ */
+struct view {
+	struct {
+		struct vm_rec_ev *v;
+		size_t n, nq;
+		uint64_t lost;
+	} side[2]; /* host, guest */
+	bool copied, json, last;
+	unsigned views;
+	int64_t vm_pid;
+	struct vm_report_opts ro;
+	const char *rec[2];
+	int rc;
+};
+
+/* v from what came so far; copy: the arrays are copied (the loop goes on adding). */
+static int view_take(struct live *L, struct view *v, bool copy)
 {
-	struct evs *e = guest ? &L->guest : &L->host;
-	uint64_t lost = 0;
-	size_t nq = 0;
+	memset(v, 0, sizeof(*v));
+	for (int k = 0; k < 2; k++) {
+		struct evs *e = k ? &L->guest : &L->host;
+
+		for (size_t i = 0; i < L->nq; i++)
+			if (L->q[i].guest == (k == 1)) {
+				v->side[k].lost += lq_lost(&L->q[i]);
+				v->side[k].nq++;
+			}
+		v->side[k].n = e->n;
+		v->side[k].v = e->v;
+		if (copy && e->n) {
+			v->side[k].v = malloc(e->n * sizeof(*e->v));
+			if (!v->side[k].v) {
+				if (k)
+					free(v->side[0].v);
+				return -ENOMEM;
+			}
+			memcpy(v->side[k].v, e->v, e->n * sizeof(*e->v));
+		}
+	}
+	v->copied = copy;
+	v->json = L->json;
+	v->views = L->views;
+	v->vm_pid = L->vm_pid;
+	v->ro = L->ro;
+	return 0;
+}
+
+static void view_free(struct view *v)
+{
+	if (v->copied)
+		for (int k = 0; k < 2; k++)
+			free(v->side[k].v);
+	memset(v->side, 0, sizeof(v->side));
+}
+
+/* A side's stream as `weft vm record` writes it (its events sorted), into a malloc'd buffer. */
+static int side_stream(struct view *v, int k, char **buf, size_t *len)
+{
 	FILE *m;
 	int rc;
 
-	for (size_t i = 0; i < L->nq; i++)
-		if (L->q[i].guest == guest) {
-			lost += lq_lost(&L->q[i]);
-			nq++;
-		}
 	*buf = NULL;
 	*len = 0;
 	m = open_memstream(buf, len);
 	if (!m)
 		return -ENOMEM;
-	rc = vm_record_write(m, e->v, e->n, nq, lost);
+	rc = vm_record_write(m, v->side[k].v, v->side[k].n, v->side[k].nq, v->side[k].lost);
 	if (fclose(m) != 0 && !rc)
 		rc = -EIO;
 	return rc;
 }
 
 /*
- * The fused view of what came so far, printed: 0 synchronised, 1 unsynchronised, -1 a stream
- * refused (tag on stderr).  With record paths, the streams it was computed from are written.
+ * The fused view of v, printed: 0 synchronised, 1 unsynchronised, -1 a stream refused (tag
+ * on stderr).  With record paths, the streams it was computed from are written.  It touches
+ * nothing of the loop's but the events (immutable once added; vm_record_write() takes a comm
+ * out and puts it back), so it may run in a thread beside it.
  */
-static int live_view(struct live *L, const char *rec_host, const char *rec_guest, bool last)
+static int live_view(struct view *v)
 {
 	struct vm_analysis a;
 	struct vm_err err = { 0 };
@@ -428,12 +481,12 @@ static int live_view(struct live *L, const char *rec_host, const char *rec_guest
 	size_t hl = 0, gl = 0;
 	int rc = -1, prc;
 
-	if (side_stream(L, false, &hb, &hl) || side_stream(L, true, &gb, &gl)) {
+	if (side_stream(v, 0, &hb, &hl) || side_stream(v, 1, &gb, &gl)) {
 		fputs("weft vm live: E_VM_NOMEM: cannot write the streams\n", stderr);
 		goto out_buf;
 	}
 	for (int k = 0; k < 2; k++) {
-		const char *path = k ? rec_guest : rec_host;
+		const char *path = v->rec[k];
 		FILE *f;
 
 		if (!path)
@@ -454,18 +507,18 @@ static int live_view(struct live *L, const char *rec_host, const char *rec_guest
 			goto out;
 		/* no point on both sides yet: the guest stays off the host's time line */
 		a.sync = (struct vm_sync){ .guest = true };
-		a.guest_events = L->guest.n;
+		a.guest_events = v->side[1].n;
 		rc = 1;
-	} else if (vm_stream_rewind(gs, &err) || vm_guest_pass(&a, gs, L->vm_pid, &err)) {
+	} else if (vm_stream_rewind(gs, &err) || vm_guest_pass(&a, gs, v->vm_pid, &err)) {
 		goto out;
 	} else {
 		rc = 0;
 	}
-	if (!L->json) /* JSON: each view is the one object of `weft vm analyze` */
+	if (!v->json) /* JSON: each view is the one object of `weft vm analyze` */
 		printf("%s=== weft vm live: %s (%zu host and %zu guest events so far) ===\n",
-		       L->views ? "\n" : "", last ? "the last view" : "a view", L->host.n,
-		       L->guest.n);
-	prc = L->json ? vm_report_json(stdout, &a, &L->ro) : vm_report_text(stdout, &a, &L->ro);
+		       v->views ? "\n" : "", v->last ? "the last view" : "a view", v->side[0].n,
+		       v->side[1].n);
+	prc = v->json ? vm_report_json(stdout, &a, &v->ro) : vm_report_text(stdout, &a, &v->ro);
 	fflush(stdout);
 	if (prc) {
 		fprintf(stderr, "weft vm live: writing the report: %s\n", strerror(-prc));
@@ -481,6 +534,57 @@ out_buf:
 	free(hb);
 	free(gb);
 	return rc;
+}
+
+/*
+ * A view beside the loop (rows and heartbeats keep flowing while it is computed: an
+ * aggregator forgets a client silent for 3 heartbeats).  A thread, not a child process: a
+ * child of this multithreaded process may only call async-signal-safe functions, and the
+ * view allocates (a child forked while a ZeroMQ thread held the allocator's lock, as
+ * AddressSanitizer's allocator can be, waited for it forever).
+ */
+struct viewer {
+	pthread_t th;
+	struct view v;
+	bool running;
+	atomic_bool finished;
+};
+
+static void *viewer_main(void *arg)
+{
+	struct viewer *w = arg;
+
+	w->v.rc = live_view(&w->v);
+	atomic_store(&w->finished, true);
+	return NULL;
+}
+
+/* Waits for the view being computed, if any. */
+static void viewer_join(struct viewer *w)
+{
+	if (!w->running)
+		return;
+	pthread_join(w->th, NULL);
+	view_free(&w->v);
+	w->running = false;
+}
+
+/* Starts a view of what came so far, unless one is still being computed (the next waits). */
+static void viewer_start(struct live *L, struct viewer *w)
+{
+	if (w->running && !atomic_load(&w->finished))
+		return;
+	viewer_join(w);
+	fflush(stdout);
+	if (view_take(L, &w->v, true))
+		return; /* out of memory: the next --every tries again */
+	atomic_store(&w->finished, false);
+	if (pthread_create(&w->th, NULL, viewer_main, w)) {
+		view_free(&w->v);
+		return;
+	}
+	w->running = true;
+	L->views++;
 }
 
 /*
@@ -573,10 +677,11 @@ int vm_live_cmd(int argc, char **argv)
 	char forclause[64] = "";
 	const char *rec_host = NULL, *rec_guest = NULL;
 	uint64_t every_ms = 0, next = 0;
-	pid_t viewer = -1;
+	struct viewer viewer = { 0 };
+	struct view last;
 	struct aggd_client *cl = NULL;
 	bool print = false;
-	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1, signals = 0, view;
+	int c, rc, verbose = 0, status = WEFT_EXIT_OK, sfd = -1, signals = 0, view = -1;
 
 	memset(&L, 0, sizeof(L));
 	L.ro.sz = sizeof(L.ro);
@@ -776,27 +881,19 @@ int vm_live_cmd(int argc, char **argv)
 		}
 		live_work(&L, 20); /* a slice: heartbeats go out between two */
 		if (every_ms && mono_ms() >= next) {
-			/* in a child, so that rows and heartbeats keep flowing here while it
-			 * works (an aggregator forgets a client silent for 3 heartbeats); one at a
-			 * time: a view still being computed makes the next wait */
-			if (viewer > 0 && waitpid(viewer, NULL, WNOHANG) == viewer)
-				viewer = -1;
-			if (viewer < 0) {
-				fflush(stdout);
-				viewer = fork();
-				if (viewer == 0)
-					_exit(live_view(&L, NULL, NULL, false) < 0 ? 1 : 0);
-				if (viewer > 0)
-					L.views++;
-			}
+			viewer_start(&L, &viewer);
 			next = mono_ms() + every_ms;
 		}
 	}
-	if (viewer > 0)
-		waitpid(viewer, NULL, 0);
+	viewer_join(&viewer);
 	live_reconcile(&L, cl, &tc);
 	live_work(&L, 0);
-	view = live_view(&L, rec_host, rec_guest, true);
+	if (view_take(&L, &last, false) == 0) {
+		last.rec[0] = rec_host;
+		last.rec[1] = rec_guest;
+		last.last = true;
+		view = live_view(&last);
+	}
 	vm_record_discovery(L.host.v, L.host.n);
 	status = view < 0 || L.failed ? WEFT_EXIT_FAIL : view == 1 ? EXIT_UNSYNCED : WEFT_EXIT_OK;
 	goto out;
@@ -804,6 +901,7 @@ oom:
 	fputs("weft vm live: out of memory\n", stderr);
 	status = WEFT_EXIT_FAIL;
 out:
+	viewer_join(&viewer); /* it reads the events freed below */
 	aggd_client_free(cl);
 	if (sfd >= 0)
 		close(sfd);
