@@ -392,6 +392,10 @@ int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out
 int aggd_client_subscribe(struct aggd_client *c, uint64_t query_id);
 /* Remembers a subscription made another way (Submit with follow), to renew it likewise. */
 int aggd_client_remember(struct aggd_client *c, uint64_t query_id);
+/* Asks the aggregator to stop a query (QueryStop), and asks again after each Welcome until
+ * the query's last Result or an Error naming it came: a stop sent while the aggregator had
+ * forgotten this client, or just before a reconnect, is dropped unread.  0 or -errno. */
+int aggd_client_stop(struct aggd_client *c, uint64_t query_id);
 /* The caller has seen the windows before next_window: a renewed subscription asks the
  * aggregator for the retained windows from there (nothing retained is missed). */
 void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t next_window);

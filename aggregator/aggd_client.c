@@ -10,7 +10,8 @@
  * and dropped, never acted on; a heartbeat every interval the Welcome named, so that the
  * aggregator keeps the client (one silent for 3 intervals is forgotten with its
  * subscriptions).  What is a client's own: once welcomed again, it renews its subscriptions
- * from the next window its caller has not seen; and its sends wait for room in the queue.
+ * from the next window its caller has not seen, and asks again for the stops it asked for
+ * that have not taken effect yet (aggd_client_stop()); and its sends wait for room in the queue.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,8 @@ struct aggd_client {
 		uint64_t next_batch; /* the next relayed RowBatch (seq) not returned; 0: none */
 	} * subs;
 	size_t nsubs;
+	uint64_t *stops; /* QueryStops asked for, until the last Result or an Error says done */
+	size_t nstops;
 };
 
 static uint64_t mono_ms(void)
@@ -49,6 +52,39 @@ int aggd_client_send(struct aggd_client *c, Weft__Envelope *e)
 	if (!c || !e)
 		return -EINVAL;
 	return session_send(c->s, e);
+}
+
+static int stop_send(struct aggd_client *c, uint64_t query_id)
+{
+	Weft__Envelope e;
+	Weft__QueryStop st;
+
+	weft__query_stop__init(&st);
+	st.query_id = query_id;
+	weft__envelope__init(&e);
+	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
+	e.query_stop = &st;
+	return aggd_client_send(c, &e);
+}
+
+/* A stop asked for is done when its query's last Result comes, or an Error answering a
+ * request about it (no such query: it ended; not an agent's error relayed). */
+static void stop_settle(struct aggd_client *c, const Weft__Envelope *e)
+{
+	uint64_t id;
+
+	if (e->body_case == WEFT__ENVELOPE__BODY_RESULT && e->result->last)
+		id = e->result->query_id;
+	else if (e->body_case == WEFT__ENVELOPE__BODY_ERROR && e->error->has_query_id &&
+		 e->error->has_in_reply_to)
+		id = e->error->query_id;
+	else
+		return;
+	for (size_t i = 0; i < c->nstops; i++)
+		if (c->stops[i] == id) {
+			c->stops[i] = c->stops[--c->nstops];
+			return;
+		}
 }
 
 static void client_subscribe_all(struct aggd_client *c)
@@ -88,8 +124,11 @@ static void client_welcomed(void *ctx, const struct session_welcome *sw)
 	if (sw->restarted)
 		for (size_t i = 0; i < c->nsubs; i++)
 			c->subs[i].next_batch = 0; /* another instance numbers its batches anew */
-	if (!sw->first)
+	if (!sw->first) {
 		client_subscribe_all(c);
+		for (size_t i = 0; i < c->nstops; i++)
+			stop_send(c, c->stops[i]);
+	}
 }
 
 static void client_lost(void *ctx, const char *why, bool was_up)
@@ -170,6 +209,8 @@ int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out
 					*out = NULL;
 					continue;
 				}
+				if (*out)
+					stop_settle(c, *out);
 				if (*out)
 					return 1;
 			}
@@ -309,6 +350,7 @@ void aggd_client_free(struct aggd_client *c)
 	if (c->zctx)
 		zmq_ctx_term(c->zctx);
 	free(c->subs);
+	free(c->stops);
 	free(c);
 	errno = e;
 }
@@ -359,6 +401,25 @@ int aggd_client_remember(struct aggd_client *c, uint64_t query_id)
 	if (!c || !query_id)
 		return -EINVAL;
 	return sub_add(c, query_id);
+}
+
+int aggd_client_stop(struct aggd_client *c, uint64_t query_id)
+{
+	bool known = false;
+
+	if (!c || !query_id)
+		return -EINVAL;
+	for (size_t i = 0; i < c->nstops; i++)
+		known |= c->stops[i] == query_id;
+	if (!known) {
+		uint64_t *nv = realloc(c->stops, (c->nstops + 1) * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		c->stops = nv;
+		c->stops[c->nstops++] = query_id;
+	}
+	return stop_send(c, query_id);
 }
 
 void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t next_window)

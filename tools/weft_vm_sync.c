@@ -175,17 +175,8 @@ int vm_side_compile(struct vm_side *s, int verbose)
 
 void vm_side_cancel(struct aggd_client *cl, uint64_t id)
 {
-	Weft__Envelope e;
-	Weft__QueryStop st;
-
-	if (!id)
-		return;
-	weft__query_stop__init(&st);
-	st.query_id = id;
-	weft__envelope__init(&e);
-	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
-	e.query_stop = &st;
-	aggd_client_send(cl, &e);
+	if (id)
+		aggd_client_stop(cl, id); /* asked again after a reconnect until it took effect */
 }
 
 int vm_side_submit(struct aggd_client *cl, struct tool_cluster *tc, struct vm_side *s,

@@ -513,6 +513,55 @@ static void test_restart(void **state)
 	cl->passed = true;
 }
 
+/* The subscribers of query id in `weft status`, -1 if it is not listed. */
+static long long subscribers(struct cl *cl, uint64_t id)
+{
+	struct wj *st = cl_status(cl, NULL);
+	const struct wj *qs = wj_get(st, "queries");
+	long long n = -1;
+
+	for (size_t i = 0; qs && i < qs->nkids; i++)
+		if (wj_int_of(&qs->kids[i], "id") == (long long)id)
+			n = wj_int_of(&qs->kids[i], "subscribers");
+	wj_free(st);
+	return n;
+}
+
+/*
+ * Ctrl-C while the aggregator has forgotten the client (stopped for more than 3 heartbeats):
+ * its QueryStops reach an aggregator that drops them unread (not welcomed) or are refused by
+ * a session saying Hello again; the client asks again once welcomed back, and both queries
+ * end with their last windows (before, they ran on and the client waited for ever).
+ */
+static void test_cancel_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	struct cl_proc *vs;
+	uint64_t hid, gid;
+	char needle[64];
+
+	cl->passed = false;
+	vs = vs_spawn(f, "vmsync-forgotten", NULL, true, &hid, &gid);
+	kill(vs->pid, SIGSTOP);
+	/* forgotten: with it, its subscriptions (other clients of the fixture expire too) */
+	assert_true(CL_WAIT(subscribers(cl, hid) == 0 && subscribers(cl, gid) == 0, CL_WAIT_MS));
+	kill(vs->pid, SIGINT); /* pending: read first thing when it goes on */
+	kill(vs->pid, SIGCONT);
+	if (cl_wait_exit(vs, CL_WAIT_MS) != 4) /* ended, unsynchronised: no workload ran */
+		fail_msg("weft vm sync did not end as cancelled: %s", cl_slurp(vs->err));
+	for (int k = 0; k < 2; k++) {
+		snprintf(needle, sizeof(needle), "query %llu cancelled by",
+			 (unsigned long long)(k ? gid : hid));
+		assert_int_equal(cl_file_count(f->agg->err, needle), 1);
+		snprintf(needle, sizeof(needle), "query %llu ended",
+			 (unsigned long long)(k ? gid : hid));
+		assert_int_equal(cl_file_count(f->agg->err, needle), 1);
+	}
+	assert_true(cl_file_has(vs->out, "\"last\":true"));
+	cl->passed = true;
+}
+
 /* Neither a hypercall seen twice for one id nor readings that go backwards make a point. */
 static void test_dirty(void **state)
 {
@@ -727,7 +776,7 @@ int main(void)
 		cmocka_unit_test(test_synced),	     cmocka_unit_test(test_unsynced),
 		cmocka_unit_test(test_contradict),   cmocka_unit_test(test_dirty),
 		cmocka_unit_test(test_only_host),    cmocka_unit_test(test_restart),
-		cmocka_unit_test(test_pair_refused),
+		cmocka_unit_test(test_pair_refused), cmocka_unit_test(test_cancel_forgotten),
 	};
 
 	if (!wr_ready())
