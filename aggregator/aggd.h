@@ -393,8 +393,10 @@ int aggd_client_subscribe(struct aggd_client *c, uint64_t query_id);
 /* Remembers a subscription made another way (Submit with follow), to renew it likewise. */
 int aggd_client_remember(struct aggd_client *c, uint64_t query_id);
 /* Asks the aggregator to stop a query (QueryStop), and asks again after each Welcome until
- * the query's last Result or an Error naming it came: a stop sent while the aggregator had
- * forgotten this client, or just before a reconnect, is dropped unread.  0 or -errno. */
+ * the query's last Result or an Error answering about it came: a stop sent while the
+ * aggregator had forgotten this client, or just before a reconnect, is dropped unread.  The
+ * answer to a stop sent again is not returned (it may be "no query runs here": it ended
+ * meanwhile).  0, -EAGAIN (not sent now: after the next Welcome), or -errno. */
 int aggd_client_stop(struct aggd_client *c, uint64_t query_id);
 /* The caller has seen the windows before next_window: a renewed subscription asks the
  * aggregator for the retained windows from there (nothing retained is missed). */

@@ -35,7 +35,11 @@ struct aggd_client {
 		uint64_t next_batch; /* the next relayed RowBatch (seq) not returned; 0: none */
 	} * subs;
 	size_t nsubs;
-	uint64_t *stops; /* QueryStops asked for, until the last Result or an Error says done */
+	struct cstop {
+		uint64_t id; /* a QueryStop asked for */
+		uint64_t again_seq; /* the seq it was last sent again with (its answer is ours) */
+		bool done; /* its last Result, or an Error about it, came: not sent again */
+	} * stops;
 	size_t nstops;
 };
 
@@ -54,7 +58,8 @@ int aggd_client_send(struct aggd_client *c, Weft__Envelope *e)
 	return session_send(c->s, e);
 }
 
-static int stop_send(struct aggd_client *c, uint64_t query_id)
+/* Sends a QueryStop; the seq it went with, 0 if it did not go. */
+static uint64_t stop_send(struct aggd_client *c, uint64_t query_id)
 {
 	Weft__Envelope e;
 	Weft__QueryStop st;
@@ -64,14 +69,19 @@ static int stop_send(struct aggd_client *c, uint64_t query_id)
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
 	e.query_stop = &st;
-	return aggd_client_send(c, &e);
+	return aggd_client_send(c, &e) == 0 ? e.seq : 0;
 }
 
-/* A stop asked for is done when its query's last Result comes, or an Error answering a
- * request about it (no such query: it ended; not an agent's error relayed). */
-static void stop_settle(struct aggd_client *c, const Weft__Envelope *e)
+/*
+ * A stop asked for is done when its query's last Result comes, or an Error answering a
+ * request about it (no such query: it ended; not an agent's error relayed).  Returns whether
+ * e answers a stop sent again here, which the caller did not send: then it is not returned
+ * (a query that ended while this client was away is answered "no query runs here").
+ */
+static bool stop_settle(struct aggd_client *c, const Weft__Envelope *e)
 {
 	uint64_t id;
+	bool again;
 
 	if (e->body_case == WEFT__ENVELOPE__BODY_RESULT && e->result->last)
 		id = e->result->query_id;
@@ -79,12 +89,15 @@ static void stop_settle(struct aggd_client *c, const Weft__Envelope *e)
 		 e->error->has_in_reply_to)
 		id = e->error->query_id;
 	else
-		return;
+		return false;
 	for (size_t i = 0; i < c->nstops; i++)
-		if (c->stops[i] == id) {
-			c->stops[i] = c->stops[--c->nstops];
-			return;
+		if (c->stops[i].id == id) {
+			again = e->body_case == WEFT__ENVELOPE__BODY_ERROR &&
+				c->stops[i].again_seq == e->error->in_reply_to;
+			c->stops[i].done = true;
+			return again;
 		}
+	return false;
 }
 
 static void client_subscribe_all(struct aggd_client *c)
@@ -127,7 +140,8 @@ static void client_welcomed(void *ctx, const struct session_welcome *sw)
 	if (!sw->first) {
 		client_subscribe_all(c);
 		for (size_t i = 0; i < c->nstops; i++)
-			stop_send(c, c->stops[i]);
+			if (!c->stops[i].done)
+				c->stops[i].again_seq = stop_send(c, c->stops[i].id);
 	}
 }
 
@@ -209,8 +223,11 @@ int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out
 					*out = NULL;
 					continue;
 				}
-				if (*out)
-					stop_settle(c, *out);
+				if (*out && stop_settle(c, *out)) {
+					wire_free(*out);
+					*out = NULL;
+					continue;
+				}
 				if (*out)
 					return 1;
 			}
@@ -410,16 +427,19 @@ int aggd_client_stop(struct aggd_client *c, uint64_t query_id)
 	if (!c || !query_id)
 		return -EINVAL;
 	for (size_t i = 0; i < c->nstops; i++)
-		known |= c->stops[i] == query_id;
+		if (c->stops[i].id == query_id) {
+			c->stops[i].done = false; /* asked again: until it is done again */
+			known = true;
+		}
 	if (!known) {
-		uint64_t *nv = realloc(c->stops, (c->nstops + 1) * sizeof(*nv));
+		struct cstop *nv = realloc(c->stops, (c->nstops + 1) * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
 		c->stops = nv;
-		c->stops[c->nstops++] = query_id;
+		c->stops[c->nstops++] = (struct cstop){ .id = query_id };
 	}
-	return stop_send(c, query_id);
+	return stop_send(c, query_id) ? 0 : -EAGAIN;
 }
 
 void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t next_window)
