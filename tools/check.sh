@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds
 # weft twice (release and ASan+UBSan) after checking that every C file is formatted with the
-# repo's .clang-format, runs every ctest in both (unit, compiler, runtime
-# against the real kernel), then builds the libFuzzer targets and runs each for a bounded
-# time.  Exit status 0 only if everything passed.
+# repo's .clang-format, runs every ctest in both (unit, compiler, runtime against the real
+# kernel) and the README's first command (tools/quickstart.sh), then builds the libFuzzer
+# targets and runs each for a bounded time.  Exit status 0 only if everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/deps.sh
@@ -45,6 +45,10 @@ echo "== release build and tests"
 build build
 (cd build && ctest --output-on-failure -j1)
 skipped build
+
+echo "== the README's first command (tools/quickstart.sh: weft's main job on a real workload)"
+# the release build above is its build: it configures the same directory and builds weft
+bash tools/quickstart.sh
 
 echo "== ASan+UBSan build and tests"
 build build-asan -DWEFT_SANITIZE=ON
