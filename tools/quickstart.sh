@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # weft's main job, from a fresh Debian 12 machine: installs what is missing, builds, starts
 # a real workload (a Redis server on a private loopback port, two clients each sending a
-# command every millisecond), and traces it live: the latency of Redis's own processCommand()
+# command every 2 ms), and traces it live: the latency of Redis's own processCommand()
 # per second, then the busiest system-call makers on the host.
 #
 # The workload is paced, not redis-benchmark flat out: a uprobe hit traps into the kernel (about
@@ -30,9 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" -r 1000000 -i 0.001 incr weft:demo >/dev/null 2>&1 &
+redis-cli -p "$port" -r 1000000 -i 0.002 incr weft:demo >/dev/null 2>&1 &
 bench="$!"
-redis-cli -p "$port" -r 1000000 -i 0.001 lpush weft:list x >/dev/null 2>&1 &
+redis-cli -p "$port" -r 1000000 -i 0.002 lpush weft:list x >/dev/null 2>&1 &
 bench="$bench $!"
 
 q1="from span(uprobe:/usr/bin/redis-server:processCommand)
