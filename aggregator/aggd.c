@@ -818,7 +818,8 @@ static void router_one(struct aggd *a, zmq_msg_t *idm, zmq_msg_t *body)
 		break;
 	case WEFT__ENVELOPE__BODY_STATUS_REQUEST:
 		aggd_send_status(a, p,
-				 e->status_request->has_query_id ? e->status_request->query_id : 0);
+				 e->status_request->has_query_id ? e->status_request->query_id : 0,
+				 e->seq);
 		break;
 	case WEFT__ENVELOPE__BODY_SUBSCRIBE:
 		aggd_on_subscribe(a, p, e);

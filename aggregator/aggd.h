@@ -379,8 +379,13 @@ struct aggd_client_opts {
  */
 struct aggd_client *aggd_client_connect(const struct aggd_client_opts *o, char *err, size_t errsz);
 void aggd_client_free(struct aggd_client *c);
-/* Sends one envelope (version and seq are set here).  0 or -errno. */
+/* Sends one envelope (version and seq are set here, e->seq to the seq it went with).  0 or
+ * -errno. */
 int aggd_client_send(struct aggd_client *c, Weft__Envelope *e);
+/* The seq of the caller's last message sent (aggd_client_send(), aggd_client_subscribe()):
+ * the in_reply_to of its answer (StatusReply, Error); not changed by what the client sends
+ * of its own (heartbeats, renewals, stops sent again).  0 before any. */
+uint64_t aggd_client_request_seq(const struct aggd_client *c);
 /*
  * Waits up to timeout_ms for a message from the aggregator, sending heartbeats and, after a
  * reconnect, Hello and the subscriptions again.  1 with *out (wire_free() it), 0 on timeout

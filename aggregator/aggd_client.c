@@ -41,6 +41,7 @@ struct aggd_client {
 		bool done; /* its last Result, or an Error about it, came: not sent again */
 	} * stops;
 	size_t nstops;
+	uint64_t req_seq; /* the seq of the caller's last message sent */
 };
 
 static uint64_t mono_ms(void)
@@ -51,11 +52,27 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000ULL;
 }
 
+/* A message of the client's own (renewals, stops sent again): not the caller's request. */
+static int client_send(struct aggd_client *c, Weft__Envelope *e)
+{
+	return session_send(c->s, e);
+}
+
 int aggd_client_send(struct aggd_client *c, Weft__Envelope *e)
 {
+	int rc;
+
 	if (!c || !e)
 		return -EINVAL;
-	return session_send(c->s, e);
+	rc = session_send(c->s, e);
+	if (rc == 0)
+		c->req_seq = e->seq;
+	return rc;
+}
+
+uint64_t aggd_client_request_seq(const struct aggd_client *c)
+{
+	return c ? c->req_seq : 0;
 }
 
 /* Sends a QueryStop; the seq it went with, 0 if it did not go. */
@@ -69,7 +86,7 @@ static uint64_t stop_send(struct aggd_client *c, uint64_t query_id)
 	weft__envelope__init(&e);
 	e.body_case = WEFT__ENVELOPE__BODY_QUERY_STOP;
 	e.query_stop = &st;
-	return aggd_client_send(c, &e) == 0 ? e.seq : 0;
+	return client_send(c, &e) == 0 ? e.seq : 0;
 }
 
 /*
@@ -117,7 +134,7 @@ static void client_subscribe_all(struct aggd_client *c)
 		weft__envelope__init(&e);
 		e.body_case = WEFT__ENVELOPE__BODY_SUBSCRIBE;
 		e.subscribe = &s;
-		aggd_client_send(c, &e);
+		client_send(c, &e);
 	}
 }
 

@@ -230,7 +230,7 @@ void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size
 
 /* aggd_status.c; aggd_status_json_all(): every agent and query as JSON (malloc'd) */
 char *aggd_status_json_all(struct aggd *a);
-void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query);
+void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query, uint64_t in_reply_to);
 
 /* aggd_emit.c: windows out (aggd_qwin_tick() and aggd_qwin_replay() callbacks; ctx is a
  * struct aggd_emit_ctx), their checkpoints, partials to the parent */

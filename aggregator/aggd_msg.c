@@ -332,7 +332,7 @@ void aggd_on_submit(struct aggd *a, struct peer *p, const Weft__Envelope *env)
 	for (struct peer *o = a->peers; o; o = o->next)
 		if (o->hello && aggd_peer_is_sender(o) && o->alive)
 			aggd_query_start_on(a, q, o);
-	aggd_send_status(a, p, q->id);
+	aggd_send_status(a, p, q->id, env->seq);
 }
 
 void aggd_on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *env)
@@ -345,12 +345,12 @@ void aggd_on_client_stop(struct aggd *a, struct peer *p, const Weft__Envelope *e
 		return;
 	}
 	if (q->stopping) {
-		aggd_send_status(a, p, q->id);
+		aggd_send_status(a, p, q->id, env->seq);
 		return;
 	}
 	aggd_query_stop(a, q, "cancelled");
 	log_info("aggregator: query %" PRIu64 " cancelled by %s", q->id, aggd_peer_label(p));
-	aggd_send_status(a, p, q->id);
+	aggd_send_status(a, p, q->id, env->seq);
 }
 
 void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env)
@@ -367,7 +367,7 @@ void aggd_on_subscribe(struct aggd *a, struct peer *p, const Weft__Envelope *env
 		aggd_send_error(a, p, env->seq, q->id, "too many subscriptions");
 		return;
 	}
-	aggd_send_status(a, p, q->id);
+	aggd_send_status(a, p, q->id, env->seq);
 	if (env->subscribe->has_from_window) {
 		struct aggd_emit_ctx c = { a, q, p };
 

@@ -226,13 +226,15 @@ static int status_build(struct aggd *a, uint64_t only_query, struct status_build
 	return 0;
 }
 
-void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query)
+void aggd_send_status(struct aggd *a, struct peer *to, uint64_t only_query, uint64_t in_reply_to)
 {
 	struct status_build b;
 	Weft__Envelope e;
 
 	if (status_build(a, only_query, &b))
 		return;
+	b.r.has_in_reply_to = in_reply_to != 0;
+	b.r.in_reply_to = in_reply_to;
 	aggd_env_init(a, &e);
 	e.body_case = WEFT__ENVELOPE__BODY_STATUS_REPLY;
 	e.status_reply = &b.r;

@@ -41,8 +41,9 @@ int tool_cluster_opt(struct tool_cluster *tc, int c, const char *arg);
 /* Connects and is welcomed; NULL with the reason reported (usage_error for a missing
  * option). */
 struct aggd_client *tool_cluster_connect(struct tool_cluster *tc);
-/* The answer to the request just sent: the first StatusReply or Error.  1 with *out, 0 when
- * timeout_ms passed (0: AGGD_CLIENT_TIMEOUT_MS). */
+/* The answer to the request just sent: the first StatusReply or Error in reply to it (one
+ * that says it answers another request, such as a stop the client sent again, is not).  1
+ * with *out, 0 when timeout_ms passed (0: AGGD_CLIENT_TIMEOUT_MS). */
 int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **out);
 /* The same, handing every other message (results, rows, Errors not in reply to anything) to
  * other(ctx, e), which takes it, instead of dropping it. */

@@ -119,6 +119,13 @@ int tool_cluster_reply(struct aggd_client *c, int timeout_ms, Weft__Envelope **o
 	return tool_cluster_reply_other(c, timeout_ms, out, NULL, NULL);
 }
 
+/* Whether an answer is to the caller's last request: one that names the request it answers
+ * must name that one (an older aggregator names none: then any is). */
+static bool reply_is_ours(const struct aggd_client *c, bool has, uint64_t in_reply_to)
+{
+	return !has || in_reply_to == aggd_client_request_seq(c);
+}
+
 int tool_cluster_reply_other(struct aggd_client *c, int timeout_ms, Weft__Envelope **out,
 			     void (*other)(void *ctx, Weft__Envelope *e), void *ctx)
 {
@@ -140,9 +147,12 @@ int tool_cluster_reply_other(struct aggd_client *c, int timeout_ms, Weft__Envelo
 		rc = aggd_client_recv(c, (int)left, out);
 		if (rc <= 0)
 			continue;
-		if ((*out)->body_case == WEFT__ENVELOPE__BODY_STATUS_REPLY ||
+		if (((*out)->body_case == WEFT__ENVELOPE__BODY_STATUS_REPLY &&
+		     reply_is_ours(c, (*out)->status_reply->has_in_reply_to,
+				   (*out)->status_reply->in_reply_to)) ||
 		    ((*out)->body_case == WEFT__ENVELOPE__BODY_ERROR &&
-		     (!other || (*out)->error->has_in_reply_to)))
+		     (!other || (*out)->error->has_in_reply_to) &&
+		     reply_is_ours(c, (*out)->error->has_in_reply_to, (*out)->error->in_reply_to)))
 			return 1;
 		if (other)
 			other(ctx, *out); /* takes it */

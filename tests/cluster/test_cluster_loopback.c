@@ -228,6 +228,9 @@ static long long raw_rejected(struct cl_raw *raw)
 	cl_raw_send(raw, &e);
 	reply = cl_raw_expect(raw, WEFT__ENVELOPE__BODY_STATUS_REPLY, CL_WAIT_MS);
 	assert_non_null(reply);
+	/* it names the request it answers */
+	assert_true(reply->status_reply->has_in_reply_to);
+	assert_int_equal(reply->status_reply->in_reply_to, e.seq);
 	assert_true(reply->status_reply->has_rejected);
 	n = (long long)reply->status_reply->rejected;
 	wire_free(reply);
