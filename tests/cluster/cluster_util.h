@@ -750,6 +750,26 @@ static inline bool cl_agent_runs(struct cl *cl, const char *endpoint, const char
 	return ok;
 }
 
+/*
+ * Whether every host of hosts (NULL-terminated) is listed alive and running nothing: queries
+ * submitted then are sent to them at once (an agent busy detaching the last test's probes can
+ * miss its heartbeats, be taken for dead, and get a query only when it is back).
+ */
+static inline bool cl_agents_idle(struct cl *cl, const char *endpoint, const char *const *hosts)
+{
+	struct wj *st = cl_status(cl, endpoint);
+	bool idle = true;
+
+	for (int k = 0; hosts[k]; k++) {
+		const struct wj *ag = cl_status_agent(st, hosts[k]);
+		const struct wj *run = ag ? wj_get(ag, "running") : NULL;
+
+		idle &= ag && cl_json_true(ag, "alive") && (!run || run->nkids == 0);
+	}
+	wj_free(st);
+	return idle;
+}
+
 static inline long long cl_rejected(struct cl *cl, const char *endpoint)
 {
 	struct wj *st = cl_status(cl, endpoint);

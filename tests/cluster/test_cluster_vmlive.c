@@ -111,6 +111,7 @@ static void run_live(struct fixture *f, struct run *r, const char *fmt, const ch
 	argv[k++] = (char *)"--record-guest";
 	argv[k++] = r->guest;
 	argv[k] = NULL;
+	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
 	r->vl = cl_spawn(cl, log, NULL, argv);
 	cl_expect_log(r->vl, "queries running", CL_WAIT_MS);
 	/* every query runs on its agent, and on that one alone */

@@ -87,27 +87,6 @@ static uint64_t side_id(struct cl_proc *p, const char *side, const char *agent)
 }
 
 /*
- * Whether both agents are alive and run nothing: a test's sides are then sent to them at
- * once (an agent busy detaching the last test's probes can miss its heartbeats, be taken for
- * dead, and get a query only when it is back).
- */
-static bool agents_idle(struct cl *cl)
-{
-	static const char *const hosts[] = { "vmhost", "vmguest" };
-	struct wj *st = cl_status(cl, NULL);
-	bool idle = true;
-
-	for (int k = 0; k < 2; k++) {
-		const struct wj *ag = cl_status_agent(st, hosts[k]), *run;
-
-		run = ag ? wj_get(ag, "running") : NULL;
-		idle &= ag && cl_json_true(ag, "alive") && (!run || run->nkids == 0);
-	}
-	wj_free(st);
-	return idle;
-}
-
-/*
  * `weft vm sync` of the fixture's pair (host side on vmhost, guest side on vmguest), logging
  * into LOG, with --every EVERY unless it is NULL, --format json or text; returns once each
  * agent runs its side, with the sides' query ids in *hid and *gid.
@@ -144,7 +123,7 @@ static struct cl_proc *vs_spawn(struct fixture *f, const char *log, const char *
 	argv[n++] = (char *)"--format";
 	argv[n++] = (char *)(json ? "json" : "text");
 	argv[n] = NULL;
-	assert_true(CL_WAIT(agents_idle(cl), CL_WAIT_MS));
+	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
 	vs = cl_spawn(cl, log, NULL, argv);
 	*hid = side_id(vs, "host", "vmhost");
 	*gid = side_id(vs, "guest", "vmguest");
@@ -759,6 +738,7 @@ static void test_only_host(void **state)
 	cl->passed = false;
 	snprintf(q, sizeof(q),
 		 "from usdt:%s:weft:vm_sync group by host select count() as n every 1s", f->wl);
+	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
 	sub = cl_spawn(cl, "only-host", NULL,
 		       (char *const[]){
 			       getenv("WEFT_BIN"), (char *)"submit", (char *)"--to", cl->endpoint,

@@ -20,6 +20,9 @@ struct fixture {
 
 static struct fixture *live;
 
+/* The pair's agents, for cl_agents_idle(): each run starts once both are alive and idle. */
+static const char *const VMPAIR_HOSTS[] = { "vmhost", "vmguest", NULL };
+
 static void clean_at_exit(void)
 {
 	if (live && live->cl.dir[0]) {
