@@ -406,6 +406,11 @@ int aggd_client_stop(struct aggd_client *c, uint64_t query_id);
 /* The caller has seen the windows before next_window: a renewed subscription asks the
  * aggregator for the retained windows from there (nothing retained is missed). */
 void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t next_window);
+/* Whether the aggregator answered a renewed subscription to query_id with an Error (it no
+ * longer has the query: forgotten 10 minutes after its end, or its state lost, while this
+ * client was away; or its windows are no longer retained): nothing more of it will come.
+ * The Error itself is returned to the caller as any other. */
+bool aggd_client_sub_gone(const struct aggd_client *c, uint64_t query_id);
 const char *aggd_client_server_name(const struct aggd_client *c);
 /* Messages from the aggregator that failed validation (counted, dropped). */
 uint64_t aggd_client_rejected(const struct aggd_client *c);

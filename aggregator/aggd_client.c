@@ -10,7 +10,8 @@
  * and dropped, never acted on; a heartbeat every interval the Welcome named, so that the
  * aggregator keeps the client (one silent for 3 intervals is forgotten with its
  * subscriptions).  What is a client's own: once welcomed again, it renews its subscriptions
- * from the next window its caller has not seen, and asks again for the stops it asked for
+ * from the next window its caller has not seen (an Error in answer: the aggregator no longer
+ * has the query, aggd_client_sub_gone()), and asks again for the stops it asked for
  * that have not taken effect yet (aggd_client_stop()); and its sends wait for room in the queue.
  */
 #include <errno.h>
@@ -33,6 +34,8 @@ struct aggd_client {
 	struct csub {
 		uint64_t id, next; /* the next window the caller has not seen */
 		uint64_t next_batch; /* the next relayed RowBatch (seq) not returned; 0: none */
+		uint64_t renew_seq; /* the seq it was last renewed with (0: not yet) */
+		bool gone; /* an Error answered a renewal: the aggregator no longer has it */
 	} * subs;
 	size_t nsubs;
 	struct cstop {
@@ -134,8 +137,21 @@ static void client_subscribe_all(struct aggd_client *c)
 		weft__envelope__init(&e);
 		e.body_case = WEFT__ENVELOPE__BODY_SUBSCRIBE;
 		e.subscribe = &s;
-		client_send(c, &e);
+		if (!c->subs[i].gone && client_send(c, &e) == 0)
+			c->subs[i].renew_seq = e.seq;
 	}
+}
+
+/* An Error answering a renewal: that subscription is over (the Error goes to the caller). */
+static void sub_settle(struct aggd_client *c, const Weft__Envelope *e)
+{
+	if (e->body_case != WEFT__ENVELOPE__BODY_ERROR || !e->error->has_in_reply_to ||
+	    !e->error->has_query_id)
+		return;
+	for (size_t i = 0; i < c->nsubs; i++)
+		if (c->subs[i].id == e->error->query_id && c->subs[i].renew_seq &&
+		    c->subs[i].renew_seq == e->error->in_reply_to)
+			c->subs[i].gone = true;
 }
 
 /* ---- the session's events ---- */
@@ -245,6 +261,8 @@ int aggd_client_recv(struct aggd_client *c, int timeout_ms, Weft__Envelope **out
 					*out = NULL;
 					continue;
 				}
+				if (*out)
+					sub_settle(c, *out);
 				if (*out)
 					return 1;
 			}
@@ -403,6 +421,8 @@ static int sub_add(struct aggd_client *c, uint64_t query_id)
 	c->subs[c->nsubs].id = query_id;
 	c->subs[c->nsubs].next = 0;
 	c->subs[c->nsubs].next_batch = 0;
+	c->subs[c->nsubs].renew_seq = 0;
+	c->subs[c->nsubs].gone = false;
 	c->nsubs++;
 	return 0;
 }
@@ -464,6 +484,14 @@ void aggd_client_progress(struct aggd_client *c, uint64_t query_id, uint64_t nex
 	for (size_t i = 0; c && i < c->nsubs; i++)
 		if (c->subs[i].id == query_id && next_window > c->subs[i].next)
 			c->subs[i].next = next_window;
+}
+
+bool aggd_client_sub_gone(const struct aggd_client *c, uint64_t query_id)
+{
+	for (size_t i = 0; c && i < c->nsubs; i++)
+		if (c->subs[i].id == query_id)
+			return c->subs[i].gone;
+	return false;
 }
 
 const char *aggd_client_server_name(const struct aggd_client *c)

@@ -839,6 +839,17 @@ int vm_live_cmd(int argc, char **argv)
 			if (!L.q[i].done)
 				L.q[i].done =
 					tool_rows_done(&L.q[i].rw, "weft vm live", L.q[i].s.id);
+			if (!L.q[i].done && aggd_client_sub_gone(cl, L.q[i].s.id)) {
+				/* its end will never come: say so, and fail */
+				fprintf(stderr,
+					"weft vm live: the %s query (%" PRIu64
+					") is no longer known to %s (it ended and was forgotten, "
+					"or the aggregator lost its state, while this client was "
+					"away): rows after those received are not here\n",
+					L.q[i].name, L.q[i].s.id, tc.to);
+				L.q[i].done = true;
+				L.failed = true;
+			}
 			all &= L.q[i].done;
 		}
 		if (all)

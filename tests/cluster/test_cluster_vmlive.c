@@ -26,6 +26,9 @@
  *             never 0), no vCPU, exit 4; `weft vm analyze` over the same streams refuses the
  *             guest (E_VM_NO_SYNC); in JSON the sync has a null offset and bound, 0 points,
  *             and no guest thread is fused (but its events are counted).
+ *   forgotten the aggregator no longer has the queries when weft vm live comes back (restarted
+ *             on a fresh store while it was stopped): each query is said gone once, the
+ *             view of what came is printed, exit 1 (it waited for ever before).
  *
  * Nothing is asserted about timing: the workload runs once every query runs on its agent,
  * and `weft vm live` is stopped with Ctrl-C (it cancels the queries and waits for their last
@@ -65,22 +68,13 @@ struct run {
 	char host[PATH_MAX], guest[PATH_MAX];
 };
 
-/*
- * `weft vm live` with --format FMT (and --intervals for json, --every 1s), saving its streams;
- * the workload (mode) run once every query runs on its agent; then Ctrl-C and its exit.
- */
-static void run_live(struct fixture *f, struct run *r, const char *fmt, const char *mode)
+/* The arguments of `weft vm live` with --format FMT (and --intervals for json, --every 1s),
+ * saving its streams to r's files of this run. */
+static void live_argv(struct fixture *f, struct run *r, const char *fmt, char **argv)
 {
 	struct cl *cl = &f->cl;
-	char log[32], wlog[32], points[PATH_MAX], n[16], *err, *s;
-	char *argv[WR_MAX_ARGS];
-	struct cl_proc *wl;
-	int k = 0, queries = 0;
+	int k = 0;
 
-	f->runs++;
-	snprintf(log, sizeof(log), "vmlive-%d", f->runs);
-	snprintf(wlog, sizeof(wlog), "wl-%d", f->runs);
-	snprintf(points, sizeof(points), "%s/points-%d.txt", cl->dir, f->runs);
 	snprintf(r->host, sizeof(r->host), "%s/host-%d.jsonl", cl->dir, f->runs);
 	snprintf(r->guest, sizeof(r->guest), "%s/guest-%d.jsonl", cl->dir, f->runs);
 	argv[k++] = getenv("WEFT_BIN");
@@ -111,6 +105,25 @@ static void run_live(struct fixture *f, struct run *r, const char *fmt, const ch
 	argv[k++] = (char *)"--record-guest";
 	argv[k++] = r->guest;
 	argv[k] = NULL;
+}
+
+/*
+ * `weft vm live` with --format FMT (and --intervals for json, --every 1s), saving its streams;
+ * the workload (mode) run once every query runs on its agent; then Ctrl-C and its exit.
+ */
+static void run_live(struct fixture *f, struct run *r, const char *fmt, const char *mode)
+{
+	struct cl *cl = &f->cl;
+	char log[32], wlog[32], points[PATH_MAX], n[16], *err, *s;
+	char *argv[WR_MAX_ARGS];
+	struct cl_proc *wl;
+	int queries = 0;
+
+	f->runs++;
+	snprintf(log, sizeof(log), "vmlive-%d", f->runs);
+	snprintf(wlog, sizeof(wlog), "wl-%d", f->runs);
+	snprintf(points, sizeof(points), "%s/points-%d.txt", cl->dir, f->runs);
+	live_argv(f, r, fmt, argv);
 	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
 	r->vl = cl_spawn(cl, log, NULL, argv);
 	cl_expect_log(r->vl, "queries running", CL_WAIT_MS);
@@ -379,11 +392,73 @@ static void test_unsynced(void **state)
 	cl->passed = true;
 }
 
+/*
+ * The aggregator no longer has the queries when `weft vm live` comes back: it forgets an
+ * ended query 10 minutes after its end; here it lost its state (restarted on a fresh store
+ * while `weft vm live` was stopped, which stands in for the forgetting, the same answer).
+ * Its renewed subscriptions are answered "no query N runs here": it says, for each query,
+ * that rows after those received are not here, and ends with the view of what came, exit
+ * 1.  (It waited for the queries' ends for ever before.)
+ */
+static void test_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	struct cl *cl = &f->cl;
+	char *argv[WR_MAX_ARGS], *err, *s, needle[PATH_MAX + 128];
+	struct cl_proc *vl;
+	struct run r;
+	int queries = 0, status;
+
+	cl->passed = false;
+	f->runs++;
+	live_argv(f, &r, "text", argv);
+	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
+	vl = cl_spawn(cl, "vmlive-forgotten", NULL, argv);
+	cl_expect_log(vl, "queries running", CL_WAIT_MS);
+	kill(vl->pid, SIGSTOP);
+	assert_int_equal(cl_stop(f->agg, SIGTERM, CL_WAIT_MS), 0);
+	for (const char *const *x = (const char *const[]){ "", "-wal", "-shm", NULL }; *x; x++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/agg.sqlite%s", cl->dir, *x);
+		assert_true(unlink(path) == 0 || errno == ENOENT);
+	}
+	f->agg = cl_aggregator(cl, "agg", NULL, "agg-fresh", NULL);
+	/* the agents were told to stop the queries the new instance does not know */
+	assert_true(CL_WAIT(cl_agents_idle(cl, NULL, VMPAIR_HOSTS), CL_WAIT_MS));
+	kill(vl->pid, SIGCONT);
+	status = cl_wait_exit(vl, 2 * CL_WAIT_MS);
+	err = cl_slurp(vl->err);
+	if (status != 1)
+		fail_msg("weft vm live: status %d (1 expected): %s", status, err);
+	/* each query it sent: said gone, once */
+	for (s = err; (s = strstr(s, " query ")) != NULL; s++) {
+		unsigned long long id = strtoull(s + 7, &s, 10);
+
+		if (strncmp(s, " sent to 1 agent (", 18) != 0)
+			continue;
+		queries++;
+		snprintf(needle, sizeof(needle), "no query %llu runs here", id);
+		assert_int_equal(cl_file_count(vl->err, needle), 1);
+		snprintf(needle, sizeof(needle),
+			 " query (%llu) is no longer known to %s (it ended and was forgotten", id,
+			 cl->endpoint);
+		assert_int_equal(cl_file_count(vl->err, needle), 1);
+	}
+	free(err);
+	assert_true(queries >= 5);
+	assert_int_equal(cl_file_count(vl->err, "is no longer known to"), queries);
+	/* and the view of what came */
+	assert_true(cl_file_has(vl->out, "=== weft vm live: the last view ("));
+	cl->passed = true;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_synced),
 		cmocka_unit_test(test_unsynced),
+		cmocka_unit_test(test_forgotten),
 	};
 
 	if (!wr_ready())
