@@ -1083,25 +1083,59 @@ static inline void cl_expect_end(struct cl_proc *p)
 
 /* ------------------------------------------------------------------------ workloads */
 
+/* A copy of file `from` at `to`, executable (a workload of this test's own: uprobes are by
+ * inode, so no other test's process fires its probes). */
+static inline void cl_copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in, out;
+
+	in = open(from, O_RDONLY | O_CLOEXEC);
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
 /*
  * A copy of wl_syscalls at DIR/NAME: its comm is NAME (at most 15 characters, unique to
  * this test process when it starts with cl->tag), so a query can count its calls alone.
  */
 static inline void cl_workload_make(struct cl *cl, const char *name)
 {
-	char buf[65536];
-	ssize_t n;
-	int in, out;
-
 	assert_true(strlen(name) <= 15);
-	in = open(wr_workload("wl_syscalls"), O_RDONLY | O_CLOEXEC);
-	assert_true(in >= 0);
-	out = open(cl_path(cl, name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
+	cl_copy_file(wr_workload("wl_syscalls"), cl_path(cl, name));
+}
+
+/* The probes a process holds: its perf-event file descriptors, and with links its BPF-link
+ * ones too. */
+static inline int cl_probes_held(pid_t pid, bool links)
+{
+	char dir[64], path[PATH_MAX], target[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		n += strcmp(target, "anon_inode:[perf_event]") == 0 ||
+		     (links && strcmp(target, "anon_inode:bpf_link") == 0);
+	}
+	closedir(d);
+	return n;
 }
 
 /*

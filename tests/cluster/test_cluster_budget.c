@@ -19,7 +19,6 @@
  * Whether the tight loop exceeds 5% of a CPU depends on the machine's load, so nothing is
  * asserted about "dflt" beyond its budget; nor about timing.  Needs root; skipped otherwise.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,32 +53,6 @@ static struct cl_proc *agent_with(struct cl *cl, const char *host, const char *b
 	return p;
 }
 
-/* Perf-event and BPF-link file descriptors of a process: the probes it holds. */
-static int probes_held(pid_t pid)
-{
-	char dir[64], path[PATH_MAX], target[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	d = opendir(dir);
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		ssize_t len;
-
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		len = readlink(path, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = 0;
-		n += strcmp(target, "anon_inode:[perf_event]") == 0 ||
-		     strcmp(target, "anon_inode:bpf_link") == 0;
-	}
-	closedir(d);
-	return n;
-}
-
 /* The errors the aggregator lists for query id. */
 static bool status_error_has(struct cl *cl, uint64_t id, const char *a, const char *b)
 {
@@ -103,21 +76,6 @@ static bool status_error_has(struct cl *cl, uint64_t id, const char *a, const ch
 	return found;
 }
 
-static void copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	ssize_t n;
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
-
-	assert_true(in >= 0);
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-}
-
 static void test_agent_budget_stops_and_reports(void **state)
 {
 	struct cl *cl = *state;
@@ -136,10 +94,10 @@ static void test_agent_budget_stops_and_reports(void **state)
 	tight = agent_with(cl, "tight", "0.001");
 	off = agent_with(cl, "off", "0");
 	dflt = agent_with(cl, "dflt", NULL);
-	assert_int_equal(probes_held(tight->pid), 0);
+	assert_int_equal(cl_probes_held(tight->pid, true), 0);
 
 	snprintf(bin, sizeof(bin), "%s", cl_path(cl, "wl_ufuncs"));
-	copy_file(wr_workload("wl_ufuncs"), bin);
+	cl_copy_file(wr_workload("wl_ufuncs"), bin);
 	snprintf(query, sizeof(query),
 		 "from uprobe:%s:wl_f05 group by host select count() as n every 1s", bin);
 	sub = cl_submit(cl, "submit", NULL, query, &id);
@@ -148,7 +106,7 @@ static void test_agent_budget_stops_and_reports(void **state)
 	cl_expect_log(off, "running: 1 probe, window 0 of 1000 ms, no CPU budget", CL_WAIT_MS);
 	cl_expect_log(dflt, "running: 1 probe, window 0 of 1000 ms, CPU budget 5% of one CPU",
 		      CL_WAIT_MS);
-	assert_true(probes_held(tight->pid) > 0);
+	assert_true(cl_probes_held(tight->pid, true) > 0);
 
 	/* the tight loop: wl_f05 twice a round, rounds until killed */
 	assert_int_equal(wr_workload_start(&wl, (char *const[]){ bin, (char *)"0", NULL }), 0);
@@ -160,11 +118,11 @@ static void test_agent_budget_stops_and_reports(void **state)
 		fail_msg("the stop does not name the probe:\n%s", log);
 	free(log);
 	/* tight detached everything and says so; off runs on */
-	assert_true(CL_WAIT(probes_held(tight->pid) == 0, CL_WAIT_MS));
+	assert_true(CL_WAIT(cl_probes_held(tight->pid, true) == 0, CL_WAIT_MS));
 	assert_true(CL_WAIT(!cl_agent_runs(cl, NULL, "tight", id), CL_WAIT_MS));
 	assert_true(cl_agent_runs(cl, NULL, "off", id));
 	assert_false(cl_file_has(off->err, "CPU_BUDGET"));
-	assert_true(probes_held(off->pid) > 0);
+	assert_true(cl_probes_held(off->pid, true) > 0);
 
 	/* the aggregator knows why, and told the follower */
 	assert_true(CL_WAIT(

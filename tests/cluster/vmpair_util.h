@@ -36,9 +36,6 @@ static void clean_at_exit(void)
 static int vmpair_setup(void **state, const char *copy)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char buf[65536];
-	ssize_t n;
-	int in, out;
 
 	if (!f)
 		return -1;
@@ -53,14 +50,7 @@ static int vmpair_setup(void **state, const char *copy)
 	f->host = cl_agent(&f->cl, "vmhost", "agent-vmhost", NULL, NULL, true);
 	f->guest = cl_agent(&f->cl, "vmguest", "agent-vmguest", NULL, NULL, true);
 	snprintf(f->wl, sizeof(f->wl), "%s", cl_path(&f->cl, copy));
-	in = open(wr_workload("wl_vmsync_fake"), O_RDONLY | O_CLOEXEC);
-	assert_true(in >= 0);
-	out = open(f->wl, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
+	cl_copy_file(wr_workload("wl_vmsync_fake"), f->wl);
 	snprintf(f->source, sizeof(f->source), "usdt:%s:weft_fake:fake_kvm_hypercall", f->wl);
 	f->failed = false;
 	return 0;
