@@ -8,7 +8,13 @@
  * Queries: started -> (flip at least once a second, merge into the window's table; at each
  * window end ship a Partial) -> ended (QueryStop, end time, or its CPU budget: detach, last
  * flip, last Partial with last=true, and with `stopped` saying why if the budget stopped it)
- * -> freed.  A graph query (plan->graph) streams its records into a graphcap
+ * -> freed.  Detaching is done beside the loop, in a thread of its own (query_end()): a
+ * uprobe or USDT probe that is a perf event of its own (kernels before 6.6, and libbpf's USDT
+ * attach) waits for a grace period on detach, ~70 ms each here, so a query of a few dozen
+ * sites would keep the loop, and its heartbeats, away for seconds, and the aggregator would
+ * take the agent for dead (silent for 3 heartbeat intervals).  Meanwhile the loop leaves that
+ * query alone; once its probes are gone it reads the last of it and ships it as before.
+ * A graph query (plan->graph) streams its records into a graphcap
  * (agent/graphcap.h), as `weft run` does; at each window end its finished traces (the kept
  * ones and the aggregates of all) are spooled as a GraphBatch before the window's Partial,
  * which has no groups (the aggregator counts a window's batches when its Partials close it).
@@ -28,9 +34,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,6 +302,7 @@ struct dquery {
 				 until QueryStop */
 	uint64_t drops[WEFT_DROP_NR], misses;
 	const char *stopped; /* why it ended early on this host (its last Partial says so) */
+	char *stopped_why; /* stopped, when it is malloc'd */
 	struct graphcap *gc; /* a graph query: its capture; its windows' table is of wplan */
 	struct plan wplan;
 	bool stream; /* a stream query: its rows go in RowBatches; its windows' table is wplan's */
@@ -309,6 +319,12 @@ struct dquery {
 		uint64_t shipped; /* CLOCK_MONOTONIC of its last batch */
 		struct agent_cell *cells; /* ncols */
 	} ra;
+	/* ending (query_end()): its probes are being detached by detacher; the loop leaves it
+	 * alone until detached, then finishes it with `last` as asked */
+	bool detaching, finish_last;
+	pthread_t detacher;
+	atomic_bool detached;
+	uint64_t detach_start; /* CLOCK_MONOTONIC */
 	struct agent_daemon *d;
 	struct dquery *next;
 };
@@ -326,6 +342,7 @@ struct agent_daemon {
 	bool auth_warned;
 
 	struct dquery *queries;
+	int detach_fd; /* an eventfd: a detacher is done */
 	struct {
 		uint64_t id, epoch; /* ids alone repeat: a fresh aggregator store starts at 1 */
 	} ended[ENDED_MEMORY];
@@ -913,11 +930,14 @@ static void query_free(struct dquery *q)
 {
 	if (!q)
 		return;
+	if (q->detaching)
+		pthread_join(q->detacher, NULL);
 	agent_query_free(q->q);
 	graphcap_free(q->gc);
 	rowacc_free(&q->ra);
 	agent_table_free(q->win);
 	plan_free(q->plan);
+	free(q->stopped_why);
 	free(q);
 }
 
@@ -949,11 +969,23 @@ static void unlink_query(struct agent_daemon *d, struct dquery *q)
 		}
 }
 
-/* Detach, read what was in flight, ship the window.  last: the query ended on this host
- * (false when the agent itself is shutting down: the query goes on elsewhere). */
-static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
+/* Read what was in flight once the probes are gone, ship the window, free.  last: the query
+ * ended on this host (false when the agent itself is shutting down: the query goes on
+ * elsewhere). */
+static void query_done(struct agent_daemon *d, struct dquery *q, bool last)
 {
-	agent_query_stop(q->q);
+	if (q->detaching) {
+		uint64_t ms;
+
+		pthread_join(q->detacher, NULL);
+		q->detaching = false;
+		ms = (mono_ns() - q->detach_start) / MS;
+		if (ms >= 1000)
+			log_info("agent: query %" PRIu64 ": detaching its probes took %" PRIu64
+				 " ms",
+				 q->id, ms);
+	}
+	agent_query_stop(q->q); /* done already if it was detached beside the loop */
 	flip(q);
 	if (q->gc)
 		ship_graph(d, q, true, last); /* the agent goes: what it holds goes too */
@@ -970,9 +1002,64 @@ static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
 	query_free(q);
 }
 
+/* Detach, read what was in flight, ship the window, now (the agent is shutting down). */
+static void query_finish(struct agent_daemon *d, struct dquery *q, bool last)
+{
+	if (q->detaching)
+		last = q->finish_last; /* it was ending here: its last Partial says so */
+	query_done(d, q, last);
+}
+
+static void *detach_main(void *arg)
+{
+	struct dquery *q = arg;
+
+	agent_query_stop(q->q); /* the loop does not touch q meanwhile */
+	atomic_store(&q->detached, true);
+	(void)eventfd_write(q->d->detach_fd, 1);
+	return NULL;
+}
+
+/*
+ * The query ends on this host (last: its last Partial says so): its probes are detached by
+ * a thread of its own, and query_reap() finishes it once they are gone.  Asked again while
+ * that goes on, nothing more happens.  Without a thread, it is done here and now.
+ */
+static void query_end(struct agent_daemon *d, struct dquery *q, bool last)
+{
+	int rc;
+
+	if (q->detaching)
+		return;
+	q->d = d;
+	q->finish_last = last;
+	q->detach_start = mono_ns();
+	atomic_store(&q->detached, false);
+	rc = d->detach_fd >= 0 ? pthread_create(&q->detacher, NULL, detach_main, q) : ENOSYS;
+	if (rc) {
+		query_done(d, q, last);
+		return;
+	}
+	q->detaching = true;
+}
+
+/* Finishes the queries whose probes are gone. */
+static void query_reap(struct agent_daemon *d)
+{
+	eventfd_t v;
+
+	if (d->detach_fd >= 0)
+		(void)eventfd_read(d->detach_fd, &v);
+	for (struct dquery *q = d->queries, *next; q; q = next) {
+		next = q->next;
+		if (q->detaching && atomic_load(&q->detached))
+			query_done(d, q, q->finish_last);
+	}
+}
+
 /* The CPU budget (agent_query_budget()): a window over it is logged; a query it stopped
  * ends here, its last Partial saying why (the aggregator records it for `weft status`).
- * Returns false when the query ended (and was freed). */
+ * Returns false when the query ended (its probes being detached: query_end()). */
 static bool query_budget(struct agent_daemon *d, struct dquery *q)
 {
 	struct agent_budget_report br;
@@ -990,14 +1077,16 @@ static bool query_budget(struct agent_daemon *d, struct dquery *q)
 	}
 	snprintf(why, sizeof(why), "%s [E_CPU_BUDGET]", br.text);
 	log_warn("agent: query %" PRIu64 ": %s", q->id, why);
-	q->stopped = why;
-	query_finish(d, q, true);
+	q->stopped = q->stopped_why = strdup(why); /* the last Partial, after the detach */
+	if (!q->stopped)
+		q->stopped = "over its CPU budget [E_CPU_BUDGET]";
+	query_end(d, q, true);
 	return false;
 }
 
 /* Window ends, the query's end, the once-a-second merge: whatever is due
  * (agent/schedule.h, with windows aligned across hosts: late windows are skipped), then the
- * CPU budget.  Returns false when the query ended (and was freed). */
+ * CPU budget.  Returns false when the query ended (query_end()). */
 static bool query_tick(struct agent_daemon *d, struct dquery *q)
 {
 	for (;;) {
@@ -1005,7 +1094,7 @@ static bool query_tick(struct agent_daemon *d, struct dquery *q)
 
 		switch (agent_sched_due(&q->s, real_ns(), mono_ns())) {
 		case AGENT_SCHED_END:
-			query_finish(d, q, true);
+			query_end(d, q, true);
 			return false;
 		case AGENT_SCHED_CLOSE:
 			flip(q);
@@ -1179,7 +1268,7 @@ static void query_stop(struct agent_daemon *d, uint64_t id)
 		log_debug("agent: stop of query %" PRIu64 ", which is not running here", id);
 		return;
 	}
-	query_finish(d, q, true);
+	query_end(d, q, true);
 }
 
 /* ---------------------------------------------------------------- the connection */
@@ -1309,6 +1398,7 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
+	d->detach_fd = -1;
 	memcpy(&d->o, opts, opts->sz && opts->sz < sizeof(d->o) ? opts->sz : sizeof(d->o));
 	snprintf(d->endpoint, sizeof(d->endpoint), "%s", opts->endpoint);
 	memcpy(d->server_key, opts->server_key, WIRE_KEY_LEN + 1);
@@ -1326,6 +1416,10 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 	if (uname(&u) == 0)
 		snprintf(d->kernel, sizeof(d->kernel), "%s", u.release);
 	features_probe(d);
+	d->detach_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->detach_fd < 0)
+		log_warn("agent: eventfd: %s: queries will be detached in the main loop",
+			 strerror(errno));
 	d->spool = agent_spool_new(opts->spool_max, opts->spool_max_bytes);
 	d->zctx = zmq_ctx_new();
 	if (!d->spool || !d->zctx) {
@@ -1362,8 +1456,11 @@ struct agent_daemon *agent_daemon_new(const struct agent_daemon_opts *opts)
 
 static void tick(struct agent_daemon *d)
 {
+	query_reap(d);
 	for (struct dquery *q = d->queries, *next; q; q = next) {
 		next = q->next;
+		if (q->detaching)
+			continue;
 		if (q->gc || q->stream)
 			agent_query_poll(q->q, 0); /* graph records into the capture, rows */
 		/* rows do not wait for the window's end: a batch at most every ROW_FLUSH_NS */
@@ -1379,7 +1476,11 @@ static int wait_ms(struct agent_daemon *d)
 	uint64_t now = mono_ns(), real = real_ns(), wait = AGENT_FLIP_MAX_NS;
 
 	for (struct dquery *q = d->queries; q; q = q->next) {
-		uint64_t w = agent_sched_wait_ns(&q->s, real, now);
+		uint64_t w;
+
+		if (q->detaching) /* its detacher wakes the loop */
+			continue;
+		w = agent_sched_wait_ns(&q->s, real, now);
 
 		if (q->stream && q->ra.rows) /* rows waiting for their batch */
 			w = q->ra.shipped + ROW_FLUSH_NS > now ?
@@ -1430,7 +1531,7 @@ int agent_daemon_run(struct agent_daemon *d)
 		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? "only " : "the whole machine",
 		 d->o.scope && d->o.scope->kind != WEFT_SCOPE_ALL ? d->o.scope->text : "");
 	for (;;) {
-		zmq_pollitem_t it[SESSION_POLL_ITEMS + 1 + GRAPH_POLL_MAX];
+		zmq_pollitem_t it[SESSION_POLL_ITEMS + 2 + GRAPH_POLL_MAX];
 		int n, nsess, istop = -1, timeout, ng = 0;
 
 		tick(d);
@@ -1440,11 +1541,13 @@ int agent_daemon_run(struct agent_daemon *d)
 			istop = n;
 			it[n++] = (zmq_pollitem_t){ .fd = d->o.stop_fd, .events = ZMQ_POLLIN };
 		}
+		if (d->detach_fd >= 0) /* tick() reaps the queries detached meanwhile */
+			it[n++] = (zmq_pollitem_t){ .fd = d->detach_fd, .events = ZMQ_POLLIN };
 		/* graph records and stream rows wake the loop (tick() takes them); past
 		 * GRAPH_POLL_MAX such queries, the others are read at least every
 		 * AGENT_FLIP_MAX_NS */
 		for (struct dquery *q = d->queries; q && ng < GRAPH_POLL_MAX; q = q->next)
-			if ((q->gc || q->stream) && agent_query_fd(q->q) >= 0) {
+			if ((q->gc || q->stream) && !q->detaching && agent_query_fd(q->q) >= 0) {
 				it[n++] = (zmq_pollitem_t){ .fd = agent_query_fd(q->q),
 							    .events = ZMQ_POLLIN };
 				ng++;
@@ -1500,6 +1603,8 @@ void agent_daemon_free(struct agent_daemon *d)
 	session_free(d->sess);
 	if (d->zctx)
 		zmq_ctx_term(d->zctx);
+	if (d->detach_fd >= 0)
+		close(d->detach_fd);
 	agent_spool_free(d->spool);
 	explicit_bzero(d->sec, sizeof(d->sec));
 	free(d);
