@@ -61,6 +61,10 @@ struct peer {
 	uint64_t spooled, spool_dropped;
 	struct pq *pq;
 	size_t npq, pqcap;
+	/* the last queries it was told to stop as not running here (logged once each, not at
+	 * every heartbeat of an agent still detaching one) */
+	uint64_t told_stop[8];
+	unsigned ntold_stop;
 	struct sub *subs;
 	size_t nsubs;
 	uint64_t results_dropped;

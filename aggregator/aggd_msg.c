@@ -43,6 +43,18 @@ static void query_add_error(struct query *q, const char *host, const char *msg)
 
 /* What a sender says it runs (Hello, Heartbeat): queries we do not run any more are stopped
  * there; the others are confirmed. */
+/* Whether p was told to stop query id lately (remembered if not). */
+static bool told_stop(struct peer *p, uint64_t id)
+{
+	unsigned n = p->ntold_stop < 8 ? p->ntold_stop : 8;
+
+	for (unsigned i = 0; i < n; i++)
+		if (p->told_stop[i] == id)
+			return true;
+	p->told_stop[p->ntold_stop++ % 8] = id;
+	return false;
+}
+
 void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n)
 {
 	uint64_t now = aggd_real_ns();
@@ -52,9 +64,14 @@ void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size
 		struct pq *e;
 
 		if (!q || q->ended) {
-			log_info("aggregator: %s runs query %" PRIu64 ", which is not running "
-				 "here: stopping it there",
-				 p->host, ids[i]);
+			if (told_stop(p, ids[i]))
+				log_debug("aggregator: %s still runs query %" PRIu64
+					  " (detaching): stopping it there",
+					  p->host, ids[i]);
+			else
+				log_info("aggregator: %s runs query %" PRIu64 ", which is not "
+					 "running here: stopping it there",
+					 p->host, ids[i]);
 			aggd_send_stop(a, p, ids[i]);
 			continue;
 		}

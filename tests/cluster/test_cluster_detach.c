@@ -13,7 +13,8 @@
  *  - the agent holds a perf event a site (else there is nothing to show here: skipped);
  *  - cancelled, the agent detaches beside its loop (its log says how long it took, when a
  *    second or more), the aggregator never takes it for dead meanwhile (no "expired" in its
- *    log), the follower ends, and the count is still exact;
+ *    log; that the agent still runs a query it ended logged once, not at each heartbeat),
+ *    the follower ends, and the count is still exact;
  *  - afterwards the agent holds no probe and runs nothing.
  * Before the detach moved beside the loop, the agent was silent for the whole detach and the
  * aggregator logged it expired.  Nothing is asserted about timing.  Needs root; skipped
@@ -82,6 +83,10 @@ static void test_detach_keeps_heartbeats(void **state)
 	cl_expect_end(sub);
 	assert_false(cl_file_has(agg->err, "expired (silent for"));
 	assert_false(cl_file_has(agg->err, "slow is back"));
+	/* its heartbeats list the query until it is detached: said once, not at each */
+	snprintf(needle, sizeof(needle), "runs query %llu, which is not running here",
+		 (unsigned long long)id);
+	assert_true(cl_file_count(agg->err, needle) <= 1);
 	assert_int_equal(cl_file_sum(sub->out, "n", "slow", NULL), CALLS);
 	assert_true(CL_WAIT(cl_probes_held(slow->pid, true) == 0, CL_WAIT_MS));
 	assert_true(CL_WAIT(!cl_agent_runs(cl, NULL, "slow", id), CL_WAIT_MS));
