@@ -674,8 +674,8 @@ static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp 
 			emit(c, "\tweft_tp_str_loc(e, ctx, %u, &sc->s[%u], %u);\n", f->offset,
 			     t->off, t->size);
 		else
-			emit(c, "\tweft_tp_str(e, ctx, %u, &sc->s[%u], %u);\n", f->offset, t->off,
-			     t->size < f->size + 1u ? t->size : f->size + 1u);
+			emit(c, "\tweft_tp_str(e, ctx, %u, &sc->s[%u], %u, %u);\n", f->offset,
+			     t->off, t->size < f->size + 1u ? t->size : f->size + 1u, f->size);
 		return;
 	}
 	if (is_kmember(e)) {

@@ -536,10 +536,25 @@ WEFT_INLINE long weft_tp_str_loc(__u32 e, void *ctx, __u32 off, char *buf, __u32
 	return weft_str_kernel(e, buf, size, (const char *)ctx + (loc & 0xffff));
 }
 
-/* A tracepoint's inline `char f[N]` field at `off`, read as a string. */
-WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 size)
+/*
+ * A tracepoint's inline `char f[N]` field at `off` (N = asize), read as a string into size
+ * bytes (at most N + 1).  A string that fills the buffer is cut only if the array goes on past
+ * it: with size <= N, if the array's byte at size - 1 is not its NUL (a 15-character comm
+ * fills a 16-byte buffer exactly and is whole); read whole (size N + 1), if the array has no
+ * NUL at all, as for a kernel struct's char array.
+ */
+WEFT_INLINE long weft_tp_str(__u32 e, void *ctx, __u32 off, char *buf, __u32 size, __u32 asize)
 {
-	return weft_str_kernel(e, buf, size, (const char *)ctx + off);
+	long n = bpf_probe_read_kernel_str(buf, size, (const char *)ctx + off);
+
+	if (n < 0) {
+		buf[0] = 0;
+		weft_drop(e, WEFT_DROP_STR_FAULT);
+		return 0;
+	}
+	if ((__u64)n >= size && (size > asize || WEFT_TP(ctx, off + size - 1, char) != 0))
+		weft_drop(e, WEFT_DROP_STR_TRUNC);
+	return n;
 }
 
 /* WEFT_GLOB_MAX (weft_abi.h): the longest literal of WEFT_STREQ / WEFT_LIKE, NUL included */

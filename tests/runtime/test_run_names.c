@@ -11,6 +11,11 @@
  *  - errname(retval) of failed openat spans: exactly 7 ENOENT, 4 ENOTDIR, 3 EISDIR;
  *  - enumname(args.newstate, 'TCP_ESTABLISHED') of sock:inet_sock_set_state on the workload's
  *    port: exactly 1 TCP_LISTEN, 4 TCP_SYN_SENT, 4 TCP_SYN_RECV, 8 TCP_ESTABLISHED;
+ *  - strings that fill their buffer exactly: task:task_rename grouped by args.newcomm (an
+ *    inline char[16] of the tracepoint) and curtask.comm (a char[16] of the kernel's struct,
+ *    the old name then): exactly 6 renames to the 15-character "wl-fifteen-char" and 4 to
+ *    "wl-short", each pair of names as often as it happened, and no string noted as cut
+ *    (string_truncated 0: a 15-character comm is whole);
  *  - walltime: each of the 37 getppid calls has a walltime (JSON: ns since the epoch) between
  *    the wall clock read before the workload was released and after it ended; in text, the
  *    same calls print RFC 3339 times (…T…Z, nanoseconds) within the same bounds, and
@@ -195,6 +200,48 @@ static void test_tcp_states_by_name(void **state)
 	names_free(&r);
 }
 
+/* The note string_truncated of a window (-1: none). */
+static long long truncated(const struct wj *w)
+{
+	const struct wj *notes = wj_get(w, "notes");
+
+	return notes ? wj_int_of(notes, "string_truncated") : -1;
+}
+
+/* The count of the row whose columns name and old are these (0: no such row). */
+static long long renames(const struct wj *w, const char *name, const char *old)
+{
+	for (size_t i = 0; i < wr_nrows(w); i++) {
+		const struct wj *row = wr_row(w, i);
+		const char *n = wj_str(wj_get(row, "name")), *o = wj_str(wj_get(row, "old"));
+
+		if (n && o && strcmp(n, name) == 0 && strcmp(o, old) == 0)
+			return wj_int_of(row, "n");
+	}
+	return 0;
+}
+
+static void test_full_strings_not_cut(void **state)
+{
+	struct names_run r;
+	const struct wj *w;
+
+	(void)state;
+	run_names(&r, "json",
+		  "from tp:task:task_rename where pid = %d group by args.newcomm as name, "
+		  "curtask.comm as old select count() as n",
+		  false);
+	w = wr_one_window(&r.j);
+	/* the tracepoint fires before the task takes its new name: curtask.comm is the old */
+	assert_int_equal(renames(w, "wl-fifteen-char", "wl_names"), 1);
+	assert_int_equal(renames(w, "wl-fifteen-char", "wl-fifteen-char"), 5);
+	assert_int_equal(renames(w, "wl-short", "wl-fifteen-char"), 1);
+	assert_int_equal(renames(w, "wl-short", "wl-short"), 3);
+	assert_int_equal(wr_nrows(w), 4);
+	assert_int_equal(truncated(w), 0);
+	names_free(&r);
+}
+
 static void test_walltime_and_units(void **state)
 {
 	struct names_run r;
@@ -256,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_signals_by_name),
 		cmocka_unit_test(test_errnos_by_name),
 		cmocka_unit_test(test_tcp_states_by_name),
+		cmocka_unit_test(test_full_strings_not_cut),
 		cmocka_unit_test(test_walltime_and_units),
 	};
 

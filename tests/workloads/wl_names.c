@@ -11,7 +11,9 @@
  *     kill(self) with SIGUSR1 5 times, SIGUSR2 3 times, SIGWINCH twice (all ignored);
  *     7 open()s failing with ENOENT, 4 with ENOTDIR, 3 with EISDIR;
  *     listen(), then 4 connections from this process to the listener, each accepted, then
- *     the client closed before the server side; then the listener closed.
+ *     the client closed before the server side; then the listener closed;
+ *     prctl(PR_SET_NAME) 6 times to "wl-fifteen-char" (15 characters: a comm that fills its
+ *     16 bytes), then 4 times to "wl-short" (task:task_rename, for the strings' notes).
  *   So on the TCP port P: 1 CLOSE->LISTEN, 4 client sockets through SYN_SENT and ESTABLISHED,
  *   4 server sockets through SYN_RECV and ESTABLISHED.  It ends with "wl_names: done".
  */
@@ -22,6 +24,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,6 +32,8 @@
 #define N_GETPPID 37
 #define N_GETUID 23
 #define N_CONN 4
+#define N_RENAME_LONG 6
+#define N_RENAME_SHORT 4
 
 static int fail(const char *what)
 {
@@ -102,6 +107,10 @@ int main(void)
 		close(sfd);
 	}
 	close(lfd);
+
+	for (int i = 0; i < N_RENAME_LONG + N_RENAME_SHORT; i++)
+		if (prctl(PR_SET_NAME, i < N_RENAME_LONG ? "wl-fifteen-char" : "wl-short"))
+			return fail("prctl");
 	printf("wl_names: done\n");
 	return 0;
 }
