@@ -41,8 +41,6 @@ static void query_add_error(struct query *q, const char *host, const char *msg)
 	q->errors[q->nerrors++] = s;
 }
 
-/* What a sender says it runs (Hello, Heartbeat): queries we do not run any more are stopped
- * there; the others are confirmed. */
 /* Whether p was told to stop query id lately (remembered if not). */
 static bool told_stop(struct peer *p, uint64_t id)
 {
@@ -55,6 +53,8 @@ static bool told_stop(struct peer *p, uint64_t id)
 	return false;
 }
 
+/* What a sender says it runs (Hello, Heartbeat): queries we do not run any more are stopped
+ * there; the others are confirmed. */
 void aggd_peer_running(struct aggd *a, struct peer *p, const uint64_t *ids, size_t n)
 {
 	uint64_t now = aggd_real_ns();

@@ -45,13 +45,13 @@ python3 tools/check-layers.py
 # temporary directories, no workload counted machine-wide, no fixed port) run two at a time;
 # the others (runtime, cluster, tools, web: real probes on the whole machine, daemons with
 # heartbeats) one at a time, as their counts and liveness assume.
-ALONE='^(unit|compiler|fuzz)$'
+PAIRED='^(unit|compiler|fuzz)$'
 
 echo "== release build and tests"
 build build
-(cd build && ctest --output-on-failure -j"$JOBS" -L "$ALONE")
+(cd build && ctest --output-on-failure -j"$JOBS" -L "$PAIRED")
 skipped build
-(cd build && ctest --output-on-failure -j1 -LE "$ALONE")
+(cd build && ctest --output-on-failure -j1 -LE "$PAIRED")
 skipped build
 
 echo "== the README's first command (tools/quickstart.sh: weft's main job on a real workload)"
@@ -65,10 +65,10 @@ build build-asan -DWEFT_SANITIZE=ON
 # output) are the runtime tests' under ASan already, so a second run would add the time and
 # no findings. They run in the release build above.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	ctest --output-on-failure -j"$JOBS" -L "$ALONE")
+	ctest --output-on-failure -j"$JOBS" -L "$PAIRED")
 skipped build-asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	ctest --output-on-failure -j1 -LE "$ALONE|^tools$")
+	ctest --output-on-failure -j1 -LE "$PAIRED|^tools$")
 skipped build-asan
 
 echo "== fuzz targets build"
