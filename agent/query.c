@@ -32,6 +32,7 @@
 
 #define SPAN_MAX_AGE_NS (60ULL * 1000000000ULL)
 #define VERIFIER_LOG_MAX (1u << 20)
+#define AGENT_STREAM_QUEUE_BYTES (8u << 20) /* a stream's rows read, not yet handed out */
 
 struct agent_query {
 	const struct plan *plan;
@@ -618,9 +619,17 @@ int agent_query_start(const struct plan *p, const void *objbuf, size_t obj_sz,
 			set_err(err, "cannot open the ring buffer: %s", probe_bpf_strerror(rc));
 			goto fail;
 		}
-		/* a graph query's records are read by a thread of their own: its ring can be
-		 * small, which makes each record cheaper for the traced program (bpfrt.c) */
-		if (p->graph && (rc = bpfrt_stream_reader_start(q->rt, 0)))
+		/*
+		 * Records are read by a thread of their own and submitted without a wakeup
+		 * (WEFT_REC_SUBMIT_LAZY): the thread wakes every 50 ms or when a quarter of the
+		 * ring waits, instead of the traced program paying an interrupt and a wakeup
+		 * for every row (docs/performance.md, "Stream rows").  A graph query's ring
+		 * can then be small, which makes each record cheaper still (bpfrt.c).  The
+		 * queue behind a stream is bounded lower: rows a slow output cannot take are
+		 * counted lost (ringbuf_full) rather than held.
+		 */
+		rc = bpfrt_stream_reader_start(q->rt, p->graph ? 0 : AGENT_STREAM_QUEUE_BYTES);
+		if (rc)
 			weft_log(WEFT_LOG_WARN,
 				 "no reader thread (%s): the ring is read between windows",
 				 strerror(-rc));

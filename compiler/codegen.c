@@ -1518,7 +1518,7 @@ static void emit_sink(struct cg *c)
 		if (p->fields[f].kernel)
 			emit_store_value(c, "r->b", p->fields[f].offset, p->fields[f].size,
 					 p->fields[f].e);
-	emit(c, "\tWEFT_REC_SUBMIT(r);\n");
+	emit(c, "\tWEFT_REC_SUBMIT_LAZY(r);\n");
 }
 
 static void emit_span_key(struct cg *c)

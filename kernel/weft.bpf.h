@@ -266,10 +266,12 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 #define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
 #define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
 /*
- * The same without waking the reader until a quarter of the buffer waits (graph queries,
- * whose agent drains at least once a second anyway): a record per socket call must not cost
- * the traced program a context switch of the agent each (docs/performance.md, "Kernel
- * edges").  The reader still sees every record: at the latest on its next timed poll.
+ * The same without waking the reader until a quarter of the buffer waits: what generated
+ * programs use (stream rows and graph records), read by the agent's reader thread, which
+ * also wakes by itself every 50 ms.  A row or a record per socket call must not cost the
+ * traced program an interrupt and a wakeup of the agent each (docs/performance.md, "Kernel
+ * edges" and "Stream rows").  The reader still sees every record: at the latest on its next
+ * timed poll.
  */
 #define WEFT_REC_SUBMIT_LAZY(r)                                                                    \
 	bpf_ringbuf_submit((r),                                                                    \

@@ -21,6 +21,10 @@
  *                             interleaved with N getpid() calls
  *   evloop uprobe N [REPS]    REPS rounds of N calls of evloop_target() (uprobe target),
  *                             interleaved with N calls of evloop_control()
+ *   evloop paced N [REPS] [GAP_US]  the same as getppid, but each call (and each control
+ *                             call) after a sleep of GAP_US microseconds (default 20): the
+ *                             tracer's reader has caught up before every event, which is
+ *                             where a ring buffer's wakeup costs the traced call the most
  *   evloop rate R SECONDS [T] getppid() at R calls per second in all for SECONDS, from T
  *                             threads (default 1): a steady load (one thread makes at most
  *                             ~700k calls/s on this VM, so 1M/s needs two)
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +102,24 @@ static void loop_getpid(unsigned long n)
 {
 	for (unsigned long i = 0; i < n; i++)
 		syscall(SYS_getpid);
+}
+
+static struct timespec pace; /* evloop paced: the sleep before each call */
+
+static void loop_paced_getppid(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		nanosleep(&pace, NULL);
+		syscall(SYS_getppid);
+	}
+}
+
+static void loop_paced_getpid(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		nanosleep(&pace, NULL);
+		syscall(SYS_getpid);
+	}
 }
 
 static void loop_uprobe(unsigned long n)
@@ -187,6 +210,15 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "getppid") == 0) {
 		loop = loop_getppid;
 		ctl = loop_getpid;
+	} else if (strcmp(argv[1], "paced") == 0) {
+		unsigned long gap = argc > 4 ? strtoul(argv[4], NULL, 10) : 20;
+
+		if (gap == 0 || gap >= 1000000)
+			goto usage;
+		pace.tv_nsec = (long)gap * 1000;
+		prctl(PR_SET_TIMERSLACK, 1UL); /* the asked sleep, not 50 us more */
+		loop = loop_paced_getppid;
+		ctl = loop_paced_getpid;
 	} else if (strcmp(argv[1], "uprobe") == 0) {
 		loop = loop_uprobe;
 		ctl = loop_control;
@@ -229,7 +261,8 @@ int main(int argc, char **argv)
 
 usage:
 	fprintf(stderr,
-		"usage: %s getppid|uprobe N [REPS]\n       %s rate CALLS_PER_S SECONDS [THREADS]\n",
-		argv[0], argv[0]);
+		"usage: %s getppid|uprobe N [REPS]\n       %s paced N [REPS] [GAP_US]\n"
+		"       %s rate CALLS_PER_S SECONDS [THREADS]\n",
+		argv[0], argv[0], argv[0]);
 	return 2;
 }
