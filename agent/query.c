@@ -442,9 +442,10 @@ static int tp_layout_check(const struct plan *p, struct agent_err *err)
 }
 
 /*
- * The scope's rodata before load (kernel/weft.bpf.h: weft_scope_kind, weft_scope_netns).  An
- * object compiled by a weft that had no scopes lacks them: fine unscoped, refused scoped
- * (it would trace the whole machine).
+ * The scope's rodata before load (kernel/weft.bpf.h: weft_scope_kind, weft_scope_netns and,
+ * for a namespace, where it is in a task: weft_netns_off_*).  An object compiled by a weft
+ * that had no scopes lacks them: fine unscoped, refused scoped (it would trace the whole
+ * machine).
  */
 static int scope_set(struct bpf_object *obj, const struct agent_scope *s, struct agent_err *err)
 {
@@ -454,8 +455,19 @@ static int scope_set(struct bpf_object *obj, const struct agent_scope *s, struct
 	if (rc == -ENOENT && kind == WEFT_SCOPE_ALL)
 		return 0;
 	if (rc == 0 && kind == WEFT_SCOPE_NETNS) {
+		static const char *const off[3] = { "weft_netns_off_nsproxy", "weft_netns_off_net",
+						    "weft_netns_off_inum" };
+
 		ino = (uint32_t)s->ino;
 		rc = bpfrt_rodata_set(obj, "weft_scope_netns", &ino, sizeof(ino));
+		for (int i = 0; i < 3 && rc == 0; i++) {
+			rc = bpfrt_rodata_set(obj, off[i], &s->netns_off[i],
+					      sizeof(s->netns_off[i]));
+			if (rc == -ENOENT && i == 0) { /* an older weft's: it reads with CO-RE */
+				rc = 0;
+				break;
+			}
+		}
 	}
 	if (rc)
 		set_err(err,

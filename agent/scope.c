@@ -60,65 +60,104 @@ static int why_set(char *why, size_t sz, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Whether struct `sname` of the kernel's BTF has a member `mname`, directly or inside an
- * anonymous struct or union member (where CO-RE finds it too). */
-static bool btf_member_in(const struct btf *btf, const struct btf_type *t, const char *mname,
-			  int depth)
+/*
+ * The byte offset of member `mname` in struct or union `t` of the kernel's BTF, found directly
+ * or inside an anonymous struct or union member (where CO-RE would find it too); -1 if none.
+ * *mtype gets the member's type id.
+ */
+static long btf_member_off(const struct btf *btf, const struct btf_type *t, const char *mname,
+			   int depth, uint32_t *mtype)
 {
 	const struct btf_member *m = btf_members(t);
 
 	for (int i = 0; i < btf_vlen(t); i++, m++) {
 		const char *name = btf__name_by_offset(btf, m->name_off);
 		const struct btf_type *mt;
+		long in;
 
-		if (name && strcmp(name, mname) == 0)
-			return true;
+		if (btf_member_bitfield_size(t, i) == 0 && name && strcmp(name, mname) == 0) {
+			*mtype = m->type;
+			return (long)(btf_member_bit_offset(t, i) / 8);
+		}
 		if (name && *name)
 			continue;
 		mt = btf__type_by_id(btf, m->type);
 		while (mt && (btf_is_mod(mt) || btf_is_typedef(mt)))
 			mt = btf__type_by_id(btf, mt->type);
 		if (mt && btf_is_composite(mt) && depth < 4 &&
-		    btf_member_in(btf, mt, mname, depth + 1))
-			return true;
+		    (in = btf_member_off(btf, mt, mname, depth + 1, mtype)) >= 0)
+			return (long)(btf_member_bit_offset(t, i) / 8) + in;
 	}
-	return false;
+	return -1;
 }
 
-static bool btf_has_member(const struct btf *btf, const char *sname, const char *mname)
+/* The offset of sname.mname, a struct of the kernel's BTF; -1 if either is missing. */
+static long btf_struct_off(const struct btf *btf, const char *sname, const char *mname,
+			   uint32_t *mtype)
 {
 	int id = btf__find_by_name_kind(btf, sname, BTF_KIND_STRUCT);
 
-	return id > 0 && btf_member_in(btf, btf__type_by_id(btf, id), mname, 0);
+	return id > 0 ? btf_member_off(btf, btf__type_by_id(btf, id), mname, 0, mtype) : -1;
 }
 
 /*
- * The fields weft_netns() reads with CO-RE (task->nsproxy->net_ns->ns.inum): present in the
- * running kernel's BTF, or the load would fail with a relocation error nobody can act on.
+ * Where weft_netns() reads (task->nsproxy->net_ns->ns.inum): three byte offsets, the last the
+ * sum of net.ns and ns_common.inum, found in the running kernel's BTF once, when the scope is
+ * opened, so that no compiled object needs CO-RE relocations (and libbpf the whole vmlinux
+ * BTF at every load) for it.
  */
-static int netns_btf_check(char *why, size_t sz)
+int agent_netns_offsets(uint32_t off[3], char *why, size_t sz)
 {
-	static const char *const path[][2] = {
-		{ "task_struct", "nsproxy" },
-		{ "nsproxy", "net_ns" },
-		{ "net", "ns" },
-		{ "ns_common", "inum" },
+	/* each member and what it must be: the first two pointers, the third the struct the
+	 * fourth is in (embedded), the fourth a 4-byte integer */
+	static const struct {
+		const char *s, *m;
+		int kind;
+	} path[] = {
+		{ "task_struct", "nsproxy", BTF_KIND_PTR },
+		{ "nsproxy", "net_ns", BTF_KIND_PTR },
+		{ "net", "ns", BTF_KIND_STRUCT },
+		{ "ns_common", "inum", BTF_KIND_INT },
 	};
 	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf_type *t;
+	long o[4];
+	uint32_t type;
 	int rc = 0;
 
 	if (!btf)
 		return why_set(why, sz, -EOPNOTSUPP,
 			       "--scope netns: this kernel has no BTF (/sys/kernel/btf/vmlinux), "
 			       "which reading a task's network namespace needs");
-	for (size_t i = 0; i < sizeof(path) / sizeof(path[0]) && !rc; i++)
-		if (!btf_has_member(btf, path[i][0], path[i][1]))
+	for (size_t i = 0; i < 4 && !rc; i++) {
+		o[i] = btf_struct_off(btf, path[i].s, path[i].m, &type);
+		t = o[i] >= 0 ? btf__type_by_id(btf, type) : NULL;
+		while (t && (btf_is_mod(t) || btf_is_typedef(t)))
+			t = btf__type_by_id(btf, t->type);
+		if (!t || o[i] > UINT16_MAX)
 			rc = why_set(why, sz, -EOPNOTSUPP,
 				     "--scope netns: this kernel's BTF has no %s.%s, which "
 				     "reading a task's network namespace needs",
-				     path[i][0], path[i][1]);
+				     path[i].s, path[i].m);
+		else if (btf_kind(t) != path[i].kind ||
+			 (path[i].kind == BTF_KIND_INT && t->size != 4) ||
+			 (path[i].kind == BTF_KIND_STRUCT &&
+			  strcmp(btf__name_by_offset(btf, t->name_off), path[i + 1].s) != 0))
+			rc = why_set(why, sz, -EOPNOTSUPP,
+				     "--scope netns: this kernel's %s.%s is not the %s weft reads "
+				     "a task's network namespace through",
+				     path[i].s, path[i].m,
+				     path[i].kind == BTF_KIND_PTR    ? "pointer" :
+				     path[i].kind == BTF_KIND_STRUCT ? "struct ns_common" :
+								       "4-byte integer");
+	}
 	btf__free(btf);
-	return rc;
+	if (rc)
+		return rc;
+	off[0] = (uint32_t)o[0];
+	off[1] = (uint32_t)o[1];
+	off[2] = (uint32_t)(o[2] + o[3]);
+	return 0;
 }
 
 static int open_netns(const char *path, struct agent_scope *s, char *why, size_t sz)
@@ -149,7 +188,7 @@ static int open_netns(const char *path, struct agent_scope *s, char *why, size_t
 			       "/proc/PID/ns/net, not another of /proc/PID/ns/)",
 			       path);
 	}
-	rc = netns_btf_check(why, sz);
+	rc = agent_netns_offsets(s->netns_off, why, sz);
 	if (rc) {
 		close(fd);
 		return rc;

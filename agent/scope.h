@@ -12,8 +12,8 @@
  * agent_scope_open() checks everything it can before any query runs, so that a bad --scope
  * fails the command line and not a query later: the path exists, is a network namespace
  * (an nsfs file of type CLONE_NEWNET: /proc/PID/ns/net, /run/netns/NAME) or a directory of a
- * cgroup v2 file system, and the kernel can apply it (BTF for the namespace's CO-RE read, the
- * bpf_current_task_under_cgroup helper).  The scope keeps the path open: the namespace or
+ * cgroup v2 file system, and the kernel can apply it (BTF for where the namespace is in a
+ * task, the bpf_current_task_under_cgroup helper).  The scope keeps the path open: the namespace or
  * cgroup cannot go away, nor its inode number be reused by another, while an agent is
  * scoped to it.
  */
@@ -30,6 +30,9 @@ struct agent_scope {
 	char text[AGENT_SCOPE_TEXT_MAX]; /* as given, e.g. "netns:/run/netns/a"; "" if ALL */
 	int fd; /* the namespace file or cgroup directory, open while scoped; owned */
 	uint64_t ino; /* its inode number: the namespace's inum, the cgroup's id */
+	/* netns: byte offsets of task_struct.nsproxy, nsproxy.net_ns and net.ns.inum in this
+	 * kernel (its BTF), for weft_netns() (kernel/weft.bpf.h) */
+	uint32_t netns_off[3];
 };
 
 /* An unscoped scope (kind ALL, fd -1): what a zeroed one must be set to before use. */
@@ -42,6 +45,13 @@ void agent_scope_init(struct agent_scope *s);
  * cannot apply it (no BTF, no helper), another -errno when the path cannot be opened.
  */
 int agent_scope_open(const char *spec, struct agent_scope *s, char *why, size_t why_sz);
+
+/*
+ * The byte offsets weft_netns() reads at (task_struct.nsproxy, nsproxy.net_ns, net.ns.inum),
+ * from the running kernel's BTF.  0, or -EOPNOTSUPP with a one-line reason (no BTF, a field
+ * missing) in why[0..why_sz) ending in " [E_SCOPE]".
+ */
+int agent_netns_offsets(uint32_t off[3], char *why, size_t why_sz);
 
 /* Closes the scope's file; s becomes unscoped.  Safe on an unscoped or closed scope. */
 void agent_scope_close(struct agent_scope *s);

@@ -400,25 +400,17 @@ struct {
 } weft_scope_cgroup SEC(".maps");
 
 /*
- * The kernel structs the network namespace check reads, declared with only the fields it
- * needs.  preserve_access_index makes clang record every access as a CO-RE relocation, which
- * libbpf resolves against the running kernel's BTF at load, so the offsets are the running
- * kernel's.  The ___weft_scope suffix is a CO-RE "flavour": libbpf matches the part before
- * it (task_struct, ...) against the kernel's types, and the names cannot collide with
- * definitions a generated program or another header makes of the same structs.
+ * WEFT_SCOPE_NETNS: where the network namespace's inode number is, from the task: the byte
+ * offsets of task_struct.nsproxy, nsproxy.net_ns and net.ns.inum in the running kernel, which
+ * the loader finds in the kernel's BTF and sets with the scope (agent/scope.c).  Not CO-RE
+ * relocations: any of those in an object makes libbpf load and parse the whole vmlinux BTF
+ * (5.5 MB here, 5 to 80 ms) at every load, scoped or not, and every query would pay for what
+ * only a netns scope needs.  Unset (0: no kernel has nsproxy first), the read gives 0, which
+ * no namespace has: a scope that could not be configured traces nothing, never everything.
  */
-struct ns_common___weft_scope {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-struct net___weft_scope {
-	struct ns_common___weft_scope ns;
-} __attribute__((preserve_access_index));
-struct nsproxy___weft_scope {
-	struct net___weft_scope *net_ns;
-} __attribute__((preserve_access_index));
-struct task_struct___weft_scope {
-	struct nsproxy___weft_scope *nsproxy;
-} __attribute__((preserve_access_index));
+const volatile __u32 weft_netns_off_nsproxy = 0;
+const volatile __u32 weft_netns_off_net = 0;
+const volatile __u32 weft_netns_off_inum = 0;
 
 /*
  * The inode number of the current task's network namespace (task->nsproxy->net_ns->ns.inum,
@@ -427,9 +419,15 @@ struct task_struct___weft_scope {
  */
 WEFT_INLINE __u32 weft_netns(void)
 {
-	struct task_struct___weft_scope *t = (void *)bpf_get_current_task();
+	const char *t = (const char *)bpf_get_current_task(), *nsp = NULL, *net = NULL;
+	__u32 inum = 0;
 
-	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum);
+	if (!weft_netns_off_nsproxy ||
+	    bpf_probe_read_kernel(&nsp, sizeof(nsp), t + weft_netns_off_nsproxy) || !nsp ||
+	    bpf_probe_read_kernel(&net, sizeof(net), nsp + weft_netns_off_net) || !net ||
+	    bpf_probe_read_kernel(&inum, sizeof(inum), net + weft_netns_off_inum))
+		return 0;
+	return inum;
 }
 
 /*

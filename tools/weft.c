@@ -197,10 +197,12 @@ fail:
 	return NULL;
 }
 
+static char **main_argv; /* as weft was started: tool_heap_hugepages() starts it again */
+
 /*
- * Transparent huge pages for the heap of the commands that capture and store (run, agent,
- * aggregator, vm): a capture grows to its working set in its first seconds (~170 MB at
- * 20,000 requests a second under kernel edges), a page fault per 4 KiB page, and in a
+ * Transparent huge pages for the heap of the commands that capture and store (agent,
+ * aggregator, vm, and `weft run` of a graph query): a capture grows to its working set in its
+ * first seconds (~170 MB at 20,000 requests a second under kernel edges), a page fault per 4 KiB page, and in a
  * paravirtualised guest a fault is dear; with 2 MiB pages bench_graphcap took 536 faults
  * instead of 42,387 and weft's CPU a request halved in a just-started capture
  * (docs/performance.md).  Where THP is "madvise" (Debian's default), glibc advises its heaps
@@ -209,11 +211,16 @@ fail:
  * programs weft starts inherit the user's environment, not this).  WEFT_HUGEPAGES=0 turns
  * it off; THP "always" or "never", a tunable of the user's, or valgrind leave it alone.
  */
-static void heap_hugepages(char **argv)
+void tool_heap_hugepages(void)
 {
 	const char *mark = getenv("WEFT_HEAP_REEXEC"), *orig, *v, *pre;
-	char mode[128] = "", *tun, *m;
+	char mode[128] = "", *tun, *m, **argv = main_argv;
+	static bool decided;
 	FILE *f;
+
+	if (decided) /* once a process: the second start calls it early (main), then again */
+		return;
+	decided = true;
 
 	if (mark) { /* the second start: the environment back as the user gave it */
 		if (mark[0] == '1')
@@ -260,9 +267,14 @@ int main(int argc, char **argv)
 	const char *cmd;
 	char *hargv[3] = { NULL, "--help", NULL };
 
-	if (argc >= 2 && (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "agent") == 0 ||
-			  strcmp(argv[1], "aggregator") == 0 || strcmp(argv[1], "vm") == 0))
-		heap_hugepages(argv);
+	main_argv = argv;
+	/* `weft run` decides once it knows the query (an aggregation or a stream stays small,
+	 * and one start more is a third of its time to the first event); a second start puts
+	 * the environment back first of all */
+	if (getenv("WEFT_HEAP_REEXEC") ||
+	    (argc >= 2 && (strcmp(argv[1], "agent") == 0 || strcmp(argv[1], "aggregator") == 0 ||
+			   strcmp(argv[1], "vm") == 0)))
+		tool_heap_hugepages();
 	weft_log_set_sink(log_sink);
 	signal(SIGPIPE, SIG_IGN);
 	/*

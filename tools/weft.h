@@ -38,6 +38,13 @@ void tool_set_verbose(int level);
  * asynchronously.  -1 with errno if there is no signalfd (the signals stay blocked).
  */
 int tool_signals_block(bool hup);
+/*
+ * Starts weft once more with its heap in transparent huge pages, where the host's THP mode is
+ * "madvise" (weft.c says why), unless WEFT_HUGEPAGES=0; returns only if it did not (the
+ * second start, or nothing to gain).  For the commands whose heap grows to hundreds of MB:
+ * agent, aggregator, vm and `weft run` of a graph query, which calls it once it knows.
+ */
+void tool_heap_hugepages(void);
 /* The -p argument: a positive pid of a live process, or -1 (reported). */
 int tool_parse_pid(const char *s);
 /* The default graph store's path (WEFT_GRAPH_STORE, else next to the aggregator's default

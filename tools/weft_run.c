@@ -102,9 +102,10 @@ static const char run_help[] =
 	"\n"
 	"Environment: WEFT_BTF=FILE and WEFT_TRACEFS=DIR compile against another kernel's\n"
 	"types and tracepoint formats; WEFT_RAW_TP=0 keeps kernel:sockets on classic\n"
-	"tracepoints; WEFT_HUGEPAGES=0 keeps weft's heap in 4 KiB pages (by default, where\n"
-	"transparent huge pages are \"madvise\", weft starts itself again with glibc's\n"
-	"glibc.malloc.hugetlb=1; the -c command gets the environment as given).\n"
+	"tracepoints; WEFT_HUGEPAGES=0 keeps a graph query's heap in 4 KiB pages (by\n"
+	"default, where transparent huge pages are \"madvise\", weft starts itself again\n"
+	"with glibc's glibc.malloc.hugetlb=1 once it knows the query is a graph query, not\n"
+	"read from -f -; the -c command gets the environment as given).\n"
 	"\n"
 	"Exit status: 0 success (also when ended by a signal), 1 failure while loading or\n"
 	"tracing (e.g. the verifier rejected a program: its generated line is shown; a\n"
@@ -727,6 +728,11 @@ int cmd_run(int argc, char **argv)
 	copts.verbose = verbose > 0;
 	diag_list_init(&dl, src, name);
 	rc = compiler_run(src, &copts, PASS_CLANG, &dl, &res);
+	/* a graph capture's heap grows to hundreds of MB: in huge pages, by a second start (the
+	 * object is in the compile cache by now); not for a query read from standard input,
+	 * which a second start could not read again */
+	if (rc == 0 && res.plan->graph && !(file && strcmp(file, "-") == 0))
+		tool_heap_hugepages();
 	diag_print(&dl, stderr, isatty(2));
 	if (rc) {
 		status = diag_has_errors(&dl) ? WEFT_EXIT_QUERY : WEFT_EXIT_FAIL;

@@ -22,8 +22,9 @@
  *    zombie.
  * Deadlines only catch hangs; nothing here asserts elapsed time.
  *  - windows longer than the once-a-second flip are numbered 0, 1, 2, ... (exact count).
- *  - weft's heap in huge pages: it re-starts itself with glibc.malloc.hugetlb=1 where THP
- *    is "madvise", and the -c command gets the user's environment back exactly.
+ *  - weft's heap in huge pages: for a graph query it re-starts itself with
+ *    glibc.malloc.hugetlb=1 where THP is "madvise" (not for an aggregation), and the -c
+ *    command gets the user's environment back exactly.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -625,11 +626,13 @@ static char *start_environ(pid_t pid)
 }
 
 /*
- * One run for test_heap_hugepages: GLIBC_TUNABLES as `user` (NULL: unset) and
- * WEFT_HUGEPAGES as `off`; checks what the -c command saw (the user's environment exactly)
- * and whether weft's own start-up environment carries the tunable (`want`).
+ * One run for test_heap_hugepages of QUERY (a graph query if `store`, which it writes to):
+ * GLIBC_TUNABLES as `user` (NULL: unset) and WEFT_HUGEPAGES as `off`; checks what the -c
+ * command saw (the user's environment exactly) and whether weft's own start-up environment
+ * carries the tunable (`want`).
  */
-static void heap_run(const char *user, const char *off, bool want)
+static void heap_run(const char *query, const char *store, const char *user, const char *off,
+		     bool want)
 {
 	char *argv[] = {
 		getenv("WEFT_BIN"),
@@ -639,7 +642,9 @@ static void heap_run(const char *user, const char *off, bool want)
 		(char *)"-c",
 		(char *)"sh -c 'echo T=${GLIBC_TUNABLES-unset} R=${WEFT_HEAP_REEXEC-unset}; "
 			"read x'",
-		(char *)"from syscall:getppid select count() as n",
+		(char *)(store ? "-S" : query),
+		(char *)(store ? store : NULL),
+		(char *)(store ? query : NULL),
 		NULL
 	};
 	char seen[256], line[256], *env;
@@ -662,10 +667,10 @@ static void heap_run(const char *user, const char *off, bool want)
 	assert_string_equal(line, seen);
 	has = strstr(env, "glibc.malloc.hugetlb=1") != NULL;
 	if (has != want)
-		fail_msg(
-			"weft started %s glibc.malloc.hugetlb=1 (GLIBC_TUNABLES %s, WEFT_HUGEPAGES "
-			"%s); its environment:\n%s",
-			has ? "with" : "without", user ? user : "unset", off ? off : "unset", env);
+		fail_msg("weft started %s glibc.malloc.hugetlb=1 (%s; GLIBC_TUNABLES %s, "
+			 "WEFT_HUGEPAGES %s); its environment:\n%s",
+			 has ? "with" : "without", query, user ? user : "unset",
+			 off ? off : "unset", env);
 	if (want && user)
 		assert_non_null(strstr(env, user)); /* the user's tunables kept beside it */
 	free(env);
@@ -673,23 +678,35 @@ static void heap_run(const char *user, const char *off, bool want)
 }
 
 /*
- * Where transparent huge pages are "madvise", `weft run` starts itself once more with
- * glibc.malloc.hugetlb=1 (its heap in 2 MiB pages: a growing capture's page faults), and
- * gives the command it runs the user's environment back exactly: no GLIBC_TUNABLES where
- * the user had none, the user's where there was one, never the re-start's mark.
- * WEFT_HUGEPAGES=0 keeps weft as it started.  Elsewhere ("always", "never") weft never
- * re-starts, and the test checks that.
+ * Where transparent huge pages are "madvise", `weft run` of a graph query starts itself once
+ * more with glibc.malloc.hugetlb=1 (its heap in 2 MiB pages: a growing capture's page
+ * faults), and gives the command it runs the user's environment back exactly: no
+ * GLIBC_TUNABLES where the user had none, the user's where there was one, never the
+ * re-start's mark.  WEFT_HUGEPAGES=0 keeps weft as it started, and so does a query that
+ * aggregates (its heap stays small; a second start would cost it a third of its start-up).
+ * Elsewhere ("always", "never") weft never re-starts, and the test checks that.
  */
 static void test_heap_hugepages(void **state)
 {
 	char *mode = test_slurp_or_empty("/sys/kernel/mm/transparent_hugepage/enabled");
 	bool madvise = strstr(mode, "[madvise]") != NULL;
+	const char *graph = "from span(syscall:getppid) graph";
+	const char *agg = "from syscall:getppid select count() as n";
+	char store[96], side[112];
 
 	(void)state;
 	free(mode);
-	heap_run(NULL, NULL, madvise);
-	heap_run("glibc.malloc.check=0", NULL, madvise);
-	heap_run(NULL, "0", false);
+	snprintf(store, sizeof(store), "%s/graph.sqlite", tmpdir);
+	heap_run(graph, store, NULL, NULL, madvise);
+	heap_run(graph, store, "glibc.malloc.check=0", NULL, madvise);
+	heap_run(graph, store, NULL, "0", false);
+	heap_run(agg, NULL, NULL, NULL, false);
+	heap_run(agg, NULL, "glibc.malloc.check=0", NULL, false);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(side, sizeof(side), "%s%s", store,
+			 (const char *[]){ "", "-wal", "-shm", "-journal" }[i]);
+		unlink(side);
+	}
 	if (!madvise)
 		printf("note: transparent huge pages are not \"madvise\" here: only that weft "
 		       "does not re-start was checked\n");

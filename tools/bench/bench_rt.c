@@ -12,8 +12,8 @@
  *       outer    the epoch selects a half through an ARRAY_OF_MAPS
  *       inkey    one PERCPU_HASH keyed by {epoch, group}
  *       array    no group by: PERCPU_ARRAY[2] indexed by epoch (WEFT_AGG_ARRAY)
- *       netns    the filter plus a --scope netns check that passes (weft_netns(): the CO-RE
- *                read of task->nsproxy->net_ns->ns.inum, compared with the bench's own)
+ *       netns    the filter plus a --scope netns check that passes (weft_netns(): three
+ *                kernel reads, task->nsproxy->net_ns->ns.inum, compared with the bench's own)
  *       cgroup   the filter plus a --scope cgroup check that passes
  *                (bpf_current_task_under_cgroup() against the cgroup2 root)
  *  2. the window flip (epoch write + RCU grace period) and the drain of a 10,000-group half.
@@ -25,6 +25,7 @@
 #include <mntent.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include "agent/scope.h"
 #include "tools/bench/rt_harness.h"
 
 /*
@@ -93,8 +94,17 @@ static int setup_target(struct bpf_object *obj, void *arg)
 
 	/* the workload runs in this network namespace: p_netns's check passes */
 	if (!err && stat("/proc/self/ns/net", &st) == 0) {
+		static const char *const name[3] = { "weft_netns_off_nsproxy", "weft_netns_off_net",
+						     "weft_netns_off_inum" };
+		uint32_t off[3];
+		char why[256];
+
 		ino = (__u32)st.st_ino;
 		err = bpfrt_rodata_set(obj, "weft_scope_netns", &ino, sizeof(ino));
+		if (!err && (err = agent_netns_offsets(off, why, sizeof(why))))
+			fprintf(stderr, "bench_rt: %s\n", why);
+		for (int i = 0; i < 3 && !err; i++)
+			err = bpfrt_rodata_set(obj, name[i], &off[i], sizeof(off[i]));
 	}
 	return err;
 }
