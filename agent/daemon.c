@@ -43,7 +43,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/agent.h"
 #include "agent/graphcap.h"
 #include "agent/daemon.h"

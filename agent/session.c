@@ -39,7 +39,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/session.h"
 #include "base/log.h"
 

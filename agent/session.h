@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/wire.h"
 
 /* The Error an aggregator answers to a message from a connection that has not said Hello. */

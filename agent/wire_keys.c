@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/wire.h"
 #include "base/file.h"
 #include "base/log.h"

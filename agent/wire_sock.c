@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/wire.h"
 
 #define WIRE_DOMAIN "weft" /* the ZAP domain of a server socket */

@@ -44,7 +44,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "aggregator/aggd.h"
 #include "agent/session.h"
 #include "base/file.h"

@@ -26,7 +26,7 @@
 #define WEFT_AGGD_GUARD_H
 #include <stdbool.h>
 #include <stdint.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 
 #define AGGD_GUARD_MAX_PENDING 16384 /* connections in their handshake, whatever the fds */
 #define AGGD_GUARD_RESERVE_MIN 64 /* descriptors kept free: at least this, */

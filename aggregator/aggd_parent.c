@@ -23,7 +23,7 @@
 #include <sys/types.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "aggregator/aggd.h"
 #include "agent/agent.h"
 #include "agent/result.h"

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "aggregator/zap.h"
 #include "base/file.h"
 #include "base/log.h"

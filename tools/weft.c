@@ -13,6 +13,7 @@
 #include "tools/weft.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/zmq_dl.h"
 
 static const char usage_text[] =
 	"Usage: weft COMMAND [OPTIONS] [ARGS]\n"
@@ -310,6 +311,14 @@ int main(int argc, char **argv)
 		printf("weft %s\n", WEFT_VERSION);
 		return WEFT_EXIT_OK;
 	}
+	/* the commands that always speak ZeroMQ: without libzmq (opened on first use,
+	 * base/zmq_dl.h) they stop here with its reason, not on a misleading later error */
+	if ((strcmp(cmd, "agent") == 0 || strcmp(cmd, "aggregator") == 0 ||
+	     strcmp(cmd, "submit") == 0 || strcmp(cmd, "status") == 0 ||
+	     strcmp(cmd, "cancel") == 0 || strcmp(cmd, "keygen") == 0) &&
+	    !(argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) &&
+	    weft_zmq_load() != 0)
+		return WEFT_EXIT_FAIL; /* the reason is logged */
 	if (strcmp(cmd, "explain") == 0)
 		return cmd_explain(argc, argv);
 	if (strcmp(cmd, "list") == 0)

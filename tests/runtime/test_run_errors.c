@@ -14,15 +14,20 @@
  * kernel will not attach).  WEFT_CACHE_DIR is a fresh directory, so clang runs every time.
  * And a kernel struct field missing on the kernel the query is loaded on (E_BTF_RELOC, exit
  * 1): the query is compiled against a BTF file written here (WEFT_BTF) whose task_struct has
- * a member this kernel's lacks, so libbpf's CO-RE relocation finds no match at load.
+ * a member this kernel's lacks, so libbpf's CO-RE relocation finds no match at load.  And
+ * libzmq missing (test_without_libzmq): `weft run` unaffected, the cluster commands stop
+ * with the reason.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <zmq.h>
 #include "run_util.h"
 #include "tests/skip.h"
 
@@ -194,12 +199,62 @@ static void test_btf_reloc(void **state)
 	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
+/*
+ * libzmq is opened on first use (base/zmq_dl.h), not linked: in a mount namespace where the
+ * library's file is /dev/null (this test's own copy is mapped already, so its path is known
+ * from dladdr()), `weft run` still traces and counts, and `weft keygen` and `weft agent` stop
+ * at once with exit 1 and the reason, before any misleading later error.
+ */
+static void test_without_libzmq(void **state)
+{
+	char lib[PATH_MAX], script[2 * PATH_MAX + 1024], dir[] = "/tmp/weft-nozmq-XXXXXX";
+	char *argv[] = {
+		(char *)"unshare", (char *)"-m", (char *)"sh", (char *)"-c", script, NULL
+	};
+	const char *weft = getenv("WEFT_BIN");
+	struct wr_proc p;
+	Dl_info info;
+
+	(void)state;
+	if (!dladdr((void *)zmq_version, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, lib))
+		fail_msg("cannot tell where libzmq is mapped from");
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof(script),
+		 "mount --bind /dev/null '%s' || exit 77\n"
+		 "'%s' run -c true 'from syscall:getppid select count() as n'; echo run=$?\n"
+		 "'%s' keygen -o '%s' k; echo keygen=$?\n"
+		 "'%s' agent --connect tcp://127.0.0.1:9 --key '%s/k.key' --server-key '%s/k.pub'; "
+		 "echo agent=$?\n",
+		 lib, weft, weft, dir, weft, dir, dir);
+	assert_int_equal(wr_start(&p, argv), 0);
+	assert_int_equal(wr_finish(&p, ERR_TIMEOUT_MS), 0);
+	if (p.status == 77 || p.status == 127) {
+		wr_free(&p);
+		rmdir(dir);
+		wt_skip("unshare -m (util-linux) and mount --bind are not available here");
+	}
+	if (!strstr(p.out.p, "run=0") || !strstr(p.out.p, "keygen=1") ||
+	    !strstr(p.out.p, "agent=1"))
+		wr_dump(&p, "unshare");
+	assert_non_null(strstr(p.out.p, "run=0"));
+	assert_non_null(strstr(p.out.p, "\nn\n")); /* the count's header: it traced */
+	assert_non_null(strstr(p.out.p, "keygen=1"));
+	assert_non_null(strstr(p.out.p, "agent=1"));
+	/* once per command that needs it, and nothing else said about keys or files */
+	assert_non_null(strstr(p.err.p, "cannot open libzmq"));
+	assert_null(strstr(p.err.p, "not a weft key file"));
+	assert_null(strstr(p.err.p, "CURVE"));
+	wr_free(&p);
+	assert_int_equal(wr_rm_rf(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_query_errors), cmocka_unit_test(test_kprobe_refused),
 		cmocka_unit_test(test_usage_errors), cmocka_unit_test(test_later_stage_errors),
-		cmocka_unit_test(test_btf_reloc),
+		cmocka_unit_test(test_btf_reloc),    cmocka_unit_test(test_without_libzmq),
 	};
 
 	if (!wr_ready())

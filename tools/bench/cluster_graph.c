@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "agent/wire.h"
 #include "agent/wire_graph.h"
 #include "graph/graph.h"

@@ -55,7 +55,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "base/zmq_dl.h"
 #include "aggregator/aggd.h"
 #include "tools/bench/cluster_bench.h"
 #include "base/log.h"
