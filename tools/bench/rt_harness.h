@@ -201,6 +201,13 @@ static inline int rt_wl_start(struct rt_wl *wl, unsigned long n, unsigned long t
 
 	snprintf(path, sizeof(path), "%s/tests/workloads/wl_syscalls",
 		 rt_env("WEFT_BINARY_DIR", "."));
+	if (access(path, X_OK) != 0) {
+		fprintf(stderr,
+			"%s: not found: run this from the build tree, or set WEFT_BINARY_DIR to "
+			"it\n",
+			path);
+		return -ENOENT;
+	}
 	snprintf(narg, sizeof(narg), "%lu", n);
 	snprintf(targ, sizeof(targ), "%lu", threads);
 	if (pipe(in) || pipe(out))
