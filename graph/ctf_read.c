@@ -188,9 +188,12 @@ json_t *ctf_read_text(const bt_field *f, size_t max, bool no_ctl)
  * causes that only a log line would give are not there. */
 void ctf_read_cause(char *buf, size_t size)
 {
-	const bt_error *e = bt_current_thread_take_error();
+	const bt_error *e;
 
 	buf[0] = '\0';
+	if (weft_bt_load(buf, size)) /* the library itself is missing: that is the cause */
+		return;
+	e = bt_current_thread_take_error();
 	if (!e)
 		return;
 	if (bt_error_get_cause_count(e)) {
@@ -224,6 +227,8 @@ void ctf_read_unlock(void)
 
 bool ctf_read_plugins(void)
 {
+	if (weft_bt_load(NULL, 0))
+		return false;
 	if (!ctf_plugin && bt_plugin_find("ctf", BT_FALSE, BT_FALSE, BT_TRUE, BT_TRUE, BT_TRUE,
 					  &ctf_plugin) != BT_PLUGIN_FIND_STATUS_OK)
 		ctf_plugin = NULL;
@@ -291,6 +296,8 @@ enum ctf_read_status ctf_read_run(const struct ctf_read_dirs *dirs, ctf_read_fn 
 	uint64_t nin = 0;
 
 	fault->what[0] = fault->cause[0] = '\0';
+	if (weft_bt_load(NULL, 0)) /* no libbabeltrace2: nothing of it may be called */
+		return fail(fault, CTF_READ_CLASSES, "");
 	if (ctf_read_plugins()) {
 		fs = bt_plugin_borrow_source_component_class_by_name_const(ctf_plugin, "fs");
 		muxc = bt_plugin_borrow_filter_component_class_by_name_const(utils_plugin, "muxer");

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <babeltrace2/babeltrace.h>
+#include "graph/bt_dl.h"
 #include <jansson.h>
 
 #define CTF_READ_DEPTH 8 /* how deep below the input trace directories are searched */
@@ -86,8 +86,9 @@ void ctf_read_cause(char *buf, size_t size);
 void ctf_read_lock(void);
 void ctf_read_unlock(void);
 
-/* Loads babeltrace2's ctf and utils plugins if not yet done: false if either cannot be
- * (babeltrace2's error then pending for ctf_read_cause()). */
+/* Opens libbabeltrace2 (graph/bt_dl.h) and loads its ctf and utils plugins if not yet done:
+ * false if any cannot be (the reason then for ctf_read_cause()).  Nothing of babeltrace2 is
+ * used before it returned true. */
 bool ctf_read_plugins(void);
 
 /* How ctf_read_run() ended; for all but OK and STOPPED the fault says more. */

@@ -55,7 +55,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <babeltrace2/babeltrace.h>
+#include "graph/bt_dl.h"
 #include <jansson.h>
 
 #include "graph/ctf_read.h"
@@ -701,9 +701,12 @@ static struct ctf_trace *trace_info(struct ctf_import *im, const bt_trace *trace
 	ti = &im->traces[im->ntraces];
 	ti->trace = trace;
 	v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "hostname");
-	ti->host = graph_strdup(im->g, v && bt_value_is_string(v) ? bt_value_string_get(v) : "");
+	ti->host = graph_strdup(im->g, v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING ?
+					       bt_value_string_get(v) :
+					       "");
 	v = bt_trace_borrow_environment_entry_value_by_name_const(trace, "domain");
-	ti->kernel = v && bt_value_is_string(v) && strcmp(bt_value_string_get(v), "kernel") == 0;
+	ti->kernel = v && bt_value_get_type(v) == BT_VALUE_TYPE_STRING &&
+		     strcmp(bt_value_string_get(v), "kernel") == 0;
 	if (!ti->host) {
 		ctf_fail(im, -ENOMEM, "out of memory");
 		return NULL;

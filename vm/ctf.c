@@ -64,7 +64,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <babeltrace2/babeltrace.h>
+#include "graph/bt_dl.h"
 #include <jansson.h>
 
 #include "base/text.h"
@@ -228,7 +228,7 @@ static void conv_event(struct conv *c, const bt_message *msg)
 		const bt_value *dom =
 			bt_trace_borrow_environment_entry_value_by_name_const(tr, "domain");
 
-		if (dom && bt_value_is_string(dom) &&
+		if (dom && bt_value_get_type(dom) == BT_VALUE_TYPE_STRING &&
 		    strcmp(bt_value_string_get(dom), "kernel") == 0) {
 			if (c->kernel && c->kernel != tr) {
 				conv_fail(c, "E_VM_CTF",

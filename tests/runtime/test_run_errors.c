@@ -15,8 +15,8 @@
  * And a kernel struct field missing on the kernel the query is loaded on (E_BTF_RELOC, exit
  * 1): the query is compiled against a BTF file written here (WEFT_BTF) whose task_struct has
  * a member this kernel's lacks, so libbpf's CO-RE relocation finds no match at load.  And
- * libzmq missing (test_without_libzmq): `weft run` unaffected, the cluster commands stop
- * with the reason.
+ * libzmq and libbabeltrace2 missing (test_without_libzmq): `weft run` unaffected, the
+ * cluster commands and the CTF import stop with the reason.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -199,50 +199,73 @@ static void test_btf_reloc(void **state)
 	assert_int_equal(wr_rm_rf(dir), 0);
 }
 
+/* Where the shared object defining `sym` is mapped from, its links resolved, into path. */
+static void lib_path(void *sym, char path[PATH_MAX])
+{
+	Dl_info info;
+
+	if (!sym || !dladdr(sym, &info) || !info.dli_fname || !realpath(info.dli_fname, path))
+		fail_msg("cannot tell where a library is mapped from");
+}
+
 /*
- * libzmq is opened on first use (base/zmq_dl.h), not linked: in a mount namespace where the
- * library's file is /dev/null (this test's own copy is mapped already, so its path is known
- * from dladdr()), `weft run` still traces and counts, and `weft keygen` and `weft agent` stop
- * at once with exit 1 and the reason, before any misleading later error.
+ * libzmq and libbabeltrace2 are opened on first use (base/zmq_dl.h, graph/bt_dl.h), not
+ * linked: in a mount namespace where both libraries' files are /dev/null (their paths taken
+ * from copies this test maps), `weft run` still traces and counts, `weft keygen` and `weft
+ * agent` stop at once with exit 1 and the reason, before any misleading later error, and
+ * importing a CTF trace or analysing one (`weft vm`) is refused saying which library is
+ * missing, never a crash.
  */
 static void test_without_libzmq(void **state)
 {
-	char lib[PATH_MAX], script[2 * PATH_MAX + 1024], dir[] = "/tmp/weft-nozmq-XXXXXX";
+	char zmq[PATH_MAX], bt[PATH_MAX], script[8 * PATH_MAX + 1024];
+	char dir[] = "/tmp/weft-nozmq-XXXXXX";
 	char *argv[] = {
 		(char *)"unshare", (char *)"-m", (char *)"sh", (char *)"-c", script, NULL
 	};
 	const char *weft = getenv("WEFT_BIN");
+	void *btlib = dlopen("libbabeltrace2.so.0", RTLD_LAZY | RTLD_LOCAL);
 	struct wr_proc p;
-	Dl_info info;
+	int n;
 
 	(void)state;
-	if (!dladdr((void *)zmq_version, &info) || !info.dli_fname ||
-	    !realpath(info.dli_fname, lib))
-		fail_msg("cannot tell where libzmq is mapped from");
+	lib_path((void *)zmq_version, zmq);
+	lib_path(btlib ? dlsym(btlib, "bt_graph_create") : NULL, bt);
+	dlclose(btlib); /* its path is all this wanted */
 	assert_non_null(mkdtemp(dir));
-	snprintf(script, sizeof(script),
-		 "mount --bind /dev/null '%s' || exit 77\n"
-		 "'%s' run -c true 'from syscall:getppid select count() as n'; echo run=$?\n"
-		 "'%s' keygen -o '%s' k; echo keygen=$?\n"
-		 "'%s' agent --connect tcp://127.0.0.1:9 --key '%s/k.key' --server-key '%s/k.pub'; "
-		 "echo agent=$?\n",
-		 lib, weft, weft, dir, weft, dir, dir);
+	n = snprintf(
+		script, sizeof(script),
+		"mount --bind /dev/null '%s' && mount --bind /dev/null '%s' || exit 77\n"
+		"'%s' run -c true 'from syscall:getppid select count() as n'; echo run=$?\n"
+		"'%s' keygen -o '%s' k; echo keygen=$?\n"
+		"'%s' agent --connect tcp://127.0.0.1:9 --key '%s/k.key' --server-key '%s/k.pub'; "
+		"echo agent=$?\n"
+		"mkdir '%s/t' && echo x > '%s/t/metadata' && '%s' graph import -S '%s/s.db' "
+		"--format ctf '%s/t'; echo import=$?\n"
+		"'%s' vm analyze -H 'ctf:%s/t' -g 'ctf:%s/t' --graph-store '%s/vm.db'; "
+		"echo vm=$?\n",
+		zmq, bt, weft, weft, dir, weft, dir, dir, dir, dir, weft, dir, dir, weft, dir, dir,
+		dir);
+	assert_true(n > 0 && (size_t)n < sizeof(script));
 	assert_int_equal(wr_start(&p, argv), 0);
 	assert_int_equal(wr_finish(&p, ERR_TIMEOUT_MS), 0);
 	if (p.status == 77 || p.status == 127) {
 		wr_free(&p);
-		rmdir(dir);
+		assert_int_equal(wr_rm_rf(dir), 0);
 		wt_skip("unshare -m (util-linux) and mount --bind are not available here");
 	}
 	if (!strstr(p.out.p, "run=0") || !strstr(p.out.p, "keygen=1") ||
-	    !strstr(p.out.p, "agent=1"))
+	    !strstr(p.out.p, "agent=1") || !strstr(p.out.p, "import=1") || !strstr(p.out.p, "vm=1"))
 		wr_dump(&p, "unshare");
 	assert_non_null(strstr(p.out.p, "run=0"));
 	assert_non_null(strstr(p.out.p, "\nn\n")); /* the count's header: it traced */
 	assert_non_null(strstr(p.out.p, "keygen=1"));
 	assert_non_null(strstr(p.out.p, "agent=1"));
-	/* once per command that needs it, and nothing else said about keys or files */
+	assert_non_null(strstr(p.out.p, "import=1"));
+	assert_non_null(strstr(p.out.p, "vm=1")); /* a reader with no import in front of it */
+	/* the reasons, and nothing else said about keys or files */
 	assert_non_null(strstr(p.err.p, "cannot open libzmq"));
+	assert_non_null(strstr(p.err.p, "cannot open libbabeltrace2"));
 	assert_null(strstr(p.err.p, "not a weft key file"));
 	assert_null(strstr(p.err.p, "CURVE"));
 	wr_free(&p);
