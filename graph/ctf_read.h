@@ -78,7 +78,7 @@ json_t *ctf_read_text(const bt_field *f, size_t max, bool no_ctl);
 
 /* The message of the deepest cause of this thread's babeltrace2 error (what went wrong
  * first: cause 0, e.g. "Cannot create trace for `DIR`.") into buf, the error released; ""
- * if there is none. */
+ * if there is none; why libbabeltrace2 cannot be opened, if it cannot. */
 void ctf_read_cause(char *buf, size_t size);
 
 /* ------------------------------------------------------------------ the graph of components */
