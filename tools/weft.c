@@ -203,10 +203,10 @@ static char **main_argv; /* as weft was started: tool_heap_hugepages() starts it
 /*
  * Transparent huge pages for the heap of the commands that capture and store (agent,
  * aggregator, vm, and `weft run` of a graph query): a capture grows to its working set in its
- * first seconds (~170 MB at 20,000 requests a second under kernel edges), a page fault per 4 KiB page, and in a
- * paravirtualised guest a fault is dear; with 2 MiB pages bench_graphcap took 536 faults
- * instead of 42,387 and weft's CPU a request halved in a just-started capture
- * (docs/performance.md).  Where THP is "madvise" (Debian's default), glibc advises its heaps
+ * first seconds (~170 MB at 20,000 requests a second under kernel edges), a page fault per
+ * 4 KiB page, and in a paravirtualised guest a fault is dear; with 2 MiB pages
+ * bench_graphcap took 536 faults instead of 42,387 and weft's CPU a request halved in a
+ * just-started capture (docs/performance.md).  Where THP is "madvise" (Debian's default), glibc advises its heaps
  * only if the tunable glibc.malloc.hugetlb=1 was set when the process started, so weft
  * starts itself once more with it, then gives the environment back as it was (the traced
  * programs weft starts inherit the user's environment, not this).  WEFT_HUGEPAGES=0 turns
