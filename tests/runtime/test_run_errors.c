@@ -211,7 +211,8 @@ static void lib_path(void *sym, char path[PATH_MAX])
 /*
  * libzmq and libbabeltrace2 are opened on first use (base/zmq_dl.h, graph/bt_dl.h), not
  * linked: in a mount namespace where both libraries' files are /dev/null (their paths taken
- * from copies this test maps), `weft run` still traces and counts, `weft keygen` and `weft
+ * from copies this test maps), `weft run` still traces and counts (wl_syscalls' 1000
+ * getppid() calls, exactly), `weft keygen` and `weft
  * agent` stop at once with exit 1 and the reason, before any misleading later error, and
  * importing a CTF trace or analysing one (`weft vm`) is refused saying which library is
  * missing, never a crash.
@@ -236,7 +237,7 @@ static void test_without_libzmq(void **state)
 	n = snprintf(
 		script, sizeof(script),
 		"mount --bind /dev/null '%s' && mount --bind /dev/null '%s' || exit 77\n"
-		"'%s' run -c true 'from syscall:getppid select count() as n'; echo run=$?\n"
+		"'%s' run -c '%s 1000 1' 'from syscall:getppid select count() as n'; echo run=$?\n"
 		"'%s' keygen -o '%s' k; echo keygen=$?\n"
 		"'%s' agent --connect tcp://127.0.0.1:9 --key '%s/k.key' --server-key '%s/k.pub'; "
 		"echo agent=$?\n"
@@ -244,8 +245,8 @@ static void test_without_libzmq(void **state)
 		"--format ctf '%s/t'; echo import=$?\n"
 		"'%s' vm analyze -H 'ctf:%s/t' -g 'ctf:%s/t' --graph-store '%s/vm.db'; "
 		"echo vm=$?\n",
-		zmq, bt, weft, weft, dir, weft, dir, dir, dir, dir, weft, dir, dir, weft, dir, dir,
-		dir);
+		zmq, bt, weft, wr_workload("wl_syscalls"), weft, dir, weft, dir, dir, dir, dir,
+		weft, dir, dir, weft, dir, dir, dir);
 	assert_true(n > 0 && (size_t)n < sizeof(script));
 	assert_int_equal(wr_start(&p, argv), 0);
 	assert_int_equal(wr_finish(&p, ERR_TIMEOUT_MS), 0);
@@ -258,7 +259,8 @@ static void test_without_libzmq(void **state)
 	    !strstr(p.out.p, "agent=1") || !strstr(p.out.p, "import=1") || !strstr(p.out.p, "vm=1"))
 		wr_dump(&p, "unshare");
 	assert_non_null(strstr(p.out.p, "run=0"));
-	assert_non_null(strstr(p.out.p, "\nn\n")); /* the count's header: it traced */
+	/* it traced: the workload's 1000 getppid() calls, exactly */
+	assert_non_null(strstr(p.out.p, "\n   n\n1000\n"));
 	assert_non_null(strstr(p.out.p, "keygen=1"));
 	assert_non_null(strstr(p.out.p, "agent=1"));
 	assert_non_null(strstr(p.out.p, "import=1"));
