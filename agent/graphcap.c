@@ -1360,9 +1360,20 @@ static int grow(void **v, size_t *cap, size_t need, size_t elsz)
 	return 0;
 }
 
-static struct graph_id128 new_trace(struct graphcap *c)
+/*
+ * A trace id made here for a trace that starts at mono: the high half is the start's second
+ * (wall clock) above 32 bits of the instance, the low half a made id (unique per instance,
+ * random-looking: samplers that read the low bits as randomness, as OpenTelemetry's do, stay
+ * fair).  Time first, as in UUIDv7: a store's unique index on the trace id then takes a
+ * second's new traces at one end, a few pages, instead of at random places across the whole
+ * index, whose every page a put would otherwise rewrite once the store has grown (the cost of
+ * a put grew with the store's size: `bench_graphcap -n 4000000`, docs/performance.md).
+ */
+static struct graph_id128 new_trace(struct graphcap *c, uint64_t mono)
 {
-	struct graph_id128 t = { mix64(c->o.instance), make_id(c) };
+	int64_t real = to_real(c, mono);
+	uint64_t sec = real > 0 ? (uint64_t)real / 1000000000u : 0;
+	struct graph_id128 t = { sec << 32 | (uint32_t)mix64(c->o.instance), make_id(c) };
 
 	return t;
 }
@@ -1820,7 +1831,7 @@ static int ksock_drain(struct graphcap *c, bool final)
 			} else if (x->server) {
 				if (!x->complete && c->kops[x->first].time >= cutoff)
 					continue; /* its sender's send may not be here yet */
-				as->trace = new_trace(c);
+				as->trace = new_trace(c, c->kops[x->first].time);
 			} else if (x->encl) {
 				const struct kassign *pa = &c->kas[xs[x->encl - 1].as];
 
@@ -1829,14 +1840,15 @@ static int ksock_drain(struct graphcap *c, bool final)
 				as->trace = pa->trace;
 				as->parent = pa->id;
 			} else {
-				as->trace = new_trace(c);
+				as->trace = new_trace(c, c->kops[x->first].time);
 			}
 			changed = 1;
 		}
 	}
 	for (size_t i = 0; i < nx; i++)
 		if (xs[i].complete && !trace_set(c->kas[xs[i].as].trace))
-			c->kas[xs[i].as].trace = new_trace(c); /* a cycle: cannot happen; safe */
+			c->kas[xs[i].as].trace = new_trace(
+				c, c->kops[xs[i].first].time); /* a cycle: cannot happen; safe */
 	/* out: the complete exchanges; the others wait, their traces held */
 	for (size_t i = 0; i < nx && !rc; i++) {
 		struct kex *x = &xs[i];
@@ -2251,8 +2263,7 @@ static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct 
 					k.trace = (struct graph_id128){ 0, 0 };
 			}
 			if (!trace_set(k.trace)) {
-				k.trace.hi = mix64(c->o.instance);
-				k.trace.lo = make_id(c);
+				k.trace = new_trace(c, s->start);
 			}
 		}
 		k.service = graph_strdup(&c->pend, s->comm);

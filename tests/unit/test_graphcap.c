@@ -1136,6 +1136,79 @@ static void test_kernel_out_of_order(void **state)
 	graphcap_free(c);
 }
 
+/*
+ * The trace ids the capture makes are time-ordered in their high half (the trace's start
+ * second, wall clock, above 32 bits of the instance) and random-looking in their low half,
+ * so that a store's index on the id takes each second's new traces at its end.  Twelve
+ * requests of one client, 0.4 s apart (over five seconds), drained at the end: every trace's
+ * high half names its client task's start second, the low 32 bits are one instance's, the
+ * ids are unique, and ordered as the requests' starts are.
+ */
+static void test_kernel_trace_ids(void **state)
+{
+	struct plan p = { .graph = true, .sample = 1.0 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 11 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const struct graph_task *cl[12] = { NULL };
+	struct graph kept;
+	struct graphcap *c;
+	uint32_t seq = 100, rseq = 5000;
+	size_t ncl = 0;
+	char why[256];
+
+	(void)state;
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	for (int i = 0; i < 12; i++) {
+		uint64_t t = T0 + (uint64_t)i * 400000000ull;
+
+		seq += 10;
+		krec(c, true, t, 10, 10, 0xc1, a1, 5000, a2, 80, seq, 10);
+		krec(c, false, t + 10, 20, 20, 0xf1, a2, 80, a1, 5000, seq, 10);
+		rseq += 5;
+		krec(c, true, t + 20, 20, 20, 0xf1, a2, 80, a1, 5000, rseq, 5);
+		krec(c, false, t + 30, 10, 10, 0xc1, a1, 5000, a2, 80, rseq, 5);
+	}
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 12);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (kept.tasks[i].pid == 10)
+			cl[ncl++] = &kept.tasks[i];
+	assert_int_equal(ncl, 12);
+	for (size_t i = 0; i < ncl; i++) {
+		struct graph_id128 id = cl[i]->trace;
+
+		assert_int_equal(id.hi >> 32, (uint64_t)cl[i]->start / 1000000000u);
+		assert_int_equal((uint32_t)id.hi, (uint32_t)cl[0]->trace.hi);
+		for (size_t j = 0; j < ncl; j++) {
+			struct graph_id128 o2 = cl[j]->trace;
+
+			if (j == i)
+				continue;
+			assert_false(graph_id128_eq(id, o2));
+			/* a later start never has a smaller high half */
+			if (cl[j]->start > cl[i]->start)
+				assert_true(o2.hi >= id.hi);
+		}
+	}
+	/* five seconds of starts: at least five distinct high halves (one a second) */
+	{
+		size_t distinct = 0;
+
+		for (size_t i = 0; i < ncl; i++) {
+			bool seen = false;
+
+			for (size_t j = 0; j < i; j++)
+				seen |= cl[j]->trace.hi == cl[i]->trace.hi;
+			distinct += !seen;
+		}
+		assert_in_range(distinct, 5, 6);
+	}
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 static void test_kernel_pool(void **state)
 {
 	struct plan_attach at[1];
@@ -1381,6 +1454,7 @@ int main(void)
 		cmocka_unit_test(test_total_bounded),
 		cmocka_unit_test(test_kernel_out_of_order),
 		cmocka_unit_test(test_kernel_socket_reused),
+		cmocka_unit_test(test_kernel_trace_ids),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
