@@ -168,10 +168,17 @@ static void test_contexts(void **state)
 {
 	struct weft_ctx root, child, grand, orphan, empty = { 0 };
 
+	struct timespec t0, t1;
+
 	(void)state;
+	timespec_get(&t0, TIME_UTC);
 	weft_ctx_root(&root);
+	timespec_get(&t1, TIME_UTC);
 	assert_true(weft_ctx_valid(&root));
 	assert_true(root.parent == 0);
+	/* time first: the trace id's first 32 bits are the second it was made in */
+	assert_true(root.trace_hi >> 32 >= (uint64_t)t0.tv_sec &&
+		    root.trace_hi >> 32 <= (uint64_t)t1.tv_sec);
 	weft_ctx_child(&child, &root);
 	assert_true(weft_ctx_valid(&child));
 	assert_true(child.trace_hi == root.trace_hi && child.trace_lo == root.trace_lo);
