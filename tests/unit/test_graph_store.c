@@ -829,6 +829,49 @@ static void test_retain(void **state)
 
 static void sql(const char *name, const char *q);
 
+static int64_t page_size(const char *name)
+{
+	sqlite3 *db;
+	sqlite3_stmt *t;
+	int64_t v;
+
+	assert_int_equal(sqlite3_open(path_in(name), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &t, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(t), SQLITE_ROW);
+	v = sqlite3_column_int64(t, 0);
+	sqlite3_finalize(t);
+	sqlite3_close(db);
+	return v;
+}
+
+/* A new store has 16 KiB pages; one made with SQLite's default 4 KiB (an older weft's) keeps
+ * them and takes puts, lists and retains as before. */
+static void test_page_size(void **state)
+{
+	struct graph_store *s = open_ok("pages.db");
+	struct graph_trace_row *rows;
+	struct graph_filter f = { .sort = GRAPH_SORT_START_ASC, .limit = 1000 };
+	char why[256];
+
+	(void)state;
+	put_traces(s, 0, 10, "{}");
+	graph_store_close(s);
+	assert_int_equal(page_size("pages.db"), 16384);
+	/* as an older weft made it: 4 KiB pages */
+	sql("pages.db", "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;");
+	assert_int_equal(page_size("pages.db"), 4096);
+	s = open_ok("pages.db");
+	put_traces(s, 10, 400, "{}");
+	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 400);
+	for (int i = 0; i < 400; i++)
+		assert_true(rows[i].trace.lo == (uint64_t)i + 1);
+	free(rows);
+	assert_int_equal(graph_store_retain(s, T0 + 103 * MS, 0, why, sizeof(why)), 100);
+	assert_int_equal(type_count(s, "r", "root"), 400);
+	graph_store_close(s);
+	assert_int_equal(page_size("pages.db"), 4096);
+}
+
 /* Stitching: an edge stored before the task at its other end (two hosts' pieces of a trace,
  * in either order) has its shape counted when that task comes, once. */
 static void test_stitch_edge_shape(void **state)
@@ -1329,12 +1372,19 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_replaced),
-		cmocka_unit_test(test_all_or_nothing), cmocka_unit_test(test_population),
-		cmocka_unit_test(test_concurrency),    cmocka_unit_test(test_list),
-		cmocka_unit_test(test_retain),	       cmocka_unit_test(test_merge),
-		cmocka_unit_test(test_plans),	       cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_marks),	       cmocka_unit_test(test_stitch_edge_shape),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_replaced),
+		cmocka_unit_test(test_all_or_nothing),
+		cmocka_unit_test(test_population),
+		cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_retain),
+		cmocka_unit_test(test_page_size),
+		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_plans),
+		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_marks),
+		cmocka_unit_test(test_stitch_edge_shape),
 		cmocka_unit_test(test_two_writers),
 	};
 
