@@ -250,23 +250,7 @@ for c in $configs; do : >"$log/$c.txt"; done
 : >"$log/on.txt"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # shellcheck disable=SC2086 # configs is a list of words
-set -- $configs
-for r in $(seq "$ROUNDS"); do
-	# rotate the order each round (off first, then on first, ...): drift spreads over all
-	order=
-	k=$(((r - 1) % $#))
-	for i in $(seq 0 $(($# - 1))); do
-		eval "c=\${$(((i + k) % $# + 1))}"
-		order="$order $c"
-	done
-	line="round $r:"
-	for c in $order; do
-		v=$(one "$c" "$r")
-		echo "$v" >>"$log/$c.txt"
-		line="$line $c $v"
-	done
-	echo "$line rps"
-done
+bench_rounds "$ROUNDS" rps $configs
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r moff _ _ < <(stats 1 <"$log/off.txt")
 read -r mon _ _ < <(stats 1 <"$log/on.txt")

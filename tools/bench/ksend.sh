@@ -84,18 +84,7 @@ configs="off weft classic empty bt"
 for c in $configs; do : >"$log/$c.txt"; done
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # shellcheck disable=SC2086 # configs is a list of words
-set -- $configs
-for r in $(seq "$ROUNDS"); do
-	line="round $r:"
-	k=$(((r - 1) % $#))
-	for i in $(seq 0 $(($# - 1))); do
-		eval "c=\${$(((i + k) % $# + 1))}"
-		v=$(one "$c" "$r")
-		echo "$v" >>"$log/$c.txt"
-		line="$line $c $v"
-	done
-	echo "$line ns a send"
-done
+bench_rounds "$ROUNDS" "ns a send" $configs
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 {
 	echo "ksend: $N sends of 16 bytes on one loopback TCP connection, $ROUNDS rounds"

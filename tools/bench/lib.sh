@@ -137,6 +137,28 @@ stop_pid() {
 	wait "$1" 2>/dev/null || true
 }
 
+# bench_rounds ROUNDS UNIT CONFIG...: every configuration once a round, by the script's own
+# `one CONFIG ROUND` (which prints the run's value), in an order rotated each round (round r
+# starts with the r-th configuration, and so on around), so that a machine whose speed drifts
+# spreads the drift over all of them; appends each value to $log/CONFIG.txt and prints a line
+# a round: "round R: CONFIG VALUE ... UNIT".
+bench_rounds() {
+	local rounds=$1 unit=$2 r i k c v line
+	shift 2
+	for r in $(seq "$rounds"); do
+		line="round $r:"
+		k=$(((r - 1) % $#))
+		for i in $(seq 0 $(($# - 1))); do
+			eval "c=\${$(((i + k) % $# + 1))}"
+			v=$(one "$c" "$r")
+			# shellcheck disable=SC2154 # log: the calling script's directory
+			echo "$v" >>"$log/$c.txt"
+			line="$line $c $v"
+		done
+		echo "$line $unit"
+	done
+}
+
 machine_info() {
 	echo "kernel:  $(uname -r)"
 	echo "cpu:     $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"

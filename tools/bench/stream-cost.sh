@@ -88,18 +88,7 @@ for c in $configs; do : >"$log/$c.txt"; done
 wait_quiet 30
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # shellcheck disable=SC2086 # configs is a list of words
-set -- $configs
-for r in $(seq "$ROUNDS"); do
-	line="round $r:"
-	k=$(((r - 1) % $#))
-	for i in $(seq 0 $(($# - 1))); do
-		eval "c=\${$(((i + k) % $# + 1))}"
-		v=$(one "$c" "$r")
-		echo "$v" >>"$log/$c.txt"
-		line="$line $c $v"
-	done
-	echo "$line (diff ns a call, wall ns an iteration)"
-done
+bench_rounds "$ROUNDS" "(diff ns a call, wall ns an iteration)" $configs
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 {
 	echo "stream rows: evloop paced $N 3 $GAP (getppid after a ${GAP} us sleep), $ROUNDS rounds"
