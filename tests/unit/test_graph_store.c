@@ -848,7 +848,7 @@ static int64_t page_size(const char *name)
  * them and takes puts, lists and retains as before. */
 static void test_page_size(void **state)
 {
-	struct graph_store *s = open_ok("pages.db");
+	struct graph_store *s = open_ok("pagesize.db");
 	struct graph_trace_row *rows;
 	struct graph_filter f = { .sort = GRAPH_SORT_START_ASC, .limit = 1000 };
 	char why[256];
@@ -856,11 +856,11 @@ static void test_page_size(void **state)
 	(void)state;
 	put_traces(s, 0, 10, "{}");
 	graph_store_close(s);
-	assert_int_equal(page_size("pages.db"), 16384);
+	assert_int_equal(page_size("pagesize.db"), 16384);
 	/* as an older weft made it: 4 KiB pages */
-	sql("pages.db", "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;");
-	assert_int_equal(page_size("pages.db"), 4096);
-	s = open_ok("pages.db");
+	sql("pagesize.db", "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;");
+	assert_int_equal(page_size("pagesize.db"), 4096);
+	s = open_ok("pagesize.db");
 	put_traces(s, 10, 400, "{}");
 	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 400);
 	for (int i = 0; i < 400; i++)
@@ -869,7 +869,7 @@ static void test_page_size(void **state)
 	assert_int_equal(graph_store_retain(s, T0 + 103 * MS, 0, why, sizeof(why)), 100);
 	assert_int_equal(type_count(s, "r", "root"), 400);
 	graph_store_close(s);
-	assert_int_equal(page_size("pages.db"), 4096);
+	assert_int_equal(page_size("pagesize.db"), 4096);
 }
 
 /* Stitching: an edge stored before the task at its other end (two hosts' pieces of a trace,
@@ -1307,12 +1307,13 @@ static void test_hostile(void **state)
 	graph_store_close(s);
 	{
 		FILE *f = fopen(path_in("pages.db"), "r+");
+		long psz = (long)page_size("pages.db");
 
 		assert_non_null(f);
 		memset(buf, 0xa5, sizeof(buf));
-		assert_int_equal(fseek(f, 3 * 4096, SEEK_SET), 0);
+		assert_int_equal(fseek(f, 3 * psz, SEEK_SET), 0);
 		assert_int_equal(fwrite(buf, 1, sizeof(buf), f), sizeof(buf));
-		assert_int_equal(fseek(f, 8 * 4096 + 100, SEEK_SET), 0);
+		assert_int_equal(fseek(f, 8 * psz + 100, SEEK_SET), 0);
 		assert_int_equal(fwrite(buf, 1, 1000, f), 1000);
 		fclose(f);
 	}
