@@ -11,7 +11,8 @@
 # Prints one line per run, then the medians and the drop, with the machine's load average, and
 # for the weft configurations the median cost of weft's program per call as its own cost meter
 # timed it (one run in 32: the map weft_cost, read with bpftool before detaching) and weft's
-# own CPU (user + system) a request until the interrupt (/proc/PID/stat).
+# own CPU (user + system) a request from its "attached" line to the interrupt
+# (/proc/PID/stat; before 2026-11-28 its start-up was counted too).
 #
 # Usage: tools/bench/kedges.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          jq)
@@ -156,7 +157,7 @@ print(n // s if s else 0)'
 # run_on NAME [QUERY]: bench_run with weft attached; checks the store (or, for a sampled
 # query, that every request was seen and nothing lost)
 run_on() {
-	local store=$log/$1.db wpid rps n q=${2:-$query}
+	local store=$log/$1.db wpid rps n cpu0 q=${2:-$query}
 	rm -f "$store"
 	# shellcheck disable=SC2086 # options, one word each
 	# shellcheck disable=SC2086 # tracer_cpu: a command prefix or nothing
@@ -164,13 +165,16 @@ run_on() {
 		2>"$log/$1.weft.err" &
 	wpid=$!
 	wait_attached "$wpid" "$log/$1.weft.err"
+	# weft's CPU to start (compile cache, load, attach; user + system, /proc/PID/stat fields
+	# 14 and 15, in ticks): not the capture's, left out of its CPU a request below
+	cpu0=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$wpid/stat")
 	rps=$(bench_run "$1")
 	# the program's cost per call, from weft's own cost meter (the map weft_cost: per CPU
 	# runs, runs timed, their time; the newest map of that name is this run's)
 	meter_ns >"$log/$1.ns" 2>/dev/null || echo 0 >"$log/$1.ns"
-	# weft's own CPU until now (user + system, /proc/PID/stat fields 14 and 15), in µs a
-	# request (the final drain after the interrupt is not in it)
-	awk -v hz="$(getconf CLK_TCK)" -v n="$((N + WARM))" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1e6 / hz / n) }' \
+	# weft's own CPU since it attached, in µs a request (the final drain after the
+	# interrupt is not in it)
+	awk -v hz="$(getconf CLK_TCK)" -v n="$((N + WARM))" -v c0="$cpu0" '{ sub(/^.*\) /, ""); print int(($12 + $13 - c0) * 1e6 / hz / n) }' \
 		"/proc/$wpid/stat" >"$log/$1.cpu" 2>/dev/null || echo 0 >"$log/$1.cpu"
 	kill -INT "$wpid"
 	wait "$wpid"
