@@ -2262,9 +2262,8 @@ static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct 
 					    1)
 					k.trace = (struct graph_id128){ 0, 0 };
 			}
-			if (!trace_set(k.trace)) {
+			if (!trace_set(k.trace))
 				k.trace = new_trace(c, s->start);
-			}
 		}
 		k.service = graph_strdup(&c->pend, s->comm);
 		k.name = graph_strdup(&c->pend, span_name(c, s->cookie));

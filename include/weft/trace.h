@@ -137,7 +137,7 @@ static inline bool weft_ctx_valid(const struct weft_ctx *c)
 /*
  * A new trace: a trace id whose first 32 bits are the current Unix second and whose other 96
  * are random, a random task id, no parent (the root task of a request).  Time first, as in
- * UUIDv7: a store indexed by trace id (weft's, and most trace backends') takes a second's new
+ * UUIDv7: a B-tree index on trace ids (weft's graph store has one) takes a second's new
  * traces at one end instead of at random places; the last 7 bytes stay random, as W3C Trace
  * Context's "random" flag asks, for samplers that read them.
  */
