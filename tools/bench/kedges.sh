@@ -80,18 +80,7 @@ cleanup() {
 	ip netns del "$ns_c" 2>/dev/null || true
 }
 trap cleanup EXIT
-ip netns add "$ns_s"
-ip netns add "$ns_c"
-ip link add "${veth}a" type veth peer name "${veth}b"
-ip link set "${veth}a" netns "$ns_s"
-ip link set "${veth}b" netns "$ns_c"
-ip -n "$ns_s" addr add "$addr/24" dev "${veth}a"
-ip -n "$ns_c" addr add "10.232.$(($$ % 250)).2/24" dev "${veth}b"
-for ns in "$ns_s" "$ns_c"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$ns_s" link set "${veth}a" up
-ip -n "$ns_c" link set "${veth}b" up
+bench_two_hosts "$ns_s" "$ns_c" "$veth" "$addr" "10.232.$(($$ % 250)).2"
 
 wl_cpu=
 tracer_cpu=
@@ -103,10 +92,7 @@ fi
 $wl_cpu ip netns exec "$ns_s" redis-server --port 6379 --bind "$addr" --save '' --appendonly no \
 	--protected-mode no >"$log/redis.log" 2>&1 &
 redis_pid=$!
-for _ in $(seq 600); do
-	ip netns exec "$ns_c" redis-cli -h "$addr" ping >/dev/null 2>&1 && break
-	sleep 0.1
-done
+bench_wait_redis "$ns_c" "$addr"
 
 query="from kernel:sockets"
 [ "${BENCH_KEDGES_SPAN:-0}" = 1 ] && query="$query, span(uprobe:$(command -v redis-server):processCommand)"

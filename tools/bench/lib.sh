@@ -159,6 +159,36 @@ bench_rounds() {
 	done
 }
 
+# bench_two_hosts NS_S NS_C VETH ADDR_S ADDR_C: two network namespaces joined by a veth pair
+# (VETH"a" in NS_S with ADDR_S/24, VETH"b" in NS_C with ADDR_C/24), loopback up in both: a
+# server "host" and a client "host" on one machine.  The caller deletes the namespaces.
+bench_two_hosts() {
+	local ns
+	ip netns add "$1"
+	ip netns add "$2"
+	ip link add "${3}a" type veth peer name "${3}b"
+	ip link set "${3}a" netns "$1"
+	ip link set "${3}b" netns "$2"
+	ip -n "$1" addr add "$4/24" dev "${3}a"
+	ip -n "$2" addr add "$5/24" dev "${3}b"
+	for ns in "$1" "$2"; do
+		ip -n "$ns" link set lo up
+	done
+	ip -n "$1" link set "${3}a" up
+	ip -n "$2" link set "${3}b" up
+}
+
+# bench_wait_redis NS_C ADDR: until redis-server at ADDR answers a PING from namespace NS_C
+# (at most 60 s)
+bench_wait_redis() {
+	for _ in $(seq 600); do
+		ip netns exec "$1" redis-cli -h "$2" ping >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "bench: redis-server at $2 did not answer within 60 s" >&2
+	exit 1
+}
+
 machine_info() {
 	echo "kernel:  $(uname -r)"
 	echo "cpu:     $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
