@@ -281,6 +281,7 @@ struct ptrace {
 	uint64_t nopen; /* open tasks of the trace */
 	uint64_t first; /* monotonic ns of its first record */
 	uint64_t seq; /* first-seen order */
+	uint64_t span_gen; /* = drain_gen: a span held by this drain may join it (spans_drain) */
 };
 
 /*
@@ -303,6 +304,7 @@ struct graphcap {
 	uint64_t next_id; /* agent-made ids: a counter mixed with the instance */
 	uint64_t seq;
 	uint64_t newest; /* newest record time (monotonic) */
+	uint64_t drain_gen; /* drains so far */
 
 	struct open_task *open;
 	size_t nopen_slots, cap_open; /* slots used at most; free slots have !used */
@@ -2461,6 +2463,22 @@ static int spans_drain(struct graphcap *c, bool final)
 
 			if (gs[g].state != SG_HELD)
 				continue;
+			/* the trace a held span would join as it stands (the weft task open
+			 * around it, the kernel task emitted around it) is not finished yet: its
+			 * tasks and the span are stored together, not in two puts (a reader in
+			 * between would see a server task without its work) */
+			for (size_t k = gs[g].i; k < gs[g].j; k++) {
+				const struct span_rec *s = &c->spans[k];
+				const struct ktask *kt;
+				struct ptrace *t = NULL;
+
+				if (s->wtask && s->wstart <= s->start)
+					t = trace_get(c, s->wtrace, 0, false);
+				else if ((kt = ktask_around(c, s->pid, s->tid, s->start, s->end)))
+					t = trace_get(c, kt->trace, 0, false);
+				if (t)
+					t->span_gen = c->drain_gen;
+			}
 			memmove(&c->spans[kept], &c->spans[gs[g].i], n * sizeof(*c->spans));
 			kept += n;
 		}
@@ -2642,6 +2660,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 				c->newest = now;
 		}
 	}
+	c->drain_gen++;
 	if ((rc = ksock_drain(c, final)) || (rc = spans_drain(c, final)))
 		return rc;
 	/* which traces are finished: no open task; or final; or too old; or too many */
@@ -2651,7 +2670,7 @@ int graphcap_drain(struct graphcap *c, bool final, struct graph *kept, struct gr
 	for (size_t i = 0; i < c->ntr; i++) {
 		const struct ptrace *t = &c->tr[i];
 
-		done[i] = final || (!t->nopen && !t->kheld) ||
+		done[i] = final || (!t->nopen && !t->kheld && t->span_gen != c->drain_gen) ||
 			  t->first + c->o.max_age_ns < c->newest || c->ntr >= c->o.max_traces;
 		ndone += done[i];
 	}

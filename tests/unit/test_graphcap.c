@@ -541,6 +541,94 @@ static void test_kernel_tiers(void **state)
 	graphcap_free(c);
 }
 
+/*
+ * A span still held (it ended less than a second before the newest record: an outer span may
+ * not have ended) whose kernel task is complete: that task's trace waits for it, and is
+ * drained once, whole, with the span as the server task's child; not first without it and
+ * then again (a reader in between would see a server task with no work in it; seen live as
+ * redis traces stored without processCommand until the next second's drain).  Request 1 of
+ * client thread 10 to server thread 20 has a span [110, 120] inside its server task, and is
+ * complete 1.5 s later; request 2, then, has a span too, which holds every span of thread 20
+ * (a thread's spans are held together), request 1's with them.
+ */
+static void test_kernel_span_held(void **state)
+{
+	struct plan_attach at[1];
+	struct plan p = { .graph = true, .sample = 1.0, .attach = at, .nattach = 1 };
+	struct graphcap_opts o = { .sz = sizeof(o), .host = "h", .instance = 7 };
+	const uint32_t a1 = 0x0a000001, a2 = 0x0a000002;
+	const struct graph_task *sp, *srv = NULL, *cl = NULL;
+	struct weft_graph_rec r;
+	struct graphcap *c;
+	struct graph kept;
+	char why[256];
+
+	(void)state;
+	memset(at, 0, sizeof(at));
+	snprintf(at[0].target.symbol, sizeof(at[0].target.symbol), "work");
+	c = graphcap_new(&p, &o);
+	assert_non_null(c);
+	krec(c, true, T0 + 100, 10, 10, 0xc1, a1, 5000, a2, 80, 110, 10);
+	krec(c, false, T0 + 105, 20, 20, 0xf1, a2, 80, a1, 5000, 110, 10);
+	memset(&r, 0, sizeof(r)); /* the server's span [110, 120] */
+	r.kind = WEFT_GREC_SPAN;
+	r.pid = 20;
+	r.tid = 20;
+	memcpy(r.comm, "p20", 4);
+	r.time = T0 + 120;
+	r.dur = 10;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec(c, true, T0 + 130, 20, 20, 0xf1, a2, 80, a1, 5000, 7007, 7);
+	krec(c, false, T0 + 140, 10, 10, 0xc1, a1, 5000, a2, 80, 7007, 7);
+	/* request 2, 1.5 s later, with a span of its own [S2 + 10, S2 + 20] */
+#define S2 (T0 + 1500000000ull)
+	krec(c, true, S2, 10, 10, 0xc1, a1, 5000, a2, 80, 120, 10);
+	krec(c, false, S2 + 5, 20, 20, 0xf1, a2, 80, a1, 5000, 120, 10);
+	r.time = S2 + 20;
+	assert_int_equal(graphcap_record(c, &r, sizeof(r)), 0);
+	krec(c, true, S2 + 30, 20, 20, 0xf1, a2, 80, a1, 5000, 7014, 7);
+	krec(c, false, S2 + 40, 10, 10, 0xc1, a1, 5000, a2, 80, 7014, 7);
+	graph_init(&kept);
+	/* request 1's exchanges are complete, its span is held with request 2's: so is its
+	 * trace */
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 0);
+	assert_int_equal(kept.ntasks, 0);
+	/* seconds later (a receive of another thread): both requests, each whole */
+	krec(c, false, S2 + 3000000000ull, 40, 40, 0x41, a2, 80, 0x0a000009, 1234, 50, 3);
+	assert_int_equal(graphcap_drain(c, false, &kept, NULL), 2);
+	assert_int_equal(graph_check(&kept, why, sizeof(why)), 0);
+	assert_int_equal(kept.ntasks, 6);
+	sp = NULL;
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (strcmp(kept.tasks[i].name, "work") == 0 &&
+		    (!sp || kept.tasks[i].start < sp->start))
+			sp = &kept.tasks[i]; /* request 1's */
+	assert_non_null(sp);
+	for (size_t i = 0; i < kept.ntasks; i++)
+		if (kept.tasks[i].pid == 20 && kept.tasks[i].start == sp->start - 5)
+			srv = &kept.tasks[i];
+		else if (kept.tasks[i].pid == 10 && kept.tasks[i].end == sp->end + 20)
+			cl = &kept.tasks[i];
+	assert_non_null(srv);
+	assert_non_null(cl);
+	assert_string_equal(srv->name, "serve :80");
+	assert_int_equal(sp->parent, srv->id);
+	assert_true(graph_id128_eq(sp->trace, srv->trace));
+	assert_true(graph_id128_eq(srv->trace, cl->trace));
+	assert_true(has_edge(&kept, GRAPH_EDGE_MESSAGE, cl->id, srv->id));
+	assert_true(has_edge(&kept, GRAPH_EDGE_PARENT, srv->id, sp->id));
+	for (size_t i = 0; i < kept.ntasks; i++) /* request 2's span in its server task too */
+		if (strcmp(kept.tasks[i].name, "work") == 0)
+			assert_int_not_equal(kept.tasks[i].parent, 0);
+#undef S2
+	graph_free(&kept);
+	graph_init(&kept);
+	assert_int_equal(graphcap_drain(c, true, &kept, NULL), 1); /* the lone receive */
+	assert_int_equal(kept.ntasks, 1);
+	graph_free(&kept);
+	graphcap_free(c);
+}
+
 /* A kernel:sockets record of an IPv6 socket: in6 = local, remote (16 bytes each). */
 static int krec6(struct graphcap *c, bool send, uint64_t t, uint32_t pid, uint64_t sk,
 		 const char *la, uint16_t lp, const char *ra, uint16_t rp, uint32_t seq_end,
@@ -1456,6 +1544,7 @@ int main(void)
 		cmocka_unit_test(test_head_sample),
 		cmocka_unit_test(test_aggs_wire),
 		cmocka_unit_test(test_kernel_tiers),
+		cmocka_unit_test(test_kernel_span_held),
 		cmocka_unit_test(test_kernel_ipv6),
 		cmocka_unit_test(test_kernel_sched),
 		cmocka_unit_test(test_kernel_sends_room),
