@@ -2039,6 +2039,7 @@ static int span_cmp(const void *pa, const void *pb)
  */
 struct sgroup {
 	size_t i, j; /* the thread's spans: [i, j) of c->spans */
+	size_t m; /* [m, j) wait for a later drain (SG_HELD: m = i); [i, m) go now */
 	int state; /* SG_* */
 	int pass; /* SG_DONE: in which pass (its span tasks are sorted into stasks after it) */
 };
@@ -2126,7 +2127,7 @@ static int kwake_from(const struct graphcap *c, struct sgroup *gs, size_t ng, co
 	const struct sgroup *g = sgroup_of(c, gs, ng, w->pid, w->tid);
 	const struct ktask *k;
 
-	if (g && (g->state != SG_DONE || g->pass == c->span_pass)) {
+	if (g && (g->state != SG_DONE || g->pass == c->span_pass || g->m < g->j)) {
 		/* a span of it around the time: the last begun by then ends after it */
 		size_t lo = g->i, hi = g->j;
 
@@ -2138,7 +2139,11 @@ static int kwake_from(const struct graphcap *c, struct sgroup *gs, size_t ng, co
 			else
 				hi = mid;
 		}
-		if (lo > g->i && c->span_pmax[lo - 1] >= w->time)
+		/* one of those that wait (the ones that go end before the first of them) */
+		if (lo > g->m && c->span_pmax[lo - 1] >= w->time)
+			return -1;
+		if (lo > g->i && c->span_pmax[lo - 1] >= w->time &&
+		    (g->state != SG_DONE || g->pass == c->span_pass))
 			return g->state == SG_HELD ? -1 : -2;
 	}
 	k = stask_at(c, w->pid, w->tid, w->time);
@@ -2187,7 +2192,7 @@ static int sgroup_ready(const struct graphcap *c, struct sgroup *gs, size_t ng,
 	size_t top = 0;
 	int ready = 0;
 
-	for (size_t i = g->i; i < g->j && c->nkw; i++) {
+	for (size_t i = g->i; i < g->m && c->nkw; i++) {
 		const struct span_rec *s = &c->spans[i];
 
 		while (top && ends[top - 1] < s->end)
@@ -2224,7 +2229,7 @@ static int sgroup_emit(struct graphcap *c, struct sgroup *gs, size_t ng, struct 
 		struct graph_id128 trace;
 	} st[SPAN_DEPTH];
 
-	for (size_t i = g->i; i < g->j && !rc; i++) {
+	for (size_t i = g->i; i < g->m && !rc; i++) {
 		const struct span_rec *s = &c->spans[i];
 		const struct ktask *kt;
 		struct graph_task k = { 0 };
@@ -2338,7 +2343,7 @@ static int kwake_settle(struct graphcap *c, struct sgroup *gs, size_t ng, bool f
 	bool isnew;
 
 	for (size_t i = 0; i < ng; i++)
-		if (gs[i].state != SG_DONE &&
+		if ((gs[i].state != SG_DONE || gs[i].m < gs[i].j) &&
 		    !hmap_get(&held, (uint64_t)c->spans[gs[i].i].tid, 0, 0, &isnew)) {
 			hmap_free(&held);
 			return -ENOMEM;
@@ -2375,10 +2380,14 @@ static int kwake_settle(struct graphcap *c, struct sgroup *gs, size_t ng, bool f
  * one gives its parent; an outermost span is the child of the weft task open around it on its
  * thread, else of the kernel task around it, else joins the trace of the task that woke it
  * (above), else roots a trace of its own.  Spans that ended less than GRAPHCAP_SPAN_HOLD_NS
- * before the newest record wait (unless final): their outer span may not have ended yet.  A
- * thread's spans are held together when any of them must wait, or when the task of a thread
- * that woke it is not known yet; they are emitted in passes, so that a span woken by a span
- * of another thread of the same drain follows it.
+ * before the newest record wait (unless final): their outer span may not have ended yet; so
+ * do those that end inside an exchange of their thread still buffered, and every span of the
+ * thread that starts after the first of those (the earlier ones neither contain one that waits
+ * nor are contained by one: a busy thread's spans go a second behind, not never).  A thread's
+ * spans that go are held together when the task of a thread that woke one is not known yet;
+ * they are emitted in passes, so that a span woken by a span of another thread of the same
+ * drain follows it.  The trace a waiting span would join as things stand waits with it
+ * (ptrace.span_gen).
  */
 static int spans_drain(struct graphcap *c, bool final)
 {
@@ -2391,29 +2400,34 @@ static int spans_drain(struct graphcap *c, bool final)
 	if (c->nspans)
 		qsort(c->spans, c->nspans, sizeof(*c->spans), span_cmp);
 	for (size_t i = 0, j; i < c->nspans; i = j) {
-		bool hold = false;
+		int64_t held_from = INT64_MAX; /* the earliest start of a span that waits */
+		struct hent *kh = NULL;
+		size_t m;
 
 		for (j = i; j < c->nspans && c->spans[j].pid == c->spans[i].pid &&
 			    c->spans[j].tid == c->spans[i].tid;
 		     j++)
 			;
+		/* an exchange of kernel:sockets still waits on this thread: the spans after its
+		 * start may nest in it */
+		if (!final)
+			kh = hmap_find(&c->tid_khold, (uint64_t)c->spans[i].pid,
+				       (uint64_t)c->spans[i].tid, 0);
 		for (size_t k = i; k < j && !final; k++)
-			if ((uint64_t)c->spans[k].end + GRAPHCAP_SPAN_HOLD_NS > c->newest)
-				hold = true;
-		if (!final && !hold) {
-			/* an exchange of kernel:sockets still waits on this thread: the spans
-			 * after its start may nest in it */
-			struct hent *kh = hmap_find(&c->tid_khold, (uint64_t)c->spans[i].pid,
-						    (uint64_t)c->spans[i].tid, 0);
-
-			for (size_t k = i; k < j && kh && !hold; k++)
-				hold = c->spans[k].end >= (int64_t)kh->v;
-		}
+			if (((uint64_t)c->spans[k].end + GRAPHCAP_SPAN_HOLD_NS > c->newest ||
+			     (kh && c->spans[k].end >= (int64_t)kh->v)) &&
+			    c->spans[k].start < held_from)
+				held_from = c->spans[k].start;
+		/* those that start before it go: none of them contains one that waits (it would
+		 * end after it, and so wait too) or is contained by one (it starts later); on a
+		 * thread that is never idle for a second, that is all but the last second's */
+		for (m = i; m < j && c->spans[m].start < held_from; m++)
+			;
 		if (grow((void **)&gs, &capg, ng + 1, sizeof(*gs))) {
 			free(gs);
 			return -ENOMEM;
 		}
-		gs[ng++] = (struct sgroup){ i, j, hold ? SG_HELD : SG_WAIT, -1 };
+		gs[ng++] = (struct sgroup){ i, j, m, m == i ? SG_HELD : SG_WAIT, -1 };
 	}
 	c->span_pmax = malloc((c->nspans + 1) * sizeof(*c->span_pmax));
 	if (!c->span_pmax) {
@@ -2459,15 +2473,16 @@ static int spans_drain(struct graphcap *c, bool final)
 		rc = kwake_settle(c, gs, ng, final);
 	if (!rc) {
 		for (size_t g = 0; g < ng; g++) {
-			size_t n = gs[g].j - gs[g].i;
+			size_t from = gs[g].state == SG_HELD ? gs[g].i : gs[g].m;
+			size_t n = gs[g].j - from;
 
-			if (gs[g].state != SG_HELD)
+			if (!n)
 				continue;
 			/* the trace a held span would join as it stands (the weft task open
 			 * around it, the kernel task emitted around it) is not finished yet: its
 			 * tasks and the span are stored together, not in two puts (a reader in
 			 * between would see a server task without its work) */
-			for (size_t k = gs[g].i; k < gs[g].j; k++) {
+			for (size_t k = from; k < gs[g].j; k++) {
 				const struct span_rec *s = &c->spans[k];
 				const struct ktask *kt;
 				struct ptrace *t = NULL;
@@ -2479,7 +2494,7 @@ static int spans_drain(struct graphcap *c, bool final)
 				if (t)
 					t->span_gen = c->drain_gen;
 			}
-			memmove(&c->spans[kept], &c->spans[gs[g].i], n * sizeof(*c->spans));
+			memmove(&c->spans[kept], &c->spans[from], n * sizeof(*c->spans));
 			kept += n;
 		}
 		c->nspans = kept;
