@@ -41,10 +41,11 @@
 #define GRAPHCAP_SPAN_HOLD_NS 1000000000ull
 /* Socket sends and receives buffered at most, per open task allowed (max_open): they wait
  * for the drain (once a second) plus GRAPHCAP_SPAN_HOLD_NS, four a request/response, so at
- * the default 65536 x 4 (48 bytes each: 12 MiB at most, and at most as many shared parts,
+ * the default 131072 x 4 (48 bytes each: 24 MiB at most, and at most as many shared parts,
  * struct kctx, 96 bytes each, one per socket and thread in use) a capture keeps up with
- * 130,000 socket calls a second, some 30,000 requests; beyond, calls are lost and counted
- * (open_evicted). */
+ * 260,000 socket calls a second, some 65,000 requests; beyond, calls are lost and counted
+ * (open_evicted).  (With 65536 open tasks, a redis-benchmark on a core of its own, 40,000
+ * to 49,000 requests a second, lost 18 % of its requests so, and then its traces.) */
 #define GRAPHCAP_KOPS_PER_OPEN 4
 /* The outlier rules judge a type only once this many of its tasks were seen. */
 #define GRAPHCAP_MIN_TYPE_COUNT 100

@@ -46,8 +46,12 @@
 #include "graph/aggs.h"
 #include "graph/graph.h"
 
-#define GRAPHCAP_DEFAULT_OPEN 65536 /* open tasks (begun, not ended) held at most */
-#define GRAPHCAP_DEFAULT_TRACES 65536 /* unfinished traces held at most */
+/* Held at most: open tasks (begun, not ended; and kernel:sockets' exchanges, remembered tasks
+ * and sends, wakeups, per this), and unfinished traces.  The tables grow as they fill, to
+ * these; a kernel:sockets capture holds one to two seconds of requests in them, so these keep
+ * up with some 65,000 requests a second. */
+#define GRAPHCAP_DEFAULT_OPEN 131072
+#define GRAPHCAP_DEFAULT_TRACES 131072
 #define GRAPHCAP_DEFAULT_MAX_AGE_NS (60ull * 1000000000ull) /* a trace open that long: drained */
 
 struct graphcap_opts {
