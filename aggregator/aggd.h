@@ -304,6 +304,8 @@ struct aggd_opts {
 	/* the graph store: GraphBatches are stored there, the web face shows its traces; NULL:
 	 * aggd_graph_default_path() */
 	const char *graph_store;
+	/* the graph store kept bounded (graph_retention_step()): 0, 0 for none */
+	uint64_t graph_max_age_ns, graph_max_bytes;
 	/* the web face (aggregator/web.h): ADDR:PORT to serve, or NULL */
 	const char *http;
 	const char *http_token; /* the bearer token's file; required off loopback */

@@ -39,6 +39,13 @@
 #include "aggregator/aggd_int.h"
 
 #define CHECK_SLICE 2000 /* traces checked per tick */
+/* Retention (--graph-max-age, --graph-max-size): a pass a second, in slices of RETAIN_SLICE
+ * traces for at most RETAIN_TICK_NS a tick; a pass that has more to drop goes on at the next
+ * tick (~20 slices a second: ~5,000 traces a second at least, more where a drop is cheaper) */
+#define RETAIN_SLICE 500
+#define RETAIN_TICK_NS 50000000ULL /* 50 ms */
+#define RETAIN_EVERY_NS 1000000000ULL /* 1 s */
+#define RETAIN_AFTER_ERROR_NS 60000000000ULL /* 60 s */
 
 /* ---- the set of traces a query touched ---- */
 
@@ -217,6 +224,8 @@ int aggd_graph_open(struct aggd *a, const char *store, char *err, size_t errsz)
 			 why[0] ? why : "cannot open the graph store");
 		return -EINVAL;
 	}
+	a->keep.max_age_ns = a->o.graph_max_age_ns;
+	a->keep.max_bytes = a->o.graph_max_bytes;
 	a->kx = aggd_kx_new();
 	if (!a->kx) {
 		snprintf(err, errsz, "out of memory");
@@ -333,8 +342,36 @@ static bool check_slice(struct aggd *a, struct query *q, size_t max)
 	return !t || t->pos >= t->cap;
 }
 
+/* A retention pass, or a part of one (--graph-max-age, --graph-max-size). */
+static void retain_tick(struct aggd *a)
+{
+	uint64_t t0 = aggd_mono_ns(), t = t0, before = a->keep.dropped;
+	char why[512];
+	ssize_t n;
+
+	if (!a->gs || (!a->keep.max_age_ns && !a->keep.max_bytes) || t0 < a->keep_next)
+		return;
+	do {
+		why[0] = 0;
+		n = graph_retention_step(a->gs, &a->keep, RETAIN_SLICE, why, sizeof(why));
+		t = aggd_mono_ns();
+	} while (n == RETAIN_SLICE && t - t0 < RETAIN_TICK_NS);
+	a->gst.retained = a->keep.dropped;
+	if (a->keep.dropped > before)
+		log_debug("aggregator: graph store: %" PRIu64 " traces dropped by retention",
+			  a->keep.dropped - before);
+	if (n < 0) {
+		log_err("aggregator: graph store %s: retention: %s (again in 60 s)", a->gpath,
+			why[0] ? why : strerror((int)-n));
+		a->keep_next = t + RETAIN_AFTER_ERROR_NS;
+		return;
+	}
+	a->keep_next = n == RETAIN_SLICE ? t : t + RETAIN_EVERY_NS;
+}
+
 void aggd_graph_tick(struct aggd *a)
 {
+	retain_tick(a);
 	for (size_t i = 0; a->gs && i < a->nq; i++) {
 		struct query *q = a->q[i];
 
@@ -572,6 +609,9 @@ void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s)
 	GSET(incomplete);
 	GSET(checked);
 #undef GSET
+	/* said only where the store has a bound */
+	s->has_retained = a->keep.max_age_ns || a->keep.max_bytes;
+	s->retained = a->gst.retained;
 	if (a->kx) {
 		struct aggd_kx_stats ks;
 

@@ -13,6 +13,7 @@
 #include "agent/session.h"
 #include "aggregator/aggd.h"
 #include "aggregator/aggd_guard.h"
+#include "graph/store.h"
 
 #define BATCH_MAX 1000 /* messages per batch: ticks stay timely under load */
 #define TICK_NS 100000000ULL /* 100 ms */
@@ -145,6 +146,7 @@ struct parent {
 struct aggd_graph_stats {
 	uint64_t batches, tasks, events, edges, replaced, rejected, failed, lost;
 	uint64_t incomplete, checked;
+	uint64_t retained; /* traces dropped by --graph-max-age, --graph-max-size */
 };
 
 struct aggd {
@@ -160,6 +162,8 @@ struct aggd {
 	struct graph_store *gs; /* the graph store (aggd_graph.c) */
 	char gpath[4096];
 	struct aggd_graph_stats gst;
+	struct graph_retention keep; /* --graph-max-age, --graph-max-size */
+	uint64_t keep_next; /* CLOCK_MONOTONIC: the next retention pass */
 	struct aggd_kx *kx; /* kernel edges across hosts (aggd_kx.c), with the graph store */
 	uint64_t instance, seq;
 	struct peer *buckets[PEER_BUCKETS];

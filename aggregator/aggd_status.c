@@ -287,10 +287,10 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 			",\"failed\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"checked\":%" PRIu64
 			",\"incomplete\":%" PRIu64 ",\"kernel_matched\":%" PRIu64
 			",\"kernel_split\":%" PRIu64 ",\"kernel_bad\":%" PRIu64
-			",\"kernel_dropped\":%" PRIu64,
+			",\"kernel_dropped\":%" PRIu64 ",\"retained\":%" PRIu64,
 			g->batches, g->tasks, g->events, g->edges, g->replaced, g->rejected,
 			g->failed, g->lost, g->checked, g->incomplete, g->kernel_matched,
-			g->kernel_split, g->kernel_bad, g->kernel_dropped);
+			g->kernel_split, g->kernel_bad, g->kernel_dropped, g->retained);
 		if (g->forward) {
 			const Weft__GraphForwardStatus *w = g->forward;
 

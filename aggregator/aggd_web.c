@@ -291,6 +291,13 @@ static char *metrics(struct aggd *a)
 				"weft_graph_forward_pending %" PRIu64 "\n",
 				fs.sent, fs.dropped, fs.rejected, fs.queued, fs.pending);
 	}
+	if (a->gs)
+		fprintf(f,
+			"# HELP weft_graph_retained_traces_total Traces dropped from the graph store "
+			"by --graph-max-age and --graph-max-size.\n"
+			"# TYPE weft_graph_retained_traces_total counter\n"
+			"weft_graph_retained_traces_total %" PRIu64 "\n",
+			a->gst.retained);
 	if (a->kx) {
 		struct aggd_kx_stats ks;
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/store.h"
 
@@ -164,7 +165,38 @@ ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_b
 {
 	if (!s)
 		return bad_args(why, whysz);
-	return s->ops->retain(s, before, max_bytes, why, whysz);
+	return s->ops->retain(s, before, max_bytes, 0, why, whysz);
+}
+
+ssize_t graph_retention_step(struct graph_store *s, struct graph_retention *r, size_t max_traces,
+			     char *why, size_t whysz)
+{
+	struct timespec ts;
+	int64_t now, before = 0;
+	ssize_t n;
+
+	if (!s || !r || !max_traces)
+		return bad_args(why, whysz);
+	if (!r->max_age_ns && !r->max_bytes)
+		return 0;
+	if (r->max_age_ns) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+		/* a bound longer than the clock reaches back drops nothing; 1, not 0 (no bound) */
+		before = r->max_age_ns < (uint64_t)now ? now - (int64_t)r->max_age_ns : 1;
+	}
+	n = s->ops->retain(s, before, r->max_bytes, max_traces, why, whysz);
+	if (n > 0)
+		r->dropped += (uint64_t)n;
+	return n;
+}
+
+ssize_t graph_store_retain_some(struct graph_store *s, int64_t before, uint64_t max_bytes,
+				size_t max_traces, char *why, size_t whysz)
+{
+	if (!s || !max_traces)
+		return bad_args(why, whysz);
+	return s->ops->retain(s, before, max_bytes, max_traces, why, whysz);
 }
 
 int graph_store_merge(struct graph_store *s, const char *other, char *why, size_t whysz)

@@ -157,8 +157,8 @@ struct graph_store_ops {
 			   int64_t to, uint32_t *counts, size_t n, char *why, size_t whysz);
 	ssize_t (*stats)(struct graph_store *s, struct graph_type_stats **rows, char *why,
 			 size_t whysz);
-	ssize_t (*retain)(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
-			  size_t whysz);
+	ssize_t (*retain)(struct graph_store *s, int64_t before, uint64_t max_bytes,
+			  size_t max_traces, char *why, size_t whysz);
 	int (*merge)(struct graph_store *s, const char *other, char *why, size_t whysz);
 	void (*close)(struct graph_store *s);
 	/* sampled captures (graph/aggs.h); NULL in a backend without them */
@@ -256,6 +256,28 @@ ssize_t graph_store_stats(struct graph_store *s, struct graph_type_stats **rows,
  * kept (they describe everything ever seen).  Returns the traces dropped or -errno. */
 ssize_t graph_store_retain(struct graph_store *s, int64_t before, uint64_t max_bytes, char *why,
 			   size_t whysz);
+
+/* Retention in slices, for a store's writer that keeps it bounded as it goes (`weft run`,
+ * the aggregator: --graph-max-age, --graph-max-size): as graph_store_retain(), but drops at
+ * most max_traces traces (> 0) in one transaction, and gives free pages back to the file
+ * system only once a slice finds nothing more to drop and they are over a quarter of the
+ * file (a store that grows again reuses them).  Returns the traces dropped, max_traces when
+ * there may be more, or -errno. */
+ssize_t graph_store_retain_some(struct graph_store *s, int64_t before, uint64_t max_bytes,
+				size_t max_traces, char *why, size_t whysz);
+
+/* A store kept bounded by its writer: the bounds and what they dropped so far. */
+struct graph_retention {
+	uint64_t max_age_ns; /* drop traces that ended longer ago (0: no bound) */
+	uint64_t max_bytes; /* then the oldest until the pages in use fit (0: no bound) */
+	uint64_t dropped; /* traces dropped so far */
+};
+
+/* One slice of graph_store_retain_some() against r's bounds, the age measured back from the
+ * wall clock now (the traces' times are Unix ns); adds to r->dropped.  Returns what the slice
+ * dropped (max_traces: there may be more), 0 without a bound, or -errno. */
+ssize_t graph_retention_step(struct graph_store *s, struct graph_retention *r, size_t max_traces,
+			     char *why, size_t whysz);
 
 /* Adds the aggregates of the store at `other` into s (another aggregator's): exact.  Only the
  * aggregates: the other store's traces are not copied. */

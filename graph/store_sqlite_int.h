@@ -311,8 +311,8 @@ ssize_t sq_list(struct graph_store *base, const struct graph_filter *fp,
 		struct graph_trace_row **rows, char *why, size_t whysz);
 ssize_t sq_stats(struct graph_store *base, struct graph_type_stats **rows, char *why, size_t whysz);
 /* store_sqlite_keep.c */
-ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, char *why,
-		  size_t whysz);
+ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, size_t max_traces,
+		  char *why, size_t whysz);
 int sq_merge(struct graph_store *base, const char *other, char *why, size_t whysz);
 
 #endif

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,10 @@ static int drop_trace(struct sq *s, int64_t tr, char *why, size_t whysz)
 
 /* Drops the traces the query selects (?1: the query's bound, ?2 and ?3: the (start_ns, tr) of
  * the last trace seen, so that every round continues where the last stopped), oldest first,
- * as long as it finds some and, with max_bytes, the pages in use exceed it.  Adds to
- * *dropped. */
+ * as long as it finds some, *budget is not spent and, with max_bytes, the pages in use exceed
+ * it.  Adds to *dropped, takes from *budget. */
 static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_bytes,
-		      ssize_t *dropped, char *why, size_t whysz)
+		      ssize_t *dropped, size_t *budget, char *why, size_t whysz)
 {
 	int64_t trs[256], last_start = INT64_MIN, last_tr = INT64_MIN;
 	sqlite3_stmt *q;
@@ -55,8 +56,8 @@ static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_b
 	rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
 	if (rc != SQLITE_OK)
 		return sq_fail(s, rc, why, whysz, "retention");
-	for (;;) {
-		size_t n = 0, i;
+	while (*budget) {
+		size_t n = 0, i, most = *budget < 256 ? *budget : 256;
 
 		if (max_bytes) {
 			int64_t pages, free_pages, psz;
@@ -73,7 +74,7 @@ static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_b
 		sqlite3_bind_int64(q, 1, arg);
 		sqlite3_bind_int64(q, 2, last_start);
 		sqlite3_bind_int64(q, 3, last_tr);
-		while (n < 256 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		while (n < most && (rc = sqlite3_step(q)) == SQLITE_ROW) {
 			trs[n++] = last_tr = sqlite3_column_int64(q, 0);
 			last_start = sqlite3_column_int64(q, 1);
 		}
@@ -90,16 +91,21 @@ static int drop_where(struct sq *s, const char *sql, int64_t arg, uint64_t max_b
 			if ((rc = drop_trace(s, trs[i], why, whysz)))
 				goto out;
 		*dropped += (ssize_t)n;
+		*budget -= n;
 	}
 out:
 	sqlite3_finalize(q);
 	return rc;
 }
 
-ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, char *why,
-		  size_t whysz)
+/* max_traces 0: all there is to drop, then the file shrunk and the WAL emptied (`weft graph
+ * retain`); else a slice (graph_store_retain_some()) */
+ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, size_t max_traces,
+		  char *why, size_t whysz)
 {
 	struct sq *s = (struct sq *)base;
+	size_t budget = max_traces ? max_traces : SIZE_MAX;
+	int64_t pages, free_pages;
 	ssize_t dropped = 0;
 	int rc;
 
@@ -110,7 +116,7 @@ ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, 
 		     s,
 		     "SELECT tr, start_ns FROM traces WHERE start_ns < ?1 AND (start_ns, tr) > "
 		     "(?2, ?3) AND end_ns < ?1 ORDER BY start_ns, tr LIMIT 256",
-		     before, 0, &dropped, why, whysz)))
+		     before, 0, &dropped, &budget, why, whysz)))
 		goto out_rollback;
 	/* by size: the oldest by start first; each round drops up to 256 traces (32 when the
 	 * store is small), then measures the pages in use again */
@@ -119,10 +125,24 @@ ssize_t sq_retain(struct graph_store *base, int64_t before, uint64_t max_bytes, 
 		     s,
 		     "SELECT tr, start_ns FROM traces WHERE ?1 = 0 AND (start_ns, tr) > (?2, ?3) "
 		     "ORDER BY start_ns, tr LIMIT 32",
-		     0, max_bytes, &dropped, why, whysz)))
+		     0, max_bytes, &dropped, &budget, why, whysz)))
 		goto out_rollback;
 	if ((rc = sq_step_done(s, sq_stmt(s, ST_COMMIT), why, whysz, "committing")))
 		goto out_rollback;
+	if (max_traces) {
+		/* a slice: the pages freed are reused by the puts that follow; they go back to
+		 * the file system once there is nothing more to drop and they are over a
+		 * quarter of the file (a bound lowered, a capture that ended) */
+		if ((size_t)dropped == max_traces)
+			return dropped;
+		if ((rc = sq_pragma_int(s, "PRAGMA page_count", &pages, why, whysz)) ||
+		    (rc = sq_pragma_int(s, "PRAGMA freelist_count", &free_pages, why, whysz)))
+			return rc;
+		if (free_pages * 4 > pages && (rc = sq_exec(s, "PRAGMA incremental_vacuum", why,
+							    whysz, "shrinking the file")))
+			return rc;
+		return dropped;
+	}
 	/* give the freed pages back to the file system, and empty the WAL */
 	if ((rc = sq_exec(s, "PRAGMA incremental_vacuum", why, whysz, "shrinking the file")))
 		return rc;

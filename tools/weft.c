@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -13,6 +15,7 @@
 #include "tools/weft.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/units.h"
 #include "base/zmq_dl.h"
 
 static const char usage_text[] =
@@ -119,6 +122,26 @@ int tool_parse_pid(const char *s)
 		return -1;
 	}
 	return (int)pid;
+}
+
+int tool_parse_max_age(const char *opt, const char *arg, uint64_t *ns)
+{
+	if (units_duration_parse(arg, 0, ns) || !*ns || *ns > (uint64_t)INT64_MAX) {
+		fprintf(stderr,
+			"weft: %s takes a duration with its unit (30m, 12h, ...), not '%s'\n", opt,
+			arg);
+		return -1;
+	}
+	return 0;
+}
+
+int tool_parse_max_size(const char *opt, const char *arg, uint64_t *bytes)
+{
+	if (units_size_parse(arg, bytes) || !*bytes) {
+		fprintf(stderr, "weft: %s takes a size (500MiB, 2G, ...), not '%s'\n", opt, arg);
+		return -1;
+	}
+	return 0;
 }
 
 char *tool_read_query(const char *file, const char *arg, const char **name)

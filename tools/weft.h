@@ -6,6 +6,7 @@
 #ifndef WEFT_TOOL_H
 #define WEFT_TOOL_H
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit statuses, as documented in `weft --help`. */
@@ -47,6 +48,11 @@ int tool_signals_block(bool hup);
 void tool_heap_hugepages(void);
 /* The -p argument: a positive pid of a live process, or -1 (reported). */
 int tool_parse_pid(const char *s);
+/* A graph store's retention bound, the value of option opt ("--max-age", "--graph-max-size",
+ * ...): --*max-age takes a duration with its unit (30m, 12h), --*max-size a size (500MiB,
+ * 2G), neither 0.  0, or -1 (reported). */
+int tool_parse_max_age(const char *opt, const char *arg, uint64_t *ns);
+int tool_parse_max_size(const char *opt, const char *arg, uint64_t *bytes);
 /* The default graph store's path (WEFT_GRAPH_STORE, else next to the aggregator's default
  * store, its directory made): `weft graph` and `weft run` with a graph query.  0 or -errno. */
 int weft_graph_store_default(char *buf, size_t sz);

@@ -65,6 +65,12 @@ static const char aggregator_help[] =
 	"                          reads, and whose traces the web face shows (default:\n"
 	"                          $WEFT_GRAPH_STORE, else graph.sqlite in the directory of\n"
 	"                          --store)\n"
+	"      --graph-max-age D   keep the graph store bounded: drop the traces that ended\n"
+	"                          more than D ago (30m, 12h, ...), checked every second; the\n"
+	"                          aggregates of every trace stay (as `weft graph retain`)\n"
+	"      --graph-max-size S  and then the oldest traces until the store's pages in use\n"
+	"                          are at most S (500MiB, 2G, ...).  `weft status` counts the\n"
+	"                          traces dropped\n"
 	"  -p, --parent ENDPOINT   report every closed window to a parent aggregator, as one\n"
 	"                          of its agents (a tree); the parent's allow-list must list\n"
 	"                          this aggregator's public key with the role aggregator\n"
@@ -192,6 +198,8 @@ enum {
 	OPT_GFWD_AGGS,
 	OPT_GFWD_WAIT,
 	OPT_STREAM_KEEP,
+	OPT_GRAPH_MAX_AGE,
+	OPT_GRAPH_MAX_SIZE,
 };
 
 /* A --graph-forward* option into o; -1 when its value is bad (said). */
@@ -276,6 +284,8 @@ int cmd_aggregator(int argc, char **argv)
 		{ "allow", required_argument, NULL, 'a' },
 		{ "store", required_argument, NULL, 's' },
 		{ "graph-store", required_argument, NULL, 'G' },
+		{ "graph-max-age", required_argument, NULL, OPT_GRAPH_MAX_AGE },
+		{ "graph-max-size", required_argument, NULL, OPT_GRAPH_MAX_SIZE },
 		{ "parent", required_argument, NULL, 'p' },
 		{ "parent-key", required_argument, NULL, 'P' },
 		{ "name", required_argument, NULL, 'n' },
@@ -332,6 +342,14 @@ int cmd_aggregator(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			}
 			o.graph_store = optarg;
+			break;
+		case OPT_GRAPH_MAX_AGE:
+			if (tool_parse_max_age("--graph-max-age", optarg, &o.graph_max_age_ns))
+				return WEFT_EXIT_USAGE;
+			break;
+		case OPT_GRAPH_MAX_SIZE:
+			if (tool_parse_max_size("--graph-max-size", optarg, &o.graph_max_bytes))
+				return WEFT_EXIT_USAGE;
 			break;
 		case 'p':
 			o.parent = optarg;

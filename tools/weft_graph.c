@@ -1329,23 +1329,12 @@ static int graph_retain(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "S:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_AGE:
-			if (units_duration_parse(optarg, 0, &age) || !age ||
-			    age > (uint64_t)INT64_MAX) {
-				fprintf(stderr,
-					"weft: --max-age takes a duration with its unit (30m, 12h, "
-					"...), not '%s'\n",
-					optarg);
+			if (tool_parse_max_age("--max-age", optarg, &age))
 				return WEFT_EXIT_USAGE;
-			}
 			break;
 		case O_SIZE:
-			if (units_size_parse(optarg, &size) || !size) {
-				fprintf(stderr,
-					"weft: --max-size takes a size (500MiB, 2G, ...), not "
-					"'%s'\n",
-					optarg);
+			if (tool_parse_max_size("--max-size", optarg, &size))
 				return WEFT_EXIT_USAGE;
-			}
 			break;
 		case OPT_STORE:
 			store_opt = optarg;

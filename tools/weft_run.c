@@ -88,6 +88,11 @@ static const char run_help[] =
 	"                        SQLite file (created if absent); default: weft graph's store\n"
 	"                        ($WEFT_GRAPH_STORE, else graph.sqlite next to the\n"
 	"                        aggregator's store); a summary is printed instead of rows\n"
+	"      --graph-max-age D  keep the graph store bounded as it is written: once a second,\n"
+	"                        drop the traces that ended more than D ago (30m, 12h, ...);\n"
+	"                        their aggregates stay (as `weft graph retain`)\n"
+	"      --graph-max-size S  and then the oldest traces until the store's pages in use\n"
+	"                        are at most S (500MiB, 2G, ...)\n"
 	"      --cpu-budget PCT  the share of one CPU the query's probes may cost (default 5;\n"
 	"                        0: no limit): each second over it is a warning, and three\n"
 	"                        seconds over it in a row detach the query (exit status 4)\n"
@@ -137,8 +142,14 @@ struct run {
 	struct graph_store *gs;
 	char gs_path[4096];
 	struct graph_put_stats put; /* summed over every put */
+	struct graph_retention keep; /* --graph-max-age, --graph-max-size */
 	int graph_err; /* the first failed put or capture, -errno */
 };
+
+/* Traces retention may drop after a put: more than the put stored, so that a store over its
+ * bound comes back under it, but bounded, so that a bound lowered on a large store does not
+ * stall the capture (the rest goes a slice a second) */
+#define RETAIN_SLICE 2000
 
 /* The -c command: its pid is also its process group's id. */
 struct child {
@@ -494,6 +505,16 @@ static void graph_flush(struct run *r, bool final)
 		r->put.edges += st.edges;
 		r->put.replaced += st.replaced;
 	}
+	if (rc >= 0 && (r->keep.max_age_ns || r->keep.max_bytes)) {
+		why[0] = 0;
+		rc = (int)graph_retention_step(r->gs, &r->keep, RETAIN_SLICE + 2 * st.traces, why,
+					       sizeof(why));
+		if (rc < 0 && !r->graph_err) {
+			fprintf(stderr, "weft: graph store %s: retention: %s\n", r->gs_path,
+				why[0] ? why : strerror(-rc));
+			r->graph_err = rc;
+		}
+	}
 	graph_free(&kept);
 	graph_aggs_free(&aggs);
 }
@@ -515,7 +536,7 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 		       "\"seen\":%llu,\"kept_head\":%llu,\"kept_outlier\":%llu,"
 		       "\"open_evicted\":%llu,\"end_without_begin\":%llu,\"orphans\":%llu,"
 		       "\"unfinished\":%llu,\"kernel_unowned\":%llu,\"kernel_pending_full\":%llu,"
-		       "\"bad\":%llu,\"lost\":{",
+		       "\"bad\":%llu,\"retained\":%llu,\"lost\":{",
 		       (unsigned long long)r->rows, (unsigned long long)r->put.traces,
 		       (unsigned long long)r->put.tasks, (unsigned long long)r->put.events,
 		       (unsigned long long)r->put.edges, (unsigned long long)r->put.replaced,
@@ -524,7 +545,8 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 		       (unsigned long long)gs.open_evicted,
 		       (unsigned long long)gs.end_without_begin, (unsigned long long)gs.orphans,
 		       (unsigned long long)gs.unfinished, (unsigned long long)gs.kernel_unowned,
-		       (unsigned long long)gs.kernel_pending_full, (unsigned long long)gs.bad);
+		       (unsigned long long)gs.kernel_pending_full, (unsigned long long)gs.bad,
+		       (unsigned long long)r->keep.dropped);
 		for (int i = 0, n = 0; i < WEFT_DROP_NR; i++)
 			if (WEFT_DROP_IS_LOSS(i))
 				printf("%s\"%s\":%llu", n++ ? "," : "", names[i],
@@ -553,6 +575,9 @@ static void graph_summary(struct run *r, const struct agent_window_stats *acc)
 		       "and forks lost (pending table full)\n",
 		       (unsigned long long)gs.kernel_unowned,
 		       (unsigned long long)gs.kernel_pending_full);
+	if (r->keep.max_age_ns || r->keep.max_bytes)
+		printf("retention: %llu traces dropped from the store (their aggregates kept)\n",
+		       (unsigned long long)r->keep.dropped);
 	fflush(stdout);
 }
 
@@ -576,6 +601,8 @@ int cmd_run(int argc, char **argv)
 		{ "cpu-budget", required_argument, NULL, 'B' },
 		{ "scope", required_argument, NULL, 'O' },
 		{ "graph-store", required_argument, NULL, 'S' },
+		{ "graph-max-age", required_argument, NULL, 3 },
+		{ "graph-max-size", required_argument, NULL, 4 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		/* clauses of the query, not options: named so that getopt does not take `--for`
@@ -617,6 +644,14 @@ int cmd_run(int argc, char **argv)
 				return WEFT_EXIT_USAGE;
 			}
 			graph_store = optarg;
+			break;
+		case 3:
+			if (tool_parse_max_age("--graph-max-age", optarg, &r.keep.max_age_ns))
+				return WEFT_EXIT_USAGE;
+			break;
+		case 4:
+			if (tool_parse_max_size("--graph-max-size", optarg, &r.keep.max_bytes))
+				return WEFT_EXIT_USAGE;
 			break;
 		case 'f':
 			file = optarg;
@@ -747,8 +782,9 @@ int cmd_run(int argc, char **argv)
 		status = WEFT_EXIT_USAGE;
 		goto out;
 	}
-	if (graph_store && !res.plan->graph) {
-		fprintf(stderr, "weft: --graph-store is for graph queries (from ... graph)\n");
+	if ((graph_store || r.keep.max_age_ns || r.keep.max_bytes) && !res.plan->graph) {
+		fprintf(stderr, "weft: --graph-store, --graph-max-age and --graph-max-size are for "
+				"graph queries (from ... graph)\n");
 		status = WEFT_EXIT_USAGE;
 		goto out;
 	}

@@ -297,6 +297,9 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			r->graph->path, r->graph->batches, r->graph->tasks, r->graph->events,
 			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
 			r->graph->lost, r->graph->checked, r->graph->incomplete);
+	if (r->graph && !one_query && r->graph->has_retained)
+		fprintf(f, "graph store retention: %" PRIu64 " traces dropped\n",
+			r->graph->retained);
 	if (r->graph && !one_query &&
 	    (r->graph->kernel_matched || r->graph->kernel_split || r->graph->kernel_bad ||
 	     r->graph->kernel_dropped))

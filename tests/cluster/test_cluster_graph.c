@@ -38,6 +38,9 @@
  *               go as many batches, every request still stored exactly once.
  *   agent_sampled the same with `sample 10%`: exactly the traces the hash selects plus the
  *               agent's outliers are stored, and the aggregates count all N_REQ.
+ *   retain      `weft aggregator --graph-max-age 1h`: of h1's pieces (2023) and one trace of
+ *               now, the old five are dropped on their own within seconds, the new one is
+ *               kept, `weft status` counts 5 dropped, and the aggregates still count all six.
  *
  * The query the batches belong to is an ordinary aggregating one (the graph form of a query
  * comes from the language; what the aggregator does with batches does not depend on it):
@@ -55,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -434,6 +438,65 @@ static void test_stitch(void **state)
 	cl->passed = true;
 }
 
+static void test_retain(void **state)
+{
+	struct cl *cl = *state;
+	struct cl_raw r1;
+	struct graph g1;
+	struct graph_store *s;
+	struct graph_trace_row *rows = NULL;
+	struct graph_type_stats *types = NULL;
+	struct graph_filter f = { .limit = 100 };
+	struct timespec now;
+	bool open1[8] = { false };
+	char gpath[PATH_MAX], why[256];
+	int64_t t;
+	uint64_t qid;
+	ssize_t n;
+	struct cl_proc *sub;
+
+	if (!cl->dir[0])
+		skip();
+	cl_keygen(cl, "agent", "h1", true);
+	snprintf(gpath, sizeof(gpath), "%s", cl_path(cl, "graphs.sqlite"));
+	cl_aggregator(cl, "agg", NULL, NULL,
+		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--graph-max-age",
+				       (char *)"1h", NULL });
+	cl_raw_open(&r1, cl, cl->endpoint, "h1");
+	assert_int_equal(hello(&r1, "h1", ((uint64_t)getpid() << 16) | 0x2001), 0);
+	sub = cl_submit(cl, "submit", NULL, "from interval:100ms select count() as n every 1s",
+			&qid);
+	h1_piece(&g1, open1);
+	clock_gettime(CLOCK_REALTIME, &now);
+	t = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	add_task(&g1, 7, 1, 0, "front", "GET /cart", t - 1000 * US, t);
+	expect_ack(&r1, send_batch(&r1, 0, qid, "h1", &g1, open1));
+	/* a pass a second: the five traces of 2023 go, the one of now stays */
+	assert_true(CL_WAIT(graph_count(cl, "retained") == 5, CL_WAIT_MS));
+	s = graph_store_open(gpath, why, sizeof(why));
+	if (!s)
+		fail_msg("%s", why);
+	n = graph_store_list(s, &f, &rows, why, sizeof(why));
+	assert_int_equal(n, 1);
+	assert_true(rows[0].trace.hi == tr(7).hi && rows[0].trace.lo == tr(7).lo);
+	free(rows);
+	n = graph_store_stats(s, &types, why, sizeof(why));
+	assert_int_equal(n, 1);
+	assert_string_equal(types[0].service, "front");
+	assert_int_equal(types[0].count, 6);
+	free(types);
+	graph_store_close(s);
+	/* and stays so: nothing more to drop */
+	wr_sleep_ms(1500);
+	assert_int_equal(graph_count(cl, "retained"), 5);
+
+	cl_cancel(cl, NULL, qid);
+	cl_expect_end(sub);
+	graph_free(&g1);
+	cl_raw_close(&r1);
+	cl->passed = true;
+}
+
 /* The id of the one query an aggregator runs (0: none yet). */
 static uint64_t region_query(struct cl *cl, const char *endpoint)
 {
@@ -711,6 +774,7 @@ int main(void)
 						cl_test_teardown),
 		cmocka_unit_test_setup_teardown(test_agent_sampled, cl_test_setup,
 						cl_test_teardown),
+		cmocka_unit_test_setup_teardown(test_retain, cl_test_setup, cl_test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -246,12 +246,121 @@ static void test_spans(void **state)
 	graph_store_close(s);
 }
 
+/* The traces the store holds now, and its count of frontend requests (the aggregates). */
+static void store_counts(const char *path, ssize_t *traces, uint64_t *requests)
+{
+	struct graph_store *s = open_store(path);
+	struct graph_filter f = { .limit = 100000 };
+	struct graph_trace_row *tr = NULL;
+	struct graph_type_stats *rows = NULL;
+	char why[256] = "";
+	ssize_t nt;
+
+	*traces = graph_store_list(s, &f, &tr, why, sizeof(why));
+	if (*traces < 0)
+		fail_msg("%s: %s", path, why);
+	free(tr);
+	*requests = 0;
+	nt = graph_store_stats(s, &rows, why, sizeof(why));
+	for (ssize_t i = 0; i < nt; i++)
+		if (strcmp(rows[i].service, "frontend") == 0)
+			*requests = rows[i].count;
+	free(rows);
+	graph_store_close(s);
+}
+
+/*
+ * --graph-max-age: the run keeps its store bounded while it writes.  wl_graph's N requests
+ * are stored, and once they ended more than a second ago the next flush drops them; the
+ * aggregates still count all N, and the summary says N stored and N dropped.
+ */
+static void test_retention(void **state)
+{
+	char store[PATH_MAX + 16], line[4096], n_req[16];
+	char *wl_argv[] = { wl_path, n_req, NULL };
+	struct wr_proc weft, wl;
+	uint64_t deadline, requests = 0;
+	ssize_t traces = -1;
+	struct graph_store *s;
+	struct wj *v;
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/keep.db", dir);
+	snprintf(n_req, sizeof(n_req), "%d", N_REQ);
+	unlink(store);
+	assert_int_equal(wr_weft_start(&weft, "--format", "json", "--ringbuf-size", "64MiB",
+				       "--graph-store", store, "--graph-max-age", "1s",
+				       query_of("from usdt:%W:weft:* graph"), (char *)NULL),
+			 0);
+	if (wr_wait_err(&weft, "attached", WR_TIMEOUT_MS) != 0) {
+		wr_dump(&weft, "weft run --graph-max-age");
+		fail_msg("weft did not attach");
+	}
+	assert_int_equal(wr_start(&wl, wl_argv), 0);
+	assert_int_equal(wr_finish(&wl, WR_TIMEOUT_MS), 0);
+	wr_free(&wl);
+	/* every request counted in the aggregates, and no trace left: each was stored (the
+	 * summary below) and then dropped */
+	deadline = wr_now_ms() + WR_TIMEOUT_MS;
+	do {
+		wr_sleep_ms(200);
+		store_counts(store, &traces, &requests);
+	} while ((traces != 0 || requests != N_REQ) && wr_now_ms() < deadline);
+	kill(weft.pid, SIGINT);
+	if (wr_finish(&weft, WR_TIMEOUT_MS) != 0) {
+		wr_dump(&weft, "weft run --graph-max-age");
+		fail_msg("weft run failed");
+	}
+	assert_int_equal(requests, N_REQ);
+	assert_int_equal(traces, 0);
+	if (!wr_cut_line(&weft.out, "{\"type\":\"graph\"", line, sizeof(line))) {
+		wr_dump(&weft, "weft run --graph-max-age");
+		fail_msg("no graph summary");
+	}
+	wr_free(&weft);
+	v = wj_parse(line, strlen(line));
+	assert_non_null(v);
+	assert_int_equal(wj_int_of(v, "traces"), N_REQ);
+	assert_int_equal(wj_int_of(v, "retained"), N_REQ);
+	assert_int_equal(wj_int_of(wj_get(v, "lost"), "ringbuf_full"), 0);
+	wj_free(v);
+	s = open_store(store);
+	check_aggregates(s, N_REQ);
+	graph_store_close(s);
+}
+
+/* The bounds are for graph queries, and take a unit. */
+static void test_retention_usage(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "--graph-max-age", "10" }, /* no unit */
+		{ "--graph-max-age", "0s" },
+		{ "--graph-max-size", "0" },
+		{ "--graph-max-size", "lots" },
+	};
+	struct wr_proc p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(wr_weft_run(&p, bad[i][0], bad[i][1], "from syscall:getpid graph"),
+				 2);
+		assert_non_null(strstr(p.err.p, bad[i][0]));
+		wr_free(&p);
+	}
+	/* not a graph query */
+	assert_int_equal(wr_weft_run(&p, "--graph-max-age", "1h",
+				     "from syscall:getpid select count() for 1s"),
+			 2);
+	assert_non_null(strstr(p.err.p, "are for graph queries"));
+	wr_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_provider_all),
-		cmocka_unit_test(test_provider_sampled),
-		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_provider_all),	cmocka_unit_test(test_provider_sampled),
+		cmocka_unit_test(test_spans),		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_retention_usage),
 	};
 
 	if (!wr_ready())

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -827,6 +828,76 @@ static void test_retain(void **state)
 	graph_store_close(s);
 }
 
+/* Retention in slices (graph_store_retain_some(), graph_retention_step()): each slice drops
+ * at most its number, the oldest first, and the slices together drop what one call would. */
+static void test_retain_some(void **state)
+{
+	struct graph_store *s = open_ok("retsome.db");
+	struct graph_trace_row *rows;
+	struct graph_filter f = { .sort = GRAPH_SORT_START_ASC, .limit = 100000 };
+	struct graph_retention keep = { 0 };
+	struct timespec now;
+	char why[256], pad[1024];
+	struct stat sb;
+	ssize_t n, dropped = 0;
+	uint64_t max;
+
+	(void)state;
+	put_traces(s, 0, 100, "{}");
+	assert_int_equal(graph_store_retain_some(s, T0 + 43 * MS, 0, 0, why, sizeof(why)), -EINVAL);
+	/* 40 traces ended before T0 + 43 ms: 16, 16, 8, then none */
+	assert_int_equal(graph_store_retain_some(s, T0 + 43 * MS, 0, 16, why, sizeof(why)), 16);
+	assert_int_equal(graph_store_retain_some(s, T0 + 43 * MS, 0, 16, why, sizeof(why)), 16);
+	assert_int_equal(graph_store_retain_some(s, T0 + 43 * MS, 0, 16, why, sizeof(why)), 8);
+	assert_int_equal(graph_store_retain_some(s, T0 + 43 * MS, 0, 16, why, sizeof(why)), 0);
+	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 60);
+	assert_true(rows[0].trace.lo == 41);
+	free(rows);
+
+	/* by size, in slices of 100, to half the file (padded traces, checkpointed first) */
+	memset(pad, 0, sizeof(pad));
+	snprintf(pad, sizeof(pad), "{\"pad\":\"%0900d\"}", 0);
+	put_traces(s, 100, 3100, pad);
+	assert_int_equal(graph_store_retain(s, 0, 0, why, sizeof(why)), 0);
+	assert_int_equal(stat(path_in("retsome.db"), &sb), 0);
+	max = (uint64_t)sb.st_size / 2;
+	do {
+		n = graph_store_retain_some(s, 0, max, 100, why, sizeof(why));
+		assert_true(n >= 0 && n <= 100);
+		dropped += n;
+	} while (n == 100);
+	assert_true(dropped > 1000 && dropped < 3060);
+	/* within the bound: one call to the end drops nothing more, and its checkpoint leaves
+	 * a file of at most max (the last slice gave the free pages back) */
+	assert_int_equal(graph_store_retain(s, 0, max, why, sizeof(why)), 0);
+	assert_int_equal(stat(path_in("retsome.db"), &sb), 0);
+	assert_true((uint64_t)sb.st_size <= max);
+	n = graph_store_list(s, &f, &rows, why, sizeof(why));
+	assert_int_equal(n, 3060 - dropped);
+	for (ssize_t i = 0; i < n; i++)
+		assert_true(rows[i].trace.lo == (uint64_t)(40 + dropped + i + 1));
+	free(rows);
+
+	/* by age from the wall clock: the traces ended at T0 + ~3 s; a bound that reaches
+	 * back before T0 drops nothing, one of an hour drops all, in slices */
+	clock_gettime(CLOCK_REALTIME, &now);
+	keep.max_age_ns = (uint64_t)((int64_t)now.tv_sec * 1000000000LL - T0) + 3600 * 1000 * MS;
+	assert_int_equal(graph_retention_step(s, &keep, 1000, why, sizeof(why)), 0);
+	keep.max_age_ns = 3600 * 1000 * MS;
+	assert_int_equal(graph_retention_step(s, &keep, 1000, why, sizeof(why)),
+			 n > 1000 ? 1000 : n);
+	while (graph_retention_step(s, &keep, 1000, why, sizeof(why)) > 0)
+		;
+	assert_int_equal(keep.dropped, (uint64_t)n);
+	assert_int_equal(graph_store_list(s, &f, &rows, why, sizeof(why)), 0);
+	free(rows);
+	/* no bound: nothing to do */
+	memset(&keep, 0, sizeof(keep));
+	assert_int_equal(graph_retention_step(s, &keep, 1000, why, sizeof(why)), 0);
+	assert_int_equal(type_count(s, "r", "root"), 3100); /* aggregates kept */
+	graph_store_close(s);
+}
+
 static void sql(const char *name, const char *q);
 
 static int64_t page_size(const char *name)
@@ -1373,19 +1444,13 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_replaced),
-		cmocka_unit_test(test_all_or_nothing),
-		cmocka_unit_test(test_population),
-		cmocka_unit_test(test_concurrency),
-		cmocka_unit_test(test_list),
-		cmocka_unit_test(test_retain),
-		cmocka_unit_test(test_page_size),
-		cmocka_unit_test(test_merge),
-		cmocka_unit_test(test_plans),
-		cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_marks),
-		cmocka_unit_test(test_stitch_edge_shape),
+		cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_replaced),
+		cmocka_unit_test(test_all_or_nothing), cmocka_unit_test(test_population),
+		cmocka_unit_test(test_concurrency),    cmocka_unit_test(test_list),
+		cmocka_unit_test(test_retain),	       cmocka_unit_test(test_retain_some),
+		cmocka_unit_test(test_page_size),      cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_plans),	       cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_marks),	       cmocka_unit_test(test_stitch_edge_shape),
 		cmocka_unit_test(test_two_writers),
 	};
 
