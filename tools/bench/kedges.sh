@@ -27,8 +27,10 @@
 #     tell what the drop is made of: "empty" (bpftrace with empty programs on the same two
 #     tracepoints: what any BPF tracer pays for them to fire), "bt" (bpftrace doing the
 #     kernel side of the same job: the same filter, the 4-tuple read through BTF, counted
-#     in a map instead of recorded) and "nobudget" (weft with --cpu-budget 0: no per-program
-#     run-time statistics)
+#     in a map instead of recorded), "nobudget" (weft with --cpu-budget 0: no per-program
+#     run-time statistics) and "floor" (weft's same programs, on raw tracepoints, with a
+#     filter no call passes, `where pid = 1`: what attaching them costs before they do any
+#     work; bpftrace 0.17 has no raw tracepoints to compare with)
 #   BENCH_KEDGES_PIN=1: the workload on CPU 0 (redis-server and redis-benchmark, and so the
 #     probes, which run in their threads) and the tracer's own process on CPU 1 (weft, whose
 #     agent side pairs and stores the records, or bpftrace), for every configuration alike:
@@ -47,6 +49,11 @@
 #   BENCH_KEDGES_SAMPLE=P: one more configuration, "sampled": the same query with
 #     `graph sample P%` (the aggregates of every request, whole graphs of P% and the
 #     outliers); its check: every request seen (N + 1 traces), nothing lost in the kernel
+#   BENCH_KEDGES_AWAKE=1: a busy loop at SCHED_IDLE on every CPU for the whole run, in every
+#     configuration alike, so that no CPU is ever idle: on a VM whose idle CPUs wake slowly,
+#     a one-request-at-a-time workload is paced by those wakeups, and a tracer that keeps a
+#     CPU busy makes it faster (seen 2026-11-28: weft on, 27,700 SET/s; off, 19,800); with
+#     the CPUs awake, on and off differ by the tracer's cost only
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -74,14 +81,23 @@ ns_c=weft-bke-$$-c
 veth=bke$(($$ % 10000000))
 addr=10.232.$(($$ % 250)).1
 redis_pid=
+spin_pids=
 cleanup() {
 	[ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+	# shellcheck disable=SC2086 # a list of pids
+	[ -n "$spin_pids" ] && kill $spin_pids 2>/dev/null && { wait $spin_pids 2>/dev/null || true; }
 	ip netns del "$ns_s" 2>/dev/null || true
 	ip netns del "$ns_c" 2>/dev/null || true
 }
 trap cleanup EXIT
 bench_two_hosts "$ns_s" "$ns_c" "$veth" "$addr" "10.232.$(($$ % 250)).2"
 
+if [ "${BENCH_KEDGES_AWAKE:-0}" = 1 ]; then
+	for ((c = 0; c < $(nproc); c++)); do
+		taskset -c "$c" chrt --idle 0 sh -c 'while :; do :; done' &
+		spin_pids="$spin_pids $!"
+	done
+fi
 wl_cpu=
 tracer_cpu=
 if [ "${BENCH_KEDGES_PIN:-0}" = 1 ]; then
@@ -165,9 +181,11 @@ run_on() {
 	kill -INT "$wpid"
 	wait "$wpid"
 	if [ -n "${2:-}" ]; then
+		local want=$TRACES
+		case $1 in floor-*) want=0 ;; esac
 		n=$(sed -n 's/.*; \([0-9]*\) traces seen.*/\1/p' "$log/$1.weft.out")
-		if [ "$n" != "$TRACES" ] || ! grep -q '^dropped: 0 records lost' "$log/$1.weft.out"; then
-			echo "bench: $1: $n traces seen, not $TRACES, or records lost" >&2
+		if [ "$n" != "$want" ] || ! grep -q '^dropped: 0 records lost' "$log/$1.weft.out"; then
+			echo "bench: $1: $n traces seen, not $want, or records lost" >&2
 			exit 1
 		fi
 		echo "$rps"
@@ -215,6 +233,7 @@ one() {
 	off) bench_run "off-$2" ;;
 	on) run_on "on-$2" ;;
 	nobudget) WEFT_RUN_OPTS="--cpu-budget 0" run_on "nobudget-$2" ;;
+	floor) run_on "floor-$2" "from kernel:sockets where pid = 1 graph" ;;
 	classic) WEFT_RAW_TP=0 run_on "classic-$2" ;;
 	sampled) run_on "sampled-$2" "${query% graph} graph sample ${BENCH_KEDGES_SAMPLE}%" ;;
 	empty) run_bt "empty-$2" "$bt_empty" ;;
@@ -227,7 +246,7 @@ one() {
 }
 
 configs="off on"
-[ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget"
+[ "${BENCH_KEDGES_PEERS:-0}" = 1 ] && configs="off on empty bt nobudget floor"
 [ "${BENCH_KEDGES_CLASSIC:-0}" = 1 ] && configs="$configs classic"
 [ "${BENCH_KEDGES_SCHED:-0}" = 1 ] && configs="$configs idle batch"
 [ -n "${BENCH_KEDGES_ALT:-}" ] && configs="$configs alt"
@@ -275,6 +294,9 @@ drop=$(awk -v a="$moff" -v b="$mon" 'BEGIN { printf "%.1f", (a - b) * 100 / a }'
 	done
 	if [ -n "$wl_cpu" ]; then
 		echo "placement: workload on CPU 0, tracer on CPU 1"
+	fi
+	if [ -n "$spin_pids" ]; then
+		echo "CPUs kept awake: a busy loop at SCHED_IDLE on each"
 	fi
 	echo "load average before $load0, after $load1 ($(nproc) CPUs)"
 } | tee "$log/result.txt"
