@@ -4,9 +4,10 @@
  * `weft` binary (env WEFT_BIN) as root against the real kernel: spawn a process with its
  * stdin, stdout and stderr on pipes, collect both outputs under a deadline (a hung weft is
  * SIGKILLed and the test fails, it never hangs ctest), wait for a line on stderr ("attached"),
- * and read `--format json` output with a minimal JSON parser: values into a small tree, enough
- * for weft's windows and rows and for `bpftool -j`.  Header-only, static inline functions:
- * each test is one executable.  Include <cmocka.h> first: the checking helpers fail the test.
+ * and read `--format json` output: parsed by jansson, copied into a small tree (struct wj)
+ * that the checks walk, for weft's windows and rows and for `bpftool -j`.  Header-only,
+ * static inline functions: each test is one executable.  Include <cmocka.h> first: the
+ * checking helpers fail the test.
  *
  * One loop tails a process's pipes (wr_pump(), under wr_wait_in() and wr_finish()); the
  * cluster harness builds on it (tests/cluster/cluster_util.h), except for its daemons, which
@@ -34,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/btf.h>
+#include <jansson.h>
 
 #define WR_TIMEOUT_MS 60000 /* no single weft run of these tests comes near it */
 #define WR_MAX_ARGS 32
@@ -400,112 +402,6 @@ struct wj {
 	size_t nkids;
 };
 
-struct wj_in {
-	const char *s, *end;
-	int depth;
-};
-
-static inline void wj_ws(struct wj_in *in)
-{
-	while (in->s < in->end &&
-	       (*in->s == ' ' || *in->s == '\t' || *in->s == '\n' || *in->s == '\r'))
-		in->s++;
-}
-
-static inline void wj_put_utf8(struct wr_buf *b, unsigned int c)
-{
-	char u[4];
-	size_t n;
-
-	if (c < 0x80) {
-		u[0] = (char)c;
-		n = 1;
-	} else if (c < 0x800) {
-		u[0] = (char)(0xc0 | (c >> 6));
-		u[1] = (char)(0x80 | (c & 0x3f));
-		n = 2;
-	} else {
-		u[0] = (char)(0xe0 | (c >> 12));
-		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-		u[2] = (char)(0x80 | (c & 0x3f));
-		n = 3;
-	}
-	wr_buf_add(b, u, n);
-}
-
-/* A string at in->s (the opening quote); NULL if malformed.  Surrogates are kept as two
- * 3-byte sequences: the tests compare ASCII. */
-static inline char *wj_string(struct wj_in *in)
-{
-	struct wr_buf b = { 0 };
-
-	wr_buf_add(&b, "", 0);
-	in->s++;
-	while (in->s < in->end && *in->s != '"') {
-		unsigned char c = (unsigned char)*in->s++;
-
-		if (c < 0x20)
-			goto bad;
-		if (c != '\\') {
-			wr_buf_add(&b, (const char *)&c, 1);
-			continue;
-		}
-		if (in->s >= in->end)
-			goto bad;
-		c = (unsigned char)*in->s++;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			wr_buf_add(&b, (const char *)&c, 1);
-			break;
-		case 'b':
-			wr_buf_add(&b, "\b", 1);
-			break;
-		case 'f':
-			wr_buf_add(&b, "\f", 1);
-			break;
-		case 'n':
-			wr_buf_add(&b, "\n", 1);
-			break;
-		case 'r':
-			wr_buf_add(&b, "\r", 1);
-			break;
-		case 't':
-			wr_buf_add(&b, "\t", 1);
-			break;
-		case 'u': {
-			unsigned int v = 0;
-
-			for (int i = 0; i < 4; i++) {
-				char h = in->s < in->end ? *in->s++ : 0;
-
-				v <<= 4;
-				if (h >= '0' && h <= '9')
-					v |= (unsigned int)(h - '0');
-				else if (h >= 'a' && h <= 'f')
-					v |= (unsigned int)(h - 'a' + 10);
-				else if (h >= 'A' && h <= 'F')
-					v |= (unsigned int)(h - 'A' + 10);
-				else
-					goto bad;
-			}
-			wj_put_utf8(&b, v);
-			break;
-		}
-		default:
-			goto bad;
-		}
-	}
-	if (in->s >= in->end)
-		goto bad;
-	in->s++;
-	return b.p;
-bad:
-	free(b.p);
-	return NULL;
-}
-
 static inline void wj_free_kids(struct wj *v)
 {
 	for (size_t i = 0; i < v->nkids; i++)
@@ -523,139 +419,110 @@ static inline void wj_free(struct wj *v)
 	free(v);
 }
 
-static inline int wj_value(struct wj_in *in, struct wj *v);
-
-static inline int wj_number(struct wj_in *in, struct wj *v)
+static inline void *wj_alloc(size_t n)
 {
-	const char *start = in->s;
-	bool integer = true;
-	char *end;
+	void *p = calloc(n ? n : 1, 1);
 
-	if (in->s < in->end && *in->s == '-')
-		in->s++;
-	if (in->s >= in->end || *in->s < '0' || *in->s > '9')
-		return -1;
-	while (in->s < in->end &&
-	       ((*in->s >= '0' && *in->s <= '9') || *in->s == '.' || *in->s == 'e' ||
-		*in->s == 'E' || *in->s == '+' || *in->s == '-')) {
-		if (*in->s == '.' || *in->s == 'e' || *in->s == 'E')
-			integer = false;
-		in->s++;
-	}
-	v->kind = WJ_NUM;
-	v->str = strndup(start, (size_t)(in->s - start));
-	v->num = strtod(v->str, &end);
-	if (*end)
-		return -1;
-	if (integer) {
-		errno = 0;
-		v->ival = strtoll(v->str, &end, 10);
-		v->is_int = errno == 0 && !*end;
-	}
-	return 0;
+	if (!p)
+		abort();
+	return p;
 }
 
-static inline int wj_container(struct wj_in *in, struct wj *v, bool object)
+static inline char *wj_dup(const char *s, size_t n)
 {
-	char close = object ? '}' : ']';
+	char *d = wj_alloc(n + 1);
 
-	if (++in->depth > 64)
-		return -1;
-	v->kind = object ? WJ_OBJ : WJ_ARR;
-	in->s++;
-	wj_ws(in);
-	if (in->s < in->end && *in->s == close) {
-		in->s++;
-		in->depth--;
-		return 0;
-	}
-	for (;;) {
-		struct wj kid = { 0 };
-
-		wj_ws(in);
-		if (object) {
-			if (in->s >= in->end || *in->s != '"' || !(kid.name = wj_string(in)))
-				return -1;
-			wj_ws(in);
-			if (in->s >= in->end || *in->s != ':') {
-				free(kid.name);
-				return -1;
-			}
-			in->s++;
-		}
-		if (wj_value(in, &kid)) {
-			wj_free_kids(&kid);
-			return -1;
-		}
-		v->kids = realloc(v->kids, (v->nkids + 1) * sizeof(*v->kids));
-		if (!v->kids)
-			abort();
-		v->kids[v->nkids++] = kid;
-		wj_ws(in);
-		if (in->s < in->end && *in->s == ',') {
-			in->s++;
-			continue;
-		}
-		if (in->s < in->end && *in->s == close) {
-			in->s++;
-			in->depth--;
-			return 0;
-		}
-		return -1;
-	}
+	memcpy(d, s, n);
+	return d;
 }
 
-static inline int wj_value(struct wj_in *in, struct wj *v)
+/*
+ * v from jansson's value j (copied: the tests walk struct wj).  as_real: the text was read
+ * with every integer as a real (it had one beyond long long); an integral one within 2^53
+ * counts as an integer then.
+ */
+static inline void wj_from(const json_t *j, struct wj *v, bool as_real)
 {
-	wj_ws(in);
-	if (in->s >= in->end)
-		return -1;
-	switch (*in->s) {
-	case '{':
-		return wj_container(in, v, true);
-	case '[':
-		return wj_container(in, v, false);
-	case '"':
+	char lit[64];
+
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: {
+		const char *k;
+		json_t *x;
+		size_t i = 0;
+
+		v->kind = WJ_OBJ;
+		v->nkids = json_object_size(j);
+		v->kids = wj_alloc(v->nkids * sizeof(*v->kids));
+		json_object_foreach((json_t *)j, k, x)
+		{
+			v->kids[i].name = wj_dup(k, strlen(k));
+			wj_from(x, &v->kids[i++], as_real);
+		}
+		return;
+	}
+	case JSON_ARRAY:
+		v->kind = WJ_ARR;
+		v->nkids = json_array_size(j);
+		v->kids = wj_alloc(v->nkids * sizeof(*v->kids));
+		for (size_t i = 0; i < v->nkids; i++)
+			wj_from(json_array_get(j, i), &v->kids[i], as_real);
+		return;
+	case JSON_STRING:
 		v->kind = WJ_STR;
-		v->str = wj_string(in);
-		return v->str ? 0 : -1;
-	case 't':
-	case 'f':
-	case 'n': {
-		static const char *const words[] = { "true", "false", "null" };
-
-		for (int i = 0; i < 3; i++) {
-			size_t n = strlen(words[i]);
-
-			if ((size_t)(in->end - in->s) >= n && memcmp(in->s, words[i], n) == 0) {
-				in->s += n;
-				v->kind = i == 2 ? WJ_NULL : WJ_BOOL;
-				v->b = i == 0;
-				return 0;
-			}
+		v->str = wj_dup(json_string_value(j), json_string_length(j));
+		return;
+	case JSON_INTEGER:
+		v->kind = WJ_NUM;
+		v->is_int = true;
+		v->ival = (long long)json_integer_value(j);
+		v->num = (double)v->ival;
+		snprintf(lit, sizeof(lit), "%lld", v->ival);
+		v->str = wj_dup(lit, strlen(lit));
+		return;
+	case JSON_REAL:
+		v->kind = WJ_NUM;
+		v->num = json_real_value(j);
+		if (as_real && v->num == (double)(long long)v->num &&
+		    v->num <= 9007199254740992.0 && v->num >= -9007199254740992.0) {
+			v->is_int = true;
+			v->ival = (long long)v->num;
 		}
-		return -1;
-	}
+		snprintf(lit, sizeof(lit), "%.17g", v->num);
+		v->str = wj_dup(lit, strlen(lit));
+		return;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		v->kind = WJ_BOOL;
+		v->b = json_is_true(j);
+		return;
 	default:
-		return wj_number(in, v);
+		v->kind = WJ_NULL;
+		return;
 	}
 }
 
-/* One JSON value filling s[0..len) (surrounding white space allowed); NULL if malformed. */
+/* One JSON value filling s[0..len) (surrounding white space allowed); NULL if malformed.
+ * jansson parses (JSON is never parsed by hand here); an integer beyond long long is read as
+ * a real (wj_from()). */
 static inline struct wj *wj_parse(const char *s, size_t len)
 {
-	struct wj_in in = { .s = s, .end = s + len };
-	struct wj *v = calloc(1, sizeof(*v));
+	const size_t flags = JSON_DECODE_ANY | JSON_ALLOW_NUL;
+	json_error_t err;
+	bool as_real = false;
+	json_t *j = json_loadb(s, len, flags, &err);
+	struct wj *v;
 
-	if (!v)
-		abort();
-	if (wj_value(&in, v) == 0) {
-		wj_ws(&in);
-		if (in.s == in.end)
-			return v;
+	if (!j && json_error_code(&err) == json_error_numeric_overflow) {
+		j = json_loadb(s, len, flags | JSON_DECODE_INT_AS_REAL, &err);
+		as_real = true;
 	}
-	wj_free(v);
-	return NULL;
+	if (!j)
+		return NULL;
+	v = wj_alloc(sizeof(*v));
+	wj_from(j, v, as_real);
+	json_decref(j);
+	return v;
 }
 
 /* Member `name` of an object (NULL if absent or not an object). */
