@@ -1412,8 +1412,20 @@ static void emit_graph_ksock(struct cg *c)
 	emit(c, "\t\t\tg->a[6] = _sk;\n\t\t}\n");
 }
 
+/* A temporary of the program holding the thread's comm (the filter read it: `comm = '...'`),
+ * or NULL.  Temporaries are filled at the top of the program's function, before any branch. */
+static const struct temp *comm_temp(const struct cg *c)
+{
+	for (int i = 0; i < c->ntemps; i++)
+		if (c->temps[i].e->kind == EXPR_NAME && c->temps[i].e->bi == BI_COMM &&
+		    c->temps[i].size >= sizeof(((struct weft_graph_rec *)0)->comm))
+			return &c->temps[i];
+	return NULL;
+}
+
 static void emit_graph_sink(struct cg *c)
 {
+	const struct temp *ct;
 	const struct plan *p = c->p;
 	int prog = (int)(c->prog - p->progs);
 	char rb[64];
@@ -1436,7 +1448,12 @@ static void emit_graph_sink(struct cg *c)
 	emit(c, "\t\tg->dur = %s;\n", c->span_end ? "(__u64)span_d" : "0");
 	emit(c, "\t\tg->pid = (__u32)(pt >> 32);\n\t\tg->tid = (__u32)pt;\n");
 	emit(c, "\t\tg->cookie = (__u32)%s;\n", cookie_expr(c, rb, sizeof(rb)));
-	emit(c, "\t\tweft_comm(g->comm);\n");
+	/* the filter's copy when it read the comm: one helper call less a record */
+	if ((ct = comm_temp(c)))
+		emit(c, "\t\t__builtin_memcpy(g->comm, &sc->s[%u], %zu);\n", ct->off,
+		     sizeof(((struct weft_graph_rec *)0)->comm));
+	else
+		emit(c, "\t\tweft_comm(g->comm);\n");
 	if (!graph_ksock(c))
 		emit(c, "\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
 	if (graph_ksock(c)) {
