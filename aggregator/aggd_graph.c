@@ -290,6 +290,9 @@ static void refuse(struct aggd *a, struct peer *p, const Weft__GraphBatch *b, co
 		 aggd_peer_label(p), b->query_id, b->window, why);
 }
 
+/* check_trace()'s answer for a trace no longer in the store (retention dropped it) */
+#define CHECK_GONE (UINT32_MAX - 1)
+
 static uint32_t check_trace(struct aggd *a, const struct tent *t, char *why, size_t whysz)
 {
 	struct graph g;
@@ -302,7 +305,7 @@ static uint32_t check_trace(struct aggd *a, const struct tent *t, char *why, siz
 	rc = graph_store_load(a->gs, hex, &g, why, whysz);
 	if (rc) {
 		graph_free(&g);
-		return UINT32_MAX;
+		return rc == -ENOENT ? CHECK_GONE : UINT32_MAX;
 	}
 	f = graph_trace_gaps(&g) | (t->open ? GRAPH_INC_OPEN : 0);
 	graph_free(&g);
@@ -329,6 +332,8 @@ static bool check_slice(struct aggd *a, struct query *q, size_t max)
 			continue;
 		max--;
 		f = check_trace(a, e, why, sizeof(why));
+		if (f == CHECK_GONE)
+			continue; /* dropped by --graph-max-age or --graph-max-size: not checked */
 		if (f == UINT32_MAX) {
 			log_err("aggregator: query %" PRIu64 ": checking a trace: %s", q->id, why);
 			continue;

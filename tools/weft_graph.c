@@ -276,7 +276,9 @@ static const char retain_help[] =
 	"  -S, --graph-store PATH  the store (see `weft graph --help`)\n"
 	"  -h, --help              this text\n"
 	"\n"
-	"At least one of --max-age and --max-size is required.\n"
+	"At least one of --max-age and --max-size is required.  To keep a store bounded as it\n"
+	"is written, give its writer the same bounds: weft run or weft aggregator\n"
+	"--graph-max-age D --graph-max-size S (once a second).\n"
 	"\n"
 	"Exit status: 0 success, 1 the store failed, 2 bad command line.\n";
 

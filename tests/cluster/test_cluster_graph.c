@@ -40,7 +40,9 @@
  *               agent's outliers are stored, and the aggregates count all N_REQ.
  *   retain      `weft aggregator --graph-max-age 1h`: of h1's pieces (2023) and one trace of
  *               now, the old five are dropped on their own within seconds, the new one is
- *               kept, `weft status` counts 5 dropped, and the aggregates still count all six.
+ *               kept, `weft status` counts 5 dropped, and the aggregates still count all six;
+ *               after the query ends only the kept trace is checked, the dropped ones not
+ *               (and not logged as errors).
  *
  * The query the batches belong to is an ordinary aggregating one (the graph form of a query
  * comes from the language; what the aggregator does with batches does not depend on it):
@@ -453,15 +455,15 @@ static void test_retain(void **state)
 	int64_t t;
 	uint64_t qid;
 	ssize_t n;
-	struct cl_proc *sub;
+	struct cl_proc *sub, *agg;
 
 	if (!cl->dir[0])
 		skip();
 	cl_keygen(cl, "agent", "h1", true);
 	snprintf(gpath, sizeof(gpath), "%s", cl_path(cl, "graphs.sqlite"));
-	cl_aggregator(cl, "agg", NULL, NULL,
-		      (char *const[]){ (char *)"--graph-store", gpath, (char *)"--graph-max-age",
-				       (char *)"1h", NULL });
+	agg = cl_aggregator(cl, "agg", NULL, NULL,
+			    (char *const[]){ (char *)"--graph-store", gpath,
+					     (char *)"--graph-max-age", (char *)"1h", NULL });
 	cl_raw_open(&r1, cl, cl->endpoint, "h1");
 	assert_int_equal(hello(&r1, "h1", ((uint64_t)getpid() << 16) | 0x2001), 0);
 	sub = cl_submit(cl, "submit", NULL, "from interval:100ms select count() as n every 1s",
@@ -490,8 +492,13 @@ static void test_retain(void **state)
 	wr_sleep_ms(1500);
 	assert_int_equal(graph_count(cl, "retained"), 5);
 
+	/* after the query's end, its traces are checked: the one still stored, quietly not the
+	 * five dropped */
 	cl_cancel(cl, NULL, qid);
 	cl_expect_end(sub);
+	assert_true(CL_WAIT(graph_count(cl, "checked") == 1, CL_WAIT_MS));
+	assert_int_equal(graph_count(cl, "incomplete"), 0);
+	assert_false(cl_file_has(agg->err, "checking a trace"));
 	graph_free(&g1);
 	cl_raw_close(&r1);
 	cl->passed = true;
