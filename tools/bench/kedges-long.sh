@@ -13,6 +13,8 @@
 #                                           second; root; ip, redis-server, redis-benchmark,
 #                                           redis-cli)
 #   BENCH_KEDGES_LONG_WEFT: another weft binary to run instead (a build before a change)
+#   BENCH_KEDGES_LONG_OPTS: more `weft run` options, one word each (e.g. "--graph-max-size
+#     200MiB": what keeping the store bounded as it is written costs, and whether it stays so)
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -55,7 +57,8 @@ bench_wait_redis "$ns_c" "$addr"
 store=$log/store.db
 rm -f "$store" "$store-wal" "$store-shm"
 query="from kernel:sockets where pid = $redis_pid or comm = 'redis-benchmark' graph"
-"$WEFT" run -S "$store" "$query" >"$log/weft.out" 2>"$log/weft.err" &
+# shellcheck disable=SC2086 # options, one word each
+"$WEFT" run ${BENCH_KEDGES_LONG_OPTS:-} -S "$store" "$query" >"$log/weft.out" 2>"$log/weft.err" &
 weft_pid=$!
 wait_attached "$weft_pid" "$log/weft.err"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -65,7 +68,7 @@ bench_pid=$!
 hz=$(getconf CLK_TCK)
 done_prev=0
 cpu_prev=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$weft_pid/stat")
-echo "kernel edges, a long capture: redis-benchmark -c 1 -n $N -t set -P 1; weft $WEFT"
+echo "kernel edges, a long capture: redis-benchmark -c 1 -n $N -t set -P 1; weft $WEFT ${BENCH_KEDGES_LONG_OPTS:-}"
 echo "query: $query"
 while kill -0 "$bench_pid" 2>/dev/null; do
 	sleep 10
@@ -91,5 +94,5 @@ if [ "${seen:-0}" -lt "$N" ] || ! grep -q '^dropped: 0 records lost' "$log/weft.
 	cat "$log/weft.out" >&2
 	exit 1
 fi
-grep -E '^(stored|dropped):' "$log/weft.out"
+grep -E '^(stored|dropped|retention):' "$log/weft.out"
 echo "load average before $load0, after $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
