@@ -40,8 +40,10 @@ static int teardown(void **state)
 	return wr_rm_rf(dir);
 }
 
-/* Runs `weft run` of a graph query over `wl_graph n` into a fresh store; the summary line. */
-static struct wj *run_graph(const char *store, long n, const char *query)
+/* Runs `weft run` of a graph query over `wl_graph n` into a fresh store, with one more
+ * option and its value (or NULL, NULL); the summary line. */
+static struct wj *run_graph_opts(const char *store, long n, const char *query, const char *opt,
+				 const char *val)
 {
 	char cmd[PATH_MAX + 32], line[4096];
 	struct wr_proc p;
@@ -50,8 +52,12 @@ static struct wj *run_graph(const char *store, long n, const char *query)
 
 	snprintf(cmd, sizeof(cmd), "'%s' %ld", wl_path, n);
 	unlink(store);
-	rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "--graph-store", store,
-			 "-c", cmd, query);
+	if (opt)
+		rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "--graph-store",
+				 store, opt, val, "-c", cmd, query);
+	else
+		rc = wr_weft_run(&p, "--format", "json", "--ringbuf-size", "64MiB", "--graph-store",
+				 store, "-c", cmd, query);
 	if (rc != 0)
 		wr_dump(&p, query);
 	assert_int_equal(rc, 0);
@@ -64,6 +70,11 @@ static struct wj *run_graph(const char *store, long n, const char *query)
 	assert_non_null(v);
 	wr_free(&p);
 	return v;
+}
+
+static struct wj *run_graph(const char *store, long n, const char *query)
+{
+	return run_graph_opts(store, n, query, NULL, NULL);
 }
 
 static const char *query_of(const char *tmpl)
@@ -329,6 +340,51 @@ static void test_retention(void **state)
 	graph_store_close(s);
 }
 
+/*
+ * --graph-max-size: wl_graph's N requests into a store bounded below what they take (2,000
+ * take 640 KiB of 16 KiB pages here; 448 KiB keeps some 800 of them); the
+ * run drops the oldest traces as it writes, so what is left is exactly the newest requests,
+ * every one of the others counted as dropped, and the aggregates count all N.
+ */
+static void test_retention_size(void **state)
+{
+	char store[PATH_MAX + 16], why[256];
+	struct graph_store *s;
+	struct graph_trace_row *tr = NULL;
+	struct graph_filter f = { .limit = 100000 };
+	long long dropped;
+	ssize_t n;
+	struct wj *v;
+
+	(void)state;
+	snprintf(store, sizeof(store), "%s/size.db", dir);
+	v = run_graph_opts(store, N_REQ, query_of("from usdt:%W:weft:* graph"), "--graph-max-size",
+			   "448KiB");
+	assert_int_equal(wj_int_of(v, "traces"), N_REQ);
+	dropped = wj_int_of(v, "retained");
+	wj_free(v);
+	s = open_store(store);
+	n = graph_store_list(s, &f, &tr, why, sizeof(why));
+	assert_true(dropped > 0 && n > 0);
+	assert_int_equal(n + dropped, N_REQ);
+	/* the newest: requests N - n .. N - 1, each whole */
+	for (ssize_t i = 0; i < n; i++) {
+		assert_true(tr[i].trace.hi == WL_GRAPH_TRACE_HI);
+		assert_true(tr[i].trace.lo > (uint64_t)(N_REQ - n) && tr[i].trace.lo <= N_REQ);
+	}
+	free(tr);
+	{
+		char host[256] = "";
+
+		gethostname(host, sizeof(host) - 1);
+		for (long i = N_REQ - n; i < N_REQ; i++)
+			if (!check_request(s, i, host))
+				fail_msg("request %ld not stored", i);
+	}
+	check_aggregates(s, N_REQ);
+	graph_store_close(s);
+}
+
 /* The bounds are for graph queries, and take a unit. */
 static void test_retention_usage(void **state)
 {
@@ -358,9 +414,9 @@ static void test_retention_usage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_provider_all),	cmocka_unit_test(test_provider_sampled),
-		cmocka_unit_test(test_spans),		cmocka_unit_test(test_retention),
-		cmocka_unit_test(test_retention_usage),
+		cmocka_unit_test(test_provider_all),   cmocka_unit_test(test_provider_sampled),
+		cmocka_unit_test(test_spans),	       cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_retention_size), cmocka_unit_test(test_retention_usage),
 	};
 
 	if (!wr_ready())
