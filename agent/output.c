@@ -258,8 +258,8 @@ const char *agent_drop_what(unsigned int reason)
 }
 
 static void sb_json_window(struct sbuf *b, const struct agent_table *t,
-			   const struct agent_window_stats *st, const struct prow *rows,
-			   const size_t *idx, size_t nshow)
+			   const struct agent_window_stats *st, const struct agent_print_extra *x,
+			   const struct prow *rows, const size_t *idx, size_t nshow)
 {
 	const struct plan *p = agent_table_plan(t);
 	bool comma = false;
@@ -310,8 +310,11 @@ static void sb_json_window(struct sbuf *b, const struct agent_table *t,
 				  st->drops[d]);
 			comma = true;
 		}
-	sb_printf(b, "},\"misses\":%" PRIu64 ",\"overflow\":%" PRIu64 "}\n", st->misses,
-		  agent_table_overflow(t));
+	sb_printf(b, "},\"misses\":%" PRIu64 ",\"overflow\":%" PRIu64, st->misses,
+		  x && x->has_overflow ? x->overflow : agent_table_overflow(t));
+	if (x && x->json_members)
+		sb_puts(b, x->json_members);
+	sb_puts(b, "}\n");
 }
 
 /* "lost: 12 events (map_full), ..." and "notes: ..." lines; nothing when all are zero. */
@@ -642,6 +645,13 @@ bool agent_plan_folds(const struct plan *p)
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out)
 {
+	return agent_table_print_ext(t, fmt, stats, NULL, out);
+}
+
+int agent_table_print_ext(const struct agent_table *t, enum agent_format fmt,
+			  const struct agent_window_stats *stats, const struct agent_print_extra *x,
+			  FILE *out)
+{
 	const struct agent_window_stats none = { 0 };
 	const struct agent_window_stats *st = stats ? stats : &none;
 	const struct plan *p;
@@ -715,7 +725,7 @@ int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 	if (fmt == AGENT_FMT_JSON) {
 		struct sbuf b = { 0 };
 
-		sb_json_window(&b, t, st, rows, idx, nshow);
+		sb_json_window(&b, t, st, x, rows, idx, nshow);
 		if (b.oom)
 			rc = -ENOMEM;
 		else if (fwrite(b.p, 1, b.len, out) != b.len)

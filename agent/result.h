@@ -80,6 +80,20 @@ bool agent_table_equal(const struct agent_table *a, const struct agent_table *b)
 int agent_table_print(const struct agent_table *t, enum agent_format fmt,
 		      const struct agent_window_stats *stats, FILE *out);
 
+/* What a caller adds to a JSON window (`weft submit`: the cluster's window): the overflow to
+ * report instead of the table's own, and members to append before the object's closing brace
+ * (",\"name\":value..." as JSON text the caller wrote, or NULL). */
+struct agent_print_extra {
+	bool has_overflow;
+	uint64_t overflow;
+	const char *json_members;
+};
+
+/* agent_table_print() with x (NULL: none); x applies to AGENT_FMT_JSON only. */
+int agent_table_print_ext(const struct agent_table *t, enum agent_format fmt,
+			  const struct agent_window_stats *stats, const struct agent_print_extra *x,
+			  FILE *out);
+
 /* Whether windows of p can be printed AGENT_FMT_FOLDED: it aggregates (not a graph), with
  * at least one key column and one aggregate column. */
 bool agent_plan_folds(const struct plan *p);

@@ -229,6 +229,31 @@ static int print_result(const struct plan *p, const Weft__Result *r, enum agent_
 	st.groups = r->n_groups;
 	overflow = r->overflow + agent_table_overflow(t);
 
+	if (fmt == AGENT_FMT_JSON) {
+		/* the window object of docs/output.md, its overflow the cluster's, plus the
+		 * cluster's members */
+		struct agent_print_extra x = { .has_overflow = true, .overflow = overflow };
+
+		m = open_memstream(&buf, &len);
+		if (!m) {
+			agent_table_free(t);
+			return -ENOMEM;
+		}
+		fprintf(m, ",\"query_id\":%" PRIu64 ",\"revision\":%" PRIu32 ",\"last\":%s",
+			r->query_id, r->revision, r->last ? "true" : "false");
+		json_list(m, "hosts", r->hosts, r->n_hosts);
+		json_list(m, "missing", r->missing, r->n_missing);
+		fprintf(m, ",\"late_dropped\":%" PRIu64 ",\"results_dropped\":%" PRIu64,
+			r->late_dropped, r->results_dropped);
+		rc = fclose(m) ? -ENOMEM : 0;
+		x.json_members = buf;
+		if (!rc)
+			rc = agent_table_print_ext(t, fmt, &st, &x, stdout);
+		agent_table_free(t);
+		free(buf);
+		fflush(stdout);
+		return rc;
+	}
 	m = open_memstream(&buf, &len);
 	if (!m) {
 		agent_table_free(t);
@@ -241,28 +266,7 @@ static int print_result(const struct plan *p, const Weft__Result *r, enum agent_
 		free(buf);
 		return rc;
 	}
-	if (fmt == AGENT_FMT_JSON) {
-		/* the window object of docs/output.md, its overflow the cluster's, plus the
-		 * cluster's members */
-		char *at = NULL;
-
-		for (char *s = buf; (s = strstr(s, ",\"overflow\":")); s++)
-			at = s;
-		if (!at) {
-			free(buf);
-			return -EPROTO;
-		}
-		*at = 0;
-		fputs(buf, stdout);
-		fprintf(stdout,
-			",\"overflow\":%" PRIu64 ",\"query_id\":%" PRIu64 ",\"revision\":%" PRIu32
-			",\"last\":%s",
-			overflow, r->query_id, r->revision, r->last ? "true" : "false");
-		json_list(stdout, "hosts", r->hosts, r->n_hosts);
-		json_list(stdout, "missing", r->missing, r->n_missing);
-		fprintf(stdout, ",\"late_dropped\":%" PRIu64 ",\"results_dropped\":%" PRIu64 "}\n",
-			r->late_dropped, r->results_dropped);
-	} else if (fmt == AGENT_FMT_FOLDED) {
+	if (fmt == AGENT_FMT_FOLDED) {
 		/* only folded lines on stdout, for flame graph tools; the rest on stderr */
 		fputs(buf, stdout);
 		if (r->n_missing) {
