@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "agent/result.h"
 #include "base/rowfmt.h"
 #include "compiler/compiler.h"
@@ -589,6 +591,32 @@ static void test_overflow(void **state)
 	assert_contains(json, "\"notes\":{\"stack_failed\":0,\"string_fault\":0,"
 			      "\"string_truncated\":4,\"span_end_without_start\":0},");
 	assert_contains(json, "\"overflow\":2}");
+	/* a caller's overflow and members (weft submit: the cluster's): one valid object */
+	{
+		struct agent_print_extra x = { .has_overflow = true,
+					       .overflow = 9,
+					       .json_members =
+						       ",\"query_id\":7,\"hosts\":[\"a\"]" };
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		json_error_t err;
+		json_t *o;
+
+		assert_non_null(f);
+		assert_int_equal(agent_table_print_ext(t, AGENT_FMT_JSON, &st, &x, f), 0);
+		fclose(f);
+		o = json_loads(buf, JSON_REJECT_DUPLICATES, &err);
+		if (!o)
+			fail_msg("not JSON (%s): %s", err.text, buf);
+		assert_int_equal(json_integer_value(json_object_get(o, "overflow")), 9);
+		assert_int_equal(json_integer_value(json_object_get(o, "query_id")), 7);
+		assert_string_equal(
+			json_string_value(json_array_get(json_object_get(o, "hosts"), 0)), "a");
+		assert_int_equal(json_integer_value(json_object_get(o, "groups")), 3);
+		json_decref(o);
+		free(buf);
+	}
 	text = print_table(t, AGENT_FMT_TEXT, &st);
 	assert_contains(text, "\nlost: 12 events (map_full), 2 groups (agent_table_full)\n");
 	assert_contains(text, "\nnotes: 4 strings (string_truncated)\n");
