@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <jansson.h>
 #include "probes/elf.h"
 #include "probes/insn.h"
 #include "probes/probes.h"
@@ -361,35 +362,54 @@ static int kernel_links_ours(void)
 	return n;
 }
 
-/* Occurrences of our program ids in the JSON output of `bpftool -j ARGS`. */
+/* Entries of `bpftool -j ARGS` (a JSON array, parsed by jansson) whose prog_id is one of
+ * ours.  bpftool walks every process's descriptors for `perf list`, and a process of another
+ * test exiting meanwhile can make it fail: it is asked again, up to five times. */
 static int bpftool_ours(const char *args)
 {
-	char cmd[128], *out = NULL, needle[48];
+	char cmd[128], *out = NULL;
 	size_t len = 0, cap = 0, r;
-	int n = 0;
-	FILE *f;
+	json_error_t err;
+	json_t *a = NULL, *e;
+	size_t k;
+	int n = 0, rc = -1;
 
 	snprintf(cmd, sizeof(cmd), "bpftool -j %s 2>/dev/null", args);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	do {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 65536;
-			out = realloc(out, cap);
-			assert_non_null(out);
-		}
-		r = fread(out + len, 1, 4096, f);
-		len += r;
-	} while (r > 0);
-	out[len] = '\0';
-	assert_int_equal(pclose(f), 0);
-	for (int i = 0; i < g.nprog_ids; i++) {
-		for (const char *end = ",}"; *end; end++) {
-			snprintf(needle, sizeof(needle), "\"prog_id\":%u%c", g.prog_ids[i], *end);
-			for (const char *p = strstr(out, needle); p; p = strstr(p + 1, needle))
-				n++;
+	for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
+		FILE *f = popen(cmd, "r");
+
+		assert_non_null(f);
+		len = 0;
+		do {
+			if (len + 4096 + 1 > cap) {
+				cap = cap ? cap * 2 : 65536;
+				out = realloc(out, cap);
+				assert_non_null(out);
+			}
+			r = fread(out + len, 1, 4096, f);
+			len += r;
+		} while (r > 0);
+		out[len] = '\0';
+		rc = pclose(f);
+		if (rc != 0) {
+			struct timespec ts = { 0, 100000000 };
+
+			nanosleep(&ts, NULL);
 		}
 	}
+	if (rc != 0)
+		fail_msg("bpftool -j %s failed five times (status %d): %s", args, rc, out);
+	a = json_loads(out, 0, &err);
+	if (!json_is_array(a))
+		fail_msg("bpftool -j %s: not a JSON array (%s): %s", args, err.text, out);
+	json_array_foreach(a, k, e)
+	{
+		json_t *id = json_object_get(e, "prog_id");
+
+		for (int i = 0; json_is_integer(id) && i < g.nprog_ids; i++)
+			n += json_integer_value(id) == (json_int_t)g.prog_ids[i];
+	}
+	json_decref(a);
 	free(out);
 	return n;
 }
