@@ -617,6 +617,10 @@ void aggd_graph_status(struct aggd *a, Weft__GraphStatus *s)
 	/* said only where the store has a bound */
 	s->has_retained = a->keep.max_age_ns || a->keep.max_bytes;
 	s->retained = a->gst.retained;
+	s->has_max_age_ns = a->keep.max_age_ns != 0;
+	s->max_age_ns = a->keep.max_age_ns;
+	s->has_max_bytes = a->keep.max_bytes != 0;
+	s->max_bytes = a->keep.max_bytes;
 	if (a->kx) {
 		struct aggd_kx_stats ks;
 

@@ -291,6 +291,10 @@ void aggd_status_json(const Weft__StatusReply *r, FILE *f)
 			g->batches, g->tasks, g->events, g->edges, g->replaced, g->rejected,
 			g->failed, g->lost, g->checked, g->incomplete, g->kernel_matched,
 			g->kernel_split, g->kernel_bad, g->kernel_dropped, g->retained);
+		if (g->has_max_age_ns)
+			fprintf(f, ",\"max_age_ns\":%" PRIu64, g->max_age_ns);
+		if (g->has_max_bytes)
+			fprintf(f, ",\"max_bytes\":%" PRIu64, g->max_bytes);
 		if (g->forward) {
 			const Weft__GraphForwardStatus *w = g->forward;
 

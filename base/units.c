@@ -22,6 +22,12 @@ static const struct units_unit units_table[] = {
 	{ "TiB", UNITS_SIZE, 1ULL << 40 },
 };
 
+/* Days, for command-line durations only (retention: --max-age 7d); not a unit of the query
+ * language, whose units are units_table's. */
+static const struct units_unit units_days[] = {
+	{ "d", UNITS_DURATION, 86400ULL * UNITS_NS_PER_SEC },
+};
+
 /* The short size forms of command-line options only. */
 static const struct units_unit units_short[] = {
 	{ "K", UNITS_SIZE, 1ULL << 10 }, { "k", UNITS_SIZE, 1ULL << 10 },
@@ -106,6 +112,8 @@ int units_duration_parse(const char *s, uint64_t bare_ns, uint64_t *ns)
 	if (!*end)
 		return bare_ns ? units_scale(v, bare_ns, ns) : -EINVAL;
 	u = units_find(end, strlen(end));
+	if (!u)
+		u = units_in(units_days, NUNITS(units_days), end, strlen(end));
 	if (!u || u->kind != UNITS_DURATION)
 		return -EINVAL;
 	return units_scale(v, u->scale, ns);

@@ -36,7 +36,8 @@ const struct units_unit *units_find(const char *s, size_t len);
 /* "64MiB", "65536", "64K" -> bytes.  0, -EINVAL (malformed, unknown unit) or -ERANGE. */
 int units_size_parse(const char *s, uint64_t *bytes);
 
-/* "500ms", "2s" -> nanoseconds.  A bare number counts in bare_ns units ("3" with bare_ns
+/* "500ms", "2s", "7d" (days: command lines only, not the query language) -> nanoseconds.
+ * A bare number counts in bare_ns units ("3" with bare_ns
  * 10^9 is 3 s); bare_ns 0: a unit is required.  0, -EINVAL or -ERANGE. */
 int units_duration_parse(const char *s, uint64_t bare_ns, uint64_t *ns);
 

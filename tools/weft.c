@@ -128,8 +128,8 @@ int tool_parse_max_age(const char *opt, const char *arg, uint64_t *ns)
 {
 	if (units_duration_parse(arg, 0, ns) || !*ns || *ns > (uint64_t)INT64_MAX) {
 		fprintf(stderr,
-			"weft: %s takes a duration with its unit (30m, 12h, ...), not '%s'\n", opt,
-			arg);
+			"weft: %s takes a duration with its unit (30m, 12h, 7d, ...), not '%s'\n",
+			opt, arg);
 		return -1;
 	}
 	return 0;

@@ -491,6 +491,21 @@ static void test_retain(void **state)
 	/* and stays so: nothing more to drop */
 	wr_sleep_ms(1500);
 	assert_int_equal(graph_count(cl, "retained"), 5);
+	assert_int_equal(graph_count(cl, "max_age_ns"), 3600LL * 1000000000LL);
+	{
+		struct wr_proc p;
+		int rc = cl_weft(&p, (char *)"status", (char *)"--to", cl->endpoint,
+				 (char *)"--server-key", (char *)cl_pub(cl, cl->client_server),
+				 (char *)"--key", (char *)cl_path(cl, "me.key"));
+
+		if (rc != 0 ||
+		    !strstr(p.out.p,
+			    "graph store retention (--graph-max-age 1h): 5 traces dropped\n")) {
+			wr_dump(&p, "weft status");
+			fail_msg("weft status: status %d, no retention line", rc);
+		}
+		wr_free(&p);
+	}
 
 	/* after the query's end, its traces are checked: the one still stored, quietly not the
 	 * five dropped */

@@ -2,7 +2,7 @@
 /*
  * Unit tests of base/units.[ch]: the sizes and durations of every command-line option and of
  * the query language's units.  Exact values for every unit, the short size forms options
- * take, and refusals: malformed text, units of the other kind, unknown units ("16E", "2d"),
+ * take, and refusals: malformed text, units of the other kind, unknown units ("16E", "2w"),
  * and values beyond 2^64 - 1, in the digits or once scaled, at the exact boundary.
  */
 #include <errno.h>
@@ -95,6 +95,9 @@ static void test_durations(void **state)
 	assert_true(ns == 10);
 	assert_int_equal(units_duration_parse("1m", 0, &ns), 0);
 	assert_true(ns == 60 * S);
+	assert_int_equal(units_duration_parse("7d", 0, &ns), 0); /* command lines: retention */
+	assert_int_equal(ns, 7ull * 86400 * S);
+	assert_null(units_find("d", 1)); /* not a unit of the query language */
 	assert_int_equal(units_duration_parse("2h", 0, &ns), 0);
 	assert_true(ns == 7200 * S);
 	/* a bare number: in the caller's unit, or refused */
@@ -115,7 +118,8 @@ static void test_durations_refused(void **state)
 	assert_int_equal(units_duration_parse("", S, &ns), -EINVAL);
 	assert_int_equal(units_duration_parse("-1s", S, &ns), -EINVAL);
 	assert_int_equal(units_duration_parse("2 s", S, &ns), -EINVAL);
-	assert_int_equal(units_duration_parse("2d", S, &ns), -EINVAL);
+	assert_int_equal(units_duration_parse("2w", S, &ns), -EINVAL);
+	assert_int_equal(units_duration_parse("2D", S, &ns), -EINVAL);
 	assert_int_equal(units_duration_parse("1.5s", S, &ns), -EINVAL);
 	assert_int_equal(units_duration_parse("1H", S, &ns), -EINVAL); /* case matters */
 	assert_int_equal(units_duration_parse("5KiB", S, &ns), -EINVAL); /* a size */
