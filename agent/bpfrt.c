@@ -66,6 +66,7 @@ struct bpfrt {
 	void *rb_ctx;
 	struct bpfrt_reader *reader; /* NULL: the caller's thread reads the ring itself */
 	uint64_t evicted; /* span sweeps' evictions not yet reported */
+	uint64_t misses_seen; /* the programs' recursion_misses already reported */
 
 	struct bpfrt_agg *aggs;
 	size_t naggs, caggs;
@@ -1149,6 +1150,7 @@ int bpfrt_stack_read(struct bpfrt *rt, int64_t id, uint64_t *ips, unsigned int m
 int bpfrt_prog_misses(struct bpfrt *rt, uint64_t *misses)
 {
 	struct bpf_program *p;
+	uint64_t total = 0;
 
 	*misses = 0;
 	bpf_object__for_each_program(p, rt->obj)
@@ -1162,7 +1164,10 @@ int bpfrt_prog_misses(struct bpfrt *rt, uint64_t *misses)
 		memset(&info, 0, sizeof(info));
 		if (bpf_obj_get_info_by_fd(fd, &info, &len))
 			return -errno;
-		*misses += info.recursion_misses;
+		total += info.recursion_misses;
 	}
+	/* the kernel's counters only grow while the programs are loaded */
+	*misses = total >= rt->misses_seen ? total - rt->misses_seen : 0;
+	rt->misses_seen = total;
 	return 0;
 }

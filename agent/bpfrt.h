@@ -151,8 +151,9 @@ int bpfrt_stack_read(struct bpfrt *rt, int64_t id, uint64_t *ips, unsigned int m
 
 /*
  * Events the kernel did not run the object's programs for because another BPF program was
- * running on that CPU (bpf_prog_info.recursion_misses, summed): losses the runtime cannot
- * count itself, to be reported next to the drop counters.
+ * running on that CPU (bpf_prog_info.recursion_misses, summed) since the last call: losses
+ * the runtime cannot count itself, to be reported next to the drop counters, which count per
+ * window too.
  */
 int bpfrt_prog_misses(struct bpfrt *rt, uint64_t *misses);
 
