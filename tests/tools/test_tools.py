@@ -871,6 +871,58 @@ def t_ssllatency():
         check(got >= 6, "bpftrace counted at least the 6 too: %s" % h)
 
 
+class FtraceWitness:
+    """A tracefs instance (plain ftrace: no perf, no BPF) that records the scheduler events
+    `events` whose field `pid` is `pid`: a second consumer of the tracepoints weft reads, to
+    tell what the kernel delivered from what weft made of it.  None where tracefs has no
+    instances (then the caller checks without it)."""
+
+    TRACEFS = "/sys/kernel/tracing"
+
+    @classmethod
+    def start(cls, events, pid):
+        if not os.path.isdir(os.path.join(cls.TRACEFS, "instances")):
+            step("no tracefs instances: the kernel's own record is not compared")
+            return None
+        return cls(events, pid)
+
+    def __init__(self, events, pid):
+        self.dir = tempfile.mkdtemp(prefix="weft-witness-",
+                                    dir=os.path.join(self.TRACEFS, "instances"))
+        self.events = events
+        for e in events:
+            ev = os.path.join(self.dir, "events", "sched", e)
+            with open(os.path.join(ev, "filter"), "w") as f:
+                f.write("pid == %d" % pid)
+            with open(os.path.join(ev, "enable"), "w") as f:
+                f.write("1")
+
+    def stop(self):
+        """Stops recording; returns the number of each event recorded, and checks that the
+        buffer lost nothing (its per-CPU overrun and dropped counters)."""
+        with open(os.path.join(self.dir, "tracing_on"), "w") as f:
+            f.write("0")
+        counts = dict((e, 0) for e in self.events)
+        with open(os.path.join(self.dir, "trace")) as f:
+            for line in f:
+                for e in self.events:
+                    if (" %s: " % e) in line:
+                        counts[e] += 1
+        lost = 0
+        for cpu in os.listdir(os.path.join(self.dir, "per_cpu")):
+            with open(os.path.join(self.dir, "per_cpu", cpu, "stats")) as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k.strip() in ("overrun", "dropped events"):
+                        lost += int(v.split()[0])
+        for e in self.events:
+            with open(os.path.join(self.dir, "events", "sched", e, "enable"), "w") as f:
+                f.write("0")
+        os.rmdir(self.dir)
+        check(lost == 0, "the kernel's own record lost nothing (%d overrun or dropped)" % lost)
+        return counts
+
+
 def t_runqlat():
     # substitution: a `where args.pid = PID` on the start side (the woken task), since the
     # example covers every task; the workload is woken once by "go" and once per sleep
@@ -879,7 +931,11 @@ def t_runqlat():
     q = open(os.path.join(SRC, "examples", "runqlat.wq")).read()
     q = q.replace("on args.pid,", "where args.pid = %d on args.pid," % p.pid, 1)
     w, b = start_both("runqlat", query=q)
-    go(p)
+    kernel = FtraceWitness.start(("sched_wakeup", "sched_wakeup_new"), p.pid)
+    try:
+        go(p)
+    finally:  # the instance is removed whatever happens
+        seen = kernel.stop() if kernel else None
     wo, bo = w.stop(), b.stop() if b else None
     n = sum(sum(hist_counts(r["usecs"]).values()) for win in weft_windows(wo)
             for r in win["rows"])
@@ -888,16 +944,28 @@ def t_runqlat():
     # loops): that wakeup's span never ends, and the next wakeup replaces its start, which
     # weft counts as span_start_replaced, or, if it was the last wakeup, the start is still
     # open when the probes are detached, which the last window counts as spans_open (the
-    # workload has exited by then, and only its wakeups start a span); so the wakeups
-    # counted, the starts replaced and the starts left open are exactly 21, at most 2 not
-    # counted
+    # workload has exited by then, and only its wakeups start a span).  So the wakeups
+    # counted, the starts replaced and the starts left open are every wakeup weft's program
+    # ran for: 21 (its input, 20 sleeps), at most 2 of them not counted.  A wakeup can be
+    # missing too (CI saw 20 once, nothing replaced or open): plain ftrace, recording the
+    # same tracepoints beside weft, says how many the kernel delivered, and weft's must be
+    # exactly those (less what the kernel counted as not run for weft: misses, of any task,
+    # usually none); the kernel's own shortfall is reported, not taken as weft's.
     wins = weft_windows(wo)
     replaced = sum(win.get("lost", {}).get("span_start_replaced", 0) for win in wins)
     still_open = wins[-1].get("spans_open", 0) if wins else 0
-    check(n + replaced + still_open == 21 and replaced + still_open <= 2,
-          "21 wakeups of the workload (its input, 20 sleeps): %d, %d starts replaced by the "
-          "next wakeup and %d left open (a switch-in the kernel did not deliver)"
-          % (n, replaced, still_open))
+    misses = sum(win.get("misses", 0) for win in wins)
+    delivered = sum(seen.values()) if seen is not None else 21
+    total = n + replaced + still_open
+    check(delivered - misses <= total <= delivered and replaced + still_open <= 2 and
+          19 <= delivered <= 21,
+          "the workload's wakeups (its input, 20 sleeps: 21), as many as the kernel delivered "
+          "(ftrace: %s), less up to %d it did not run weft's program for (misses): %d spans, %d "
+          "starts replaced by the next wakeup and %d left open (a switch-in the kernel did "
+          "not deliver)" % (seen if seen is not None else "not recorded", misses, n, replaced,
+                            still_open))
+    if delivered < 21:
+        step("the kernel delivered %d of the workload's 21 wakeups (ftrace too)" % delivered)
     if bo is not None:
         h = bt_map(bo, "@usecs") or []
         check(sum(x["count"] for x in h) >= n, "bpftrace, which counts every task, saw "
