@@ -95,8 +95,46 @@ async function viewCluster() {
       el('td', { class: 'mono' }, q.query)));
   }
   main(el('h2', {}, 'Aggregator ' + c.aggregator + ' — ' + c.agents.length + ' agents, ' + c.rejected + ' rejected'),
-    agents, el('h2', {}, 'Queries'), queries);
+    agents, el('h2', {}, 'Queries'), queries, ...(c.graph ? [el('h2', {}, 'Graph store'), graphTable(c.graph)] : []));
   status('updated ' + new Date().toLocaleTimeString());
+}
+
+// a bound as its option takes it: the largest whole unit (7d, 12h, 30m; 20GiB, 500MiB)
+function fmtBound(v, units, last) {
+  for (const [s, u] of units) if (v >= s && v % s === 0) return v / s + u;
+  return v + last;
+}
+
+function fmtAge(ns) {
+  return fmtBound(ns, [[864e11, 'd'], [36e11, 'h'], [6e10, 'm'], [1e9, 's'], [1e6, 'ms'], [1e3, 'us']], 'ns');
+}
+
+function fmtSize(b) {
+  return fmtBound(b, [[2 ** 40, 'TiB'], [2 ** 30, 'GiB'], [2 ** 20, 'MiB'], [2 ** 10, 'KiB']], 'B');
+}
+
+// the graph store the aggregator writes: what came in, what was lost, what retention dropped
+// (the "graph" object of /api/cluster, docs/http.md)
+function graphTable(g) {
+  const bounds = [];
+  if (g.max_age_ns !== undefined) bounds.push('--graph-max-age ' + fmtAge(g.max_age_ns));
+  if (g.max_bytes !== undefined) bounds.push('--graph-max-size ' + fmtSize(g.max_bytes));
+  const rows = [
+    ['file', g.path, 'path'],
+    ['received', g.batches + (g.batches === 1 ? ' batch: ' : ' batches: ') + g.tasks + ' tasks, ' + g.events + ' events, ' + g.edges + ' edges', 'received'],
+    ['traces checked', g.checked + ', ' + g.incomplete + ' incomplete', 'checked'],
+    ['not stored', g.lost + ' lost, ' + g.rejected + ' rejected, ' + g.failed + ' failed, ' + g.replaced + ' replaced', 'lost'],
+    ['kernel edges', g.kernel_matched + ' matched, ' + g.kernel_split + ' split, ' + g.kernel_bad + ' bad, ' + g.kernel_dropped + ' dropped', 'kernel'],
+    ['retention', bounds.length ? bounds.join(', ') + ': ' + g.retained + ' traces dropped' : 'none: the store grows until `weft graph retain` is run', 'retention'],
+  ];
+  if (g.forward) {
+    const f = g.forward;
+    rows.push(['forwarded to', f.url, 'forward-url'],
+      ['forwarding', f.sent + ' spans sent, ' + f.spooled + ' spooled, ' + f.pending + ' pending, ' + f.dropped + ' dropped, ' + f.rejected + ' rejected' +
+        (f.last_error ? ' (last error: ' + f.last_error + ')' : ''), 'forward']);
+  }
+  return el('table', { id: 'graph' }, ...rows.map(([k, v, id]) =>
+    el('tr', { 'data-row': id }, el('th', {}, k), el('td', { class: id === 'path' || id === 'forward-url' ? 'mono' : '' }, v))));
 }
 
 // ---- a query, live ----

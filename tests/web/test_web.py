@@ -15,6 +15,10 @@ What it asserts (docs/http.md):
     from the file with kernel/weft_sketch.h's rule; the one annotated span's event is rare
     (the test imports 30 copies of the trace without it) and drawn dark; every overlay's
     toggle hides and shows it; the exports are Chrome trace, OTLP and Jaeger JSON;
+  - the cluster page shows the graph store: its file, its retention bound as given
+    (--graph-max-size 1GiB), and the 3 tasks a live graph query of the agent captured (a
+    workload's 3 getppid() calls as spans), which the traces page lists as 3 traces besides
+    the 31 imported;
   - the live query page shows windows closing (its window number grows, rows appear); the
     quantile columns p50/p99 are drawn as their window's sketch: the bars are the sketch's
     log-linear buckets, their counts add up to exactly the window's reads (count() summed over
@@ -264,7 +268,8 @@ def main():
                                          "aggregator.key", "--allow", "allow", "--store",
                                          os.path.join(d, "agg.sqlite"), "--lateness", "500ms",
                                          "--http", addr + ":0", "--http-token", tok,
-                                         "--graph-store", gs, "-v"])
+                                         "--graph-store", gs, "--graph-max-size", "1GiB",
+                                         "-v"])
         wait_for("the aggregator to listen", lambda: log_has(agg, "listening on"))
         with open(agg.log) as f:
             url = re.search(r"web: serving (http://\S+)", f.read()).group(1)
@@ -326,6 +331,28 @@ def main():
         # without `every`, its one window closes when it ends: it holds every call
         run("cancel", *client, exported)
 
+        # a graph query, captured live on the agent into the aggregator's graph store: each of
+        # a workload's 3 getppid() calls a task, the root of a trace of its own
+        wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "3", "1",
+                               "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+        procs.procs.append(wl)
+        wl_pid = int(wl.stdout.readline())
+        graphq = run("submit", *client, "--no-follow",
+                     "from span(syscall:getppid) where pid == %d graph" % wl_pid).stdout.strip()
+        assert graphq.isdigit(), graphq
+        wait_for("the agent to run query " + graphq,
+                 lambda: log_has(agent, "query %s running" % graphq))
+        wl.stdin.write("go\n")
+        wl.stdin.close()
+        assert wl.wait(WAIT) == 0
+        run("cancel", *client, graphq)
+
+        def graph_status():
+            return json.loads(get(url + "/api/cluster", TOKEN)[1]).get("graph", {})
+
+        wait_for("the 3 tasks in the graph store", lambda: graph_status().get("tasks") == 3)
+
         step("browser")
         # the browser
         opts = webdriver.ChromeOptions()
@@ -353,19 +380,41 @@ def main():
                  lambda: any("a" == r.find_elements(By.TAG_NAME, "td")[0].text and
                              "yes" == r.find_elements(By.TAG_NAME, "td")[2].text
                              for r in q("#agents tr.agent")))
-        wait_for("both queries listed", lambda: len(q("#queries tr.query")) == 2)
+        wait_for("the three queries listed", lambda: len(q("#queries tr.query")) == 3)
+        # the graph store: the file, its retention bound as the option was given, and the
+        # same counts as the status the page is drawn from
+        wait_for("the graph store's table", lambda: q("#graph tr[data-row=retention] td"))
+        g = graph_status()
+
+        def cell(row):
+            return q("#graph tr[data-row=%s] td" % row)[0].text
+
+        assert cell("path") == gs, cell("path")
+        assert g["max_bytes"] == 1 << 30 and "max_age_ns" not in g, g
+        assert cell("retention") == "--graph-max-size 1GiB: %d traces dropped" % g["retained"], \
+            cell("retention")
+        assert g["retained"] == 0, g  # 34 small traces are far under a GiB
+        assert g["tasks"] == 3 and g["events"] == 0 and g["edges"] == 0, g
+        assert cell("received") == "%d %s: 3 tasks, 0 events, 0 edges" % (
+            g["batches"], "batch" if g["batches"] == 1 else "batches"), cell("received")
+        assert cell("kernel") == "%d matched, %d split, %d bad, %d dropped" % (
+            g["kernel_matched"], g["kernel_split"], g["kernel_bad"], g["kernel_dropped"])
         shot("cluster")
 
         step("traces page")
         # traces: the list, then a search
         browser.get(url + "/#/traces")
-        wait_for("31 traces listed", lambda: len(q("#traces tr.trace")) == 31)
+        # the 31 imported and the 3 captured live
+        wait_for("34 traces listed", lambda: len(q("#traces tr.trace")) == 34)
+        assert sum(r.find_elements(By.TAG_NAME, "td")[1].text == "wl_syscalls"
+                   for r in q("#traces tr.trace")) == 3
         browser.find_element(By.NAME, "min_duration").send_keys("130ms")
         browser.find_element(By.CSS_SELECTOR, "#trace-search button").click()
         longest = max(s["duration"] for s in spans) * 1000
         assert longest >= 130_000_000
         wait_for("the search to narrow the list",
                  lambda: 1 <= len(q("#traces tr.trace")) < 31)
+        assert not any("wl_syscalls" in r.text for r in q("#traces tr.trace"))
         assert any("a03ee8fff1dcd9b9" in r.text for r in q("#traces tr.trace"))
         shot("traces")
 
