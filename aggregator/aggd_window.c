@@ -372,6 +372,28 @@ static bool member_reported(const struct member *m, uint64_t w)
 	return m->hi > w;
 }
 
+/*
+ * Whether every sender has sent its last partial, for window w or before: a cancelled query
+ * whose senders all stopped before their clocks reached the window of the cancel ends with
+ * w, not with an empty window after it.  A sender that has not ended, alive or not, may still
+ * send: then no.
+ */
+static bool all_ended_by(const struct aggd_qwin *q, uint64_t w)
+{
+	size_t ended = 0;
+
+	for (size_t i = 0; i < q->nm; i++) {
+		const struct member *m = &q->m[i];
+
+		if (m->failed)
+			continue;
+		if (m->last == UINT64_MAX || m->last > w)
+			return false;
+		ended++;
+	}
+	return ended > 0;
+}
+
 /* Whether window w (== next_close) may close now. */
 static bool window_due(const struct aggd_qwin *q, uint64_t w, uint64_t now)
 {
@@ -611,6 +633,10 @@ int aggd_qwin_tick(struct aggd_qwin *q, uint64_t now_ns, aggd_emit_fn fn, void *
 		w->closed = true;
 		w->closed_ns = now_ns;
 		w->last = q->final != UINT64_MAX && w->index >= q->final;
+		if (!w->last && q->stopping && all_ended_by(q, w->index)) {
+			q->final = w->index; /* nothing can come for a later window */
+			w->last = true;
+		}
 		rc = window_emit(q, w, fn, ctx, true);
 		if (rc && !first_err)
 			first_err = rc;

@@ -974,16 +974,16 @@ static inline bool cl_agent_skipped(const struct cl_proc *agent, uint64_t id, ui
  * - in the last, the hosts whose agent ended query id after it.  A cancel reaches the agents
  *   some milliseconds apart: one that gets it just before a window boundary the others have
  *   crossed ends a window earlier, and the aggregator rightly does not expect it there.
- * Every agent ended after the last window or the one before.  All of them may have ended
- * after the one before: the cancel reached the aggregator after a boundary its agents had not
- * yet flipped at (their windows flip on their own timers, a few ms late on a loaded machine);
- * the last window then lists no host and names none missing, which the loop below checks.
+ * Every agent ended after the last window or the one before, and at least one after the last:
+ * when the cancel reaches the aggregator after a boundary its agents had not yet flipped at
+ * (their windows flip on their own timers, a few ms late on a loaded machine), all of them end
+ * a window earlier, and that window is the last (no empty window after it).
  */
 static inline void cl_res_assert_hosts(const struct cl_res *r, size_t from,
 				       const char *const *hosts, struct cl_proc *const *agents,
 				       uint64_t id)
 {
-	long long ended[16];
+	long long ended[16], latest = -1;
 	size_t last, nhosts = 0;
 
 	if (r->nwin == 0)
@@ -1001,7 +1001,11 @@ static inline void cl_res_assert_hosts(const struct cl_res *r, size_t from,
 			fail_msg("agent %s ended query %llu after window %lld; the last is %zu",
 				 hosts[nhosts], (unsigned long long)id, at, last);
 		ended[nhosts] = at;
+		latest = at > latest ? at : latest;
 	}
+	if (latest != (long long)last)
+		fail_msg("no agent ended query %llu after the last window, %zu",
+			 (unsigned long long)id, last);
 	for (size_t w = from; w <= last; w++) {
 		const char *want[16] = { NULL }, *may_miss[16] = { NULL };
 		const struct wj *missing = wj_get(r->final[w], "missing");

@@ -468,6 +468,57 @@ static void test_stop(void **state)
 	fx_free(f);
 }
 
+/*
+ * Cancelled just after a window boundary of the aggregator's clock, before the senders'
+ * timers flipped: they end with window 0, which is then the last; no empty window 1 follows
+ * (0 hosts, none missing: it said nothing, and looked like a result).  One sender still
+ * running when the others have ended keeps the window of the cancel open for it.
+ */
+static void test_stop_before_senders_flip(void **state)
+{
+	struct fixture *f = fx_new(query_text);
+	struct aggd_qwin *q = qwin(f, 0, 0);
+	struct agent_table *ref = reference(f, ev_ab, 7);
+	uint64_t stop = EPOCH + S + 1000000ULL; /* 1 ms into window 1 */
+
+	(void)state;
+	aggd_qwin_member(q, "a", 0, true);
+	aggd_qwin_member(q, "b", 0, true);
+	aggd_qwin_stop(q, stop);
+	assert_int_equal(aggd_qwin_add(q, partial(f, "a", 0, ev_a, 4, true), stop), AGGD_MERGED);
+	assert_int_equal(tick(f, q, stop), 0); /* b has not reported */
+	assert_int_equal(aggd_qwin_add(q, partial(f, "b", 0, ev_b, 3, true), stop), AGGD_MERGED);
+	assert_int_equal(tick(f, q, stop), 1);
+	assert_int_equal(f->em[0].index, 0);
+	assert_true(f->em[0].last);
+	assert_string_equal(f->em[0].hosts, "a,b");
+	assert_true(agent_table_equal(f->em[0].t, ref));
+	assert_true(aggd_qwin_done(q));
+	assert_int_equal(tick(f, q, stop + 10 * S), 0); /* and nothing after it */
+	aggd_qwin_free(q);
+
+	/* b ends a window later (its clock had flipped): window 0 is not the last */
+	q = qwin(f, 0, 0);
+	aggd_qwin_member(q, "a", 0, true);
+	aggd_qwin_member(q, "b", 0, true);
+	aggd_qwin_stop(q, stop);
+	aggd_qwin_add(q, partial(f, "a", 0, ev_a, 4, true), stop);
+	aggd_qwin_add(q, partial(f, "b", 0, ev_b, 3, false), stop);
+	assert_int_equal(tick(f, q, stop), 1);
+	assert_int_equal(f->em[0].index, 0);
+	assert_false(f->em[0].last);
+	assert_false(aggd_qwin_done(q));
+	aggd_qwin_add(q, partial(f, "b", 1, ev_b, 1, true), stop);
+	assert_int_equal(tick(f, q, stop), 1);
+	assert_int_equal(f->em[0].index, 1);
+	assert_true(f->em[0].last);
+	assert_string_equal(f->em[0].hosts, "b");
+	assert_true(aggd_qwin_done(q));
+	agent_table_free(ref);
+	aggd_qwin_free(q);
+	fx_free(f);
+}
+
 /* Property: however the events are split into partials, and in whatever order the partials
  * arrive, the merged window is the table of all events. */
 static void test_merge_order(void **state)
@@ -1075,6 +1126,7 @@ int main(void)
 		cmocka_unit_test(test_retention_age),
 		cmocka_unit_test(test_for_end),
 		cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_stop_before_senders_flip),
 		cmocka_unit_test(test_merge_order),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_store_roundtrip),
