@@ -89,6 +89,19 @@ static void sum_windows(const struct wr_buf *out, long long *misses, long long *
 	wr_json_free(&j);
 }
 
+/* Reads weft's output until its windows have reported `want` misses (bounded by
+ * WR_TIMEOUT_MS); the sums of sum_windows() then. */
+static void wait_misses(struct wr_proc *weft, long long want, long long *misses, long long *n,
+			size_t *windows_missing)
+{
+	uint64_t end = wr_now_ms() + WR_TIMEOUT_MS;
+
+	do {
+		wr_pump(weft, 100);
+		sum_windows(&weft->out, misses, n, windows_missing);
+	} while (*misses < want && wr_now_ms() < end);
+}
+
 /* The helper's control: printing on or off, and the bpf_printk() calls it made so far. */
 static void helper_set(struct rt_prog *helper, __u64 on)
 {
@@ -154,7 +167,6 @@ static void test_misses_per_window(void **state)
 	struct wr_proc weft;
 	long long misses = 0, n = 0, first, printed;
 	size_t windows_missing = 0;
-	uint64_t end;
 
 	(void)state;
 	assert_int_equal(rt_compile(&helper, "misses_helper", helper_src, obj, sizeof(obj)), 0);
@@ -176,11 +188,7 @@ static void test_misses_per_window(void **state)
 	first = helper_printed(&helper);
 	/* until weft's windows have reported the first phase's misses (a tick in flight when
 	 * printing was switched off may add one: the exact total is checked at the end) */
-	end = wr_now_ms() + WR_TIMEOUT_MS;
-	do {
-		wr_pump(&weft, 100);
-		sum_windows(&weft.out, &misses, &n, &windows_missing);
-	} while (misses < first && wr_now_ms() < end);
+	wait_misses(&weft, first, &misses, &n, &windows_missing);
 	printf("# first phase: %lld printk calls, %lld misses in %zu windows\n", first, misses,
 	       windows_missing);
 	assert_true(misses >= first);
@@ -190,11 +198,7 @@ static void test_misses_per_window(void **state)
 	helper_print_until(&helper, first + 100);
 	rt_detach(&helper); /* the perf event closed: no tick of it runs any more */
 	printed = helper_printed(&helper);
-	end = wr_now_ms() + WR_TIMEOUT_MS;
-	do {
-		wr_pump(&weft, 100);
-		sum_windows(&weft.out, &misses, &n, &windows_missing);
-	} while (misses < printed && wr_now_ms() < end);
+	wait_misses(&weft, printed, &misses, &n, &windows_missing);
 	kill(weft.pid, SIGINT);
 	if (wr_finish(&weft, WR_TIMEOUT_MS) != 0) {
 		wr_dump(&weft, "weft run");

@@ -312,41 +312,34 @@ def main():
                    "from syscall:read group by comm select count() as reads, "
                    "hist(args.count) as sizes, p50(args.count) as p50, p99(args.count) as p99 "
                    "every 1s").stdout.strip()
-        # the workload waits for a byte before its calls: the query names its pid (other
-        # tests on this machine may run the same workload meanwhile)
-        wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "5000", "2",
-                               "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-        procs.procs.append(wl)
-        wl_pid = int(wl.stdout.readline())
-        exported = run("submit", *client, "--no-follow", "--export-metrics",
-                       "from syscall:getppid where pid == %d select count() as calls" %
-                       wl_pid).stdout.strip()
-        assert live.isdigit() and exported.isdigit(), (live, exported)
-        wait_for("the agent to run query " + exported,
-                 lambda: log_has(agent, "query %s running" % exported))
-        wl.stdin.write("go\n")
-        wl.stdin.close()
-        assert wl.wait(WAIT) == 0
-        # without `every`, its one window closes when it ends: it holds every call
-        run("cancel", *client, exported)
 
+        def on_workload(calls, threads, query, *opts):
+            """Submits `query` % the pid of wl_syscalls CALLS THREADS, which waits for a byte
+            before its calls (the query names its pid: other tests on this machine may run
+            the same workload meanwhile), releases it once the agent runs the query, and
+            cancels the query after it exited.  Returns the query's id."""
+            wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"),
+                                   str(calls), str(threads), "wait"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+            procs.procs.append(wl)
+            qid = run("submit", *client, "--no-follow", *opts,
+                      query % int(wl.stdout.readline())).stdout.strip()
+            assert qid.isdigit(), qid
+            wait_for("the agent to run query " + qid,
+                     lambda: log_has(agent, "query %s running" % qid))
+            wl.stdin.write("go\n")
+            wl.stdin.close()
+            assert wl.wait(WAIT) == 0
+            # without `every`, its one window closes when it ends: it holds every call
+            run("cancel", *client, qid)
+            return qid
+
+        assert live.isdigit(), live
+        exported = on_workload(5000, 2, "from syscall:getppid where pid == %d "
+                               "select count() as calls", "--export-metrics")
         # a graph query, captured live on the agent into the aggregator's graph store: each of
         # a workload's 3 getppid() calls a task, the root of a trace of its own
-        wl = subprocess.Popen([os.path.join(bindir, "tests/workloads/wl_syscalls"), "3", "1",
-                               "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-        procs.procs.append(wl)
-        wl_pid = int(wl.stdout.readline())
-        graphq = run("submit", *client, "--no-follow",
-                     "from span(syscall:getppid) where pid == %d graph" % wl_pid).stdout.strip()
-        assert graphq.isdigit(), graphq
-        wait_for("the agent to run query " + graphq,
-                 lambda: log_has(agent, "query %s running" % graphq))
-        wl.stdin.write("go\n")
-        wl.stdin.close()
-        assert wl.wait(WAIT) == 0
-        run("cancel", *client, graphq)
+        on_workload(3, 1, "from span(syscall:getppid) where pid == %d graph")
 
         def graph_status():
             return json.loads(get(url + "/api/cluster", TOKEN)[1]).get("graph", {})
