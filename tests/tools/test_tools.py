@@ -970,7 +970,10 @@ def t_runqlat():
     # usually none), and bpftrace's be at most ftrace's, which is 19..21; a shortfall of the
     # dispatch is reported, not taken as weft's.
     wins = weft_windows(wo)
-    replaced = sum(win.get("lost", {}).get("span_start_replaced", 0) for win in wins)
+    # starts replaced, and (never seen here) starts the span table could not take or the
+    # sweep evicted: each a wakeup weft counted as lost
+    replaced = sum(win.get("lost", {}).get(k, 0) for win in wins
+                   for k in ("span_start_replaced", "span_table_full", "span_evicted"))
     still_open = wins[-1].get("spans_open", 0) if wins else 0
     misses = sum(win.get("misses", 0) for win in wins)
     delivered = sum(seen.values()) if seen is not None else 21
@@ -980,7 +983,7 @@ def t_runqlat():
           replaced + still_open <= 2 and 19 <= delivered <= 21,
           "the workload's wakeups (its input, 20 sleeps: 21) as the kernel delivered them "
           "(ftrace: %s; to BPF, bpftrace's count: %s), less up to %d it did not run weft's "
-          "program for (misses): %d spans, %d starts replaced by the next wakeup and %d left "
+          "program for (misses): %d spans, %d starts lost (replaced by the next wakeup) and %d left "
           "open (a switch-in the kernel did not deliver); the windows' other losses and "
           "notes: %s"
           % (seen if seen is not None else "not recorded",
