@@ -277,7 +277,8 @@ static bool where_part_has(const struct cg *c, enum where_part part, const struc
 
 /*
  * Whether a span end that finds no start is noted (span_end_without_start): not when a
- * start-side conjunct the end cannot evaluate filters starts, for then most such ends are of
+ * start-side conjunct the end cannot evaluate filters starts, or the span's own start-side
+ * `where` (span(P1 where C1, P2)), which the end never checks, for then most such ends are of
  * calls the predicate filtered out, not of calls begun before the query went live or whose
  * start was lost (counted as a loss in any case).
  */
@@ -285,6 +286,9 @@ static bool span_notes_no_start(const struct cg *c)
 {
 	const struct expr *conj[MAX_CONJUNCTS];
 	int n = where_conjuncts(c->q->where, conj);
+
+	if (c->src && c->src->start_where)
+		return false;
 
 	for (int i = 0; i < n; i++)
 		if (!mentions_end(conj[i]) && !end_evaluable(c->src, conj[i]))
