@@ -5,6 +5,7 @@
  * every digit is checked against overflow, and so is the scaling.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include "base/units.h"
 
@@ -117,4 +118,34 @@ int units_duration_parse(const char *s, uint64_t bare_ns, uint64_t *ns)
 	if (!u || u->kind != UNITS_DURATION)
 		return -EINVAL;
 	return units_scale(v, u->scale, ns);
+}
+
+/* v in the largest unit of table t (kind k) or of extra (NULL: none) that divides it whole. */
+static const char *units_format(uint64_t v, enum units_kind k, const struct units_unit *extra,
+				char *buf, size_t sz)
+{
+	const struct units_unit *best = NULL;
+
+	for (size_t i = 0; i <= NUNITS(units_table); i++) {
+		const struct units_unit *u = i < NUNITS(units_table) ? &units_table[i] : extra;
+
+		if (u && u->kind == k && v >= u->scale && v % u->scale == 0 &&
+		    (!best || u->scale > best->scale))
+			best = u;
+	}
+	if (!best) /* 0: in the smallest unit */
+		snprintf(buf, sz, "0%s", k == UNITS_DURATION ? "ns" : "B");
+	else
+		snprintf(buf, sz, "%llu%s", (unsigned long long)(v / best->scale), best->name);
+	return buf;
+}
+
+const char *units_duration_format(uint64_t ns, char *buf, size_t sz)
+{
+	return units_format(ns, UNITS_DURATION, &units_days[0], buf, sz);
+}
+
+const char *units_size_format(uint64_t bytes, char *buf, size_t sz)
+{
+	return units_format(bytes, UNITS_SIZE, NULL, buf, sz);
 }

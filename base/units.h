@@ -6,7 +6,8 @@
  * --timeout, the profile: probe's period, ...) read, so "10ms" or "64MiB" means the same
  * wherever it is written.
  *
- *   durations   ns us ms s m h             (1, 10^3, 10^6, 10^9, 60 * 10^9, 3600 * 10^9 ns)
+ *   durations   ns us ms s m h             (1, 10^3, 10^6, 10^9, 60 * 10^9, 3600 * 10^9 ns;
+ *                                           command lines also d, 86400 * 10^9 ns)
  *   sizes       B KiB MiB GiB TiB           (binary: 1, 2^10, 2^20, 2^30, 2^40 bytes)
  *
  * Command-line sizes also take the short binary forms K M G T (k m g t), which options have
@@ -40,5 +41,11 @@ int units_size_parse(const char *s, uint64_t *bytes);
  * A bare number counts in bare_ns units ("3" with bare_ns
  * 10^9 is 3 s); bare_ns 0: a unit is required.  0, -EINVAL or -ERANGE. */
 int units_duration_parse(const char *s, uint64_t bare_ns, uint64_t *ns);
+
+/* The other way, as an option would take it back: the value in the largest unit that divides
+ * it whole ("7d", "12h", "90s", "1500ms"; "20GiB", "500MiB", "1000B"), into buf; returns buf.
+ * units_duration_parse() and units_size_parse() read it back to the same value. */
+const char *units_duration_format(uint64_t ns, char *buf, size_t sz);
+const char *units_size_format(uint64_t bytes, char *buf, size_t sz);
 
 #endif

@@ -17,41 +17,6 @@
 #include "tools/weft.h"
 #include "tools/weft_cluster.h"
 
-/* A bound as its option would take it: the largest whole unit (7d, 12h, 30m, 90s, 1500ms). */
-static const char *fmt_age(uint64_t ns, char *buf, size_t sz)
-{
-	static const struct {
-		uint64_t ns;
-		const char *unit;
-	} u[] = { { 86400000000000ull, "d" }, { 3600000000000ull, "h" }, { 60000000000ull, "m" },
-		  { 1000000000ull, "s" },     { 1000000ull, "ms" },	 { 1000ull, "us" } };
-
-	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
-		if (ns >= u[i].ns && ns % u[i].ns == 0) {
-			snprintf(buf, sz, "%" PRIu64 "%s", ns / u[i].ns, u[i].unit);
-			return buf;
-		}
-	snprintf(buf, sz, "%" PRIu64 "ns", ns);
-	return buf;
-}
-
-/* The same for a size: 20GiB, 500MiB, 64KiB, 1000B. */
-static const char *fmt_size(uint64_t bytes, char *buf, size_t sz)
-{
-	static const char *const unit[] = { "TiB", "GiB", "MiB", "KiB" };
-
-	for (int i = 0; i < 4; i++) {
-		uint64_t m = 1ull << (10 * (4 - i));
-
-		if (bytes >= m && bytes % m == 0) {
-			snprintf(buf, sz, "%" PRIu64 "%s", bytes / m, unit[i]);
-			return buf;
-		}
-	}
-	snprintf(buf, sz, "%" PRIu64 "B", bytes);
-	return buf;
-}
-
 /* clang-format off */
 static const char status_help[] =
 	"Usage: weft status --to ENDPOINT --server-key FILE --key FILE [OPTIONS] [ID]\n"
@@ -333,18 +298,21 @@ static void print_status_text(const Weft__StatusReply *r, bool one_query, FILE *
 			r->graph->edges, r->graph->replaced, r->graph->rejected, r->graph->failed,
 			r->graph->lost, r->graph->checked, r->graph->incomplete);
 	if (r->graph && !one_query && r->graph->has_retained) {
-		char age[32], size[32];
+		const Weft__GraphStatus *g = r->graph;
+		char bounds[96] = "", v[32];
+		size_t n = 0;
 
-		fprintf(f, "graph store retention (%s%s%s%s%s): %" PRIu64 " traces dropped\n",
-			r->graph->has_max_age_ns ? "--graph-max-age " : "",
-			r->graph->has_max_age_ns ? fmt_age(r->graph->max_age_ns, age, sizeof(age)) :
-						   "",
-			r->graph->has_max_age_ns && r->graph->has_max_bytes ? ", " : "",
-			r->graph->has_max_bytes ? "--graph-max-size " : "",
-			r->graph->has_max_bytes ?
-				fmt_size(r->graph->max_bytes, size, sizeof(size)) :
-				"",
-			r->graph->retained);
+		/* an older aggregator says no bound: then the line names none */
+		if (g->has_max_age_ns)
+			n += (size_t)snprintf(bounds + n, sizeof(bounds) - n,
+					      " (--graph-max-age %s",
+					      units_duration_format(g->max_age_ns, v, sizeof(v)));
+		if (g->has_max_bytes)
+			n += (size_t)snprintf(bounds + n, sizeof(bounds) - n,
+					      "%s--graph-max-size %s", n ? ", " : " (",
+					      units_size_format(g->max_bytes, v, sizeof(v)));
+		fprintf(f, "graph store retention%s%s: %" PRIu64 " traces dropped\n", bounds,
+			n ? ")" : "", g->retained);
 	}
 	if (r->graph && !one_query &&
 	    (r->graph->kernel_matched || r->graph->kernel_split || r->graph->kernel_bad ||

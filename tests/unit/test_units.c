@@ -152,12 +152,49 @@ static void test_find(void **state)
 	assert_null(units_find("", 0));
 }
 
+/* Formatting is the parsers' inverse: the largest whole unit, read back to the same value. */
+static void test_format(void **state)
+{
+	static const struct {
+		uint64_t v;
+		const char *dur, *size;
+	} c[] = {
+		{ 0, "0ns", "0B" },
+		{ 1, "1ns", "1B" },
+		{ 1000, "1us", "1000B" },
+		{ 1024, "1024ns", "1KiB" },
+		{ 1500000, "1500us", "1500000B" },
+		{ 90ULL * UNITS_NS_PER_SEC, "90s", "87890625KiB" },
+		{ 3600ULL * UNITS_NS_PER_SEC, "1h", "3515625000KiB" },
+		{ 7ULL * 86400 * UNITS_NS_PER_SEC, "7d", "590625000000KiB" },
+		{ 36ULL * 3600 * UNITS_NS_PER_SEC, "36h", "126562500000KiB" },
+		{ 20ULL << 30, "21474836480ns", "20GiB" },
+		{ 3ULL << 40, "3298534883328ns", "3TiB" },
+		{ UINT64_MAX, "18446744073709551615ns", "18446744073709551615B" },
+	};
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t back;
+
+		assert_string_equal(units_duration_format(c[i].v, buf, sizeof(buf)), c[i].dur);
+		assert_int_equal(units_duration_parse(buf, 0, &back), 0);
+		assert_int_equal(back, c[i].v);
+		assert_string_equal(units_size_format(c[i].v, buf, sizeof(buf)), c[i].size);
+		assert_int_equal(units_size_parse(buf, &back), 0);
+		assert_int_equal(back, c[i].v);
+	}
+	/* a short buffer is cut, never overrun */
+	assert_string_equal(units_size_format(20ULL << 30, buf, 4), "20G");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_sizes_refused),
 		cmocka_unit_test(test_durations), cmocka_unit_test(test_durations_refused),
-		cmocka_unit_test(test_find),
+		cmocka_unit_test(test_find),	  cmocka_unit_test(test_format),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
