@@ -266,19 +266,51 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 #define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
 #define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
 /*
- * The same without waking the reader until a quarter of the buffer waits: what generated
- * programs use (stream rows and graph records), read by the agent's reader thread, which
- * also wakes by itself every 50 ms.  A row or a record per socket call must not cost the
- * traced program an interrupt and a wakeup of the agent each (docs/performance.md, "Kernel
- * edges" and "Stream rows").  The reader still sees every record: at the latest on its next
- * timed poll.
+ * One counter per CPU for WEFT_REC_SUBMIT_LAZY: the records this CPU has submitted since it
+ * last found less than a quarter of the ring waiting.
  */
-#define WEFT_REC_SUBMIT_LAZY(r)                                                                    \
-	bpf_ringbuf_submit((r),                                                                    \
-			   bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) >                    \
-					   bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4 ? \
-				   BPF_RB_FORCE_WAKEUP :                                           \
-				   BPF_RB_NO_WAKEUP)
+#define WEFT_WAKE_EVERY 64
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} weft_wake SEC(".maps");
+
+/*
+ * The flags of a record's submit: no wakeup while less than a quarter of the ring waits; the
+ * record that finds a quarter waiting wakes the reader, and then one in WEFT_WAKE_EVERY of
+ * this CPU's records while that lasts.  Not every record over the quarter: between the
+ * crossing and the reader's catching up, a busy traced program submits hundreds, and each
+ * forced wakeup costs it an interrupt (irq_work, a self-IPI: in this paravirtualised guest
+ * a trap to the host), which took 3 % of redis-benchmark's throughput at ~54,000 requests a
+ * second (docs/performance.md, "Kernel edges: the wakeups").  One wakeup is enough (the
+ * reader drains until the ring is empty); the later ones are a safety net.
+ */
+WEFT_INLINE __u64 weft_rec_wake_flags(void)
+{
+	__u32 *n = bpf_map_lookup_elem(&weft_wake, &(__u32){ 0 });
+
+	if (bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) <=
+	    bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4) {
+		if (n)
+			*n = 0;
+		return BPF_RB_NO_WAKEUP;
+	}
+	if (n && ((*n)++ & (WEFT_WAKE_EVERY - 1)))
+		return BPF_RB_NO_WAKEUP;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/*
+ * Submit without waking the reader until a quarter of the buffer waits (weft_rec_wake_flags()):
+ * what generated programs use (stream rows and graph records), read by the agent's reader
+ * thread, which also wakes by itself every 50 ms.  A row or a record per socket call must not
+ * cost the traced program an interrupt and a wakeup of the agent each (docs/performance.md,
+ * "Kernel edges" and "Stream rows").  The reader still sees every record: at the latest on its
+ * next timed poll.
+ */
+#define WEFT_REC_SUBMIT_LAZY(r) bpf_ringbuf_submit((r), weft_rec_wake_flags())
 #endif /* WEFT_WANT_RINGBUF */
 
 /* ---------------------------------------------------------------------------------------- */

@@ -14,14 +14,20 @@
  *    received than the ring holds, received + dropped == N; with the thread's queue bounded
  *    to one chunk, the rows neither ring nor queue could hold are counted, received +
  *    dropped == N exactly; with a ring that holds every row, the caller's first poll after
- *    the workload gets all N (the poll waits for the thread to empty the ring).
+ *    the workload gets all N (the poll waits for the thread to empty the ring);
+ *  - WEFT_REC_SUBMIT_LAZY's wakeups, one record at a time into a ring nobody reads: none
+ *    until a record finds more than a quarter of the ring waiting, that one, and then one in
+ *    WEFT_WAKE_EVERY of the CPU's records, exactly.
  */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <sched.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "tools/bench/rt_harness.h"
 #include "tests/skip.h"
@@ -247,6 +253,86 @@ static void test_stream_reader_first_poll_has_all(void **state)
 	assert_int_equal(missing, 0);
 }
 
+static const char lazy_src[] = "#define WEFT_WANT_RINGBUF\n"
+			       "#include \"weft.bpf.h\"\n"
+			       "\n"
+			       "struct rec1 { struct weft_rec_hdr h; __u64 n[7]; };\n"
+			       "\n"
+			       "SEC(\"tp/raw_syscalls/sys_enter\")\n"
+			       "int p_lazy(void *ctx)\n"
+			       "{\n"
+			       "	__u32 e = weft_epoch();\n"
+			       "	if (!weft_pid_ok() || WEFT_TP(ctx, 8, __s64) != WL_NR)\n"
+			       "		return 0;\n"
+			       "	struct rec1 *r = WEFT_REC_RESERVE(struct rec1, 0, e);\n"
+			       "	if (!r)\n"
+			       "		return 0;\n"
+			       "	r->n[0] = 1;\n"
+			       "	WEFT_REC_SUBMIT_LAZY(r);\n"
+			       "	return 0;\n"
+			       "}\n";
+
+#define LAZY_RING (64u << 10)
+#define LAZY_REC 72u /* 64 bytes and the ring's 8-byte header */
+#define LAZY_CALLS 900 /* fewer than the 910 records the ring holds */
+
+/*
+ * This thread, pinned to one CPU (the wakeup counter is per CPU), writes one record with
+ * each getppid(); after each, an edge-triggered epoll of the ring says whether that record
+ * woke its reader (the wakeup runs as an irq_work, an interrupt taken before the system
+ * call returns).  Until 2026-11-28 every record over the quarter woke it (673 here): on a
+ * busy traced program a storm of interrupts until the reader caught up.
+ */
+static void test_stream_lazy_wakeups(void **state)
+{
+	struct rt_prog p = { 0 };
+	struct setup_arg arg = { .ring_bytes = LAZY_RING, .pid = getpid() };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	char obj[PATH_MAX], src[sizeof(lazy_src) + 64];
+	unsigned first = 0, nwake = 0, bad = 0;
+	cpu_set_t cpus;
+	int ep;
+
+	(void)state;
+	CPU_ZERO(&cpus);
+	CPU_SET(sched_getcpu(), &cpus);
+	assert_int_equal(sched_setaffinity(0, sizeof(cpus), &cpus), 0);
+	snprintf(src, sizeof(src), "#define WL_NR %d\n%s", (int)SYS_getppid, lazy_src);
+	assert_int_equal(rt_compile(&p, "lazy", src, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(ep >= 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD,
+				   bpf_map__fd(bpf_object__find_map_by_name(p.obj, "weft_events")),
+				   &ev),
+			 0);
+	for (unsigned k = 1; k <= LAZY_CALLS; k++) {
+		/* the record that finds more than a quarter waiting (the ring holds k records
+		 * then), and every WEFT_WAKE_EVERY-th after it */
+		bool want = k * LAZY_REC > LAZY_RING / 4 &&
+			    (k - (LAZY_RING / 4 / LAZY_REC + 1)) % 64 == 0;
+		int n;
+
+		syscall(SYS_getppid);
+		n = epoll_wait(ep, &ev, 1, 0);
+		assert_true(n >= 0);
+		if (n && !first)
+			first = k;
+		nwake += n;
+		bad += n != want;
+	}
+	printf("# %u records: %u wakeups, the first at record %u\n", LAZY_CALLS, nwake, first);
+	assert_int_equal(first, LAZY_RING / 4 / LAZY_REC + 1); /* 228 */
+	assert_int_equal(nwake, (LAZY_CALLS - first) / 64 + 1); /* 11 */
+	assert_int_equal(bad, 0);
+	close(ep);
+	rt_unload(&p);
+	CPU_ZERO(&cpus);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &cpus);
+	sched_setaffinity(0, sizeof(cpus), &cpus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_stream_reader_reads_while_caller_away),
 		cmocka_unit_test(test_stream_reader_queue_bound_counts),
 		cmocka_unit_test(test_stream_reader_first_poll_has_all),
+		cmocka_unit_test(test_stream_lazy_wakeups),
 	};
 
 	if (!wt_root("it loads and attaches BPF programs"))
