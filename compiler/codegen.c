@@ -660,11 +660,40 @@ static void emit_net_fill(struct cg *c, const struct expr *e, const struct temp 
 	}
 }
 
+static bool graph_ksock(const struct cg *c);
+
+/*
+ * The task's comm into the 16 bytes at dst (a C lvalue's address): bpf_get_current_comm(),
+ * or in a kernel:sockets program, two loads from task_struct.comm through BTF
+ * (sema_ksock_comm(): 45 ns less a call; the comm is a string there, never a key).
+ */
+static void emit_comm_read(struct cg *c, const char *ind, const char *dst)
+{
+	char tn[160];
+
+	if (!graph_ksock(c) || !c->q->kbtf || !sema_ksock_comm(c->q->kbtf)) {
+		emit(c, "%sweft_comm(%s);\n", ind, dst);
+		return;
+	}
+	kbtf_cname(c->q->kbtf, kbtf_find(c->q->kbtf, "task_struct", false), tn, sizeof(tn));
+	emit(c, "%s{\n%s\t%s *_t = (%s *)bpf_get_current_task_btf();\n\n", ind, ind, tn, tn);
+	emit(c,
+	     "%s\t((__u64 *)(%s))[0] = *(__u64 *)__builtin_preserve_access_index(&_t->comm[0]);\n",
+	     ind, dst);
+	emit(c,
+	     "%s\t((__u64 *)(%s))[1] = *(__u64 *)__builtin_preserve_access_index(&_t->comm[8]);\n",
+	     ind, dst);
+	emit(c, "%s}\n", ind);
+}
+
 static void emit_str_fill(struct cg *c, const struct expr *e, const struct temp *t)
 {
 	emit(c, "\t__builtin_memset(&sc->s[%u], 0, %u);\n", t->off, t->size);
 	if (e->kind == EXPR_NAME && e->bi == BI_COMM) {
-		emit(c, "\tweft_comm(&sc->s[%u]);\n", t->off);
+		char dst[32];
+
+		snprintf(dst, sizeof(dst), "&sc->s[%u]", t->off);
+		emit_comm_read(c, "\t", dst);
 		return;
 	}
 	if (e->kind == EXPR_MEMBER && (e->bi == BI_FIELD || e->bi == BI_END_FIELD)) {
@@ -1457,7 +1486,7 @@ static void emit_graph_sink(struct cg *c)
 		emit(c, "\t\t__builtin_memcpy(g->comm, &sc->s[%u], %zu);\n", ct->off,
 		     sizeof(((struct weft_graph_rec *)0)->comm));
 	else
-		emit(c, "\t\tweft_comm(g->comm);\n");
+		emit_comm_read(c, "\t\t", "g->comm");
 	if (!graph_ksock(c))
 		emit(c, "\t\tg->s0[0] = 0;\n\t\tg->s1[0] = 0;\n");
 	if (graph_ksock(c)) {

@@ -2269,6 +2269,24 @@ bool sema_ksock_ipv6(struct kbtf *k)
 }
 
 /*
+ * The current task's comm read through BTF (task_struct.comm, a char[16]) instead of
+ * bpf_get_current_comm(): two loads instead of a helper that copies and pads the string, 45
+ * of a kernel:sockets program's ~300 ns a call here (docs/performance.md, "Kernel edges:
+ * what a record costs").  Only where the program reads sockets through BTF already (the
+ * object relocates against the kernel's BTF either way) and where the comm is a string (a
+ * filter's compare, a graph record's name), never a key: a kernel before 6.x pads a comm
+ * shorter than an earlier one with what was there (strlcpy), and a key would differ by the
+ * bytes after the NUL.  Marks the member; false when this BTF has no such member.
+ */
+bool sema_ksock_comm(struct kbtf *k)
+{
+	uint32_t t = kbtf_find(k, "task_struct", false);
+	struct kbtf_member m;
+
+	return t && kbtf_member(k, t, "comm", &m) == 0 && m.kind == KBTF_CHARS && m.size == 16;
+}
+
+/*
  * Raw tracepoints for kernel:sockets.  A classic tracepoint program runs after the kernel has
  * written the tracepoint's record (a perf buffer of its own, filled field by field); a raw one
  * (tp_btf: its arguments typed by the kernel's BTF) gets the arguments the tracepoint was
@@ -2358,6 +2376,7 @@ static int mark_kernel_edges(struct sema *s, const struct probe_spec *sp)
 		}
 	}
 	(void)sema_ksock_ipv6(k); /* marks the IPv6 members where the kernel has them */
+	(void)sema_ksock_comm(k); /* and task_struct.comm */
 	return 0;
 }
 

@@ -25,6 +25,9 @@ int sema_graph_probe_kind(const struct probe_target *t);
  * skc_v6_rcv_saddr and skc_v6_daddr); marks them for kbtf_emit() when it can. */
 struct kbtf;
 bool sema_ksock_ipv6(struct kbtf *k);
+/* Whether kernel:sockets' programs can read the task's comm from this kernel's BTF
+ * (task_struct.comm, char[16]); marks it for kbtf_emit() when they can. */
+bool sema_ksock_comm(struct kbtf *k);
 /* Whether kernel:sockets' target t is attached as a raw tracepoint (codegen.c: section
  * tp_btf/EVENT, one program a tracepoint, fields read from the arguments): every field of its
  * record is an argument or read from the socket on this kernel (its BTF).  False (a classic
