@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What a kernel-edges program's parts cost (tools/bench/kparts.sh, docs/performance.md,
+ * "Kernel edges: the wakeups and the comm"): variants of the work weft's kernel:sockets
+ * program does on the raw tracepoints sock:sock_send_length and sock:sock_recv_length, each
+ * adding one part.  Built at run time by kparts.sh with clang against the running kernel's
+ * vmlinux.h (bpftool), -DKP=<variant> -DKP_PID=<the server's pid>; loaded by kparts.c.
+ *
+ *   1 empty             return at once: what the tracepoints firing a program costs
+ *   2 pid               bpf_get_current_pid_tgid()
+ *   3 comm-helper       bpf_get_current_comm()
+ *   4 comm-btf          the comm as two loads from task_struct.comm
+ *   5 filter            pid or comm (the helper), family, protocol, length, flags
+ *   6 clock             5 + bpf_ktime_get_ns()
+ *   7 ring              6 + a 152-byte record reserved, filled, committed without a wakeup
+ *   8 array             7, the record in a per-CPU slot array instead of the ring
+ *   9 ring64            7 with a 64-byte record
+ *  10 wake-each         7, every record over a quarter of the ring forcing a wakeup
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 2 << 20); /* as a graph query's */
+} kp_ring SEC(".maps");
+
+struct kp_rec {
+	__u64 hdr, time;
+	__u32 pid, tid;
+	char comm[16];
+	__u64 a[7];
+	__u32 kind, family;
+#if KP != 9
+	__u8 pad[40];
+#endif
+};
+
+#define KP_SLOTS 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 64 * KP_SLOTS);
+	__type(key, __u32);
+	__type(value, struct kp_rec);
+} kp_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} kp_head SEC(".maps");
+
+/* "redis-benchmark" as two little-endian words */
+#define KP_COMM0 0x65622d7369646572ULL
+#define KP_COMM1 0x006b72616d68636eULL
+
+static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send)
+{
+	__u64 pt = bpf_get_current_pid_tgid(), comm[2];
+	struct task_struct *t;
+	struct tcp_sock *tp;
+	struct kp_rec *r;
+	__u16 fam;
+
+	if (KP == 1)
+		return 0;
+	if (KP == 2)
+		return pt == 1;
+	if (KP == 4) {
+		t = bpf_get_current_task_btf();
+		comm[0] = *(__u64 *)&t->comm[0];
+		comm[1] = *(__u64 *)&t->comm[8];
+		return comm[0] == 1 || comm[1] == 1;
+	}
+	bpf_get_current_comm(comm, 16);
+	if (KP == 3)
+		return comm[0] == 1;
+	if ((__u32)(pt >> 32) != KP_PID && (comm[0] != KP_COMM0 || comm[1] != KP_COMM1))
+		return 0;
+	fam = sk->__sk_common.skc_family;
+	if (fam != 2 || sk->sk_protocol != 6 || ret <= 0 || (flags & 2))
+		return 0;
+	if (KP == 5)
+		return 0;
+	if (KP == 6)
+		return bpf_ktime_get_ns() == 1;
+	if (KP == 8) {
+		__u64 *h = bpf_map_lookup_elem(&kp_head, &(__u32){ 0 });
+		__u32 i;
+
+		if (!h)
+			return 0;
+		i = bpf_get_smp_processor_id() * KP_SLOTS + (*h & (KP_SLOTS - 1));
+		r = bpf_map_lookup_elem(&kp_slots, &i);
+		if (!r)
+			return 0;
+		(*h)++;
+	} else {
+		r = bpf_ringbuf_reserve(&kp_ring, sizeof(*r), 0);
+		if (!r)
+			return 0;
+	}
+	r->time = bpf_ktime_get_ns();
+	r->pid = pt >> 32;
+	r->tid = pt;
+	__builtin_memcpy(r->comm, comm, 16);
+	r->kind = send;
+	r->family = fam;
+	r->a[0] = __builtin_bswap32(sk->__sk_common.skc_rcv_saddr);
+	r->a[1] = __builtin_bswap32(sk->__sk_common.skc_daddr);
+	r->a[2] = sk->__sk_common.skc_num;
+	r->a[3] = __builtin_bswap16(sk->__sk_common.skc_dport);
+	tp = bpf_skc_to_tcp_sock(sk);
+	r->a[4] = tp ? (send ? tp->write_seq : tp->copied_seq) : 0;
+	r->a[5] = ret;
+	r->a[6] = (__u64)sk;
+	if (KP == 8)
+		return 0;
+	if (KP == 10)
+		bpf_ringbuf_submit(
+			r, bpf_ringbuf_query(&kp_ring, BPF_RB_AVAIL_DATA) >
+					   bpf_ringbuf_query(&kp_ring, BPF_RB_RING_SIZE) / 4 ?
+				   BPF_RB_FORCE_WAKEUP :
+				   BPF_RB_NO_WAKEUP);
+	else
+		bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(kp_send, struct sock *sk, int ret, int flags)
+{
+	return kp_body(sk, ret, flags, 1);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(kp_recv, struct sock *sk, int ret, int flags)
+{
+	return kp_body(sk, ret, flags, 0);
+}

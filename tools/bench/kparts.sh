@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# What each part of a kernel-edges program costs a call, under the load kedges.sh measures
+# (docs/performance.md, "Kernel edges: the wakeups and the comm"): redis-server in network
+# namespace S, `redis-benchmark -c 1 -n N -t set -P 1` in namespace C (a veth pair between),
+# both on CPU 0; on CPU 1 the loader (kparts.c), which attaches one variant of the program to
+# sock:sock_send_length and sock:sock_recv_length and empties its 2 MiB ring as weft's reader
+# thread does.  The variants (kparts.bpf.c, compiled here against the running kernel's
+# vmlinux.h) add one part at a time; "weft" is weft's own generated program for the same
+# query (`weft explain --dump=codegen`), loaded the same way.  The figure is the kernel's
+# run-time statistics (kernel.bpf_stats_enabled on for the script's run; its own two clock
+# reads are in every figure: compare the "empty" variant), run_time_ns / run_cnt of the two
+# programs together, median over the rounds; the records the loader read are printed once.
+#
+# Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
+#                                          bpftool, clang, jq)
+#   BENCH_KPARTS_N: requests per run (default 40000)
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 weft"; kparts.bpf.c names them)
+#   Build: cmake --build build -j2 --target weft kparts (with -DWEFT_BENCH=ON)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+ROUNDS=${1:-5}
+N=${BENCH_KPARTS_N:-40000}
+VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 weft}
+KPARTS=$WEFT_BUILD/tools/bench/kparts
+log=$BENCH_OUT/kparts
+mkdir -p "$log"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bench: needs root (BPF, network namespaces)" >&2
+	exit 1
+fi
+bench_built weft kparts
+for f in ip redis-server redis-benchmark redis-cli bpftool clang jq; do
+	command -v "$f" >/dev/null || { echo "bench: $f not found" >&2; exit 1; }
+done
+
+ns_s=weft-bkp-$$-s
+ns_c=weft-bkp-$$-c
+veth=bkp$(($$ % 10000000))
+addr=10.233.$(($$ % 250)).1
+redis_pid=
+stats0=$(cat /proc/sys/kernel/bpf_stats_enabled)
+cleanup() {
+	echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled
+	[ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+	ip netns del "$ns_s" 2>/dev/null || true
+	ip netns del "$ns_c" 2>/dev/null || true
+}
+trap cleanup EXIT
+bench_two_hosts "$ns_s" "$ns_c" "$veth" "$addr" "10.233.$(($$ % 250)).2"
+taskset -c 0 ip netns exec "$ns_s" redis-server --port 6379 --bind "$addr" --save '' \
+	--appendonly no --protected-mode no >"$log/redis.log" 2>&1 &
+redis_pid=$!
+bench_wait_redis "$ns_c" "$addr"
+
+# the objects: each variant, and weft's program for the query kedges.sh runs
+bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$log/vmlinux.h"
+for v in $VARIANTS; do
+	[ "$v" = weft ] && continue
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"$log" -DKP="$v" -DKP_PID="$redis_pid" \
+		-c "$BENCH_DIR/kparts.bpf.c" -o "$log/kp$v.o"
+done
+"$WEFT" explain --dump=codegen \
+	"from kernel:sockets where pid = $redis_pid or comm = 'redis-benchmark' graph" |
+	sed 1d >"$log/weft.c"
+clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-gnu" \
+	-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function -Wno-pointer-sign \
+	-Wno-compare-distinct-pointer-types -fno-stack-protector -c "$log/weft.c" -o "$log/kpweft.o"
+
+echo 1 >/proc/sys/kernel/bpf_stats_enabled
+# one VARIANT ROUND: ns a call of the variant's two programs over one redis-benchmark run
+one() {
+	local lpid ring=kp_ring names='["kp_send","kp_recv"]'
+	[ "$1" = weft ] && ring=weft_events && names='["wp0","wp1"]'
+	taskset -c 1 "$KPARTS" "$log/kp$1.o" "$ring" >"$log/$1-$2.out" 2>"$log/$1-$2.err" &
+	lpid=$!
+	wait_attached "$lpid" "$log/$1-$2.err"
+	taskset -c 0 ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" \
+		-t set -P 1 --csv >/dev/null 2>&1
+	# the newest two programs of those names: the loader's (Debian's bpftool shows no owner)
+	bpftool prog show -j | jq --argjson n "$names" '[.[] | select(.name as $m | $n | index($m))]
+		| sort_by(.id) | .[-2:] | (map(.run_time_ns // 0) | add) / (map(.run_cnt // 1) | add)
+		| floor'
+	stop_pid "$lpid"
+}
+# shellcheck disable=SC2086 # the variants, one word each
+bench_rounds "$ROUNDS" "ns a call" $VARIANTS
+for v in $VARIANTS; do
+	echo "variant $v: median $(stats 0 <"$log/$v.txt" | cut -d' ' -f1) ns a call," \
+		"$(cat "$log/$v-1.out") records read in round 1"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) (2 CPUs)"
