@@ -266,40 +266,44 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 #define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
 #define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
 /*
- * One counter per CPU for WEFT_REC_SUBMIT_LAZY: the records this CPU has submitted since it
- * last found less than a quarter of the ring waiting.
+ * Per CPU, for WEFT_REC_SUBMIT_LAZY: the records this CPU has submitted, and its looks at the
+ * ring since it last found less than a quarter waiting.
  */
-#define WEFT_WAKE_EVERY 64
+#define WEFT_WAKE_CHECK 8 /* a look at the ring every 8th record of a CPU */
+#define WEFT_WAKE_EVERY 8 /* a wakeup every 8th look over the quarter: 64 records */
+struct weft_wake_ctr {
+	__u32 recs, over;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct weft_wake_ctr);
 } weft_wake SEC(".maps");
 
 /*
- * The flags of a record's submit: no wakeup while less than a quarter of the ring waits; the
- * record that finds a quarter waiting wakes the reader, and then one in WEFT_WAKE_EVERY of
- * this CPU's records while that lasts.  Not every record over the quarter: between the
- * crossing and the reader's catching up, a busy traced program submits hundreds, and each
- * forced wakeup costs it an interrupt (irq_work, a self-IPI: in this paravirtualised guest
- * a trap to the host), which took 3 % of redis-benchmark's throughput at ~54,000 requests a
- * second (docs/performance.md, "Kernel edges: the wakeups").  One wakeup is enough (the
- * reader drains until the ring is empty); the later ones are a safety net.
+ * The flags of a record's submit.  Every WEFT_WAKE_CHECK-th record of a CPU looks at the ring
+ * (two queries: ~25 ns a record when every record looked, docs/performance.md); none wakes
+ * the reader while less than a quarter waits; the first look that finds a quarter waiting
+ * wakes it, and then one look in WEFT_WAKE_EVERY while that lasts.  Not every record over the
+ * quarter: between the crossing and the reader's catching up, a busy traced program submits
+ * hundreds, and each forced wakeup costs it an interrupt (irq_work, a self-IPI: in this
+ * paravirtualised guest a trap to the host), which took 3 % of redis-benchmark's throughput at
+ * ~54,000 requests a second (docs/performance.md, "Kernel edges: the wakeups").  One wakeup is
+ * enough (the reader empties the ring whenever it runs); the later ones are a safety net.
  */
 WEFT_INLINE __u64 weft_rec_wake_flags(void)
 {
-	__u32 *n = bpf_map_lookup_elem(&weft_wake, &(__u32){ 0 });
+	struct weft_wake_ctr *w = bpf_map_lookup_elem(&weft_wake, &(__u32){ 0 });
 
+	if (!w || (w->recs++ & (WEFT_WAKE_CHECK - 1)))
+		return BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) <=
 	    bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4) {
-		if (n)
-			*n = 0;
+		w->over = 0;
 		return BPF_RB_NO_WAKEUP;
 	}
-	if (n && ((*n)++ & (WEFT_WAKE_EVERY - 1)))
-		return BPF_RB_NO_WAKEUP;
-	return BPF_RB_FORCE_WAKEUP;
+	return w->over++ & (WEFT_WAKE_EVERY - 1) ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP;
 }
 
 /*
