@@ -2271,8 +2271,8 @@ bool sema_ksock_ipv6(struct kbtf *k)
 /*
  * The current task's comm read through BTF (task_struct.comm, a char[16]) instead of
  * bpf_get_current_comm(): two loads instead of a helper that copies and pads the string, 45
- * of a kernel:sockets program's ~300 ns a call here (docs/performance.md, "Kernel edges:
- * what a record costs").  Only where the program reads sockets through BTF already (the
+ * of a kernel:sockets program's ~280 ns a call here (docs/performance.md, "Kernel edges:
+ * the wakeups and the comm").  Only where the program reads sockets through BTF already (the
  * object relocates against the kernel's BTF either way) and where the comm is a string (a
  * filter's compare, a graph record's name), never a key: a kernel before 6.x pads a comm
  * shorter than an earlier one with what was there (strlcpy), and a key would differ by the
