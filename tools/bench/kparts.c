@@ -6,12 +6,18 @@
  * thread does: whenever woken, and every 50 ms whether woken or not.  Prints "kparts:
  * attached" on stderr once attached, and the records it read on SIGINT.
  *
+ * A variant 11 object (a ring per CPU of kparts.bpf.c's own: maps kp_pcring and kp_pchead)
+ * is read the same way, every 50 ms: each CPU's records from where the last read stopped to
+ * its head, each record's words read as a reader would, through the maps' mmap.
+ *
  * Usage: kparts OBJ RING
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 
 static volatile sig_atomic_t stop;
@@ -21,6 +27,47 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+/* variant 11: the per-CPU rings (kparts.bpf.c's KP_PC_SLOTS, KP_PC_CPUS, struct kp_pchead) */
+#define PC_SLOTS 16384
+#define PC_CPUS 64
+static volatile const unsigned char *pc_ring;
+static volatile const unsigned long long *pc_head;
+static size_t pc_rec;
+static unsigned long long pc_tail[PC_CPUS], pc_sum;
+
+static void *map_mmap(struct bpf_map *m)
+{
+	size_t len = (size_t)bpf_map__value_size(m) * bpf_map__max_entries(m);
+	long pg = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	len = (len + (size_t)pg - 1) / (size_t)pg * (size_t)pg;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(m), 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void pc_read(void)
+{
+	for (int c = 0; c < PC_CPUS; c++) {
+		unsigned long long head = pc_head[c * 8]; /* 64 bytes a CPU */
+
+		if (head - pc_tail[c] > PC_SLOTS) /* overwritten before read */
+			pc_tail[c] = head - PC_SLOTS;
+		for (; pc_tail[c] < head; pc_tail[c]++) {
+			const volatile unsigned long long *w =
+				(const volatile unsigned long long *)(pc_ring +
+								      ((size_t)c * PC_SLOTS +
+								       (pc_tail[c] &
+									(PC_SLOTS - 1))) *
+									      pc_rec);
+
+			for (size_t k = 0; k < pc_rec / 8; k++)
+				pc_sum += w[k];
+			nrec++;
+		}
+	}
 }
 
 static int on_rec(void *ctx, void *data, size_t size)
@@ -61,6 +108,19 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (bpf_object__find_map_by_name(obj, "kp_pchead")) {
+		struct bpf_map *rm = bpf_object__find_map_by_name(obj, "kp_pcring");
+		struct bpf_map *hm = bpf_object__find_map_by_name(obj, "kp_pchead");
+
+		pc_rec = bpf_map__value_size(rm);
+		pc_ring = map_mmap(rm);
+		pc_head = map_mmap(hm);
+		if (!pc_ring || !pc_head || bpf_map__max_entries(hm) != PC_CPUS) {
+			fprintf(stderr, "kparts: cannot map the per-CPU rings: %s\n",
+				strerror(errno));
+			return 1;
+		}
+	}
 	rb = ring_buffer__new(bpf_map__fd(ring), on_rec, NULL, NULL);
 	if (!rb) {
 		fprintf(stderr, "kparts: ring: %s\n", strerror(errno));
@@ -72,8 +132,12 @@ int main(int argc, char **argv)
 	while (!stop) {
 		ring_buffer__poll(rb, 50);
 		ring_buffer__consume(rb); /* what the poll did not wake for */
+		if (pc_ring)
+			pc_read();
 	}
 	ring_buffer__consume(rb);
+	if (pc_ring)
+		pc_read();
 	printf("%llu\n", nrec);
 	ring_buffer__free(rb);
 	bpf_object__close(obj);

@@ -11,17 +11,23 @@
 # run-time statistics (kernel.bpf_stats_enabled on for the script's run; its own two clock
 # reads are in every figure: compare the "empty" variant), run_time_ns / run_cnt of the two
 # programs together, median over the rounds; the records the loader read are printed once.
+# With BENCH_KPARTS_WALL=1 the figure is instead redis-benchmark's requests a second with each
+# variant attached (and with none: the variant "off"), statistics off, and each variant's drop
+# against "off" (medians): what the parts cost the traced program, caches and all.
 #
 # Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          bpftool, clang, jq)
 #   BENCH_KPARTS_N: requests per run (default 40000)
-#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 weft"; kparts.bpf.c names them)
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 weft"; kparts.bpf.c names
+#     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1)
+#   BENCH_KPARTS_WALL=1: requests a second and drops instead of ns a call
 #   Build: cmake --build build -j2 --target weft kparts (with -DWEFT_BENCH=ON)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 N=${BENCH_KPARTS_N:-40000}
-VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 weft}
+VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 weft}
+WALL=${BENCH_KPARTS_WALL:-0}
 KPARTS=$WEFT_BUILD/tools/bench/kparts
 log=$BENCH_OUT/kparts
 mkdir -p "$log"
@@ -57,7 +63,7 @@ bench_wait_redis "$ns_c" "$addr"
 # the objects: each variant, and weft's program for the query kedges.sh runs
 bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$log/vmlinux.h"
 for v in $VARIANTS; do
-	[ "$v" = weft ] && continue
+	[ "$v" = weft ] || [ "$v" = off ] && continue
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"$log" -DKP="$v" -DKP_PID="$redis_pid" \
 		-c "$BENCH_DIR/kparts.bpf.c" -o "$log/kp$v.o"
 done
@@ -68,14 +74,34 @@ clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-g
 	-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function -Wno-pointer-sign \
 	-Wno-compare-distinct-pointer-types -fno-stack-protector -c "$log/weft.c" -o "$log/kpweft.o"
 
-echo 1 >/proc/sys/kernel/bpf_stats_enabled
+[ "$WALL" = 1 ] || echo 1 >/proc/sys/kernel/bpf_stats_enabled
+# bench: one redis-benchmark run on CPU 0 (after as many requests unmeasured, in every
+# variant alike); prints its requests a second
+bench() {
+	taskset -c 0 ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" \
+		-t set -P 1 --csv >/dev/null 2>&1
+	taskset -c 0 ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" \
+		-t set -P 1 --csv | awk -F'"' '$2 == "SET" { print $4 }'
+}
 # one VARIANT ROUND: ns a call of the variant's two programs over one redis-benchmark run
+# (or its requests a second, BENCH_KPARTS_WALL=1)
 one() {
-	local lpid ring=kp_ring names='["kp_send","kp_recv"]'
+	local lpid ring=kp_ring names='["kp_send","kp_recv"]' rps
+	if [ "$1" = off ]; then
+		echo 0 >"$log/$1-$2.out"
+		bench
+		return
+	fi
 	[ "$1" = weft ] && ring=weft_events && names='["wp0","wp1"]'
 	taskset -c 1 "$KPARTS" "$log/kp$1.o" "$ring" >"$log/$1-$2.out" 2>"$log/$1-$2.err" &
 	lpid=$!
 	wait_attached "$lpid" "$log/$1-$2.err"
+	if [ "$WALL" = 1 ]; then
+		rps=$(bench)
+		stop_pid "$lpid"
+		echo "$rps"
+		return
+	fi
 	taskset -c 0 ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" \
 		-t set -P 1 --csv >/dev/null 2>&1
 	# the newest two programs of those names: the loader's (Debian's bpftool shows no owner)
@@ -84,10 +110,17 @@ one() {
 		| floor'
 	stop_pid "$lpid"
 }
+unit="ns a call"
+[ "$WALL" = 1 ] && unit=SET/s
 # shellcheck disable=SC2086 # the variants, one word each
-bench_rounds "$ROUNDS" "ns a call" $VARIANTS
+bench_rounds "$ROUNDS" "$unit" $VARIANTS
+off=
+[ -s "$log/off.txt" ] && off=$(stats 1 <"$log/off.txt" | cut -d' ' -f1)
 for v in $VARIANTS; do
-	echo "variant $v: median $(stats 0 <"$log/$v.txt" | cut -d' ' -f1) ns a call," \
-		"$(cat "$log/$v-1.out") records read in round 1"
+	m=$(stats 1 <"$log/$v.txt" | cut -d' ' -f1)
+	drop=
+	[ "$WALL" = 1 ] && [ -n "$off" ] && [ "$v" != off ] &&
+		drop=$(awk -v o="$off" -v m="$m" 'BEGIN { printf ", a drop of %.1f%%", 100 * (o - m) / o }')
+	echo "variant $v: median $m $unit$drop, $(cat "$log/$v-1.out") records read in round 1"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) (2 CPUs)"
