@@ -45,6 +45,7 @@
 #include "kernel/weft_abi.h"
 
 #define SCRATCH_MAX 16384 /* bytes of per-CPU scratch one query may use */
+#define SCRATCH_STACK_MAX 64 /* a stream query's scratch up to this: on the stack */
 #define MAX_TEMPS 64
 #define STREQ_LIT_MAX 63 /* longest literal of WEFT_STREQ (weft.bpf.h: WEFT_GLOB_MAX - 1) */
 
@@ -837,9 +838,17 @@ static void emit_str_eq(struct cg *c, const struct expr *a, const struct expr *b
 	/* WEFT_STREQ unrolls a literal of at most STREQ_LIT_MAX bytes; a longer one is
 	 * compared by the loop of weft_q_streq (WEFT_STREQ would say "not equal") */
 	if (b->kind == EXPR_STR && a->kind != EXPR_STR && strlen(b->sval) <= STREQ_LIT_MAX) {
-		emit(c, "WEFT_STREQ(");
-		emit_str_ref(c, a, &sa);
-		emit(c, ", %u, \"", sa);
+		const struct temp *t = c->span_end && find_save(c, a) ? NULL : find_temp(c, a);
+
+		/* a word at a time where the string's buffer is 8-aligned: a temp of a query
+		 * without a group key, whose scratch strings begin at byte 8 (struct wscratch) */
+		if (t && !c->p->aggregating) {
+			emit(c, "WEFT_STREQ_W(&sc->s[%u], %u, \"", t->off, t->size);
+		} else {
+			emit(c, "WEFT_STREQ(");
+			emit_str_ref(c, a, &sa);
+			emit(c, ", %u, \"", sa);
+		}
 		for (const char *s = b->sval; *s; s++) {
 			unsigned char ch = (unsigned char)*s;
 
@@ -1523,7 +1532,7 @@ static void emit_graph_sink(struct cg *c)
 			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[2]);\n"
 			"\t\t}\n");
 	}
-	emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r);\n");
+	emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r, _cost);\n");
 }
 
 /* The body after filtering: aggregate update or stream record. */
@@ -1581,7 +1590,7 @@ static void emit_sink(struct cg *c)
 		if (p->fields[f].kernel)
 			emit_store_value(c, "r->b", p->fields[f].offset, p->fields[f].size,
 					 p->fields[f].e);
-	emit(c, "\tWEFT_REC_SUBMIT_LAZY(r);\n");
+	emit(c, "\tWEFT_REC_SUBMIT_LAZY(r, _cost);\n");
 }
 
 static void emit_span_key(struct cg *c)
@@ -1663,7 +1672,8 @@ static void emit_prog_fn(struct cg *c, const struct plan_prog *pr, bool is_end, 
 	     c->span_start ? " (span start)" :
 			     "");
 	emit(c, "%s\n{\n", head);
-	emit(c, "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n");
+	emit(c,
+	     "\t__u32 e = weft_epoch(), zero = 0;\n\tstruct wscratch *sc;\n\tWEFT_SCRATCH_DECL\n");
 	if (c->p->aggregating && !c->span_start && !plan_keyed(c->p))
 		emit(c, "\tstruct wval *v;\n");
 	if (!c->p->aggregating && !c->span_start)
@@ -1682,7 +1692,7 @@ static void emit_prog_fn(struct cg *c, const struct plan_prog *pr, bool is_end, 
 	/* needs no scratch (no strings): a filtered end costs no map lookup at all */
 	if (c->span_end)
 		emit_where_part(c, WHERE_END_BEFORE_MATCH);
-	emit(c, "\tsc = bpf_map_lookup_elem(&weft_scratch, &zero);\n\tif (!sc)\n\t\treturn 0;\n");
+	emit(c, "\tsc = WEFT_SCRATCH_GET();\n\tif (!sc)\n\t\treturn 0;\n");
 
 	if (c->span_end) {
 		emit_side_where(c, src->end_where);
@@ -1724,17 +1734,20 @@ static void emit_prog_fn(struct cg *c, const struct plan_prog *pr, bool is_end, 
 static void emit_prog(struct cg *c, const struct plan_prog *pr)
 {
 	const struct source *src = &c->q->sources[pr->source];
-	char head[96];
+	char head[160];
 
 	if (sema_span_same_probe(src)) {
-		snprintf(head, sizeof(head), "static __always_inline int %s_end(void *ctx)",
+		snprintf(head, sizeof(head),
+			 "static __always_inline int %s_end(void *ctx, struct weft_cost *_cost)",
 			 pr->name);
 		emit_prog_fn(c, pr, true, head);
-		snprintf(head, sizeof(head), "static __always_inline int %s_start(void *ctx)",
+		snprintf(head, sizeof(head),
+			 "static __always_inline int %s_start(void *ctx, struct weft_cost *_cost)",
 			 pr->name);
 		emit_prog_fn(c, pr, false, head);
 	} else {
-		snprintf(head, sizeof(head), "static __always_inline int %s_body(void *ctx)",
+		snprintf(head, sizeof(head),
+			 "static __always_inline int %s_body(void *ctx, struct weft_cost *_cost)",
 			 pr->name);
 		emit_prog_fn(c, pr, pr->is_end, head);
 	}
@@ -1747,9 +1760,10 @@ static void emit_prog(struct cg *c, const struct plan_prog *pr)
 	emit(c, "\tstruct weft_cost *_cost;\n\t__u64 _t0;\n\tint _rc;\n\n");
 	emit(c, "\t_cost = weft_cost_begin(&weft_cost, %d, &_t0);\n", (int)(pr - c->p->progs));
 	if (sema_span_same_probe(src))
-		emit(c, "\t%s_end(ctx);\n\t_rc = %s_start(ctx);\n", pr->name, pr->name);
+		emit(c, "\t%s_end(ctx, _cost);\n\t_rc = %s_start(ctx, _cost);\n", pr->name,
+		     pr->name);
 	else
-		emit(c, "\t_rc = %s_body(ctx);\n", pr->name);
+		emit(c, "\t_rc = %s_body(ctx, _cost);\n", pr->name);
 	emit(c, "\tweft_cost_end(_cost, _t0);\n\treturn _rc;\n}\n");
 }
 
@@ -1897,9 +1911,26 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 		emit(c, "\tstruct wspan span;\n");
 	emit(c, "\t__u8 s[%u];\n} __attribute__((aligned(8)));\n",
 	     c->max_temps_size ? c->max_temps_size : 8);
-	emit(c,
-	     "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, 1);\n"
-	     "\t__type(key, __u32);\n\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
+	/*
+	 * Where a program's scratch lives.  A stream or graph query with no span and a few
+	 * bytes of strings (kernel:sockets: the comm) keeps it on the stack: the per-CPU map's
+	 * lookup and its cache line cost such a program ~0.4 % of a traced request loop's
+	 * throughput (docs/performance.md, "Kernel edges: the program's own maps").  Not an
+	 * aggregation: its key is built in scratch and hashed whole, and a map's bytes that no
+	 * event writes stay zero where the stack's would not.
+	 */
+	if (!p->aggregating && !spans && c->max_temps_size <= SCRATCH_STACK_MAX) {
+		emit(c, "/* scratch on the stack (%u bytes) */\n",
+		     c->max_temps_size ? c->max_temps_size : 8);
+		emit(c, "#define WEFT_SCRATCH_DECL struct wscratch _wsc;\n"
+			"#define WEFT_SCRATCH_GET() (&_wsc)\n");
+	} else {
+		emit(c, "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n"
+			"\t__uint(max_entries, 1);\n\t__type(key, __u32);\n"
+			"\t__type(value, struct wscratch);\n} weft_scratch SEC(\".maps\");\n");
+		emit(c, "#define WEFT_SCRATCH_DECL\n"
+			"#define WEFT_SCRATCH_GET() bpf_map_lookup_elem(&weft_scratch, &zero)\n");
+	}
 	emit(c,
 	     "struct {\n\t__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n\t__uint(max_entries, %d);\n"
 	     "\t__type(key, __u32);\n\t__type(value, struct weft_cost);\n} weft_cost SEC(\".maps\");\n",

@@ -265,56 +265,43 @@ WEFT_INLINE void *weft_rec_reserve_sz(__u32 size, __u16 probe, __u32 e)
 /* `struct rec0 *r = WEFT_REC_RESERVE(struct rec0, 0, e);` — rec0 begins with weft_rec_hdr. */
 #define WEFT_REC_RESERVE(T, probe, e) ((T *)weft_rec_reserve_sz(sizeof(T), (probe), (e)))
 #define WEFT_REC_SUBMIT(r) bpf_ringbuf_submit((r), 0)
-/*
- * Per CPU, for WEFT_REC_SUBMIT_LAZY: the records this CPU has submitted, and its looks at the
- * ring since it last found less than a quarter waiting.
- */
-#define WEFT_WAKE_CHECK 8 /* a look at the ring every 8th record of a CPU */
+#define WEFT_WAKE_CHECK 8 /* a look at the ring every 8th record of a program on a CPU */
 #define WEFT_WAKE_EVERY 8 /* a wakeup every 8th look over the quarter: 64 records */
-struct weft_wake_ctr {
-	__u32 recs, over;
-};
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct weft_wake_ctr);
-} weft_wake SEC(".maps");
 
 /*
- * The flags of a record's submit.  Every WEFT_WAKE_CHECK-th record of a CPU looks at the ring
- * (two queries: ~25 ns a record when every record looked, docs/performance.md); none wakes
- * the reader while less than a quarter waits; the first look that finds a quarter waiting
- * wakes it, and then one look in WEFT_WAKE_EVERY while that lasts.  Not every record over the
- * quarter: between the crossing and the reader's catching up, a busy traced program submits
- * hundreds, and each forced wakeup costs it an interrupt (irq_work, a self-IPI: in this
- * paravirtualised guest a trap to the host), which took 3 % of redis-benchmark's throughput at
- * ~54,000 requests a second (docs/performance.md, "Kernel edges: the wakeups").  One wakeup is
- * enough (the reader empties the ring whenever it runs); the later ones are a safety net.
+ * The flags of a record's submit, counted in the program's cost slot c (struct weft_cost,
+ * recs and over: per program and CPU, in the line its run touches anyway; NULL: never wake).
+ * Every WEFT_WAKE_CHECK-th record of a program on a CPU looks at the ring (two queries: ~25 ns
+ * a record when every record looked, docs/performance.md); none wakes the reader while less
+ * than a quarter waits; the first look that finds a quarter waiting wakes it, and then one
+ * look in WEFT_WAKE_EVERY while that lasts.  Not every record over the quarter: between the
+ * crossing and the reader's catching up, a busy traced program submits hundreds, and each
+ * forced wakeup costs it an interrupt (irq_work, a self-IPI: in this paravirtualised guest a
+ * trap to the host), which took 3 % of redis-benchmark's throughput at ~54,000 requests a
+ * second (docs/performance.md, "Kernel edges: the wakeups").  One wakeup is enough (the reader
+ * empties the ring whenever it runs); the later ones are a safety net.
  */
-WEFT_INLINE __u64 weft_rec_wake_flags(void)
+WEFT_INLINE __u64 weft_rec_wake_flags(struct weft_cost *c)
 {
-	struct weft_wake_ctr *w = bpf_map_lookup_elem(&weft_wake, &(__u32){ 0 });
-
-	if (!w || (w->recs++ & (WEFT_WAKE_CHECK - 1)))
+	if (!c || (c->recs++ & (WEFT_WAKE_CHECK - 1)))
 		return BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_query(&weft_events, BPF_RB_AVAIL_DATA) <=
 	    bpf_ringbuf_query(&weft_events, BPF_RB_RING_SIZE) / 4) {
-		w->over = 0;
+		c->over = 0;
 		return BPF_RB_NO_WAKEUP;
 	}
-	return w->over++ & (WEFT_WAKE_EVERY - 1) ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP;
+	return c->over++ & (WEFT_WAKE_EVERY - 1) ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP;
 }
 
 /*
- * Submit without waking the reader until a quarter of the buffer waits (weft_rec_wake_flags()):
- * what generated programs use (stream rows and graph records), read by the agent's reader
- * thread, which also wakes by itself every 50 ms.  A row or a record per socket call must not
- * cost the traced program an interrupt and a wakeup of the agent each (docs/performance.md,
- * "Kernel edges" and "Stream rows").  The reader still sees every record: at the latest on its
- * next timed poll.
+ * Submit without waking the reader until a quarter of the buffer waits (weft_rec_wake_flags();
+ * cost: the program's slot of WEFT_COST_MAP, as weft_cost_begin() returned it): what generated
+ * programs use (stream rows and graph records), read by the agent's reader thread, which also
+ * wakes by itself every 50 ms.  A row or a record per socket call must not cost the traced
+ * program an interrupt and a wakeup of the agent each (docs/performance.md, "Kernel edges" and
+ * "Stream rows").  The reader still sees every record: at the latest on its next timed poll.
  */
-#define WEFT_REC_SUBMIT_LAZY(r) bpf_ringbuf_submit((r), weft_rec_wake_flags())
+#define WEFT_REC_SUBMIT_LAZY(r, cost) bpf_ringbuf_submit((r), weft_rec_wake_flags(cost))
 #endif /* WEFT_WANT_RINGBUF */
 
 /* ---------------------------------------------------------------------------------------- */
@@ -611,6 +598,42 @@ WEFT_INLINE int weft_streq_n(const char *s, __u32 ssz, const char *lit, __u32 n)
 		if (j > n)
 			break;
 		if (s[j] != lit[j])
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * WEFT_STREQ for a string at the start of an 8-byte-aligned buffer of ssz bytes, a multiple of
+ * 8 (a string in a stream query's scratch): the literal's bytes and its NUL are compared a
+ * word at a time, each word and its mask folded at compile time, so a comm against a literal is
+ * two compares instead of sixteen.  The bytes after the NUL are not looked at (a kernel before
+ * 6.x may leave an older name's bytes there).
+ */
+#define WEFT_STREQ_W(s, ssz, lit) weft_streq_w((const __u64 *)(s), (ssz), (lit), sizeof(lit) - 1)
+WEFT_INLINE int weft_streq_w(const __u64 *s, __u32 ssz, const char *lit, __u32 n)
+{
+	if (n >= ssz || n >= WEFT_GLOB_MAX) /* lit and its NUL must fit into s */
+		return 0;
+#pragma clang loop unroll(full)
+	for (__u32 w = 0; w < WEFT_GLOB_MAX / 8; w++) {
+		__u64 word = 0, mask = 0;
+
+		if (w * 8 > n)
+			break;
+#pragma clang loop unroll(full)
+		for (__u32 b = 0; b < 8; b++) {
+			if (w * 8 + b > n)
+				break;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			word |= (__u64)(__u8)lit[w * 8 + b] << (8 * b);
+			mask |= (__u64)0xff << (8 * b);
+#else
+			word |= (__u64)(__u8)lit[w * 8 + b] << (56 - 8 * b);
+			mask |= (__u64)0xff << (56 - 8 * b);
+#endif
+		}
+		if ((s[w] & mask) != word)
 			return 0;
 	}
 	return 1;

@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define WEFT_ABI_VERSION 3
+#define WEFT_ABI_VERSION 4
 
 /*
  * Map and section names the agent looks up (docs/runtime.md, "Map layouts").  An aggregation
@@ -42,6 +42,15 @@ struct weft_cost {
 	__u64 calls; /* runs */
 	__u64 sampled; /* runs timed */
 	__u64 ns; /* their time */
+	/*
+	 * Not the meter's: the program's records submitted with WEFT_REC_SUBMIT_LAZY on this CPU,
+	 * and its looks at the ring since one last found less than a quarter waiting.  Here, in
+	 * the slot every run touches anyway, rather than in a map of their own: one cache line
+	 * and one lookup less a record (docs/performance.md, "Kernel edges: the program's own
+	 * maps").  The agent reads neither.
+	 */
+	__u32 recs;
+	__u32 over;
 };
 
 /*

@@ -21,7 +21,10 @@
 #ifndef WEFT_TEST_NETNS_UTIL_H
 #define WEFT_TEST_NETNS_UTIL_H
 
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,6 +95,29 @@ static inline void nu_netns_del(const char *name)
 	snprintf(path, sizeof(path), "/run/netns/%s", name);
 	if (name[0] && access(path, F_OK) == 0)
 		nu_ip("netns del %s", name);
+}
+
+/*
+ * Deletes the namespaces that runs of weft's tests and benchmarks left behind when they were
+ * killed (a ctest timeout is a SIGKILL, which no teardown survives): every /run/netns/weft-
+ * TAG-PID-... (test_run_kedges' weft-ke, test_run_scope's weft-scope, the cluster tests'
+ * weft-ns, tools/bench's weft-bke and weft-bkp) whose process PID is gone.  A namespace of a
+ * live run is never touched, whoever made it.
+ */
+static inline void nu_netns_sweep(void)
+{
+	DIR *d = opendir("/run/netns");
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		long pid;
+
+		if (sscanf(e->d_name, "weft-%*[a-z]-%ld-", &pid) == 1 && pid > 0 &&
+		    kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+			nu_ip("netns del %s", e->d_name);
+	}
+	if (d)
+		closedir(d);
 }
 
 /* One end of a veth pair. */

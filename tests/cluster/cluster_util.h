@@ -1198,19 +1198,10 @@ static inline bool cl_pid_gone(long pid)
  */
 static inline void cl_net_sweep(void)
 {
-	DIR *d = opendir("/run/netns");
-	struct dirent *e;
 	struct wr_proc p;
 	char *argv[] = { (char *)"ip", (char *)"-o", (char *)"link", (char *)"show", NULL };
 
-	while (d && (e = readdir(d))) {
-		long pid;
-
-		if (sscanf(e->d_name, "weft-ns-%ld-", &pid) == 1 && cl_pid_gone(pid))
-			nu_ip("netns del %s", e->d_name);
-	}
-	if (d)
-		closedir(d);
+	nu_netns_sweep();
 	if (wr_start(&p, argv) == 0 && wr_finish(&p, 10000) == 0) {
 		for (char *l = p.out.p; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 			char name[32];

@@ -253,24 +253,31 @@ static void test_stream_reader_first_poll_has_all(void **state)
 	assert_int_equal(missing, 0);
 }
 
-static const char lazy_src[] = "#define WEFT_WANT_RINGBUF\n"
-			       "#include \"weft.bpf.h\"\n"
-			       "\n"
-			       "struct rec1 { struct weft_rec_hdr h; __u64 n[7]; };\n"
-			       "\n"
-			       "SEC(\"tp/raw_syscalls/sys_enter\")\n"
-			       "int p_lazy(void *ctx)\n"
-			       "{\n"
-			       "	__u32 e = weft_epoch();\n"
-			       "	if (!weft_pid_ok() || WEFT_TP(ctx, 8, __s64) != WL_NR)\n"
-			       "		return 0;\n"
-			       "	struct rec1 *r = WEFT_REC_RESERVE(struct rec1, 0, e);\n"
-			       "	if (!r)\n"
-			       "		return 0;\n"
-			       "	r->n[0] = 1;\n"
-			       "	WEFT_REC_SUBMIT_LAZY(r);\n"
-			       "	return 0;\n"
-			       "}\n";
+static const char lazy_src[] =
+	"#define WEFT_WANT_RINGBUF\n"
+	"#include \"weft.bpf.h\"\n"
+	"\n"
+	"struct rec1 { struct weft_rec_hdr h; __u64 n[7]; };\n"
+	"struct {\n"
+	"	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n"
+	"	__uint(max_entries, 1);\n"
+	"	__type(key, __u32);\n"
+	"	__type(value, struct weft_cost);\n"
+	"} weft_cost SEC(\".maps\");\n"
+	"\n"
+	"SEC(\"tp/raw_syscalls/sys_enter\")\n"
+	"int p_lazy(void *ctx)\n"
+	"{\n"
+	"	__u32 e = weft_epoch();\n"
+	"	if (!weft_pid_ok() || WEFT_TP(ctx, 8, __s64) != WL_NR)\n"
+	"		return 0;\n"
+	"	struct rec1 *r = WEFT_REC_RESERVE(struct rec1, 0, e);\n"
+	"	if (!r)\n"
+	"		return 0;\n"
+	"	r->n[0] = 1;\n"
+	"	WEFT_REC_SUBMIT_LAZY(r, bpf_map_lookup_elem(&weft_cost, &(__u32){ 0 }));\n"
+	"	return 0;\n"
+	"}\n";
 
 #define LAZY_RING (64u << 10)
 #define LAZY_REC 72u /* 64 bytes and the ring's 8-byte header */

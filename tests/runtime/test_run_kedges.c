@@ -84,6 +84,7 @@ static int group_setup(void **state)
 	if (!mkdtemp(dir))
 		return -1;
 	atexit(clean);
+	nu_netns_sweep(); /* of earlier runs that were killed */
 	if (nu_netns_add(ns_s) || nu_netns_add(ns_c) || nu_veth(&s, &c, 24))
 		return -1;
 	return 0;

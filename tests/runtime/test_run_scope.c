@@ -41,6 +41,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include "run_util.h"
+#include "tests/netns_util.h"
 #include "tests/skip.h"
 
 #define N_A 30011ul
@@ -101,27 +102,13 @@ static void clean(void)
 	cg_remove();
 }
 
-/* Namespaces and cgroups of earlier runs whose process is gone. */
-static void sweep(void)
-{
-	DIR *d = opendir("/run/netns");
-	struct dirent *e;
-	long pid;
-
-	while (d && (e = readdir(d)))
-		if (sscanf(e->d_name, "weft-scope-%ld-", &pid) == 1 && kill((pid_t)pid, 0) != 0)
-			netns_cmd("del", e->d_name);
-	if (d)
-		closedir(d);
-}
-
 static int group_setup(void **state)
 {
 	FILE *f = setmntent("/proc/self/mounts", "re");
 	struct mntent *m;
 
 	(void)state;
-	sweep();
+	nu_netns_sweep(); /* of earlier runs whose process is gone */
 	snprintf(ns_a, sizeof(ns_a), "weft-scope-%d-a", (int)getpid());
 	snprintf(ns_b, sizeof(ns_b), "weft-scope-%d-b", (int)getpid());
 	atexit(clean);

@@ -10,10 +10,12 @@
  * is read the same way, every 50 ms: each CPU's records from where the last read stopped to
  * its head, each record's words read as a reader would, through the maps' mmap.
  *
- * Usage: kparts OBJ RING
+ * Usage: kparts OBJ RING   (KPARTS_RING=BYTES: another ring size, a power of 2 of at least
+ *                          a page)
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
 	struct bpf_program *prog;
 	struct bpf_map *ring;
 	struct ring_buffer *rb;
+	unsigned long ring_bytes = 2ul << 20;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: kparts OBJ RING\n");
@@ -95,8 +98,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kparts: %s: %s\n", argv[1], strerror(errno));
 		return 1;
 	}
+	if (getenv("KPARTS_RING"))
+		ring_bytes = strtoul(getenv("KPARTS_RING"), NULL, 0);
 	ring = bpf_object__find_map_by_name(obj, argv[2]);
-	if (!ring || bpf_map__set_max_entries(ring, 2u << 20) || bpf_object__load(obj)) {
+	if (!ring || bpf_map__set_max_entries(ring, ring_bytes) || bpf_object__load(obj)) {
 		fprintf(stderr, "kparts: cannot load %s (ring %s)\n", argv[1], argv[2]);
 		return 1;
 	}

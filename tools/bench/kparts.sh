@@ -18,15 +18,18 @@
 # Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          bpftool, clang, jq)
 #   BENCH_KPARTS_N: requests per run (default 40000)
-#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 weft"; kparts.bpf.c names
-#     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1)
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 12 13 14 weft"; kparts.bpf.c names
+#     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1;
+#     VARIANT@BYTES loads the variant with a ring of BYTES, a power of 2, instead of 2 MiB;
+#     c-NAME is BENCH_KPARTS_CDIR/NAME.c, an edit of weft's program (its pid filter written
+#     KP_PID), compiled as weft's is: a header beside it comes before the repository's)
 #   BENCH_KPARTS_WALL=1: requests a second and drops instead of ns a call
 #   Build: cmake --build build -j2 --target weft kparts (with -DWEFT_BENCH=ON)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 N=${BENCH_KPARTS_N:-40000}
-VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 weft}
+VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 weft}
 WALL=${BENCH_KPARTS_WALL:-0}
 KPARTS=$WEFT_BUILD/tools/bench/kparts
 log=$BENCH_OUT/kparts
@@ -62,8 +65,18 @@ bench_wait_redis "$ns_c" "$addr"
 
 # the objects: each variant, and weft's program for the query kedges.sh runs
 bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$log/vmlinux.h"
+built=
 for v in $VARIANTS; do
-	[ "$v" = weft ] || [ "$v" = off ] && continue
+	v=${v%@*}
+	[ "$v" = weft ] || [ "$v" = off ] || [[ " $built " == *" $v "* ]] && continue
+	built="$built $v"
+	if [ "${v#c-}" != "$v" ]; then # an edited program of weft's, in BENCH_KPARTS_CDIR
+		clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-gnu" \
+			-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function \
+			-Wno-pointer-sign -Wno-compare-distinct-pointer-types -fno-stack-protector \
+			-DKP_PID="$redis_pid" -c "$BENCH_KPARTS_CDIR/${v#c-}.c" -o "$log/kp$v.o"
+		continue
+	fi
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"$log" -DKP="$v" -DKP_PID="$redis_pid" \
 		-c "$BENCH_DIR/kparts.bpf.c" -o "$log/kp$v.o"
 done
@@ -86,14 +99,16 @@ bench() {
 # one VARIANT ROUND: ns a call of the variant's two programs over one redis-benchmark run
 # (or its requests a second, BENCH_KPARTS_WALL=1)
 one() {
-	local lpid ring=kp_ring names='["kp_send","kp_recv"]' rps
+	local lpid ring=kp_ring names='["kp_send","kp_recv"]' rps v=${1%@*} bytes=$((2 << 20))
+	[ "$v" != "$1" ] && bytes=${1#*@}
 	if [ "$1" = off ]; then
 		echo 0 >"$log/$1-$2.out"
 		bench
 		return
 	fi
-	[ "$1" = weft ] && ring=weft_events && names='["wp0","wp1"]'
-	taskset -c 1 "$KPARTS" "$log/kp$1.o" "$ring" >"$log/$1-$2.out" 2>"$log/$1-$2.err" &
+	[ "$v" = weft ] || [ "${v#c-}" != "$v" ] && ring=weft_events && names='["wp0","wp1"]'
+	KPARTS_RING=$bytes taskset -c 1 "$KPARTS" "$log/kp$v.o" "$ring" >"$log/$1-$2.out" \
+		2>"$log/$1-$2.err" &
 	lpid=$!
 	wait_attached "$lpid" "$log/$1-$2.err"
 	if [ "$WALL" = 1 ]; then

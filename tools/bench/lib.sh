@@ -163,7 +163,13 @@ bench_rounds() {
 # (VETH"a" in NS_S with ADDR_S/24, VETH"b" in NS_C with ADDR_C/24), loopback up in both: a
 # server "host" and a client "host" on one machine.  The caller deletes the namespaces.
 bench_two_hosts() {
-	local ns
+	local ns pid
+	# first the namespaces of weft's benchmarks and tests that were killed (no trap runs on
+	# SIGKILL): weft-TAG-PID-... whose process PID is gone
+	for ns in $(ip netns list | awk '{ print $1 }'); do
+		pid=$(echo "$ns" | sed -n 's/^weft-[a-z]*-\([0-9][0-9]*\)-.*/\1/p')
+		[ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && ip netns del "$ns"
+	done
 	ip netns add "$1"
 	ip netns add "$2"
 	ip link add "${3}a" type veth peer name "${3}b"
