@@ -151,7 +151,7 @@ for v in [v for e in json.load(sys.stdin) for v in e["values"]]:
     if isinstance(val, dict):
         s += val["sampled"]; n += val["ns"]
     else:
-        _, sa, ns = struct.unpack("<QQQ", bytes(int(x, 16) for x in val))
+        _, sa, ns = struct.unpack_from("<QQQ", bytes(int(x, 16) for x in val))
         s += sa; n += ns
 print(n // s if s else 0)'
 }
