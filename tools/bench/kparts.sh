@@ -18,7 +18,7 @@
 # Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          bpftool, clang, jq)
 #   BENCH_KPARTS_N: requests per run (default 40000)
-#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 12 13 14 weft"; kparts.bpf.c names
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 weft"; kparts.bpf.c names
 #     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1;
 #     VARIANT@BYTES loads the variant with a ring of BYTES, a power of 2, instead of 2 MiB;
 #     c-NAME is BENCH_KPARTS_CDIR/NAME.c, an edit of weft's program (its pid filter written
@@ -29,7 +29,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 N=${BENCH_KPARTS_N:-40000}
-VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 weft}
+VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 weft}
 WALL=${BENCH_KPARTS_WALL:-0}
 KPARTS=$WEFT_BUILD/tools/bench/kparts
 log=$BENCH_OUT/kparts
