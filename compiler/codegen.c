@@ -1915,7 +1915,7 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	 * Where a program's scratch lives.  A stream or graph query with no span and a few
 	 * bytes of strings (kernel:sockets: the comm) keeps it on the stack: the per-CPU map's
 	 * lookup and its cache line cost such a program ~0.4 % of a traced request loop's
-	 * throughput (docs/performance.md, "Kernel edges: the program's own maps").  Not an
+	 * throughput (docs/performance.md, "Kernel edges: what a record per call costs").  Not an
 	 * aggregation: its key is built in scratch and hashed whole, and a map's bytes that no
 	 * event writes stay zero where the stack's would not.
 	 */

@@ -46,8 +46,8 @@ struct weft_cost {
 	 * Not the meter's: the program's records submitted with WEFT_REC_SUBMIT_LAZY on this CPU,
 	 * and its looks at the ring since one last found less than a quarter waiting.  Here, in
 	 * the slot every run touches anyway, rather than in a map of their own: one cache line
-	 * and one lookup less a record (docs/performance.md, "Kernel edges: the program's own
-	 * maps").  The agent reads neither.
+	 * and one lookup less a record (docs/performance.md, "Kernel edges: what a record per call
+	 * costs").  The agent reads neither.
 	 */
 	__u32 recs;
 	__u32 over;

@@ -18,7 +18,7 @@
 # Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          bpftool, clang, jq)
 #   BENCH_KPARTS_N: requests per run (default 40000)
-#   BENCH_KPARTS_VARIANTS: which (default "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 weft"; kparts.bpf.c names
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 ... 15 weft": every one; kparts.bpf.c names
 #     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1;
 #     VARIANT@BYTES loads the variant with a ring of BYTES, a power of 2, instead of 2 MiB;
 #     c-NAME is BENCH_KPARTS_CDIR/NAME.c, an edit of weft's program (its pid filter written
@@ -63,6 +63,15 @@ taskset -c 0 ip netns exec "$ns_s" redis-server --port 6379 --bind "$addr" --sav
 redis_pid=$!
 bench_wait_redis "$ns_c" "$addr"
 
+# weft_cc SRC OBJ: a program of weft's (generated, or edited from one) compiled as weft
+# compiles it, KP_PID defined as the server's pid
+weft_cc() {
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-gnu" \
+		-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function -Wno-pointer-sign \
+		-Wno-compare-distinct-pointer-types -fno-stack-protector -DKP_PID="$redis_pid" \
+		-c "$1" -o "$2"
+}
+
 # the objects: each variant, and weft's program for the query kedges.sh runs
 bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$log/vmlinux.h"
 built=
@@ -71,10 +80,7 @@ for v in $VARIANTS; do
 	[ "$v" = weft ] || [ "$v" = off ] || [[ " $built " == *" $v "* ]] && continue
 	built="$built $v"
 	if [ "${v#c-}" != "$v" ]; then # an edited program of weft's, in BENCH_KPARTS_CDIR
-		clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-gnu" \
-			-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function \
-			-Wno-pointer-sign -Wno-compare-distinct-pointer-types -fno-stack-protector \
-			-DKP_PID="$redis_pid" -c "$BENCH_KPARTS_CDIR/${v#c-}.c" -o "$log/kp$v.o"
+		weft_cc "$BENCH_KPARTS_CDIR/${v#c-}.c" "$log/kp$v.o"
 		continue
 	fi
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"$log" -DKP="$v" -DKP_PID="$redis_pid" \
@@ -83,9 +89,7 @@ done
 "$WEFT" explain --dump=codegen \
 	"from kernel:sockets where pid = $redis_pid or comm = 'redis-benchmark' graph" |
 	sed 1d >"$log/weft.c"
-clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I"/usr/include/$(uname -m)-linux-gnu" \
-	-I"$REPO/kernel" -I"$REPO" -Wno-unused-value -Wno-unused-function -Wno-pointer-sign \
-	-Wno-compare-distinct-pointer-types -fno-stack-protector -c "$log/weft.c" -o "$log/kpweft.o"
+weft_cc "$log/weft.c" "$log/kpweft.o"
 
 [ "$WALL" = 1 ] || echo 1 >/proc/sys/kernel/bpf_stats_enabled
 # bench: one redis-benchmark run on CPU 0 (after as many requests unmeasured, in every
