@@ -54,6 +54,12 @@
 #     a one-request-at-a-time workload is paced by those wakeups, and a tracer that keeps a
 #     CPU busy makes it faster (seen 2026-11-28: weft on, 27,700 SET/s; off, 19,800); with
 #     the CPUs awake, on and off differ by the tracer's cost only
+#   BENCH_KEDGES_PERF=1 (with BENCH_KEDGES_PIN=1): `perf record` of CPU 0, the workload's (or
+#     of the CPUs BENCH_KEDGES_PERF_CPUS lists: 1 is the tracer's), during each measured run
+#     (cpu-clock at 4,999 Hz, BENCH_KEDGES_PERF_OPTS added, e.g. "--call-graph dwarf";
+#     $BENCH_OUT/kedges/NAME.perf): where the traced CPU's time goes with the tracer on and
+#     off, by symbol (`perf report -i FILE --sort sym`), which the throughput's run-to-run
+#     noise cannot tell; the sampling costs both alike
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -72,7 +78,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 bench_built weft
-for f in ip redis-server redis-benchmark redis-cli jq; do
+for f in ip redis-server redis-benchmark redis-cli jq $([ "${BENCH_KEDGES_PERF:-0}" = 1 ] && echo perf); do
 	command -v "$f" >/dev/null || { echo "bench: $f not found" >&2; exit 1; }
 done
 
@@ -132,9 +138,21 @@ bench_run() {
 		$wl_cpu ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$WARM" \
 			-t set -P 1 --csv >/dev/null 2>&1
 	fi
+	local perf_pid=
+	if [ "${BENCH_KEDGES_PERF:-0}" = 1 ]; then
+		# shellcheck disable=SC2086 # options, one word each
+		perf record -q -C "${BENCH_KEDGES_PERF_CPUS:-0}" -F 4999 ${BENCH_KEDGES_PERF_OPTS:-} \
+			-o "$log/$1.perf" -- sleep 3600 >/dev/null 2>&1 &
+		perf_pid=$!
+		sleep 0.5
+	fi
 	# shellcheck disable=SC2086 # wl_cpu: a command prefix or nothing
 	$wl_cpu ip netns exec "$ns_c" redis-benchmark -h "$addr" -p 6379 -c 1 -n "$N" -t set -P 1 --csv \
 		>"$log/$1.csv" 2>"$log/$1.err"
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid" 2>/dev/null
+		wait "$perf_pid" 2>/dev/null || true
+	fi
 	awk -F'"' '$2 == "SET" { print $4 }' "$log/$1.csv"
 }
 
