@@ -28,7 +28,9 @@
  * relative to the first request, attributes, the parent and edge shapes), so that a change
  * of the capture can show it stores the same.  Exit 0 only when every check holds.
  *
- * Usage: bench_graphcap [-n N] [-d DIR]   (default 60000 requests, a directory under /tmp)
+ * Usage: bench_graphcap [-n N] [-d DIR] [-D DIGEST]   (default 60000 requests, a directory
+ * under /tmp; -D: also fail unless the digest is DIGEST, as an earlier build printed it for
+ * the same N: a change that stores other content in the same numbers is caught)
  * Measure with `valgrind --tool=callgrind` (instruction counts repeat on a shared machine)
  * and with the CPU time it prints (getrusage); docs/performance.md, "Kernel edges".  Besides
  * the CPU a request over the whole run it prints that of the last quarter of the requests
@@ -302,19 +304,23 @@ int main(int argc, char **argv)
 	uint64_t t, next_drain;
 	double c0, c1, cq = 0;
 	ssize_t nrows;
+	const char *want = NULL;
+	char got[17];
 	int opt, bad = 0;
 
 	/* as weft's main() does (tools/weft.c): freed memory is kept for reuse */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	memset(at, 0, sizeof(at));
-	while ((opt = getopt(argc, argv, "n:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:d:D:")) != -1) {
 		if (opt == 'n')
 			n = strtol(optarg, NULL, 10);
 		else if (opt == 'd')
 			d = optarg;
+		else if (opt == 'D')
+			want = optarg;
 		else {
-			fprintf(stderr, "usage: bench_graphcap [-n N] [-d DIR]\n");
+			fprintf(stderr, "usage: bench_graphcap [-n N] [-d DIR] [-D DIGEST]\n");
 			return 2;
 		}
 	}
@@ -366,11 +372,17 @@ int main(int argc, char **argv)
 	for (ssize_t i = 0; i < nrows; i++)
 		bad |= check(rows[i].name, rows[i].count, (uint64_t)n + 1);
 	free(rows);
+	snprintf(got, sizeof(got), "%016" PRIx64, b.digest);
+	if (want && strcmp(want, got)) {
+		fprintf(stderr, "bench_graphcap: digest %s, not %s: other content stored\n", got,
+			want);
+		bad = 1;
+	}
 	printf("{\"bench\":\"graphcap\",\"requests\":%ld,\"drains\":%lu,\"traces\":%" PRIu64
-	       ",\"tasks\":%" PRIu64 ",\"edges\":%" PRIu64 ",\"digest\":\"%016" PRIx64
-	       "\",\"cpu_s\":%.3f,\"cpu_us_per_request\":%.2f,"
+	       ",\"tasks\":%" PRIu64 ",\"edges\":%" PRIu64
+	       ",\"digest\":\"%s\",\"cpu_s\":%.3f,\"cpu_us_per_request\":%.2f,"
 	       "\"cpu_us_per_request_last_quarter\":%.2f,\"ok\":%s}\n",
-	       n, b.drains, b.put.traces, b.put.tasks, b.put.edges, b.digest, c1 - c0,
+	       n, b.drains, b.put.traces, b.put.tasks, b.put.edges, got, c1 - c0,
 	       (c1 - c0) * 1e6 / (double)n, n / 4 ? (c1 - cq) * 1e6 / (double)(n / 4) : 0.0,
 	       bad ? "false" : "true");
 	graphcap_free(b.c);
