@@ -54,8 +54,8 @@
 
 /*
  * Open addressing with linear probing, at most half full.  Which slots are in use is a bitmap
- * apart from the entries: a lookup of an absent key (most lookups of a drain's) reads only
- * the bitmap, a sixteenth of the entries' size and mostly in the cache, and an entry is 32
+ * apart from the entries: a lookup of an absent key (as many of a drain's are) reads only
+ * the bitmap, a 256th of the entries' size (more often in the cache), and an entry is 32
  * bytes in a 64-byte-aligned array, so a present key costs one line of the entries, never two
  * (with the flag in the entry, 40 bytes, half the entries straddled two lines).
  */
