@@ -59,7 +59,10 @@
 #     (cpu-clock at 4,999 Hz, BENCH_KEDGES_PERF_OPTS added, e.g. "--call-graph dwarf";
 #     $BENCH_OUT/kedges/NAME.perf): where the traced CPU's time goes with the tracer on and
 #     off, by symbol (`perf report -i FILE --sort sym`), which the throughput's run-to-run
-#     noise cannot tell; the sampling costs both alike
+#     noise cannot tell; the sampling costs both alike.  Each weft run's programs are also
+#     written as they were compiled for this CPU (tools/bench/jitdump, into NAME.jit/, their
+#     addresses in NAME.jit/list), so that tools/bench/jit-annotate.py can place the samples
+#     on their instructions: `jit-annotate.py NAME.perf IMAGE ADDRESS` with a line of the list
 #   Build: cmake --build build -j2 --target weft
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -78,6 +81,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 bench_built weft
+[ "${BENCH_KEDGES_PERF:-0}" = 1 ] && bench_built jitdump
 for f in ip redis-server redis-benchmark redis-cli jq $([ "${BENCH_KEDGES_PERF:-0}" = 1 ] && echo perf); do
 	command -v "$f" >/dev/null || { echo "bench: $f not found" >&2; exit 1; }
 done
@@ -185,6 +189,13 @@ run_on() {
 		2>"$log/$1.weft.err" &
 	wpid=$!
 	wait_attached "$wpid" "$log/$1.weft.err"
+	if [ "${BENCH_KEDGES_PERF:-0}" = 1 ]; then
+		# the query's programs (wp0, wp1, ...) as JIT-compiled, for jit-annotate.py
+		mkdir -p "$log/$1.jit"
+		for ((i = 0; i < 64; i++)); do
+			"$WEFT_BUILD/tools/bench/jitdump" "wp$i" "$log/$1.jit" >>"$log/$1.jit/list" || break
+		done
+	fi
 	# weft's CPU to start (compile cache, load, attach; user + system, /proc/PID/stat fields
 	# 14 and 15, in ticks): not the capture's, left out of its CPU a request below
 	cpu0=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$wpid/stat")
