@@ -7,7 +7,8 @@ the program's machine code, as tools/bench/jitdump wrote it while the program wa
 (IMAGE, at ADDRESS), disassembled by objdump.  For what Debian's perf cannot annotate itself
 (docs/performance.md, "Kernel edges at ~28,000 requests a second": inside weft's program).
 
-Usage: jit-annotate.py PERF_DATA IMAGE ADDRESS [CONTEXT]
+Usage: jit-annotate.py PERF_DATA IMAGE ADDRESS [CONTEXT]   (a program without subprograms:
+  weft's are, their helpers inlined; a subprogram's code is elsewhere in the kernel)
   IMAGE, ADDRESS  a line of jitdump's output: the .bin file and the hex address
   CONTEXT         instructions shown before each hot one (default 6)
 Prints the program's samples, then each instruction with at least 2 % of them, with the
@@ -25,15 +26,28 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    data, image, base = sys.argv[1], sys.argv[2], int(sys.argv[3], 16)
-    context = int(sys.argv[4]) if len(sys.argv) == 5 else 6
-    with open(image, "rb") as f:
-        size = len(f.read())
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "ip"], check=True,
-                         capture_output=True, text=True).stdout
+    data, image = sys.argv[1], sys.argv[2]
+    try:
+        base = int(sys.argv[3], 16)
+        context = int(sys.argv[4]) if len(sys.argv) == 5 else 6
+    except ValueError:
+        sys.exit("jit-annotate: ADDRESS is a hex address and CONTEXT a count (run it without arguments for its usage)")
+    try:
+        with open(image, "rb") as f:
+            size = len(f.read())
+        perf = subprocess.run(["perf", "script", "-i", data, "-F", "ip"],
+                              capture_output=True, text=True)
+    except OSError as e:
+        sys.exit("jit-annotate: %s" % e)
+    if perf.returncode:
+        sys.exit("jit-annotate: perf script -i %s: %s" % (data, perf.stderr.strip()))
+    out = perf.stdout
     hits = collections.Counter()
     for line in out.split():
-        ip = int(line, 16)
+        try:
+            ip = int(line, 16)
+        except ValueError:
+            continue
         if base <= ip < base + size:
             hits[ip] += 1
     total = sum(hits.values())
