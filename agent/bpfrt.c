@@ -65,6 +65,11 @@ struct bpfrt {
 	ring_buffer_sample_fn rb_fn; /* the caller's */
 	void *rb_ctx;
 	struct bpfrt_reader *reader; /* NULL: the caller's thread reads the ring itself */
+	/* the rings of each CPU's own (weft_pcr), read with the shared ring; NULL: none */
+	const struct weft_pcr_slot *pcr;
+	struct weft_pcr_pos *pcr_pos;
+	size_t pcr_len, pcr_pos_len;
+	uint32_t pcr_slots; /* a CPU, a power of two */
 	uint64_t evicted; /* span sweeps' evictions not yet reported */
 	uint64_t misses_seen; /* the programs' recursion_misses already reported */
 
@@ -241,6 +246,32 @@ int bpfrt_rodata_set(struct bpf_object *obj, const char *var, const void *val, s
 	return -ENOENT;
 }
 
+int bpfrt_pcr_size(struct bpf_object *obj, uint32_t ring_bytes)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, WEFT_PCR_MAP);
+	struct bpf_map *pm = bpf_object__find_map_by_name(obj, WEFT_PCR_POS_MAP);
+	int ncpu = libbpf_num_possible_cpus(), err;
+	uint64_t per = ring_bytes ? ring_bytes : 2u << 20;
+	uint32_t slots = BPFRT_PCR_MIN_SLOTS;
+
+	if (!m && !pm)
+		return 0;
+	if (!m || !pm)
+		return -ENOENT;
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	if (per * (uint64_t)ncpu > BPFRT_PCR_MAX_BYTES)
+		per = BPFRT_PCR_MAX_BYTES / (uint64_t)ncpu;
+	while ((uint64_t)slots * 2 * sizeof(struct weft_pcr_slot) <= per)
+		slots *= 2;
+	err = bpf_map__set_max_entries(m, slots * (uint32_t)ncpu);
+	if (!err)
+		err = bpf_map__set_max_entries(pm, (uint32_t)ncpu);
+	if (!err)
+		err = bpfrt_rodata_set(obj, WEFT_PCR_SLOTS_VAR, &slots, sizeof(slots));
+	return err;
+}
+
 /* --- open / close -------------------------------------------------------------------------- */
 
 static int map_fd_by_name(struct bpf_object *obj, const char *name)
@@ -285,6 +316,58 @@ static int ctl_setup(struct bpfrt *rt)
 	return 0;
 }
 
+/* The CPUs' rings mapped, when the object has them sized (bpfrt_pcr_size()). */
+static int pcr_setup(struct bpfrt *rt)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(rt->obj, WEFT_PCR_MAP);
+	struct bpf_map *pm = bpf_object__find_map_by_name(rt->obj, WEFT_PCR_POS_MAP);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint32_t slots;
+	void *p;
+
+	if (!m || !pm || bpf_map__max_entries(pm) != rt->ncpu)
+		return 0; /* none, or not sized: the programs write to the shared ring */
+	if (bpf_map__value_size(m) != sizeof(struct weft_pcr_slot) ||
+	    bpf_map__value_size(pm) != sizeof(struct weft_pcr_pos)) {
+		log_err("bpfrt: the object's %s is not this agent's", WEFT_PCR_MAP);
+		return -EPROTO;
+	}
+	slots = bpf_map__max_entries(m) / rt->ncpu;
+	if (!slots || (slots & (slots - 1)) || slots * rt->ncpu != bpf_map__max_entries(m)) {
+		log_err("bpfrt: %s holds %u slots for %u CPUs", WEFT_PCR_MAP,
+			bpf_map__max_entries(m), rt->ncpu);
+		return -EPROTO;
+	}
+	rt->pcr_len =
+		((size_t)slots * rt->ncpu * sizeof(struct weft_pcr_slot) + page - 1) / page * page;
+	rt->pcr_pos_len = (rt->ncpu * sizeof(struct weft_pcr_pos) + page - 1) / page * page;
+	p = mmap(NULL, rt->pcr_len, PROT_READ, MAP_SHARED, bpf_map__fd(m), 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	rt->pcr = p;
+	p = mmap(NULL, rt->pcr_pos_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(pm), 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+
+		munmap((void *)rt->pcr, rt->pcr_len);
+		rt->pcr = NULL;
+		return err;
+	}
+	rt->pcr_pos = p;
+	rt->pcr_slots = slots;
+	return 0;
+}
+
+static void pcr_unmap(struct bpfrt *rt)
+{
+	if (rt->pcr)
+		munmap((void *)rt->pcr, rt->pcr_len);
+	if (rt->pcr_pos)
+		munmap(rt->pcr_pos, rt->pcr_pos_len);
+	rt->pcr = NULL;
+	rt->pcr_pos = NULL;
+}
+
 struct bpfrt *bpfrt_open(struct bpf_object *obj)
 {
 	struct bpfrt *rt;
@@ -322,6 +405,9 @@ struct bpfrt *bpfrt_open(struct bpf_object *obj)
 	}
 	rt->stacks_fd[0] = map_fd_by_name(obj, WEFT_STACKS0_MAP);
 	rt->stacks_fd[1] = map_fd_by_name(obj, WEFT_STACKS1_MAP);
+	err = pcr_setup(rt);
+	if (err)
+		goto out_unmap;
 	return rt;
 
 out_unmap:
@@ -343,6 +429,7 @@ void bpfrt_close(struct bpfrt *rt)
 		return;
 	reader_free(rt);
 	ring_buffer__free(rt->rb);
+	pcr_unmap(rt);
 	if (rt->ctl)
 		munmap(rt->ctl, rt->ctl_len);
 	free(rt->aggs);
@@ -783,6 +870,60 @@ static int reader_append(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * Hand the records of the CPUs' rings to fn, CPU by CPU, each CPU's in order; a slot is read
+ * once its seq says its record is whole (docs/runtime.md, "Rings of a CPU's own"), and the
+ * CPU's tail then moved past what was read, which frees the slots for its programs.  The
+ * number of records, or fn's first error (its record is consumed, as the ring's manager
+ * consumes one).
+ */
+static int pcr_consume(struct bpfrt *rt, ring_buffer_sample_fn fn, void *ctx)
+{
+	int n = 0;
+
+	for (unsigned int c = 0; c < rt->ncpu; c++) {
+		struct weft_pcr_pos *p = &rt->pcr_pos[c];
+		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_ACQUIRE), t = p->tail;
+		const struct weft_pcr_slot *base = rt->pcr + (size_t)c * rt->pcr_slots;
+		int rc = 0;
+
+		while (t < head) {
+			const struct weft_pcr_slot *s = &base[t & (rt->pcr_slots - 1)];
+			uint32_t len;
+
+			if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != t + 1)
+				break; /* still being written */
+			/* at most the slot: a wrong length is the record's checker's to count */
+			len = s->h.len;
+			if (len > sizeof(s->h) + sizeof(s->b))
+				len = sizeof(s->h) + sizeof(s->b);
+			t++;
+			n++;
+			/* in place: the slot is not written again before the tail passes it */
+			rc = fn(ctx, (void *)&s->h, len);
+			if (rc < 0)
+				break;
+		}
+		__atomic_store_n(&p->tail, t, __ATOMIC_RELEASE);
+		if (rc < 0)
+			return rc;
+	}
+	return n;
+}
+
+/* Everything committed in the shared ring, then in the CPUs' rings, to the callback of the
+ * ring's manager (the reader's queue, or the caller's). */
+static int rt_consume(struct bpfrt *rt)
+{
+	int rc = ring_buffer__consume(rt->rb), rc2;
+
+	if (rc < 0 || !rt->pcr)
+		return rc;
+	rc2 = rt->reader ? pcr_consume(rt, reader_append, rt->reader) :
+			   pcr_consume(rt, rt->rb_fn, rt->rb_ctx);
+	return rc2 < 0 ? rc2 : rc + rc2;
+}
+
 static void *reader_main(void *arg)
 {
 	struct bpfrt *rt = arg;
@@ -803,7 +944,7 @@ static void *reader_main(void *arg)
 		want = r->want;
 		pthread_mutex_unlock(&r->mu);
 		/* everything committed by now, whether or not the writer woke us */
-		rc = ring_buffer__consume(rt->rb);
+		rc = rt_consume(rt);
 		reader_publish(r);
 		if (rc < 0 && rc != -EINTR)
 			goto fail;
@@ -997,7 +1138,7 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 			bpfrt_stream_reader_stop(rt);
 		if (!r->running) {
 			/* the thread is gone (or never ran): this thread reads the ring */
-			int rc = ring_buffer__consume(rt->rb);
+			int rc = rt_consume(rt);
 
 			if (rc < 0)
 				return rc;
@@ -1021,7 +1162,16 @@ int bpfrt_stream_poll(struct bpfrt *rt, int timeout_ms)
 	/* without waiting: every record there, whether or not the writer woke us (graph
 	 * records are submitted without a wakeup: WEFT_REC_SUBMIT_LAZY) */
 	if (timeout_ms == 0)
-		return ring_buffer__consume(rt->rb);
+		return rt_consume(rt);
+	if (rt->pcr) {
+		/* the CPUs' rings after the wait: their programs wake it only a quarter full */
+		int rc = ring_buffer__poll(rt->rb, timeout_ms), rc2;
+
+		if (rc < 0)
+			return rc;
+		rc2 = pcr_consume(rt, rt->rb_fn, rt->rb_ctx);
+		return rc2 < 0 ? rc2 : rc + rc2;
+	}
 	return ring_buffer__poll(rt->rb, timeout_ms);
 }
 

@@ -8,7 +8,8 @@
  * Life cycle:
  *   bpfrt_libbpf_setup()                       once per process: libbpf log -> weft_log
  *   bpf_object__open_file()
- *   bpfrt_map_resize(), bpfrt_rodata_set()     before load: sizes and constants
+ *   bpfrt_map_resize(), bpfrt_rodata_set(),    before load: sizes and constants
+ *   bpfrt_pcr_size()
  *   bpf_object__load(), attach
  *   rt = bpfrt_open(obj)
  *   bpfrt_live_set(rt, true)                   once all is attached: spans start
@@ -57,6 +58,15 @@ int bpfrt_map_resize(struct bpf_object *obj, const char *name, uint32_t n);
 
 /* Before load: set the .rodata variable `var` (a `const volatile` global) to size bytes. */
 int bpfrt_rodata_set(struct bpf_object *obj, const char *var, const void *val, size_t size);
+
+/*
+ * Before load: size the rings of each CPU's own (weft_pcr, kernel/weft.bpf.h WEFT_WANT_PCR) to
+ * about ring_bytes a CPU (0: 2 MiB), at most BPFRT_PCR_MAX_BYTES for all CPUs together, and
+ * at least BPFRT_PCR_MIN_SLOTS records a CPU.  0 and nothing done when obj has none.
+ */
+#define BPFRT_PCR_MAX_BYTES (64u << 20)
+#define BPFRT_PCR_MIN_SLOTS 256u
+int bpfrt_pcr_size(struct bpf_object *obj, uint32_t ring_bytes);
 
 /* After load: the runtime state of obj (not owned).  NULL and errno if obj lacks the runtime. */
 struct bpfrt *bpfrt_open(struct bpf_object *obj);

@@ -319,6 +319,8 @@ static int size_maps(struct bpf_object *obj, const struct plan *p, const struct 
 		rc = bpfrt_map_resize(obj, "weft_agg", groups);
 	if (!rc && !p->aggregating && ring)
 		rc = bpfrt_map_resize(obj, WEFT_EVENTS_MAP, ring);
+	if (!rc && !p->aggregating)
+		rc = bpfrt_pcr_size(obj, ring);
 	for (int s = 0; !rc && p->has_spans && s < AST_MAX_SOURCES; s++) {
 		char name[32];
 

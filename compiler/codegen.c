@@ -1265,6 +1265,21 @@ static bool graph_ksock(const struct cg *c)
 	return c->src && c->src->start.kernel && c->tgt && strcmp(c->tgt->category, "sock") == 0;
 }
 
+/* Whether a program of the graph query is one of kernel:sockets (graph_ksock()): its records
+ * go to the CPUs' own rings (WEFT_WANT_PCR). */
+static bool plan_ksock(const struct cg *c)
+{
+	const struct plan *p = c->p;
+
+	if (!p->graph)
+		return false;
+	for (int i = 0; i < p->nattach; i++)
+		if (c->q->sources[p->attach[i].source].start.kernel &&
+		    strcmp(p->attach[i].target.category, "sock") == 0)
+			return true;
+	return false;
+}
+
 /*
  * kernel:sched and kernel:process (probes/kernel.c): tracepoints of category sched.  The
  * record's thread is the waker, the parent, the thread that execs or exits; a[0] is the woken
@@ -1389,15 +1404,20 @@ static void emit_graph_ksock(struct cg *c)
 	v6 = sema_ksock_ipv6(k);
 	kbtf_cname(k, kbtf_find(k, "sock_common", false), sc, sizeof(sc));
 	kbtf_cname(k, kbtf_find(k, "tcp_sock", false), ts, sizeof(ts));
-	emit(c, "\t\tg->kind = 0;\n\t\tswitch (g->cookie) {\n");
+	/* the kind, the cookie and the family in locals: the code reads them again below, and a
+	 * read of the record's new line waits for it (docs/performance.md, "Kernel edges: a ring
+	 * of each CPU's own") */
+	/* a raw tracepoint's cookie is a constant; a classic one's is a helper's, read once */
+	emit(c, "\t\t__u32 _kk = 0;\n\n\t\tswitch ((__u32)%s) {\n",
+	     c->prog->raw_tp ? cookie_expr(c, rb, sizeof(rb)) : "g->cookie");
 	for (int i = 0; i < p->nattach; i++)
 		if (p->attach[i].prog == prog)
-			emit(c, "\t\tcase %d:\n\t\t\tg->kind = %d;\n\t\t\tbreak;\n",
+			emit(c, "\t\tcase %d:\n\t\t\t_kk = %d;\n\t\t\tbreak;\n",
 			     (int)p->attach[i].cookie,
 			     strcmp(p->attach[i].target.event, "sock_send_length") == 0 ?
 				     WEFT_GREC_KSEND :
 				     WEFT_GREC_KRECV);
-	emit(c, "\t\t}\n");
+	emit(c, "\t\t}\n\t\tg->kind = _kk;\n");
 	if (c->prog->raw_tp) /* the typed pointer (tp_btf): its members are loads */
 		emit(c, "\t\t{\n\t\t\t__u64 _sk = (__u64)WEFT_RAW_ARG(ctx, %d);\n",
 		     sema_ksock_raw_field(k, c->tgt, (int)(sk - c->tgt->fields)));
@@ -1407,7 +1427,7 @@ static void emit_graph_ksock(struct cg *c)
 	emit(c, "\t\t\tg->family = _kfam; /* read by the filter */\n\t\t\tg->reserved = 0;\n");
 	/* the IPv4 path reads what it did before; the 16-byte reads only on IPv6 */
 	if (v6)
-		emit(c, "\t\t\tif (g->family == %d) {\n", WEFT_AF_INET);
+		emit(c, "\t\t\tif (_kfam == %d) {\n", WEFT_AF_INET);
 	ksk_read(c, v6 ? "\t\t\t\t" : "\t\t\t", "_la", 4, sc, "skc_rcv_saddr");
 	ksk_read(c, v6 ? "\t\t\t\t" : "\t\t\t", "_ra", 4, sc, "skc_daddr");
 	if (v6) {
@@ -1432,13 +1452,13 @@ static void emit_graph_ksock(struct cg *c)
 		emit(c, "\t\t\t{\n\t\t\t\t%s *_tp = (%s *)bpf_skc_to_tcp_sock((void *)_sk);\n\n",
 		     ts, ts);
 		emit(c,
-		     "\t\t\t\tif (_tp)\n\t\t\t\t\t_seq = g->kind == %d ? "
+		     "\t\t\t\tif (_tp)\n\t\t\t\t\t_seq = _kk == %d ? "
 		     "__builtin_preserve_access_index(_tp->write_seq) : "
 		     "__builtin_preserve_access_index(_tp->copied_seq);\n\t\t\t}\n",
 		     WEFT_GREC_KSEND);
 	} else {
 		emit(c,
-		     "\t\t\tif (g->kind == %d)\n\t\t\t\tbpf_probe_read_kernel(&_seq, 4, "
+		     "\t\t\tif (_kk == %d)\n\t\t\t\tbpf_probe_read_kernel(&_seq, 4, "
 		     "__builtin_preserve_access_index(&((%s *)_sk)->write_seq));\n",
 		     WEFT_GREC_KSEND, ts);
 		emit(c,
@@ -1476,10 +1496,12 @@ static void emit_graph_sink(struct cg *c)
 		emit_graph_ksock_filter(c);
 	if (graph_ksched(c))
 		emit_graph_ksched_filter(c);
-	if (graph_ksock(c)) /* no strings: the record ends before them (WEFT_GREC_SHORT) */
+	if (graph_ksock(c)) /* no strings: the record ends before them (WEFT_GREC_SHORT); in
+			     * the CPU's own ring (kernel/weft.bpf.h, weft_pcr_reserve()) */
 		emit(c,
-		     "\tr = (struct wrec *)weft_rec_reserve_sz(sizeof(struct weft_rec_hdr) + "
-		     "WEFT_GREC_SHORT, %d, e);\n",
+		     "\tstruct weft_pcr_slot *_pcs;\n\tstruct weft_pcr_pos *_pcp;\n\n"
+		     "\tr = (struct wrec *)weft_pcr_reserve(sizeof(struct weft_rec_hdr) + "
+		     "WEFT_GREC_SHORT, %d, e, &_pcs, &_pcp);\n",
 		     c->prog->source);
 	else
 		emit(c, "\tr = WEFT_REC_RESERVE(struct wrec, %d, e);\n", c->prog->source);
@@ -1532,7 +1554,10 @@ static void emit_graph_sink(struct cg *c)
 			"\t\t\tweft_str_user(e, g->s0, WEFT_GREC_STR, (const void *)g->a[2]);\n"
 			"\t\t}\n");
 	}
-	emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r, _cost);\n");
+	if (graph_ksock(c))
+		emit(c, "\t}\n\tWEFT_PCR_SUBMIT(r, _cost, _pcs, _pcp);\n");
+	else
+		emit(c, "\t}\n\tWEFT_REC_SUBMIT_LAZY(r, _cost);\n");
 }
 
 /* The body after filtering: aggregate update or stream record. */
@@ -1857,6 +1882,8 @@ int codegen_emit(struct ast_query *q, struct plan *p, struct diag_list *dl, char
 	emit(c, "\n */\n");
 	if (!p->aggregating)
 		emit(c, "#define WEFT_WANT_RINGBUF 1\n");
+	if (plan_ksock(c))
+		emit(c, "#define WEFT_WANT_PCR 1\n");
 	if (p->uses_ustack || p->uses_kstack)
 		emit(c, "#define WEFT_WANT_STACKS 1\n");
 	emit(c, "#include \"weft.bpf.h\"\n");

@@ -20,6 +20,8 @@
  * Knobs a generated file may #define before including this header:
  *   WEFT_WANT_RINGBUF          declare weft_events (size set by the loader, default 256 KiB)
  *   WEFT_WANT_STACKS           declare weft_stacks_0/1 (max entries set by the loader)
+ *   WEFT_WANT_PCR              declare weft_pcr and weft_pcr_pos, rings of each CPU's own for
+ *                              kernel:sockets records (needs WEFT_WANT_RINGBUF)
  */
 #ifndef WEFT_BPF_H
 #define WEFT_BPF_H
@@ -302,6 +304,130 @@ WEFT_INLINE __u64 weft_rec_wake_flags(struct weft_cost *c)
  * "Stream rows").  The reader still sees every record: at the latest on its next timed poll.
  */
 #define WEFT_REC_SUBMIT_LAZY(r, cost) bpf_ringbuf_submit((r), weft_rec_wake_flags(cost))
+
+#ifdef WEFT_WANT_PCR
+/*
+ * Rings of each CPU's own, for the records of kernel:sockets (kernel/weft_abi.h, struct
+ * weft_pcr_pos; docs/runtime.md, "Rings of a CPU's own").  The loader sizes both maps
+ * (CPUs * weft_pcr_slots slots, CPUs positions) and sets weft_pcr_slots, a power of two; at 0
+ * (a loader that sized nothing) every record goes to the shared ring.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct weft_pcr_slot);
+} weft_pcr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct weft_pcr_pos);
+} weft_pcr_pos SEC(".maps");
+
+const volatile __u32 weft_pcr_slots = 0;
+
+/* The slot's seq last, after the record: x86 keeps stores in order (a compiler barrier is
+ * enough); elsewhere an exchange, which BPF orders fully. */
+#if defined(__TARGET_ARCH_x86)
+#define WEFT_PCR_PUBLISH(p, v)                         \
+	do {                                           \
+		__asm__ __volatile__("" ::: "memory"); \
+		*(volatile __u64 *)(p) = (v);          \
+	} while (0)
+#else
+#define WEFT_PCR_PUBLISH(p, v) ((void)__sync_lock_test_and_set((p), (v)))
+#endif
+
+/*
+ * Reserve a record of `size` bytes (a constant, header included, at most the header and
+ * WEFT_GREC_SHORT: a kernel:sockets record) for probe index `probe`: a slot of this CPU's
+ * ring, *slot and *pos set; or, when the CPU's ring is in use by the program this one
+ * interrupted (or there is none), a record of the shared ring, *slot NULL.  NULL when the
+ * CPU's ring or the shared one is full (counted as WEFT_DROP_RINGBUF_FULL).  Pass what it
+ * returns to WEFT_PCR_SUBMIT() on every path.
+ */
+WEFT_INLINE void *weft_pcr_reserve(__u32 size, __u16 probe, __u32 e, struct weft_pcr_slot **slot,
+				   struct weft_pcr_pos **pos)
+{
+	__u32 n = weft_pcr_slots, cpu, i;
+	struct weft_pcr_slot *s;
+	struct weft_pcr_pos *p;
+	__u64 head;
+
+	*slot = NULL;
+	*pos = NULL;
+	if (n) {
+		cpu = bpf_get_smp_processor_id();
+		p = bpf_map_lookup_elem(&weft_pcr_pos, &cpu);
+		if (p && !p->busy) {
+			/* busy before head is read: a program that interrupts this one from
+			 * here on writes to the shared ring, and one that came before is done */
+			p->busy = 1;
+			__asm__ __volatile__("" ::: "memory");
+			head = p->head;
+			if (head - *(volatile __u64 *)&p->tail >= n) {
+				p->busy = 0;
+				weft_drop(e, WEFT_DROP_RINGBUF_FULL);
+				return NULL;
+			}
+			i = cpu * n + (__u32)(head & (n - 1));
+			s = bpf_map_lookup_elem(&weft_pcr, &i);
+			if (s) {
+				p->head = head + 1;
+				s->h.probe = probe;
+				s->h.epoch = (__u16)e;
+				s->h.len = size;
+				*slot = s;
+				*pos = p;
+				return &s->h;
+			}
+			p->busy = 0;
+		}
+	}
+	return weft_rec_reserve_sz(size, probe, e);
+}
+
+/*
+ * Wake the agent's reader when this CPU's ring is a quarter full, by the rule of
+ * weft_rec_wake_flags() (c: the program's cost slot): a record reserved in the shared ring
+ * and discarded with a wakeup, which the reader skips (it reads the CPUs' rings whenever it
+ * reads the shared one).
+ */
+WEFT_INLINE void weft_pcr_wake(struct weft_cost *c, struct weft_pcr_pos *p, __u32 n)
+{
+	void *w;
+
+	if (!c || (c->recs++ & (WEFT_WAKE_CHECK - 1)))
+		return;
+	if (p->head - *(volatile __u64 *)&p->tail <= n / 4) {
+		c->over = 0;
+		return;
+	}
+	if (c->over++ & (WEFT_WAKE_EVERY - 1))
+		return;
+	w = bpf_ringbuf_reserve(&weft_events, 8, 0);
+	if (w)
+		bpf_ringbuf_discard(w, BPF_RB_FORCE_WAKEUP);
+}
+
+/* Commit a record of weft_pcr_reserve(): the slot's seq last, then the CPU's ring free
+ * again; or the shared ring's submit (WEFT_REC_SUBMIT_LAZY). */
+#define WEFT_PCR_SUBMIT(r, cost, slot, pos)                           \
+	do {                                                          \
+		if (slot) {                                           \
+			WEFT_PCR_PUBLISH(&(slot)->seq, (pos)->head);  \
+			__asm__ __volatile__("" ::: "memory");        \
+			(pos)->busy = 0;                              \
+			weft_pcr_wake((cost), (pos), weft_pcr_slots); \
+		} else {                                              \
+			WEFT_REC_SUBMIT_LAZY((r), (cost));            \
+		}                                                     \
+	} while (0)
+#endif /* WEFT_WANT_PCR */
 #endif /* WEFT_WANT_RINGBUF */
 
 /* ---------------------------------------------------------------------------------------- */

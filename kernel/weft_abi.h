@@ -14,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define WEFT_ABI_VERSION 4
+#define WEFT_ABI_VERSION 5
 
 /*
  * Map and section names the agent looks up (docs/runtime.md, "Map layouts").  An aggregation
@@ -28,6 +28,9 @@
 #define WEFT_STACKS0_MAP "weft_stacks_0" /* STACK_TRACE maps of epoch 0 and 1 (WEFT_WANT_STACKS) */
 #define WEFT_STACKS1_MAP "weft_stacks_1"
 #define WEFT_COST_MAP "weft_cost" /* PERCPU_ARRAY[programs] of struct weft_cost */
+#define WEFT_PCR_MAP "weft_pcr" /* mmapable ARRAY[CPUs * slots] of struct weft_pcr_slot */
+#define WEFT_PCR_POS_MAP "weft_pcr_pos" /* mmapable ARRAY[CPUs] of struct weft_pcr_pos */
+#define WEFT_PCR_SLOTS_VAR "weft_pcr_slots" /* rodata __u32: slots a CPU (0: no weft_pcr) */
 
 /*
  * What a query's programs cost, measured by the programs themselves (the CPU budget,
@@ -202,6 +205,32 @@ struct weft_graph_rec {
 /* The size of a record without its strings: kernel socket records are this long, since a
  * record costs the traced program by its bytes too (docs/performance.md, "Kernel edges"). */
 #define WEFT_GREC_SHORT __builtin_offsetof(struct weft_graph_rec, s0)
+
+/*
+ * The records of kernel:sockets go into a ring of each CPU's own (WEFT_WANT_PCR; protocol:
+ * docs/runtime.md, "Rings of a CPU's own"): no lock and no atomic instruction a record, where
+ * the shared ring buffer takes a spin lock with interrupts off and an atomic exchange
+ * (docs/performance.md).  weft_pcr holds weft_pcr_slots slots for each CPU in turn;
+ * weft_pcr_pos one struct weft_pcr_pos a CPU.  The CPU's program writes slot head % slots
+ * (head - tail < slots, else the record is lost and counted as WEFT_DROP_RINGBUF_FULL), sets
+ * head + 1, and then, last, the slot's seq to the position + 1: the agent reads a slot while
+ * its seq is its position + 1 and then advances tail.  `busy` is set while a program of the CPU
+ * writes: a program that finds it set (one that interrupted another) writes to the shared
+ * ring instead.  head and busy are written only by the CPU's programs, tail only by the agent.
+ */
+struct weft_pcr_pos {
+	__u64 head; /* records begun on this CPU */
+	__u64 tail; /* records the agent has read */
+	__u32 busy; /* a program of this CPU is writing a slot */
+	__u32 pad0;
+	__u64 pad[5]; /* a cache line a CPU */
+};
+
+struct weft_pcr_slot {
+	__u64 seq; /* the slot's position + 1 once its record is whole */
+	struct weft_rec_hdr h; /* h.len: the record's bytes from h on */
+	__u8 b[WEFT_GREC_SHORT];
+};
 
 /* Depth of recorded stacks: STACK_TRACE map values are WEFT_STACK_DEPTH __u64 addresses. */
 #define WEFT_STACK_DEPTH 127

@@ -60,6 +60,41 @@ static const char prog_src[] =
 	"	return 0;\n"
 	"}\n";
 
+/* The same rows through the rings of each CPU's own (WEFT_WANT_PCR, what kernel:sockets
+ * records take), woken by the rule of WEFT_PCR_SUBMIT() through the program's cost slot. */
+static const char pcr_src[] =
+	"#define WEFT_WANT_RINGBUF\n"
+	"#define WEFT_WANT_PCR\n"
+	"#include \"weft.bpf.h\"\n"
+	"\n"
+	"struct rec0 { struct weft_rec_hdr h; __u32 tid; __u32 thread; __u64 seq; };\n"
+	"struct {\n"
+	"	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);\n"
+	"	__uint(max_entries, 1);\n"
+	"	__type(key, __u32);\n"
+	"	__type(value, struct weft_cost);\n"
+	"} weft_cost SEC(\".maps\");\n"
+	"\n"
+	"SEC(\"tp/raw_syscalls/sys_enter\")\n"
+	"int p_pcr(void *ctx)\n"
+	"{\n"
+	"	__u32 e = weft_epoch();\n"
+	"	struct weft_pcr_slot *s;\n"
+	"	struct weft_pcr_pos *pp;\n"
+	"	if (!weft_pid_ok())\n"
+	"		return 0;\n"
+	"	if (WEFT_TP(ctx, 8, __s64) != WL_NR)\n"
+	"		return 0;\n"
+	"	struct rec0 *r = weft_pcr_reserve(sizeof(struct rec0), PROBE, e, &s, &pp);\n"
+	"	if (!r)\n"
+	"		return 0;\n"
+	"	r->tid = weft_tid();\n"
+	"	r->seq = WEFT_TP(ctx, 16, __u64);\n"
+	"	r->thread = WEFT_TP(ctx, 24, __u64);\n"
+	"	WEFT_PCR_SUBMIT(r, bpf_map_lookup_elem(&weft_cost, &(__u32){ 0 }), s, pp);\n"
+	"	return 0;\n"
+	"}\n";
+
 struct rec0 {
 	struct weft_rec_hdr h;
 	__u32 tid;
@@ -92,6 +127,7 @@ static int on_row(void *ctx, void *data, size_t size)
 struct setup_arg {
 	pid_t pid;
 	__u32 ring_bytes;
+	__u32 pcr_bytes; /* the CPUs' rings, a CPU (pcr_src) */
 };
 
 static int setup(struct bpf_object *obj, void *arg)
@@ -99,20 +135,25 @@ static int setup(struct bpf_object *obj, void *arg)
 	struct setup_arg *a = arg;
 	int err = rt_set_target(obj, a->pid);
 
-	return err ? err : bpfrt_map_resize(obj, "weft_events", a->ring_bytes);
+	if (!err)
+		err = bpfrt_map_resize(obj, "weft_events", a->ring_bytes);
+	if (!err && a->pcr_bytes)
+		err = bpfrt_pcr_size(obj, a->pcr_bytes);
+	return err;
 }
 
 /* reader: 0 the caller reads the ring; else bpfrt's reader thread with a queue of at most
- * queue_max bytes (0: the default), and the caller polls only once the workload has ended */
-static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 *received,
-			 __u64 *dropped, __u64 *missing, __u64 *at_first_poll)
+ * queue_max bytes (0: the default), and the caller polls only once the workload has ended;
+ * pcr_bytes: 0 the shared ring, else the CPUs' own rings of about that many bytes each */
+static void run_stream_p(__u32 ring_bytes, __u32 pcr_bytes, bool reader, size_t queue_max,
+			 __u64 *received, __u64 *dropped, __u64 *missing, __u64 *at_first_poll)
 {
 	struct rt_prog p = { 0 };
 	struct rx rx = { 0 };
 	uint64_t drops[WEFT_DROP_NR] = { 0 };
-	struct setup_arg arg = { .ring_bytes = ring_bytes };
+	struct setup_arg arg = { .ring_bytes = ring_bytes, .pcr_bytes = pcr_bytes };
 	struct rt_wl wl = { .pid = -1, .go_fd = -1 };
-	char obj[PATH_MAX], src[sizeof(prog_src) + 64];
+	char obj[PATH_MAX], src[sizeof(pcr_src) + 64];
 	int running, n;
 
 	for (unsigned long k = 0; k < N_THREADS; k++) {
@@ -120,8 +161,8 @@ static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 
 		assert_non_null(rx.seen[k]);
 	}
 	snprintf(src, sizeof(src), "#define WL_NR %d\n#define PROBE %d\n%s", (int)SYS_getppid,
-		 PROBE_INDEX, prog_src);
-	assert_int_equal(rt_compile(&p, "stream", src, obj, sizeof(obj)), 0);
+		 PROBE_INDEX, pcr_bytes ? pcr_src : prog_src);
+	assert_int_equal(rt_compile(&p, pcr_bytes ? "pcr" : "stream", src, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_wl_start(&wl, N_CALLS, N_THREADS), 0);
 	arg.pid = wl.pid;
 	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
@@ -159,9 +200,9 @@ static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 
 			*missing += !rx.seen[k][i];
 		free(rx.seen[k]);
 	}
-	printf("# ring %u bytes%s: %llu received, %llu dropped\n", ring_bytes,
-	       reader ? " read by a thread" : "", (unsigned long long)rx.received,
-	       (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
+	printf("# ring %u bytes%s%s: %llu received, %llu dropped\n", ring_bytes,
+	       pcr_bytes ? ", rings of the CPUs' own" : "", reader ? ", read by a thread" : "",
+	       (unsigned long long)rx.received, (unsigned long long)drops[WEFT_DROP_RINGBUF_FULL]);
 	assert_int_equal(rx.bad, 0);
 	assert_int_equal(rx.dup, 0);
 	for (int r = 0; r < WEFT_DROP_NR; r++)
@@ -170,6 +211,12 @@ static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 
 	*received = rx.received;
 	*dropped = drops[WEFT_DROP_RINGBUF_FULL];
 	rt_unload(&p);
+}
+
+static void run_stream_r(__u32 ring_bytes, bool reader, size_t queue_max, __u64 *received,
+			 __u64 *dropped, __u64 *missing, __u64 *at_first_poll)
+{
+	run_stream_p(ring_bytes, 0, reader, queue_max, received, dropped, missing, at_first_poll);
 }
 
 static void run_stream(__u32 ring_bytes, __u64 *received, __u64 *dropped, __u64 *missing)
@@ -247,6 +294,34 @@ static void test_stream_reader_first_poll_has_all(void **state)
 
 	(void)state;
 	run_stream_r(16u << 20, true, 0, &received, &dropped, &missing, &first);
+	assert_int_equal(first, N_CALLS);
+	assert_int_equal(received, N_CALLS);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(missing, 0);
+}
+
+/*
+ * The rings of each CPU's own (bpfrt_pcr_size(): 16 MiB a CPU, at most 64 MiB in all, gives
+ * 65,536 slots of 160 bytes a CPU): the caller polling every millisecond gets every row once.
+ */
+static void test_pcr_large_loses_nothing(void **state)
+{
+	__u64 received, dropped, missing, first;
+
+	(void)state;
+	run_stream_p(64u << 10, 16u << 20, false, 0, &received, &dropped, &missing, &first);
+	assert_int_equal(received, N_CALLS);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(missing, 0);
+}
+
+/* Read by bpfrt's thread: the caller's first poll after the workload has every row. */
+static void test_pcr_reader_first_poll_has_all(void **state)
+{
+	__u64 received, dropped, missing, first;
+
+	(void)state;
+	run_stream_p(64u << 10, 16u << 20, true, 0, &received, &dropped, &missing, &first);
 	assert_int_equal(first, N_CALLS);
 	assert_int_equal(received, N_CALLS);
 	assert_int_equal(dropped, 0);
@@ -345,6 +420,120 @@ static void test_stream_lazy_wakeups(void **state)
 	sched_setaffinity(0, sizeof(cpus), &cpus);
 }
 
+/*
+ * The smallest rings (BPFRT_PCR_MIN_SLOTS, 256 slots a CPU) and nobody reading: this thread,
+ * pinned, writes one row with each getppid(k) and checks after each whether it woke the
+ * reader (an edge-triggered epoll of the shared ring, where the wakeup is a discarded record).
+ * The rule is the shared ring's: a look every 8th record of the CPU, a wakeup at the first
+ * look that finds more than a quarter (64) waiting and every 8th look after; so records 65,
+ * 129 and 193.  Records 257 to 300 find the ring full and are counted, not written; one read
+ * gets rows 0 to 255, once each, in order, and frees the slots: the next 100 rows arrive
+ * whole, with one wakeup at the 65th of them.
+ */
+#define PCR_SLOTS BPFRT_PCR_MIN_SLOTS
+#define PCR_CALLS 300u
+
+struct pcr_rx {
+	__u64 next, received, bad;
+};
+
+static int on_pcr_row(void *ctx, void *data, size_t size)
+{
+	struct pcr_rx *rx = ctx;
+	const struct rec0 *r = data;
+
+	if (size != sizeof(*r) || r->h.len != sizeof(*r) || r->h.probe != PROBE_INDEX ||
+	    r->seq != rx->next) {
+		rx->bad++;
+		return 0;
+	}
+	rx->next++;
+	rx->received++;
+	return 0;
+}
+
+static unsigned pcr_calls(int ep, unsigned from, unsigned n, unsigned wake_every_from,
+			  unsigned *first, unsigned *bad)
+{
+	struct epoll_event ev;
+	unsigned nwake = 0;
+
+	for (unsigned k = 1; k <= n; k++) {
+		bool want =
+			k >= wake_every_from && k <= PCR_SLOTS && (k - wake_every_from) % 64 == 0;
+		int got;
+
+		syscall(SYS_getppid, (long)(from + k - 1), 0L);
+		got = epoll_wait(ep, &ev, 1, 0);
+		assert_true(got >= 0);
+		if (got && !*first)
+			*first = k;
+		nwake += (unsigned)got;
+		*bad += (got != 0) != want;
+	}
+	return nwake;
+}
+
+static void test_pcr_wakeups_and_full(void **state)
+{
+	struct rt_prog p = { 0 };
+	struct setup_arg arg = { .ring_bytes = 64u << 10, .pcr_bytes = 1, .pid = getpid() };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	uint64_t drops[WEFT_DROP_NR] = { 0 };
+	char obj[PATH_MAX], src[sizeof(pcr_src) + 64];
+	struct pcr_rx rx = { 0 };
+	unsigned first = 0, bad = 0, nwake;
+	cpu_set_t cpus;
+	int ep;
+
+	(void)state;
+	CPU_ZERO(&cpus);
+	CPU_SET(sched_getcpu(), &cpus);
+	assert_int_equal(sched_setaffinity(0, sizeof(cpus), &cpus), 0);
+	snprintf(src, sizeof(src), "#define WL_NR %d\n#define PROBE %d\n%s", (int)SYS_getppid,
+		 PROBE_INDEX, pcr_src);
+	assert_int_equal(rt_compile(&p, "pcrwake", src, obj, sizeof(obj)), 0);
+	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
+	assert_int_equal(bpf_map__max_entries(bpf_object__find_map_by_name(p.obj, "weft_pcr")),
+			 PCR_SLOTS * bpfrt_ncpu(p.rt));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(ep >= 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD,
+				   bpf_map__fd(bpf_object__find_map_by_name(p.obj, "weft_events")),
+				   &ev),
+			 0);
+	nwake = pcr_calls(ep, 0, PCR_CALLS, PCR_SLOTS / 4 + 1, &first, &bad);
+	printf("# %u rows into %u slots: %u wakeups, the first at row %u\n", PCR_CALLS, PCR_SLOTS,
+	       nwake, first);
+	assert_int_equal(first, 65);
+	assert_int_equal(nwake, 3);
+	assert_int_equal(bad, 0);
+	assert_int_equal(bpfrt_stream_open(p.rt, on_pcr_row, &rx), 0);
+	assert_int_equal(bpfrt_stream_poll(p.rt, 0), PCR_SLOTS);
+	assert_int_equal(rx.received, PCR_SLOTS);
+	assert_int_equal(rx.bad, 0);
+	assert_int_equal(bpfrt_window_flip(p.rt), 0);
+	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
+	assert_int_equal(bpfrt_window_flip(p.rt), 0);
+	assert_int_equal(bpfrt_drops_read(p.rt, drops), 0);
+	assert_int_equal(drops[WEFT_DROP_RINGBUF_FULL], PCR_CALLS - PCR_SLOTS);
+	/* the slots are free again: rows from 256 on (the seq the reader expects next) */
+	first = 0;
+	nwake = pcr_calls(ep, PCR_SLOTS, 100, PCR_SLOTS / 4 + 1, &first, &bad);
+	assert_int_equal(first, 65);
+	assert_int_equal(nwake, 1);
+	assert_int_equal(bad, 0);
+	assert_int_equal(bpfrt_stream_poll(p.rt, 0), 100);
+	assert_int_equal(rx.received, PCR_SLOTS + 100);
+	assert_int_equal(rx.bad, 0);
+	close(ep);
+	rt_unload(&p);
+	CPU_ZERO(&cpus);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &cpus);
+	sched_setaffinity(0, sizeof(cpus), &cpus);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -354,6 +543,9 @@ int main(void)
 		cmocka_unit_test(test_stream_reader_queue_bound_counts),
 		cmocka_unit_test(test_stream_reader_first_poll_has_all),
 		cmocka_unit_test(test_stream_lazy_wakeups),
+		cmocka_unit_test(test_pcr_large_loses_nothing),
+		cmocka_unit_test(test_pcr_reader_first_poll_has_all),
+		cmocka_unit_test(test_pcr_wakeups_and_full),
 	};
 
 	if (!wt_root("it loads and attaches BPF programs"))

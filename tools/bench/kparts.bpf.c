@@ -28,6 +28,14 @@
  *                       way on that socket, which writes one record for the two: a record
  *                       a request and side instead of two (a measure of pairing in the
  *                       kernel, not a design: runs of calls one way are only summed)
+ *  16 one-page          13 + four lines of one page written (a vmalloc'd array, a page a CPU)
+ *  17 four-pages        13 + a line in each of four pages of the same array: against 16, what
+ *                       a page more costs beside a line more
+ *  18 four-pages-km     17 in an array small enough for kmalloc (the direct map's pages)
+ *  19 sock-reads        13 + the record's members read (the 4-tuple, the sequence number
+ *                       through bpf_skc_to_tcp_sock()) into a record on the stack, not kept
+ *  20 hot-array-btf     12 with 4's comm: 14 with the record in a per-CPU array in the cache
+ *  21 pcpu-ring-btf     11 with 4's comm: 14 with the record in a ring of the CPU's own
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -66,7 +74,7 @@ struct {
 	__type(value, __u64);
 } kp_head SEC(".maps");
 
-#if KP == 11
+#if KP == 11 || KP == 21
 /* per CPU: KP_PC_SLOTS records, and its head (records written) on a cache line of its own */
 #define KP_PC_SLOTS 16384
 #define KP_PC_CPUS 64
@@ -88,6 +96,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kp_pchead);
 } kp_pchead SEC(".maps");
+#endif
+
+#if KP == 16 || KP == 17 || KP == 18
+struct kp_line {
+	__u64 n;
+	__u64 pad[7];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	/* 256 lines (four pages) a CPU: 64 CPUs, 1 MiB, vmalloc'd; 18: 2 CPUs, 32 KiB, kmalloc'd */
+	__uint(max_entries, (KP == 18 ? 2 : 64) * 256);
+	__type(key, __u32);
+	__type(value, struct kp_line);
+} kp_lines SEC(".maps");
 #endif
 
 #if KP == 15
@@ -143,7 +165,7 @@ static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send
 		comm[1] = *(__u64 *)&t->comm[8];
 		return comm[0] == 1 || comm[1] == 1;
 	}
-	if (KP == 13 || KP == 14 || KP == 15) {
+	if (KP >= 13) {
 		t = bpf_get_current_task_btf();
 		comm[0] = *(__u64 *)&t->comm[0];
 		comm[1] = *(__u64 *)&t->comm[8];
@@ -161,6 +183,21 @@ static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send
 		return 0;
 	if (KP == 6 || KP == 13)
 		return bpf_ktime_get_ns() == 1;
+#if KP == 16 || KP == 17 || KP == 18
+	{
+		__u32 base = (bpf_get_smp_processor_id() & (KP == 18 ? 1 : 63)) * 256;
+		__u32 step = KP == 16 ? 1 : 64;
+
+		for (__u32 j = 0; j < 4; j++) {
+			__u32 i = base + j * step;
+			struct kp_line *l = bpf_map_lookup_elem(&kp_lines, &i);
+
+			if (l)
+				l->n++;
+		}
+		return bpf_ktime_get_ns() == 1;
+	}
+#endif
 #if KP == 15
 	struct kp_sst *st = bpf_sk_storage_get(&kp_sks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	__u64 now = bpf_ktime_get_ns();
@@ -195,7 +232,21 @@ static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 #endif
-#if KP == 11
+#if KP == 19
+	{
+		struct kp_rec sr;
+
+		sr.time = bpf_ktime_get_ns();
+		kp_fill(&sr, pt, comm, send, fam, sk);
+		tp = bpf_skc_to_tcp_sock(sk);
+		sr.a[4] = tp ? (send ? tp->write_seq : tp->copied_seq) : 0;
+		sr.a[5] = ret;
+		sr.a[6] = (__u64)sk;
+		asm volatile("" : : "r"(&sr) : "memory"); /* the stores happen */
+		return 0;
+	}
+#endif
+#if KP == 11 || KP == 21
 	struct kp_pchead *ph;
 	__u32 cpu = bpf_get_smp_processor_id(), pi;
 
@@ -207,13 +258,14 @@ static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send
 	if (!r)
 		return 0;
 #else
-	if (KP == 8 || KP == 12) {
+	if (KP == 8 || KP == 12 || KP == 20) {
 		__u64 *h = bpf_map_lookup_elem(&kp_head, &(__u32){ 0 });
 		__u32 i;
 
 		if (!h)
 			return 0;
-		i = bpf_get_smp_processor_id() * KP_SLOTS + (*h & (KP == 12 ? 63 : KP_SLOTS - 1));
+		i = bpf_get_smp_processor_id() * KP_SLOTS +
+		    (*h & (KP == 12 || KP == 20 ? 63 : KP_SLOTS - 1));
 		r = bpf_map_lookup_elem(&kp_slots, &i);
 		if (!r)
 			return 0;
@@ -230,12 +282,12 @@ static __always_inline int kp_body(struct sock *sk, int ret, int flags, int send
 	r->a[4] = tp ? (send ? tp->write_seq : tp->copied_seq) : 0;
 	r->a[5] = ret;
 	r->a[6] = (__u64)sk;
-#if KP == 11
+#if KP == 11 || KP == 21
 	asm volatile("" ::: "memory"); /* the record before the head that publishes it */
 	*(volatile __u64 *)&ph->head = ph->head + 1;
 	return 0;
 #endif
-	if (KP == 8 || KP == 12)
+	if (KP == 8 || KP == 12 || KP == 20)
 		return 0;
 	if (KP == 10)
 		bpf_ringbuf_submit(

@@ -6,20 +6,25 @@
  * thread does: whenever woken, and every 50 ms whether woken or not.  Prints "kparts:
  * attached" on stderr once attached, and the records it read on SIGINT.
  *
- * A variant 11 object (a ring per CPU of kparts.bpf.c's own: maps kp_pcring and kp_pchead)
- * is read the same way, every 50 ms: each CPU's records from where the last read stopped to
- * its head, each record's words read as a reader would, through the maps' mmap.
+ * A variant 11 or 21 object (a ring per CPU of kparts.bpf.c's own: maps kp_pcring and
+ * kp_pchead) is read the same way, every 50 ms: each CPU's records from where the last read
+ * stopped to its head, each record's words read as a reader would, through the maps' mmap,
+ * and the CPU's tail written after.  weft's generated program has such rings too (weft_pcr,
+ * weft_pcr_pos: the same layout of head and tail), sized here as those (PC_CPUS x PC_SLOTS)
+ * with the rodata weft_pcr_slots set to match, and read the same way.
  *
  * Usage: kparts OBJ RING   (KPARTS_RING=BYTES: another ring size, a power of 2 of at least
  *                          a page)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 static volatile sig_atomic_t stop;
@@ -35,7 +40,7 @@ static void on_signal(int sig)
 #define PC_SLOTS 16384
 #define PC_CPUS 64
 static volatile const unsigned char *pc_ring;
-static volatile const unsigned long long *pc_head;
+static volatile unsigned long long *pc_head;
 static size_t pc_rec;
 static unsigned long long pc_tail[PC_CPUS], pc_sum;
 
@@ -46,7 +51,7 @@ static void *map_mmap(struct bpf_map *m)
 	void *p;
 
 	len = (len + (size_t)pg - 1) / (size_t)pg * (size_t)pg;
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(m), 0);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
@@ -69,6 +74,8 @@ static void pc_read(void)
 				pc_sum += w[k];
 			nrec++;
 		}
+		pc_head[c * 8 + 1] =
+			pc_tail[c]; /* read: a program that checks it may write again */
 	}
 }
 
@@ -79,6 +86,43 @@ static int on_rec(void *ctx, void *data, size_t size)
 	(void)size;
 	nrec++;
 	return 0;
+}
+
+/* weft's weft_pcr_slots (a `const volatile` of .rodata) set before load, as weft's loader does
+ * (agent/bpfrt.c, bpfrt_rodata_set()) */
+static int rodata_u32(struct bpf_object *obj, const char *var, unsigned int val)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
+	struct btf *btf = bpf_object__btf(obj);
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	const void *init;
+	size_t len;
+	char *copy;
+	int id, err;
+
+	if (!map || !btf || (id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC)) < 0)
+		return -ENOENT;
+	sec = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(sec);
+	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
+		const struct btf_type *t = btf__type_by_id(btf, vs->type);
+
+		if (strcmp(btf__name_by_offset(btf, t->name_off), var) != 0)
+			continue;
+		init = bpf_map__initial_value(map, &len);
+		if (!init || vs->size != sizeof(val) || vs->offset + sizeof(val) > len)
+			return -EINVAL;
+		copy = malloc(len);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, init, len);
+		memcpy(copy + vs->offset, &val, sizeof(val));
+		err = bpf_map__set_initial_value(map, copy, len);
+		free(copy);
+		return err;
+	}
+	return -ENOENT;
 }
 
 int main(int argc, char **argv)
@@ -101,6 +145,14 @@ int main(int argc, char **argv)
 	if (getenv("KPARTS_RING"))
 		ring_bytes = strtoul(getenv("KPARTS_RING"), NULL, 0);
 	ring = bpf_object__find_map_by_name(obj, argv[2]);
+	if (bpf_object__find_map_by_name(obj, "weft_pcr") &&
+	    (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "weft_pcr"),
+				      PC_CPUS * PC_SLOTS) ||
+	     bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "weft_pcr_pos"), PC_CPUS) ||
+	     rodata_u32(obj, "weft_pcr_slots", PC_SLOTS))) {
+		fprintf(stderr, "kparts: cannot size weft's per-CPU rings\n");
+		return 1;
+	}
 	if (!ring || bpf_map__set_max_entries(ring, ring_bytes) || bpf_object__load(obj)) {
 		fprintf(stderr, "kparts: cannot load %s (ring %s)\n", argv[1], argv[2]);
 		return 1;
@@ -113,9 +165,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (bpf_object__find_map_by_name(obj, "kp_pchead")) {
-		struct bpf_map *rm = bpf_object__find_map_by_name(obj, "kp_pcring");
-		struct bpf_map *hm = bpf_object__find_map_by_name(obj, "kp_pchead");
+	if (bpf_object__find_map_by_name(obj, "kp_pchead") ||
+	    bpf_object__find_map_by_name(obj, "weft_pcr")) {
+		bool weft = bpf_object__find_map_by_name(obj, "weft_pcr") != NULL;
+		struct bpf_map *rm =
+			bpf_object__find_map_by_name(obj, weft ? "weft_pcr" : "kp_pcring");
+		struct bpf_map *hm =
+			bpf_object__find_map_by_name(obj, weft ? "weft_pcr_pos" : "kp_pchead");
 
 		pc_rec = bpf_map__value_size(rm);
 		pc_ring = map_mmap(rm);

@@ -7,7 +7,8 @@
 # sock:sock_send_length and sock:sock_recv_length and empties its 2 MiB ring as weft's reader
 # thread does.  The variants (kparts.bpf.c, compiled here against the running kernel's
 # vmlinux.h) add one part at a time; "weft" is weft's own generated program for the same
-# query (`weft explain --dump=codegen`), loaded the same way.  The figure is the kernel's
+# query (`weft explain --dump=codegen`), loaded the same way (its records in rings of each
+# CPU's own, which the loader sizes and reads as variant 21's).  The figure is the kernel's
 # run-time statistics (kernel.bpf_stats_enabled on for the script's run; its own two clock
 # reads are in every figure: compare the "empty" variant), run_time_ns / run_cnt of the two
 # programs together, median over the rounds; the records the loader read are printed once.
@@ -18,7 +19,7 @@
 # Usage: tools/bench/kparts.sh [ROUNDS]   (default 5; root; ip, redis-server, redis-benchmark,
 #                                          bpftool, clang, jq)
 #   BENCH_KPARTS_N: requests per run (default 40000)
-#   BENCH_KPARTS_VARIANTS: which (default "1 2 ... 15 weft": every one; kparts.bpf.c names
+#   BENCH_KPARTS_VARIANTS: which (default "1 2 ... 21 weft": every one; kparts.bpf.c names
 #     them; "off" runs the benchmark with nothing attached, for BENCH_KPARTS_WALL=1;
 #     VARIANT@BYTES loads the variant with a ring of BYTES, a power of 2, instead of 2 MiB;
 #     c-NAME is BENCH_KPARTS_CDIR/NAME.c, an edit of weft's program (its pid filter written
@@ -29,7 +30,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 N=${BENCH_KPARTS_N:-40000}
-VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 weft}
+VARIANTS=${BENCH_KPARTS_VARIANTS:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 weft}
 WALL=${BENCH_KPARTS_WALL:-0}
 KPARTS=$WEFT_BUILD/tools/bench/kparts
 log=$BENCH_OUT/kparts
