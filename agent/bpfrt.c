@@ -85,6 +85,12 @@ struct bpfrt {
 /* The reader thread's queue (bpfrt_stream_reader_start(), below). */
 #define BPFRT_CHUNK_BYTES (256u << 10)
 #define BPFRT_READER_WAIT_MS 50 /* records submitted without a wakeup wait at most this */
+/* With the CPUs' own rings (kernel:sockets, at up to hundreds of thousands of records a second
+ * on one CPU): read often enough that a CPU's ring seldom reaches the quarter at which its
+ * programs wake the reader, since that wakeup costs the traced CPU an interrupt and this
+ * thread's wakeup costs the tracer's CPU little (docs/performance.md, "Kernel edges: a ring of
+ * each CPU's own") */
+#define BPFRT_READER_WAIT_PCR_MS 10
 
 struct bpfrt_chunk {
 	struct bpfrt_chunk *next;
@@ -935,7 +941,9 @@ static void *reader_main(void *arg)
 		eventfd_t v;
 		int rc;
 
-		if (epoll_wait(r->ep, ev, 2, BPFRT_READER_WAIT_MS) < 0 && errno != EINTR) {
+		if (epoll_wait(r->ep, ev, 2,
+			       rt->pcr ? BPFRT_READER_WAIT_PCR_MS : BPFRT_READER_WAIT_MS) < 0 &&
+		    errno != EINTR) {
 			rc = -errno;
 			goto fail;
 		}
