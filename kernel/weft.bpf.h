@@ -308,7 +308,9 @@ WEFT_INLINE __u64 weft_rec_wake_flags(struct weft_cost *c)
 #ifdef WEFT_WANT_PCR
 /*
  * Rings of each CPU's own, for the records of kernel:sockets (kernel/weft_abi.h, struct
- * weft_pcr_pos; docs/runtime.md, "Rings of a CPU's own").  The loader sizes both maps
+ * weft_pcr_pos; docs/runtime.md, "Rings of a CPU's own").  Only for programs that run with
+ * preemption off (tracepoints, raw tracepoints): `busy` protects a slot from a program that
+ * interrupts another and ends before it resumes, not from one that preempts it.  The loader sizes both maps
  * (CPUs * weft_pcr_slots slots, CPUs positions) and sets weft_pcr_slots, a power of two; at 0
  * (a loader that sized nothing) every record goes to the shared ring.
  */
