@@ -362,6 +362,61 @@ static const char lazy_src[] =
 #define LAZY_OVER (LAZY_RING / 4 / LAZY_REC + 1)
 #define LAZY_FIRST ((LAZY_OVER - 1 + 7) / 8 * 8 + 1)
 
+/* Pin this thread to the CPU it is on (the wakeup counters are per CPU), or unpin it. */
+static void pin_here(bool on)
+{
+	cpu_set_t cpus;
+
+	CPU_ZERO(&cpus);
+	if (on)
+		CPU_SET(sched_getcpu(), &cpus);
+	else
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			CPU_SET(c, &cpus);
+	assert_int_equal(sched_setaffinity(0, sizeof(cpus), &cpus), 0);
+}
+
+/* An edge-triggered epoll of the program's shared ring: readable once per wakeup. */
+static int ring_epoll(struct rt_prog *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	assert_true(ep >= 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD,
+				   bpf_map__fd(bpf_object__find_map_by_name(p->obj, "weft_events")),
+				   &ev),
+			 0);
+	return ep;
+}
+
+/*
+ * n getppid(from + k - 1) calls, k = 1..n, each followed by a look at the epoll: the number of
+ * wakeups; *first is the k of the first, and *bad counts the calls whose wakeup (or none)
+ * was not the rule's: one at the first look over the quarter (call `wake_from`), then one
+ * every 64 calls up to call `last`.
+ */
+static unsigned wake_calls(int ep, unsigned from, unsigned n, unsigned wake_from, unsigned last,
+			   unsigned *first, unsigned *bad)
+{
+	struct epoll_event ev;
+	unsigned nwake = 0;
+
+	for (unsigned k = 1; k <= n; k++) {
+		bool want = k >= wake_from && k <= last && (k - wake_from) % 64 == 0;
+		int got;
+
+		syscall(SYS_getppid, (long)(from + k - 1), 0L);
+		got = epoll_wait(ep, &ev, 1, 0);
+		assert_true(got >= 0);
+		if (got && !*first)
+			*first = k;
+		nwake += (unsigned)got;
+		*bad += (got != 0) != want;
+	}
+	return nwake;
+}
+
 /*
  * This thread, pinned to one CPU (the wakeup counter is per CPU), writes one record with
  * each getppid(); after each, an edge-triggered epoll of the ring says whether that record
@@ -374,39 +429,19 @@ static void test_stream_lazy_wakeups(void **state)
 {
 	struct rt_prog p = { 0 };
 	struct setup_arg arg = { .ring_bytes = LAZY_RING, .pid = getpid() };
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
 	char obj[PATH_MAX], src[sizeof(lazy_src) + 64];
-	unsigned first = 0, nwake = 0, bad = 0;
-	cpu_set_t cpus;
+	unsigned first = 0, nwake, bad = 0;
 	int ep;
 
 	(void)state;
-	CPU_ZERO(&cpus);
-	CPU_SET(sched_getcpu(), &cpus);
-	assert_int_equal(sched_setaffinity(0, sizeof(cpus), &cpus), 0);
+	pin_here(true);
 	snprintf(src, sizeof(src), "#define WL_NR %d\n%s", (int)SYS_getppid, lazy_src);
 	assert_int_equal(rt_compile(&p, "lazy", src, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	assert_true(ep >= 0);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD,
-				   bpf_map__fd(bpf_object__find_map_by_name(p.obj, "weft_events")),
-				   &ev),
-			 0);
-	for (unsigned k = 1; k <= LAZY_CALLS; k++) {
-		/* the first look that finds more than a quarter waiting (the ring holds k
-		 * records then), and every 64th record after it */
-		bool want = k >= LAZY_FIRST && (k - LAZY_FIRST) % 64 == 0;
-		int n;
-
-		syscall(SYS_getppid);
-		n = epoll_wait(ep, &ev, 1, 0);
-		assert_true(n >= 0);
-		if (n && !first)
-			first = k;
-		nwake += n;
-		bad += n != want;
-	}
+	ep = ring_epoll(&p);
+	/* the first look that finds more than a quarter waiting (the ring holds k records
+	 * then), and every 64th record after it */
+	nwake = wake_calls(ep, 0, LAZY_CALLS, LAZY_FIRST, LAZY_CALLS, &first, &bad);
 	printf("# %u records: %u wakeups, the first at record %u\n", LAZY_CALLS, nwake, first);
 	assert_int_equal(first, 233);
 	assert_int_equal(first, LAZY_FIRST);
@@ -414,10 +449,7 @@ static void test_stream_lazy_wakeups(void **state)
 	assert_int_equal(bad, 0);
 	close(ep);
 	rt_unload(&p);
-	CPU_ZERO(&cpus);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		CPU_SET(c, &cpus);
-	sched_setaffinity(0, sizeof(cpus), &cpus);
+	pin_here(false);
 }
 
 /*
@@ -452,57 +484,26 @@ static int on_pcr_row(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static unsigned pcr_calls(int ep, unsigned from, unsigned n, unsigned wake_every_from,
-			  unsigned *first, unsigned *bad)
-{
-	struct epoll_event ev;
-	unsigned nwake = 0;
-
-	for (unsigned k = 1; k <= n; k++) {
-		bool want =
-			k >= wake_every_from && k <= PCR_SLOTS && (k - wake_every_from) % 64 == 0;
-		int got;
-
-		syscall(SYS_getppid, (long)(from + k - 1), 0L);
-		got = epoll_wait(ep, &ev, 1, 0);
-		assert_true(got >= 0);
-		if (got && !*first)
-			*first = k;
-		nwake += (unsigned)got;
-		*bad += (got != 0) != want;
-	}
-	return nwake;
-}
-
 static void test_pcr_wakeups_and_full(void **state)
 {
 	struct rt_prog p = { 0 };
 	struct setup_arg arg = { .ring_bytes = 64u << 10, .pcr_bytes = 1, .pid = getpid() };
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
 	uint64_t drops[WEFT_DROP_NR] = { 0 };
 	char obj[PATH_MAX], src[sizeof(pcr_src) + 64];
 	struct pcr_rx rx = { 0 };
 	unsigned first = 0, bad = 0, nwake;
-	cpu_set_t cpus;
 	int ep;
 
 	(void)state;
-	CPU_ZERO(&cpus);
-	CPU_SET(sched_getcpu(), &cpus);
-	assert_int_equal(sched_setaffinity(0, sizeof(cpus), &cpus), 0);
+	pin_here(true);
 	snprintf(src, sizeof(src), "#define WL_NR %d\n#define PROBE %d\n%s", (int)SYS_getppid,
 		 PROBE_INDEX, pcr_src);
 	assert_int_equal(rt_compile(&p, "pcrwake", src, obj, sizeof(obj)), 0);
 	assert_int_equal(rt_load(&p, obj, setup, &arg, NULL), 0);
 	assert_int_equal(bpf_map__max_entries(bpf_object__find_map_by_name(p.obj, "weft_pcr")),
 			 PCR_SLOTS * bpfrt_ncpu(p.rt));
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	assert_true(ep >= 0);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD,
-				   bpf_map__fd(bpf_object__find_map_by_name(p.obj, "weft_events")),
-				   &ev),
-			 0);
-	nwake = pcr_calls(ep, 0, PCR_CALLS, PCR_SLOTS / 4 + 1, &first, &bad);
+	ep = ring_epoll(&p);
+	nwake = wake_calls(ep, 0, PCR_CALLS, PCR_SLOTS / 4 + 1, PCR_SLOTS, &first, &bad);
 	printf("# %u rows into %u slots: %u wakeups, the first at row %u\n", PCR_CALLS, PCR_SLOTS,
 	       nwake, first);
 	assert_int_equal(first, 65);
@@ -519,7 +520,7 @@ static void test_pcr_wakeups_and_full(void **state)
 	assert_int_equal(drops[WEFT_DROP_RINGBUF_FULL], PCR_CALLS - PCR_SLOTS);
 	/* the slots are free again: rows from 256 on (the seq the reader expects next) */
 	first = 0;
-	nwake = pcr_calls(ep, PCR_SLOTS, 100, PCR_SLOTS / 4 + 1, &first, &bad);
+	nwake = wake_calls(ep, PCR_SLOTS, 100, PCR_SLOTS / 4 + 1, PCR_SLOTS, &first, &bad);
 	assert_int_equal(first, 65);
 	assert_int_equal(nwake, 1);
 	assert_int_equal(bad, 0);
@@ -528,10 +529,7 @@ static void test_pcr_wakeups_and_full(void **state)
 	assert_int_equal(rx.bad, 0);
 	close(ep);
 	rt_unload(&p);
-	CPU_ZERO(&cpus);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		CPU_SET(c, &cpus);
-	sched_setaffinity(0, sizeof(cpus), &cpus);
+	pin_here(false);
 }
 
 /*

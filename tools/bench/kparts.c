@@ -11,7 +11,8 @@
  * stopped to its head, each record's words read as a reader would, through the maps' mmap,
  * and the CPU's tail written after.  weft's generated program has such rings too (weft_pcr,
  * weft_pcr_pos: the same layout of head and tail), sized here as those (PC_CPUS x PC_SLOTS)
- * with the rodata weft_pcr_slots set to match, and read the same way.
+ * with the rodata weft_pcr_slots set to match (bpfrt_rodata_set(), as weft's loader sets it),
+ * and read the same way.
  *
  * Usage: kparts OBJ RING   (KPARTS_RING=BYTES: another ring size, a power of 2 of at least
  *                          a page)
@@ -24,8 +25,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "agent/bpfrt.h"
 
 static volatile sig_atomic_t stop;
 static unsigned long long nrec;
@@ -88,43 +89,6 @@ static int on_rec(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* weft's weft_pcr_slots (a `const volatile` of .rodata) set before load, as weft's loader does
- * (agent/bpfrt.c, bpfrt_rodata_set()) */
-static int rodata_u32(struct bpf_object *obj, const char *var, unsigned int val)
-{
-	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
-	struct btf *btf = bpf_object__btf(obj);
-	const struct btf_var_secinfo *vs;
-	const struct btf_type *sec;
-	const void *init;
-	size_t len;
-	char *copy;
-	int id, err;
-
-	if (!map || !btf || (id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC)) < 0)
-		return -ENOENT;
-	sec = btf__type_by_id(btf, id);
-	vs = btf_var_secinfos(sec);
-	for (int i = 0; i < btf_vlen(sec); i++, vs++) {
-		const struct btf_type *t = btf__type_by_id(btf, vs->type);
-
-		if (strcmp(btf__name_by_offset(btf, t->name_off), var) != 0)
-			continue;
-		init = bpf_map__initial_value(map, &len);
-		if (!init || vs->size != sizeof(val) || vs->offset + sizeof(val) > len)
-			return -EINVAL;
-		copy = malloc(len);
-		if (!copy)
-			return -ENOMEM;
-		memcpy(copy, init, len);
-		memcpy(copy + vs->offset, &val, sizeof(val));
-		err = bpf_map__set_initial_value(map, copy, len);
-		free(copy);
-		return err;
-	}
-	return -ENOENT;
-}
-
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
@@ -149,7 +113,8 @@ int main(int argc, char **argv)
 	    (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "weft_pcr"),
 				      PC_CPUS * PC_SLOTS) ||
 	     bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "weft_pcr_pos"), PC_CPUS) ||
-	     rodata_u32(obj, "weft_pcr_slots", PC_SLOTS))) {
+	     bpfrt_rodata_set(obj, WEFT_PCR_SLOTS_VAR, &(unsigned int){ PC_SLOTS },
+			      sizeof(unsigned int)))) {
 		fprintf(stderr, "kparts: cannot size weft's per-CPU rings\n");
 		return 1;
 	}
